@@ -1,0 +1,65 @@
+//! `/healthz` (alive), `/readyz` (database and Chromium), `/metrics`.
+
+use axum::Json;
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use serde_json::json;
+
+use crate::config::DatabaseKind;
+use crate::sandbox::chromium_runnable;
+use crate::state::AppState;
+
+/// The operability routes.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+}
+
+/// Alive: the process answers HTTP.
+async fn healthz() -> impl IntoResponse {
+    Json(json!({ "status": "ok" }))
+}
+
+/// Ready: the database answers and Chromium can be started.
+#[tracing::instrument(skip_all)]
+async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
+    let db = state.store.ping().await;
+    if let Err(e) = &db {
+        tracing::warn!(error = %format!("{e:#}"), "readiness: database check failed");
+    }
+    let chromium_ok = chromium_runnable(&state.settings.chromium_path);
+    let ready = db.is_ok() && chromium_ok;
+    let backend = match state.store.kind() {
+        DatabaseKind::Sqlite => "sqlite",
+        DatabaseKind::Postgres => "postgres",
+    };
+    let body = json!({
+        "status": if ready { "ready" } else { "not_ready" },
+        "checks": {
+            "database": { "ok": db.is_ok(), "backend": backend },
+            "chromium": { "ok": chromium_ok, "path": state.settings.chromium_path },
+        }
+    });
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(body))
+}
+
+/// Prometheus text exposition.
+async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        state.metrics.render(),
+    )
+}

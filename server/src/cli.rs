@@ -1,0 +1,160 @@
+//! The `cordon` command line.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::audit::{self, Actor, NewEvent, Verification};
+use crate::config::Settings;
+use crate::domain::TenantId;
+use crate::startup::{Application, shutdown_signal};
+use crate::store::Store;
+use crate::telemetry;
+
+/// Cordon: a control plane for sandboxed browsers that AI agents drive and
+/// operators oversee.
+///
+/// Settings come from defaults, then `cordon.toml` in the working directory
+/// (or --config FILE), then CORDON_* environment variables. Run
+/// `cordon config show` to see what is in force.
+#[derive(Debug, Parser)]
+#[command(name = "cordon", version, about, long_about)]
+pub struct Cli {
+    /// Read settings from this TOML file instead of ./cordon.toml.
+    #[arg(long, short, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// What to do (default: `serve`).
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the control plane and dashboard (the default).
+    Serve,
+    /// Apply pending database migrations and exit.
+    Migrate,
+    /// Inspect the audit log.
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
+    /// Show settings.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+    /// Manage tenants.
+    Tenant {
+        #[command(subcommand)]
+        command: TenantCommand,
+    },
+}
+
+/// `cordon audit …`
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Recompute the hash chain; exit 1 and name the first broken seq if it fails.
+    Verify,
+}
+
+/// `cordon config …`
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Print the settings in force as TOML (secrets shown as ***).
+    Show,
+}
+
+/// `cordon tenant …`
+#[derive(Debug, Subcommand)]
+pub enum TenantCommand {
+    /// Create a tenant.
+    Create {
+        /// Id: a-z, 0-9 and '-', 1 to 63 characters.
+        id: String,
+        /// Display name (defaults to the id).
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// List tenants.
+    List,
+}
+
+/// Runs the parsed command.
+pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let settings = Settings::load(cli.config.as_deref())?;
+    telemetry::init_tracing(settings.log_format, &settings.log_level);
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => {
+            let app = Application::build(settings).await?;
+            app.run_until(shutdown_signal()).await?;
+        }
+        Command::Migrate => {
+            let store = open(&settings).await?;
+            println!("migrations applied to {}", settings.database_url_display());
+            store.close().await;
+        }
+        Command::Audit {
+            command: AuditCommand::Verify,
+        } => {
+            let store = open(&settings).await?;
+            let result = audit::verify(&store).await?;
+            store.close().await;
+            match result {
+                Verification::Intact { events } => println!("audit chain intact: {events} events"),
+                Verification::Broken { seq, reason } => {
+                    println!("audit chain BROKEN at seq {seq}: {reason}");
+                    return Ok(ExitCode::from(1));
+                }
+            }
+        }
+        Command::Config {
+            command: ConfigCommand::Show,
+        } => print!("{}", settings.show()),
+        Command::Tenant { command } => {
+            let store = open(&settings).await?;
+            tenant(&store, command).await?;
+            store.close().await;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn open(settings: &Settings) -> anyhow::Result<Store> {
+    std::fs::create_dir_all(&settings.data_dir).map_err(|e| {
+        anyhow::anyhow!(
+            "data_dir: cannot create {}: {e}",
+            settings.data_dir.display()
+        )
+    })?;
+    let store = Store::connect(&settings.database_url()).await?;
+    store.migrate().await?;
+    Ok(store)
+}
+
+async fn tenant(store: &Store, command: TenantCommand) -> anyhow::Result<()> {
+    match command {
+        TenantCommand::Create { id, name } => {
+            let id: TenantId = id.parse().map_err(|e| anyhow::anyhow!("tenant id: {e}"))?;
+            let name = name.unwrap_or_else(|| id.to_string());
+            store
+                .audit_append(
+                    NewEvent::new(Actor::Cli, "tenant.create")
+                        .tenant(&id)
+                        .params(serde_json::json!({ "name": name }))
+                        .outcome("requested"),
+                )
+                .await?;
+            store.tenant_create(&id, &name).await?;
+            println!("tenant {id} created");
+        }
+        TenantCommand::List => {
+            for t in store.tenant_list().await? {
+                println!("{}\t{}", t.id, t.name);
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,353 @@
+//! Typed settings, read once at start: defaults in code, then an optional
+//! `cordon.toml`, then `CORDON_*` environment variables.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use figment::Figment;
+use figment::providers::{Format, Serialized, Toml};
+use secrecy::{ExposeSecret, SecretString};
+use serde::{Deserialize, Serialize};
+
+/// Environment keys read as settings (lowercased, without the `CORDON_` prefix).
+/// Other `CORDON_*` variables (the test harness's, say) are ignored.
+const ENV_KEYS: &[&str] = &[
+    "bind",
+    "data_dir",
+    "database_url",
+    "log_format",
+    "log_level",
+    "chromium_path",
+    "site_root",
+];
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// All of Cordon's settings.
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// Address the HTTP server listens on; port 0 picks a free port.
+    pub bind: SocketAddr,
+    /// Directory for the SQLite database, key file and screenshots.
+    pub data_dir: PathBuf,
+    /// `sqlite://…` or `postgres://…`; defaults to `sqlite://<data_dir>/cordon.db`.
+    /// Secret because a PostgreSQL URL may carry a password.
+    pub database_url: Option<SecretString>,
+    /// `text` or `json`.
+    pub log_format: LogFormat,
+    /// A `tracing` filter such as `info` or `cordon=debug,info`.
+    pub log_level: String,
+    /// The Chromium executable sessions run.
+    pub chromium_path: PathBuf,
+    /// Directory holding the built dashboard assets (`pkg/` inside).
+    pub site_root: PathBuf,
+}
+
+impl fmt::Debug for Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Settings")
+            .field("bind", &self.bind)
+            .field("data_dir", &self.data_dir)
+            .field("database_url", &self.database_url_display())
+            .field("log_format", &self.log_format)
+            .field("log_level", &self.log_level)
+            .field("chromium_path", &self.chromium_path)
+            .field("site_root", &self.site_root)
+            .finish()
+    }
+}
+
+/// The defaults, as a serialisable layer for figment.
+#[derive(Serialize)]
+struct Defaults {
+    bind: String,
+    data_dir: String,
+    log_format: LogFormat,
+    log_level: String,
+    chromium_path: String,
+    site_root: String,
+}
+
+impl Default for Defaults {
+    fn default() -> Self {
+        Self {
+            bind: "127.0.0.1:8080".into(),
+            data_dir: "data".into(),
+            log_format: LogFormat::Text,
+            log_level: "info".into(),
+            chromium_path: "/usr/lib/chromium/chromium".into(),
+            site_root: "target/site".into(),
+        }
+    }
+}
+
+impl Settings {
+    /// Loads settings from the defaults, `config_file` (or `./cordon.toml` if
+    /// it exists) and the process environment.
+    pub fn load(config_file: Option<&Path>) -> anyhow::Result<Self> {
+        Self::load_from(config_file, std::env::vars())
+    }
+
+    /// Like [`Settings::load`] with an explicit environment, for tests.
+    pub fn load_from(
+        config_file: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> anyhow::Result<Self> {
+        let mut figment = Figment::from(Serialized::defaults(Defaults::default()));
+        match config_file {
+            Some(path) => {
+                if !path.is_file() {
+                    bail!("config file {} not found", path.display());
+                }
+                figment = figment.merge(Toml::file_exact(path));
+            }
+            None if Path::new("cordon.toml").is_file() => {
+                figment = figment.merge(Toml::file_exact("cordon.toml"));
+            }
+            None => {}
+        }
+        let vars = EnvVars(
+            env.into_iter()
+                .filter_map(|(k, v)| {
+                    let key = k.strip_prefix("CORDON_")?.to_ascii_lowercase();
+                    ENV_KEYS.contains(&key.as_str()).then_some((key, v))
+                })
+                .collect(),
+        );
+        let settings: Settings = figment
+            .merge(vars)
+            .extract()
+            .map_err(|e| anyhow::anyhow!(one_line(&e)))?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        if let Some(url) = &self.database_url {
+            DatabaseKind::of(url.expose_secret())?;
+        }
+        tracing_subscriber::EnvFilter::try_new(&self.log_level)
+            .with_context(|| format!("log_level: invalid filter {:?}", self.log_level))?;
+        Ok(())
+    }
+
+    /// The database URL in force, defaulted from `data_dir`.
+    pub fn database_url(&self) -> SecretString {
+        match &self.database_url {
+            Some(url) => url.clone(),
+            None => SecretString::from(format!("sqlite://{}/cordon.db", self.data_dir.display())),
+        }
+    }
+
+    /// The database URL with any password replaced by `***`.
+    pub fn database_url_display(&self) -> String {
+        crate::audit::redact::url(self.database_url().expose_secret())
+    }
+
+    /// The settings as TOML, secrets shown as `***`.
+    pub fn show(&self) -> String {
+        format!(
+            "bind = {:?}\ndata_dir = {:?}\ndatabase_url = {:?}\nlog_format = {:?}\nlog_level = {:?}\nchromium_path = {:?}\nsite_root = {:?}\n",
+            self.bind.to_string(),
+            self.data_dir.display().to_string(),
+            self.database_url_display(),
+            match self.log_format {
+                LogFormat::Text => "text",
+                LogFormat::Json => "json",
+            },
+            self.log_level,
+            self.chromium_path.display().to_string(),
+            self.site_root.display().to_string(),
+        )
+    }
+}
+
+/// The two storage backends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DatabaseKind {
+    /// Embedded, one host.
+    Sqlite,
+    /// Shared by several control-plane replicas.
+    Postgres,
+}
+
+impl DatabaseKind {
+    /// Picks the backend from a URL's scheme.
+    pub fn of(url: &str) -> anyhow::Result<Self> {
+        let scheme = url.split_once(':').map(|(s, _)| s).unwrap_or("");
+        match scheme {
+            "sqlite" => Ok(Self::Sqlite),
+            "postgres" | "postgresql" => Ok(Self::Postgres),
+            "" => bail!("database_url: missing scheme (expected sqlite://… or postgres://…)"),
+            other => bail!(
+                "database_url: unknown scheme {other:?} (expected sqlite://… or postgres://…)"
+            ),
+        }
+    }
+}
+
+/// `CORDON_*` variables as a figment layer. Values stay strings (figment's own
+/// `Env` would turn `CORDON_LOG_LEVEL=1` into a number), and errors name the
+/// variable.
+struct EnvVars(Vec<(String, String)>);
+
+const ENV_SOURCE: &str = "environment";
+
+impl figment::Provider for EnvVars {
+    fn metadata(&self) -> figment::Metadata {
+        figment::Metadata::named(ENV_SOURCE)
+    }
+
+    fn data(
+        &self,
+    ) -> Result<figment::value::Map<figment::Profile, figment::value::Dict>, figment::Error> {
+        let dict = self
+            .0
+            .iter()
+            .map(|(k, v)| (k.clone(), figment::value::Value::from(v.clone())))
+            .collect();
+        Ok(figment::Profile::Default.collect(dict))
+    }
+}
+
+/// Figment errors can span lines; startup reports one.
+fn one_line(err: &figment::Error) -> String {
+    err.clone()
+        .into_iter()
+        .map(|e| {
+            let key = if e.path.is_empty() {
+                String::new()
+            } else {
+                format!("{}: ", e.path.join("."))
+            };
+            let source = e
+                .metadata
+                .as_ref()
+                .map(|m| match &m.source {
+                    _ if m.name == ENV_SOURCE => {
+                        format!(" (from CORDON_{})", e.path.join("_").to_ascii_uppercase())
+                    }
+                    Some(src) => format!(" (from {src})"),
+                    None => format!(" (from {})", m.name),
+                })
+                .unwrap_or_default();
+            format!("{key}{}{source}", e.kind)
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_apply_when_nothing_is_set() {
+        let s = Settings::load_from(None, env(&[])).unwrap();
+        assert_eq!(s.bind.to_string(), "127.0.0.1:8080");
+        assert_eq!(s.data_dir, PathBuf::from("data"));
+        assert_eq!(s.database_url().expose_secret(), "sqlite://data/cordon.db");
+        assert_eq!(s.log_format, LogFormat::Text);
+    }
+
+    #[test]
+    fn environment_overrides_the_file() {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        writeln!(file, "bind = \"127.0.0.1:9000\"\nlog_format = \"json\"").unwrap();
+        let s = Settings::load_from(
+            Some(file.path()),
+            env(&[("CORDON_BIND", "127.0.0.1:9100"), ("CORDON_UNRELATED", "x")]),
+        )
+        .unwrap();
+        assert_eq!(s.bind.to_string(), "127.0.0.1:9100");
+        assert_eq!(s.log_format, LogFormat::Json);
+    }
+
+    #[test]
+    fn a_bad_environment_value_names_the_key() {
+        let err = Settings::load_from(None, env(&[("CORDON_BIND", "not-an-address")]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("bind:"), "{err}");
+        assert!(!err.contains('\n'), "{err}");
+    }
+
+    #[test]
+    fn a_malformed_file_is_reported_on_one_line() {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        writeln!(file, "bind = [").unwrap();
+        let err = Settings::load_from(Some(file.path()), env(&[]))
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains('\n'), "{err}");
+        assert!(err.contains(&file.path().display().to_string()), "{err}");
+    }
+
+    #[test]
+    fn an_unknown_key_in_the_file_is_refused() {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        writeln!(file, "bnd = \"127.0.0.1:1\"").unwrap();
+        let err = Settings::load_from(Some(file.path()), env(&[]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("bnd"), "{err}");
+    }
+
+    #[test]
+    fn an_unknown_database_scheme_is_refused() {
+        let err = Settings::load_from(None, env(&[("CORDON_DATABASE_URL", "mysql://x/y")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("database_url") && err.contains("mysql"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_missing_config_file_is_an_error() {
+        let err = Settings::load_from(Some(Path::new("/nonexistent/cordon.toml")), env(&[]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not found"), "{err}");
+    }
+
+    #[test]
+    fn show_and_debug_hide_the_database_password() {
+        let s = Settings::load_from(
+            None,
+            env(&[(
+                "CORDON_DATABASE_URL",
+                "postgres://cordon:hunter2@127.0.0.1:5432/cordon",
+            )]),
+        )
+        .unwrap();
+        assert!(!s.show().contains("hunter2"));
+        assert!(!format!("{s:?}").contains("hunter2"));
+        assert!(
+            s.show()
+                .contains("postgres://cordon:***@127.0.0.1:5432/cordon"),
+            "{}",
+            s.show()
+        );
+    }
+}

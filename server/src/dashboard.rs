@@ -1,0 +1,102 @@
+//! The control plane as the dashboard's server functions see it.
+
+use app::api::{AuditRow, AuditVerification, Dashboard, SystemStatus};
+
+use crate::audit::{self, Verification};
+use crate::config::DatabaseKind;
+use crate::sandbox::chromium_runnable;
+use crate::state::AppState;
+
+/// Unix milliseconds as RFC 3339 UTC (`2026-11-21T22:40:00.123Z`).
+pub fn rfc3339_ms(ms: i64) -> String {
+    let t = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    t.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+fn safe(what: &str, err: anyhow::Error) -> String {
+    tracing::error!(error = %format!("{err:#}"), "dashboard: {what} failed");
+    format!("{what} failed; see the server log")
+}
+
+#[async_trait::async_trait]
+impl Dashboard for AppState {
+    async fn status(&self) -> Result<SystemStatus, String> {
+        let database_ok = self.store.ping().await.is_ok();
+        let audit_events = if database_ok {
+            self.store
+                .audit_head()
+                .await
+                .map_err(|e| safe("reading the audit head", e))?
+                .0
+        } else {
+            0
+        };
+        Ok(SystemStatus {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            database: match self.store.kind() {
+                DatabaseKind::Sqlite => "sqlite".into(),
+                DatabaseKind::Postgres => "postgres".into(),
+            },
+            database_ok,
+            chromium_path: self.settings.chromium_path.display().to_string(),
+            chromium_ok: chromium_runnable(&self.settings.chromium_path),
+            audit_events,
+            checked_at: rfc3339_ms(crate::store::audit::now_ms()),
+        })
+    }
+
+    async fn recent_audit(&self, limit: i64) -> Result<Vec<AuditRow>, String> {
+        let events = self
+            .store
+            .audit_recent(None, limit)
+            .await
+            .map_err(|e| safe("reading the audit log", e))?;
+        Ok(events
+            .into_iter()
+            .map(|e| AuditRow {
+                seq: e.seq,
+                ts: rfc3339_ms(e.ts),
+                tenant: e.tenant,
+                session: e.session,
+                actor: e.actor,
+                action: e.action,
+                params: e.params,
+                outcome: e.outcome,
+                hash_prefix: e.hash.chars().take(12).collect(),
+            })
+            .collect())
+    }
+
+    async fn verify_audit(&self) -> Result<AuditVerification, String> {
+        let v = audit::verify(&self.store)
+            .await
+            .map_err(|e| safe("verifying the audit log", e))?;
+        Ok(match v {
+            Verification::Intact { events } => AuditVerification {
+                intact: true,
+                events,
+                broken_seq: None,
+                reason: None,
+            },
+            Verification::Broken { seq, reason } => AuditVerification {
+                intact: false,
+                events: seq - 1,
+                broken_seq: Some(seq),
+                reason: Some(reason),
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_render_as_utc_rfc3339() {
+        assert_eq!(rfc3339_ms(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339_ms(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
+    }
+}

@@ -1,0 +1,135 @@
+//! The one error type at the HTTP boundary.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+/// What an HTTP handler can fail with. The message shown to the client is
+/// always safe; an internal cause is handed to [`log_errors`](crate::startup)
+/// through the response's extensions and logged once there.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// Malformed or invalid input.
+    #[error("{0}")]
+    BadRequest(String),
+    /// Missing or wrong credentials.
+    #[error("missing or invalid API key")]
+    Unauthorized,
+    /// No such resource (or not this caller's).
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    /// The resource existed but is finished.
+    #[error("{0} is gone")]
+    Gone(&'static str),
+    /// The request conflicts with the current state.
+    #[error("{0}")]
+    Conflict(String),
+    /// The body or a field is too large.
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    /// A limit is reached; retry after this many seconds.
+    #[error("{message}")]
+    TooManyRequests {
+        /// What limit.
+        message: String,
+        /// Seconds until a retry may succeed.
+        retry_after_s: u64,
+    },
+    /// A dependency is not ready.
+    #[error("{0}")]
+    Unavailable(String),
+    /// A bug or an outage; the cause is logged, never shown.
+    #[error("internal error")]
+    Internal(#[from] anyhow::Error),
+}
+
+/// The cause of a 5xx, carried to the logging middleware.
+#[derive(Clone)]
+pub struct ErrorCause(pub Arc<anyhow::Error>);
+
+impl ApiError {
+    /// The HTTP status for this error.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::Gone(_) => StatusCode::GONE,
+            Self::Conflict(_) => StatusCode::CONFLICT,
+            Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// A stable machine-readable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::BadRequest(_) => "bad_request",
+            Self::Unauthorized => "unauthorized",
+            Self::NotFound(_) => "not_found",
+            Self::Gone(_) => "gone",
+            Self::Conflict(_) => "conflict",
+            Self::PayloadTooLarge(_) => "payload_too_large",
+            Self::TooManyRequests { .. } => "too_many_requests",
+            Self::Unavailable(_) => "unavailable",
+            Self::Internal(_) => "internal",
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let body = Json(json!({ "error": { "code": self.code(), "message": self.to_string() } }));
+        let mut res = (status, body).into_response();
+        match self {
+            Self::TooManyRequests { retry_after_s, .. } => {
+                res.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_s));
+            }
+            Self::Unauthorized => {
+                res.headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            Self::Internal(cause) => {
+                res.extensions_mut().insert(ErrorCause(Arc::new(cause)));
+            }
+            _ => {}
+        }
+        res
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn internal_errors_hide_their_cause_from_the_client() {
+        let err = ApiError::Internal(anyhow::anyhow!("password=hunter2 at db"));
+        assert_eq!(err.to_string(), "internal error");
+        let res = err.into_response();
+        assert_eq!(res.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let cause = res
+            .extensions()
+            .get::<ErrorCause>()
+            .expect("cause for the logger");
+        assert!(cause.0.to_string().contains("hunter2"));
+    }
+
+    #[test]
+    fn too_many_requests_carries_retry_after() {
+        let res = ApiError::TooManyRequests {
+            message: "limit".into(),
+            retry_after_s: 7,
+        }
+        .into_response();
+        assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(res.headers()[header::RETRY_AFTER], "7");
+    }
+}

@@ -1,0 +1,14 @@
+//! Cordon's control plane. One module per concern; see ARCHITECTURE.md.
+
+pub mod api;
+pub mod audit;
+pub mod cli;
+pub mod config;
+pub mod dashboard;
+pub mod domain;
+pub mod error;
+pub mod sandbox;
+pub mod startup;
+pub mod state;
+pub mod store;
+pub mod telemetry;

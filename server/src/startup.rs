@@ -1,0 +1,180 @@
+//! Building the application and running it until a shutdown signal.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use app::api::DashboardHandle;
+use app::{App, shell};
+use axum::Router;
+use axum::extract::{MatchedPath, Request};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::routing::any;
+use leptos::config::LeptosOptions;
+use leptos::prelude::provide_context;
+use leptos_axum::{LeptosRoutes, file_and_error_handler, generate_route_list};
+use tokio::net::TcpListener;
+use tower_http::trace::TraceLayer;
+
+use crate::api;
+use crate::config::Settings;
+use crate::error::{ApiError, ErrorCause};
+use crate::state::{AppState, Inner};
+use crate::store::Store;
+use crate::telemetry;
+
+/// A bound, ready-to-serve Cordon.
+pub struct Application {
+    listener: TcpListener,
+    router: Router,
+    state: AppState,
+}
+
+impl Application {
+    /// Prepares the data dir, opens and migrates the database, builds the
+    /// router and binds the listener (port 0 picks a free port).
+    pub async fn build(settings: Settings) -> anyhow::Result<Self> {
+        if !settings.bind.ip().is_loopback() {
+            bail!(
+                "bind: {} is not a loopback address; the dashboard has no operator login yet, \
+                 so Cordon only listens on 127.0.0.1 or ::1",
+                settings.bind
+            );
+        }
+        prepare_data_dir(&settings.data_dir)?;
+        let store = Store::connect(&settings.database_url()).await?;
+        store.migrate().await?;
+        let leptos = LeptosOptions::builder()
+            .output_name("cordon")
+            .site_root(settings.site_root.display().to_string())
+            .site_pkg_dir("pkg")
+            .site_addr(settings.bind)
+            .build();
+        let state = AppState::new(Inner {
+            settings,
+            store,
+            leptos,
+            metrics: telemetry::metrics_handle(),
+        });
+        let router = router(state.clone());
+        let listener = TcpListener::bind(state.settings.bind)
+            .await
+            .with_context(|| format!("bind: cannot listen on {}", state.settings.bind))?;
+        Ok(Self {
+            listener,
+            router,
+            state,
+        })
+    }
+
+    /// The address actually bound.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener
+            .local_addr()
+            .expect("a bound listener has an address")
+    }
+
+    /// The shared state (tests reach the store through it).
+    pub fn state(&self) -> AppState {
+        self.state.clone()
+    }
+
+    /// Serves until `shutdown` resolves, then finishes in-flight requests and
+    /// closes the database.
+    pub async fn run_until(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
+        let addr = self.local_addr();
+        tracing::info!(%addr, "cordon listening; dashboard at http://{addr}/");
+        axum::serve(self.listener, self.router)
+            .with_graceful_shutdown(shutdown)
+            .await
+            .context("server failed")?;
+        self.state.store.close().await;
+        tracing::info!("cordon stopped");
+        Ok(())
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received, shutting down"),
+        _ = term.recv() => tracing::info!("SIGTERM received, shutting down"),
+    }
+}
+
+fn prepare_data_dir(dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("data_dir: cannot create {}", dir.display()))?;
+    let probe = dir.join(".cordon-write-test");
+    std::fs::write(&probe, b"")
+        .with_context(|| format!("data_dir: {} is not writable", dir.display()))?;
+    let _ = std::fs::remove_file(probe);
+    Ok(())
+}
+
+/// The whole HTTP surface.
+fn router(state: AppState) -> Router {
+    let routes = generate_route_list(App);
+    let dashboard: DashboardHandle = Arc::new(state.clone());
+    let leptos = state.leptos.clone();
+    Router::new()
+        .merge(api::ops_router())
+        .route("/api", any(api_not_found))
+        .route("/api/{*rest}", any(api_not_found))
+        .leptos_routes_with_context(
+            &state,
+            routes,
+            move || provide_context(dashboard.clone()),
+            move || shell(leptos.clone()),
+        )
+        .fallback(file_and_error_handler::<AppState, _>(shell))
+        .layer(middleware::from_fn(log_errors))
+        .layer(middleware::from_fn(track_metrics))
+        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
+            let route = req
+                .extensions()
+                .get::<MatchedPath>()
+                .map_or("unmatched", MatchedPath::as_str);
+            tracing::info_span!("request", http.method = %req.method(), http.route = route)
+        }))
+        .with_state(state)
+}
+
+async fn api_not_found() -> ApiError {
+    ApiError::NotFound("route")
+}
+
+/// Logs the cause of every 5xx once, inside the request's span.
+async fn log_errors(req: Request, next: Next) -> Response {
+    let res = next.run(req).await;
+    if let Some(ErrorCause(cause)) = res.extensions().get::<ErrorCause>() {
+        tracing::error!(status = res.status().as_u16(), error = %format!("{cause:#}"), "request failed");
+    }
+    res
+}
+
+/// Counts requests and their latency by matched route.
+async fn track_metrics(req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |m| m.as_str().to_owned());
+    let method = req.method().to_string();
+    let start = Instant::now();
+    let res = next.run(req).await;
+    let status = res.status().as_u16().to_string();
+    let labels = [("route", route), ("method", method), ("status", status)];
+    metrics::counter!("cordon_http_requests_total", &labels).increment(1);
+    metrics::histogram!("cordon_http_request_duration_seconds", &labels[..2])
+        .record(start.elapsed().as_secs_f64());
+    res
+}

@@ -1,0 +1,48 @@
+//! The one state object handlers and server functions share.
+
+use std::ops::Deref;
+use std::sync::Arc;
+
+use axum::extract::FromRef;
+use leptos::config::LeptosOptions;
+use metrics_exporter_prometheus::PrometheusHandle;
+
+use crate::config::Settings;
+use crate::store::Store;
+
+/// Cheap to clone; everything lives behind one `Arc`.
+#[derive(Clone)]
+pub struct AppState(Arc<Inner>);
+
+/// What [`AppState`] holds.
+pub struct Inner {
+    /// Settings as loaded at start.
+    pub settings: Settings,
+    /// The database.
+    pub store: Store,
+    /// Where the dashboard's assets are and how they are named.
+    pub leptos: LeptosOptions,
+    /// Renders `/metrics`.
+    pub metrics: PrometheusHandle,
+}
+
+impl AppState {
+    /// Wraps the parts.
+    pub fn new(inner: Inner) -> Self {
+        Self(Arc::new(inner))
+    }
+}
+
+impl Deref for AppState {
+    type Target = Inner;
+
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}
+
+impl FromRef<AppState> for LeptosOptions {
+    fn from_ref(state: &AppState) -> Self {
+        state.leptos.clone()
+    }
+}

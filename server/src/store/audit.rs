@@ -1,0 +1,152 @@
+//! Audit queries (both backends).
+
+use anyhow::Context;
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use super::Store;
+use crate::audit::{Event, NewEvent, canonical_params, chain_hash};
+
+const COLUMNS: &str =
+    "seq, ts, tenant_id, session_id, actor, action, params, outcome, prev_hash, hash";
+
+fn from_row(row: &AnyRow) -> Result<Event, sqlx::Error> {
+    Ok(Event {
+        seq: row.try_get("seq")?,
+        ts: row.try_get("ts")?,
+        tenant: row.try_get("tenant_id")?,
+        session: row.try_get("session_id")?,
+        actor: row.try_get("actor")?,
+        action: row.try_get("action")?,
+        params: row.try_get("params")?,
+        outcome: row.try_get("outcome")?,
+        prev_hash: row.try_get("prev_hash")?,
+        hash: row.try_get("hash")?,
+    })
+}
+
+/// Unix milliseconds now.
+pub(crate) fn now_ms() -> i64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(now.as_millis()).unwrap_or(i64::MAX)
+}
+
+impl Store {
+    /// Appends an event to the chain and returns it as stored. Appends are
+    /// serialised: in this process by a mutex, across processes by the row
+    /// lock the first `UPDATE audit_head` takes, so the chain never forks.
+    #[tracing::instrument(skip_all, err, fields(audit.action = %event.action))]
+    pub async fn audit_append(&self, event: NewEvent) -> anyhow::Result<Event> {
+        let params = canonical_params(&event.params);
+        let _guard = self.audit_lock.lock().await;
+        let mut tx = self
+            .pool()
+            .begin()
+            .await
+            .context("failed to begin audit append")?;
+        // A write first, so SQLite takes its write lock before reading the head
+        // and PostgreSQL locks the head row until commit.
+        let head = sqlx::query("UPDATE audit_head SET seq = seq WHERE id = 1 RETURNING seq, hash")
+            .fetch_one(&mut *tx)
+            .await
+            .context("failed to lock the audit head")?;
+        let prev_seq: i64 = head.try_get("seq")?;
+        let prev_hash: String = head.try_get("hash")?;
+        let mut stored = Event {
+            seq: prev_seq + 1,
+            ts: now_ms(),
+            tenant: event.tenant.map(String::from),
+            session: event.session,
+            actor: event.actor.as_stored(),
+            action: event.action,
+            params,
+            outcome: event.outcome,
+            prev_hash,
+            hash: String::new(),
+        };
+        stored.hash = chain_hash(&stored.prev_hash, &stored.canonical_bytes());
+        sqlx::query(
+            "INSERT INTO audit_events (seq, ts, tenant_id, session_id, actor, action, params, outcome, prev_hash, hash) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        )
+        .bind(stored.seq)
+        .bind(stored.ts)
+        .bind(stored.tenant.clone())
+        .bind(stored.session.clone())
+        .bind(&stored.actor)
+        .bind(&stored.action)
+        .bind(&stored.params)
+        .bind(&stored.outcome)
+        .bind(&stored.prev_hash)
+        .bind(&stored.hash)
+        .execute(&mut *tx)
+        .await
+        .context("failed to insert audit event")?;
+        sqlx::query("UPDATE audit_head SET seq = $1, hash = $2 WHERE id = 1")
+            .bind(stored.seq)
+            .bind(&stored.hash)
+            .execute(&mut *tx)
+            .await
+            .context("failed to move the audit head")?;
+        tx.commit().await.context("failed to commit audit append")?;
+        metrics::counter!("cordon_audit_events_total").increment(1);
+        Ok(stored)
+    }
+
+    /// Up to `limit` events with `seq > after`, in seq order.
+    pub async fn audit_page(&self, after: i64, limit: i64) -> anyhow::Result<Vec<Event>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM audit_events WHERE seq > $1 ORDER BY seq LIMIT $2"
+        ))
+        .bind(after)
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await
+        .context("failed to read audit events")?;
+        rows.iter()
+            .map(from_row)
+            .collect::<Result<_, _>>()
+            .context("malformed audit row")
+    }
+
+    /// The newest `limit` events, newest first, optionally for one tenant.
+    pub async fn audit_recent(
+        &self,
+        tenant: Option<&str>,
+        limit: i64,
+    ) -> anyhow::Result<Vec<Event>> {
+        let rows = match tenant {
+            Some(t) => sqlx::query(&format!(
+                "SELECT {COLUMNS} FROM audit_events WHERE tenant_id = $1 ORDER BY seq DESC LIMIT $2"
+            ))
+            .bind(t.to_owned())
+            .bind(limit)
+            .fetch_all(self.pool())
+            .await,
+            None => {
+                sqlx::query(&format!(
+                    "SELECT {COLUMNS} FROM audit_events ORDER BY seq DESC LIMIT $1"
+                ))
+                .bind(limit)
+                .fetch_all(self.pool())
+                .await
+            }
+        }
+        .context("failed to read audit events")?;
+        rows.iter()
+            .map(from_row)
+            .collect::<Result<_, _>>()
+            .context("malformed audit row")
+    }
+
+    /// The head: `(seq, hash)` of the last appended event.
+    pub async fn audit_head(&self) -> anyhow::Result<(i64, String)> {
+        let row = sqlx::query("SELECT seq, hash FROM audit_head WHERE id = 1")
+            .fetch_one(self.pool())
+            .await
+            .context("failed to read the audit head")?;
+        Ok((row.try_get("seq")?, row.try_get("hash")?))
+    }
+}

@@ -1,0 +1,92 @@
+//! Storage: one seam over two backends. SQL that both dialects accept lives
+//! once, in the per-resource modules (`audit`, `tenants`); what differs per
+//! backend (connecting, pragmas, migrations) lives in `sqlite` and `postgres`.
+
+mod postgres;
+mod sqlite;
+
+pub mod audit;
+pub mod tenants;
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use secrecy::{ExposeSecret, SecretString};
+use sqlx::{AnyPool, Connection};
+use tokio::sync::Mutex;
+
+pub use crate::config::DatabaseKind;
+
+/// A handle on the database; cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    pool: AnyPool,
+    kind: DatabaseKind,
+    /// Serialises audit appends within this process; the database's row lock
+    /// on `audit_head` serialises them across processes and replicas.
+    audit_lock: Arc<Mutex<()>>,
+}
+
+impl Store {
+    /// Connects to `url` (creating an SQLite file if missing). Does not migrate.
+    pub async fn connect(url: &SecretString) -> anyhow::Result<Self> {
+        sqlx::any::install_default_drivers();
+        let raw = url.expose_secret();
+        let kind = DatabaseKind::of(raw)?;
+        let shown = crate::audit::redact::url(raw);
+        if kind == DatabaseKind::Postgres {
+            // One direct attempt first: a pool only reports "timed out" when
+            // the server refuses, which hides the reason.
+            let conn = sqlx::AnyConnection::connect(raw)
+                .await
+                .with_context(|| format!("cannot connect to database {shown}"))?;
+            let _ = conn.close().await;
+        }
+        let pool = match kind {
+            DatabaseKind::Sqlite => sqlite::connect(raw).await,
+            DatabaseKind::Postgres => postgres::connect(raw).await,
+        }
+        .with_context(|| format!("cannot open database {shown}"))?;
+        Ok(Self {
+            pool,
+            kind,
+            audit_lock: Arc::new(Mutex::new(())),
+        })
+    }
+
+    /// Applies the backend's pending migrations.
+    pub async fn migrate(&self) -> anyhow::Result<()> {
+        let migrator = match self.kind {
+            DatabaseKind::Sqlite => sqlite::migrator(),
+            DatabaseKind::Postgres => postgres::migrator(),
+        };
+        migrator
+            .run(&self.pool)
+            .await
+            .context("failed to apply database migrations")
+    }
+
+    /// Which backend this is.
+    pub fn kind(&self) -> DatabaseKind {
+        self.kind
+    }
+
+    /// The pool, for the query modules.
+    pub(crate) fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    /// A round trip to the database, for readiness checks.
+    pub async fn ping(&self) -> anyhow::Result<()> {
+        sqlx::query("SELECT 1")
+            .execute(&self.pool)
+            .await
+            .context("database did not answer")?;
+        Ok(())
+    }
+
+    /// Closes the pool, waiting for connections to be returned.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}

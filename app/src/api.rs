@@ -92,7 +92,7 @@ mod backend {
 pub use backend::{Dashboard, DashboardHandle};
 
 /// Current health of the control plane.
-#[server(prefix = "/ui/fn")]
+#[server(prefix = "/ui/fn", endpoint = "get_status")]
 pub async fn get_status() -> Result<SystemStatus, ServerFnError> {
     backend::dashboard()?
         .status()
@@ -101,7 +101,7 @@ pub async fn get_status() -> Result<SystemStatus, ServerFnError> {
 }
 
 /// The newest audit events (at most [`AUDIT_PAGE_MAX`]).
-#[server(prefix = "/ui/fn")]
+#[server(prefix = "/ui/fn", endpoint = "recent_audit")]
 pub async fn recent_audit(limit: i64) -> Result<Vec<AuditRow>, ServerFnError> {
     if !(1..=AUDIT_PAGE_MAX).contains(&limit) {
         return Err(ServerFnError::new(format!(
@@ -115,7 +115,7 @@ pub async fn recent_audit(limit: i64) -> Result<Vec<AuditRow>, ServerFnError> {
 }
 
 /// Recomputes the audit chain.
-#[server(prefix = "/ui/fn")]
+#[server(prefix = "/ui/fn", endpoint = "verify_audit")]
 pub async fn verify_audit() -> Result<AuditVerification, ServerFnError> {
     backend::dashboard()?
         .verify_audit()

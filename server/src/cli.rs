@@ -88,8 +88,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     telemetry::init_tracing(settings.log_format, &settings.log_level);
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => {
+            let shutdown = shutdown_signal()?;
             let app = Application::build(settings).await?;
-            app.run_until(shutdown_signal()).await?;
+            app.run_until(shutdown).await?;
         }
         Command::Migrate => {
             let store = open(&settings).await?;

@@ -242,7 +242,16 @@ fn one_line(err: &figment::Error) -> String {
                     None => format!(" (from {})", m.name),
                 })
                 .unwrap_or_default();
-            format!("{key}{}{source}", e.kind)
+            // TOML parse errors come with a source snippet drawn over several
+            // lines; keep the message lines only.
+            let kind = e.kind.to_string();
+            let kind = kind
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('|') && !l.starts_with(|c: char| c.is_ascii_digit() && l.contains(" | ")))
+                .collect::<Vec<_>>()
+                .join(": ");
+            format!("{key}{kind}{source}")
         })
         .collect::<Vec<_>>()
         .join("; ")

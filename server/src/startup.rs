@@ -18,6 +18,7 @@ use leptos::config::LeptosOptions;
 use leptos::prelude::provide_context;
 use leptos_axum::{LeptosRoutes, file_and_error_handler, generate_route_list};
 use tokio::net::TcpListener;
+use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::api;
@@ -26,6 +27,9 @@ use crate::error::{ApiError, ErrorCause};
 use crate::state::{AppState, Inner};
 use crate::store::Store;
 use crate::telemetry;
+
+/// The largest request body any route accepts; larger ones get 413.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
 /// A bound, ready-to-serve Cordon.
 pub struct Application {
@@ -101,14 +105,19 @@ impl Application {
     }
 }
 
-/// Resolves on SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
+/// Registers SIGINT and SIGTERM handlers now, so a signal that arrives while
+/// the server is still starting is not lost, and returns a future that
+/// resolves on the first of them.
+pub fn shutdown_signal() -> anyhow::Result<impl Future<Output = ()> + Send + 'static> {
     use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received, shutting down"),
-        _ = term.recv() => tracing::info!("SIGTERM received, shutting down"),
-    }
+    let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+    Ok(async move {
+        tokio::select! {
+            _ = int.recv() => tracing::info!("SIGINT received, shutting down"),
+            _ = term.recv() => tracing::info!("SIGTERM received, shutting down"),
+        }
+    })
 }
 
 fn prepare_data_dir(dir: &Path) -> anyhow::Result<()> {
@@ -129,6 +138,7 @@ fn router(state: AppState) -> Router {
     Router::new()
         .merge(api::ops_router())
         .route("/api", any(api_not_found))
+        .route("/api/", any(api_not_found))
         .route("/api/{*rest}", any(api_not_found))
         .leptos_routes_with_context(
             &state,
@@ -137,6 +147,7 @@ fn router(state: AppState) -> Router {
             move || shell(leptos.clone()),
         )
         .fallback(file_and_error_handler::<AppState, _>(shell))
+        .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
         .layer(middleware::from_fn(log_errors))
         .layer(middleware::from_fn(track_metrics))
         .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {

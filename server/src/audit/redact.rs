@@ -94,7 +94,7 @@ mod tests {
     #[test]
     fn typed_text_keeps_only_its_length() {
         let out = typed_text("correct horse battery");
-        assert_eq!(out, "[typed 22 chars]");
+        assert_eq!(out, "[typed 21 chars]");
         assert!(!out.contains("horse"));
     }
 

@@ -1,0 +1,176 @@
+//! The `cordon` binary as a user runs it: exit codes and one-line errors.
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::helpers::{Backend, TestDb, site_root};
+
+fn cordon(dir: &std::path::Path, env: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cordon"));
+    cmd.current_dir(dir).args(args).env("CORDON_LOG_LEVEL", "warn");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("cordon runs")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn assert_clean_failure(out: &Output, needle: &str) {
+    let err = stderr(out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(needle), "expected {needle:?} in {err:?}");
+    assert!(!err.contains("panicked") && !err.contains("RUST_BACKTRACE"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line expected: {err:?}");
+}
+
+#[test]
+fn a_malformed_config_file_stops_startup_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("cordon.toml"), "bind = [\n").unwrap();
+    let out = cordon(dir.path(), &[], &["config", "show"]);
+    assert_clean_failure(&out, "cordon.toml");
+}
+
+#[test]
+fn a_wrong_type_in_the_config_file_names_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("custom.toml"), "log_format = \"xml\"\n").unwrap();
+    let out = cordon(dir.path(), &[], &["--config", "custom.toml", "config", "show"]);
+    assert_clean_failure(&out, "log_format");
+}
+
+#[test]
+fn a_bad_environment_value_names_the_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = cordon(dir.path(), &[("CORDON_BIND", "localhost")], &["serve"]);
+    assert_clean_failure(&out, "CORDON_BIND");
+}
+
+#[test]
+fn an_unknown_database_scheme_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = cordon(dir.path(), &[("CORDON_DATABASE_URL", "mysql://localhost/x")], &["migrate"]);
+    assert_clean_failure(&out, "unknown scheme \"mysql\"");
+}
+
+#[test]
+fn an_unreachable_database_is_a_clear_error_without_the_password() {
+    let dir = tempfile::tempdir().unwrap();
+    // Port 1 on loopback: nothing listens, the connection is refused at once.
+    let url = "postgres://cordon:hunter2@127.0.0.1:1/cordon";
+    let out = cordon(dir.path(), &[("CORDON_DATABASE_URL", url)], &["migrate"]);
+    assert_clean_failure(&out, "cannot connect to database postgres://cordon:***@127.0.0.1:1/cordon");
+    assert!(!stderr(&out).contains("hunter2"));
+}
+
+#[test]
+fn an_unusable_data_dir_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("file"), "").unwrap();
+    let out = cordon(dir.path(), &[("CORDON_DATA_DIR", "file/data")], &["serve"]);
+    assert_clean_failure(&out, "data_dir");
+}
+
+#[test]
+fn serving_on_a_non_loopback_address_is_refused_until_operators_log_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = cordon(dir.path(), &[("CORDON_BIND", "0.0.0.0:0")], &["serve"]);
+    assert_clean_failure(&out, "not a loopback address");
+}
+
+#[test]
+fn config_show_prints_settings_with_the_password_masked() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = "postgres://cordon:hunter2@127.0.0.1:5432/cordon";
+    let out = cordon(dir.path(), &[("CORDON_DATABASE_URL", url)], &["config", "show"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("database_url = \"postgres://cordon:***@127.0.0.1:5432/cordon\""), "{text}");
+    assert!(!text.contains("hunter2"));
+    assert!(text.contains("bind = \"127.0.0.1:8080\""), "{text}");
+}
+
+#[test]
+fn migrate_creates_the_data_dir_and_sqlite_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = cordon(dir.path(), &[], &["migrate"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(dir.path().join("data/cordon.db").is_file());
+}
+
+#[tokio::test]
+async fn audit_verify_exits_0_when_intact_and_1_naming_the_tampered_seq() {
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        let db = TestDb::new(backend).await;
+        let env = [("CORDON_DATABASE_URL", db.url.as_str())];
+        for t in ["acme", "beta", "gamma"] {
+            let out = cordon(db.dir.path(), &env, &["tenant", "create", t]);
+            assert!(out.status.success(), "{}", stderr(&out));
+        }
+        let out = cordon(db.dir.path(), &env, &["audit", "verify"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert!(String::from_utf8_lossy(&out.stdout).contains("intact: 3 events"));
+
+        let drop_guard = match backend {
+            Backend::Sqlite => "DROP TRIGGER audit_events_no_update",
+            Backend::Postgres => "DROP TRIGGER audit_events_no_update ON audit_events",
+        };
+        db.raw(drop_guard).await.unwrap();
+        db.raw("UPDATE audit_events SET actor = 'operator:mallory' WHERE seq = 2").await.unwrap();
+        let out = cordon(db.dir.path(), &env, &["audit", "verify"]);
+        assert_eq!(out.status.code(), Some(1), "{backend:?}: {}", stderr(&out));
+        assert!(String::from_utf8_lossy(&out.stdout).contains("BROKEN at seq 2"), "{backend:?}");
+    }
+}
+
+#[test]
+fn a_bad_tenant_id_is_refused_and_nothing_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = cordon(dir.path(), &[], &["tenant", "create", "../Evil"]);
+    assert_clean_failure(&out, "tenant id");
+    let out = cordon(dir.path(), &[], &["audit", "verify"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("intact: 0 events"));
+}
+
+#[test]
+fn serve_shuts_down_gracefully_on_sigterm() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cordon"))
+        .current_dir(dir.path())
+        .arg("serve")
+        .env("CORDON_BIND", "127.0.0.1:0")
+        .env("CORDON_LOG_FORMAT", "json")
+        .env("CORDON_LOG_LEVEL", "info")
+        .env("CORDON_SITE_ROOT", site_root())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines.next().expect("a log line before exit").unwrap();
+        let v: serde_json::Value = serde_json::from_str(&line).expect("json log line");
+        if let Some(addr) = v["addr"].as_str() {
+            break addr.to_string();
+        }
+    };
+    let resp = std::net::TcpStream::connect(&addr);
+    assert!(resp.is_ok(), "server listens on {addr}");
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "no exit after SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status:?}");
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(rest.iter().any(|l| l.contains("SIGTERM received")), "{rest:?}");
+    assert!(rest.iter().any(|l| l.contains("cordon stopped")), "{rest:?}");
+}

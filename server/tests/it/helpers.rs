@@ -1,0 +1,231 @@
+//! `TestApp`, fresh databases of both backends, a Chromium fixture.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use cordon::config::Settings;
+use cordon::startup::Application;
+use cordon::state::AppState;
+use cordon::store::Store;
+use secrecy::SecretString;
+use tokio::sync::oneshot;
+
+/// Which storage backend a test runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// Generates `sqlite` and `postgres` variants of an async test body
+/// `async fn(Backend)`, so one suite runs against both backends.
+macro_rules! both_backends {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn sqlite() {
+                    super::$name($crate::helpers::Backend::Sqlite).await
+                }
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn postgres() {
+                    super::$name($crate::helpers::Backend::Postgres).await
+                }
+            }
+        )*
+    };
+}
+pub(crate) use both_backends;
+
+/// A fresh, empty database; its files live as long as this value.
+pub struct TestDb {
+    pub url: String,
+    pub dir: tempfile::TempDir,
+}
+
+impl TestDb {
+    pub async fn new(backend: Backend) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = match backend {
+            Backend::Sqlite => format!("sqlite://{}/cordon.db", dir.path().display()),
+            Backend::Postgres => {
+                let admin = std::env::var("CORDON_TEST_POSTGRES_URL").expect(
+                    "CORDON_TEST_POSTGRES_URL is not set: run the suite with \
+                     infra/scripts/test.sh, or start infra/scripts/test-postgres.sh and export its URL",
+                );
+                let name = format!("cordon_test_{}", hex::encode(rand::random::<[u8; 8]>()));
+                let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&admin)
+                    .await
+                    .expect("test PostgreSQL reachable");
+                sqlx::query(&format!("CREATE DATABASE {name}"))
+                    .execute(&mut conn)
+                    .await
+                    .expect("create test database");
+                let base = admin.rsplit_once('/').expect("URL with a database").0;
+                format!("{base}/{name}")
+            }
+        };
+        Self { url, dir }
+    }
+
+    /// A migrated store on this database (a fresh pool each call).
+    pub async fn store(&self) -> Store {
+        let store = Store::connect(&SecretString::from(self.url.clone())).await.expect("connect");
+        store.migrate().await.expect("migrate");
+        store
+    }
+
+    /// Runs raw SQL as the database owner, bypassing Cordon (a tamperer).
+    pub async fn raw(&self, sql: &str) -> Result<(), sqlx::Error> {
+        sqlx::any::install_default_drivers();
+        let mut conn = <sqlx::AnyConnection as sqlx::Connection>::connect(&self.url).await?;
+        sqlx::raw_sql(sql).execute(&mut conn).await?;
+        Ok(())
+    }
+}
+
+/// Where `infra/scripts/build-site.sh` puts the dashboard assets.
+pub fn site_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/site")
+}
+
+/// Settings for a test: port 0, the test database, a temp data dir.
+pub fn test_settings(db: &TestDb, extra: &[(&str, &str)]) -> Settings {
+    let data_dir = db.dir.path().join("data");
+    let mut env = vec![
+        ("CORDON_BIND".to_string(), "127.0.0.1:0".to_string()),
+        ("CORDON_DATA_DIR".to_string(), data_dir.display().to_string()),
+        ("CORDON_DATABASE_URL".to_string(), db.url.clone()),
+        ("CORDON_SITE_ROOT".to_string(), site_root().display().to_string()),
+        ("CORDON_LOG_LEVEL".to_string(), "warn".to_string()),
+    ];
+    env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    Settings::load_from(None, env).expect("test settings")
+}
+
+/// The real server, on a free port, with a fresh database.
+pub struct TestApp {
+    pub addr: std::net::SocketAddr,
+    pub state: AppState,
+    #[expect(dead_code, reason = "keeps the database files alive while the app runs")]
+    pub db: TestDb,
+    pub http: reqwest::Client,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+}
+
+impl TestApp {
+    pub async fn spawn(backend: Backend) -> Self {
+        Self::spawn_with(backend, &[]).await
+    }
+
+    /// With extra `CORDON_*` settings.
+    pub async fn spawn_with(backend: Backend, extra: &[(&str, &str)]) -> Self {
+        let db = TestDb::new(backend).await;
+        let app = Application::build(test_settings(&db, extra)).await.expect("app builds");
+        let addr = app.local_addr();
+        let state = app.state();
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(app.run_until(async {
+            let _ = rx.await;
+        }));
+        Self {
+            addr,
+            state,
+            db,
+            http: reqwest::Client::builder().no_proxy().build().expect("client"),
+            shutdown: Some(tx),
+            task: Some(task),
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.http.get(self.url(path)).send().await.expect("request")
+    }
+
+    /// Stops the server gracefully and waits for it.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await.expect("server task").expect("server ran");
+        }
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// A headless Chromium with a fresh profile and its own DevTools port,
+/// started in its own process group and killed (group and all) on drop.
+pub struct Chromium {
+    child: Child,
+    pub devtools_port: u16,
+    _profile: tempfile::TempDir,
+}
+
+pub const CHROMIUM: &str = "/usr/lib/chromium/chromium";
+
+impl Chromium {
+    pub fn start() -> Self {
+        use std::os::unix::process::CommandExt;
+        let profile = tempfile::tempdir().expect("profile dir");
+        let child = Command::new(CHROMIUM)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--remote-debugging-address=127.0.0.1",
+                "--remote-debugging-port=0",
+                "about:blank",
+            ])
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .expect("chromium starts (apt-get install chromium)");
+        let port_file = profile.path().join("DevToolsActivePort");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let devtools_port = loop {
+            if let Ok(text) = std::fs::read_to_string(&port_file)
+                && let Some(port) = text.lines().next().and_then(|l| l.parse().ok())
+            {
+                break port;
+            }
+            assert!(Instant::now() < deadline, "chromium did not open its DevTools port");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Self { child, devtools_port, _profile: profile }
+    }
+
+    pub fn pid(&self) -> i32 {
+        i32::try_from(self.child.id()).expect("pid fits")
+    }
+}
+
+impl Drop for Chromium {
+    fn drop(&mut self) {
+        use nix::sys::signal::{Signal, killpg};
+        use nix::unistd::Pid;
+        // The group we created at spawn: the browser and its helpers, nothing else.
+        let _ = killpg(Pid::from_raw(self.pid()), Signal::SIGKILL);
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,10 @@
+//! Integration tests: one binary (linking is the slow part), one module per area.
+//! They start the real server on port 0 with a fresh database of either
+//! backend, a real Chromium, and the real `cordon` binary.
+
+mod helpers;
+
+mod chromium;
+mod cli;
+mod http;
+mod storage;

@@ -1,0 +1,152 @@
+//! The storage suite, run against SQLite and PostgreSQL alike.
+
+use cordon::audit::{self, Actor, GENESIS_HASH, NewEvent, Verification};
+use cordon::domain::TenantId;
+use cordon::store::tenants::CreateTenantError;
+use serde_json::json;
+
+use crate::helpers::{Backend, TestDb, both_backends};
+
+both_backends!(
+    migrations_can_run_twice,
+    each_appended_event_links_to_the_one_before,
+    concurrent_writers_in_two_processes_never_fork_the_chain,
+    the_audit_table_refuses_updates_and_deletes,
+    verify_names_the_first_edited_event,
+    verify_finds_a_removed_middle_event,
+    verify_finds_a_removed_last_event,
+    tenants_are_created_once_and_listed,
+);
+
+fn event(n: usize) -> NewEvent {
+    NewEvent::new(Actor::System, "test.event")
+        .tenant(&"acme".parse::<TenantId>().unwrap())
+        .session(format!("s{n}"))
+        .params(json!({ "n": n }))
+}
+
+async fn migrations_can_run_twice(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let store = db.store().await;
+    store.migrate().await.expect("second migration run is a no-op");
+    assert_eq!(store.audit_head().await.unwrap(), (0, GENESIS_HASH.to_string()));
+}
+
+async fn each_appended_event_links_to_the_one_before(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let store = db.store().await;
+    let a = store.audit_append(event(1)).await.unwrap();
+    let b = store.audit_append(event(2)).await.unwrap();
+    let c = store.audit_append(event(3)).await.unwrap();
+    assert_eq!((a.seq, b.seq, c.seq), (1, 2, 3));
+    assert_eq!(a.prev_hash, GENESIS_HASH);
+    assert_eq!(b.prev_hash, a.hash);
+    assert_eq!(c.prev_hash, b.hash);
+    assert_eq!(c.hash, c.compute_hash());
+    assert_eq!(store.audit_head().await.unwrap(), (3, c.hash.clone()));
+    let stored = store.audit_page(0, 10).await.unwrap();
+    assert_eq!(stored, vec![a, b, c.clone()]);
+    assert_eq!(stored[2].params, r#"{"n":3}"#);
+    assert_eq!(audit::verify(&store).await.unwrap(), Verification::Intact { events: 3 });
+}
+
+async fn concurrent_writers_in_two_processes_never_fork_the_chain(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    // Two stores = two pools and two in-process locks, as two control planes
+    // sharing one database would have: only the database serialises them.
+    let stores = [db.store().await, db.store().await];
+    let mut tasks = Vec::new();
+    for i in 0..40 {
+        let store = stores[i % 2].clone();
+        tasks.push(tokio::spawn(async move { store.audit_append(event(i)).await }));
+    }
+    let mut seqs = Vec::new();
+    for t in tasks {
+        seqs.push(t.await.unwrap().expect("append succeeds under contention").seq);
+    }
+    seqs.sort_unstable();
+    assert_eq!(seqs, (1..=40).collect::<Vec<_>>());
+    assert_eq!(audit::verify(&stores[0]).await.unwrap(), Verification::Intact { events: 40 });
+}
+
+async fn the_audit_table_refuses_updates_and_deletes(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let store = db.store().await;
+    store.audit_append(event(1)).await.unwrap();
+    let update = db.raw("UPDATE audit_events SET outcome = 'denied' WHERE seq = 1").await;
+    assert!(update.unwrap_err().to_string().contains("append-only"));
+    let delete = db.raw("DELETE FROM audit_events WHERE seq = 1").await;
+    assert!(delete.unwrap_err().to_string().contains("append-only"));
+    assert_eq!(audit::verify(&store).await.unwrap(), Verification::Intact { events: 1 });
+}
+
+/// Removes the append-only guard, as someone with the database's owner rights could.
+async fn disable_guard(db: &TestDb, backend: Backend) {
+    let sql = match backend {
+        Backend::Sqlite => "DROP TRIGGER audit_events_no_update; DROP TRIGGER audit_events_no_delete;",
+        Backend::Postgres => "DROP TRIGGER audit_events_no_update ON audit_events;",
+    };
+    db.raw(sql).await.expect("guard removed");
+}
+
+async fn verify_names_the_first_edited_event(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let store = db.store().await;
+    for i in 1..=5 {
+        store.audit_append(event(i)).await.unwrap();
+    }
+    disable_guard(&db, backend).await;
+    db.raw("UPDATE audit_events SET params = '{\"n\":99}' WHERE seq = 3").await.unwrap();
+    match audit::verify(&store).await.unwrap() {
+        Verification::Broken { seq, reason } => {
+            assert_eq!(seq, 3);
+            assert!(reason.contains("hash"), "{reason}");
+        }
+        other => panic!("tampering not found: {other:?}"),
+    }
+}
+
+async fn verify_finds_a_removed_middle_event(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let store = db.store().await;
+    for i in 1..=4 {
+        store.audit_append(event(i)).await.unwrap();
+    }
+    disable_guard(&db, backend).await;
+    db.raw("DELETE FROM audit_events WHERE seq = 2").await.unwrap();
+    match audit::verify(&store).await.unwrap() {
+        Verification::Broken { seq, reason } => {
+            assert_eq!(seq, 2);
+            assert!(reason.contains("missing"), "{reason}");
+        }
+        other => panic!("deletion not found: {other:?}"),
+    }
+}
+
+async fn verify_finds_a_removed_last_event(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let store = db.store().await;
+    for i in 1..=4 {
+        store.audit_append(event(i)).await.unwrap();
+    }
+    disable_guard(&db, backend).await;
+    db.raw("DELETE FROM audit_events WHERE seq = 4").await.unwrap();
+    match audit::verify(&store).await.unwrap() {
+        Verification::Broken { seq, .. } => assert_eq!(seq, 4),
+        other => panic!("truncation not found: {other:?}"),
+    }
+}
+
+async fn tenants_are_created_once_and_listed(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let store = db.store().await;
+    let acme: TenantId = "acme".parse().unwrap();
+    let beta: TenantId = "beta".parse().unwrap();
+    store.tenant_create(&beta, "Beta").await.unwrap();
+    store.tenant_create(&acme, "Acme").await.unwrap();
+    let dup = store.tenant_create(&acme, "Other").await.unwrap_err();
+    assert!(matches!(dup, CreateTenantError::Exists(ref id) if *id == acme), "{dup}");
+    let list = store.tenant_list().await.unwrap();
+    let ids: Vec<_> = list.iter().map(|t| (t.id.as_str(), t.name.as_str())).collect();
+    assert_eq!(ids, vec![("acme", "Acme"), ("beta", "Beta")]);
+}

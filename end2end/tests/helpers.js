@@ -5,9 +5,10 @@ import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 
-const root = resolve(import.meta.dirname, '..', '..');
+const root = resolve(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
 const targetDir = process.env.CARGO_TARGET_DIR || join(root, 'target');
 export const cordonBin = process.env.CORDON_BIN || join(targetDir, 'debug', 'cordon');
 

@@ -248,7 +248,11 @@ fn one_line(err: &figment::Error) -> String {
             let kind = kind
                 .lines()
                 .map(str::trim)
-                .filter(|l| !l.is_empty() && !l.starts_with('|') && !l.starts_with(|c: char| c.is_ascii_digit() && l.contains(" | ")))
+                .filter(|l| {
+                    !l.is_empty()
+                        && !l.starts_with('|')
+                        && !l.starts_with(|c: char| c.is_ascii_digit() && l.contains(" | "))
+                })
                 .collect::<Vec<_>>()
                 .join(": ");
             format!("{key}{kind}{source}")

@@ -221,16 +221,16 @@ mod tests {
     #[test]
     fn every_field_is_covered_by_the_hash() {
         let base = event();
-        let mutations: Vec<Box<dyn Fn(&mut Event)>> = vec![
-            Box::new(|e| e.seq = 2),
-            Box::new(|e| e.ts += 1),
-            Box::new(|e| e.tenant = None),
-            Box::new(|e| e.session = Some("s".into())),
-            Box::new(|e| e.actor = "system".into()),
-            Box::new(|e| e.action = "tenant.delete".into()),
-            Box::new(|e| e.params = "{}".into()),
-            Box::new(|e| e.outcome = "denied".into()),
-            Box::new(|e| e.prev_hash = "11".repeat(32)),
+        let mutations: [fn(&mut Event); 9] = [
+            |e| e.seq = 2,
+            |e| e.ts += 1,
+            |e| e.tenant = None,
+            |e| e.session = Some("s".into()),
+            |e| e.actor = "system".into(),
+            |e| e.action = "tenant.delete".into(),
+            |e| e.params = "{}".into(),
+            |e| e.outcome = "denied".into(),
+            |e| e.prev_hash = "11".repeat(32),
         ];
         for m in mutations {
             let mut e = base.clone();

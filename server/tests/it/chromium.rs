@@ -15,22 +15,39 @@ async fn the_fixture_starts_a_real_chromium_and_kills_it_on_drop() {
         .no_proxy()
         .build()
         .unwrap()
-        .get(format!("http://127.0.0.1:{}/json/version", browser.devtools_port))
+        .get(format!(
+            "http://127.0.0.1:{}/json/version",
+            browser.devtools_port
+        ))
         .send()
         .await
         .expect("DevTools answers")
         .json()
         .await
         .unwrap();
-    assert!(version["Browser"].as_str().unwrap().contains("Chrome"), "{version}");
-    assert!(version["webSocketDebuggerUrl"].as_str().unwrap().starts_with("ws://127.0.0.1:"));
+    assert!(
+        version["Browser"].as_str().unwrap().contains("Chrome"),
+        "{version}"
+    );
+    assert!(
+        version["webSocketDebuggerUrl"]
+            .as_str()
+            .unwrap()
+            .starts_with("ws://127.0.0.1:")
+    );
 
     drop(browser);
     let deadline = Instant::now() + Duration::from_secs(5);
     // The group id is the browser's pid: no member may survive.
     while nix::sys::signal::killpg(Pid::from_raw(pid), None).is_ok() {
-        assert!(Instant::now() < deadline, "chromium's process group survived");
+        assert!(
+            Instant::now() < deadline,
+            "chromium's process group survived"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(kill(Pid::from_raw(pid), None).is_err(), "chromium still running");
+    assert!(
+        kill(Pid::from_raw(pid), None).is_err(),
+        "chromium still running"
+    );
 }

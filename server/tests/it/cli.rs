@@ -7,7 +7,9 @@ use crate::helpers::{Backend, TestDb, site_root};
 
 fn cordon(dir: &std::path::Path, env: &[(&str, &str)], args: &[&str]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_cordon"));
-    cmd.current_dir(dir).args(args).env("CORDON_LOG_LEVEL", "warn");
+    cmd.current_dir(dir)
+        .args(args)
+        .env("CORDON_LOG_LEVEL", "warn");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -22,8 +24,15 @@ fn assert_clean_failure(out: &Output, needle: &str) {
     let err = stderr(out);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains(needle), "expected {needle:?} in {err:?}");
-    assert!(!err.contains("panicked") && !err.contains("RUST_BACKTRACE"), "{err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "one line expected: {err:?}");
+    assert!(
+        !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
+        "{err}"
+    );
+    assert_eq!(
+        err.trim_end().lines().count(),
+        1,
+        "one line expected: {err:?}"
+    );
 }
 
 #[test]
@@ -38,7 +47,11 @@ fn a_malformed_config_file_stops_startup_naming_the_file() {
 fn a_wrong_type_in_the_config_file_names_the_key() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("custom.toml"), "log_format = \"xml\"\n").unwrap();
-    let out = cordon(dir.path(), &[], &["--config", "custom.toml", "config", "show"]);
+    let out = cordon(
+        dir.path(),
+        &[],
+        &["--config", "custom.toml", "config", "show"],
+    );
     assert_clean_failure(&out, "log_format");
 }
 
@@ -52,7 +65,11 @@ fn a_bad_environment_value_names_the_variable() {
 #[test]
 fn an_unknown_database_scheme_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let out = cordon(dir.path(), &[("CORDON_DATABASE_URL", "mysql://localhost/x")], &["migrate"]);
+    let out = cordon(
+        dir.path(),
+        &[("CORDON_DATABASE_URL", "mysql://localhost/x")],
+        &["migrate"],
+    );
     assert_clean_failure(&out, "unknown scheme \"mysql\"");
 }
 
@@ -62,7 +79,10 @@ fn an_unreachable_database_is_a_clear_error_without_the_password() {
     // Port 1 on loopback: nothing listens, the connection is refused at once.
     let url = "postgres://cordon:hunter2@127.0.0.1:1/cordon";
     let out = cordon(dir.path(), &[("CORDON_DATABASE_URL", url)], &["migrate"]);
-    assert_clean_failure(&out, "cannot connect to database postgres://cordon:***@127.0.0.1:1/cordon");
+    assert_clean_failure(
+        &out,
+        "cannot connect to database postgres://cordon:***@127.0.0.1:1/cordon",
+    );
     assert!(!stderr(&out).contains("hunter2"));
 }
 
@@ -85,10 +105,17 @@ fn serving_on_a_non_loopback_address_is_refused_until_operators_log_in() {
 fn config_show_prints_settings_with_the_password_masked() {
     let dir = tempfile::tempdir().unwrap();
     let url = "postgres://cordon:hunter2@127.0.0.1:5432/cordon";
-    let out = cordon(dir.path(), &[("CORDON_DATABASE_URL", url)], &["config", "show"]);
+    let out = cordon(
+        dir.path(),
+        &[("CORDON_DATABASE_URL", url)],
+        &["config", "show"],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("database_url = \"postgres://cordon:***@127.0.0.1:5432/cordon\""), "{text}");
+    assert!(
+        text.contains("database_url = \"postgres://cordon:***@127.0.0.1:5432/cordon\""),
+        "{text}"
+    );
     assert!(!text.contains("hunter2"));
     assert!(text.contains("bind = \"127.0.0.1:8080\""), "{text}");
 }
@@ -119,10 +146,15 @@ async fn audit_verify_exits_0_when_intact_and_1_naming_the_tampered_seq() {
             Backend::Postgres => "DROP TRIGGER audit_events_no_update ON audit_events",
         };
         db.raw(drop_guard).await.unwrap();
-        db.raw("UPDATE audit_events SET actor = 'operator:mallory' WHERE seq = 2").await.unwrap();
+        db.raw("UPDATE audit_events SET actor = 'operator:mallory' WHERE seq = 2")
+            .await
+            .unwrap();
         let out = cordon(db.dir.path(), &env, &["audit", "verify"]);
         assert_eq!(out.status.code(), Some(1), "{backend:?}: {}", stderr(&out));
-        assert!(String::from_utf8_lossy(&out.stdout).contains("BROKEN at seq 2"), "{backend:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("BROKEN at seq 2"),
+            "{backend:?}"
+        );
     }
 }
 
@@ -171,6 +203,12 @@ fn serve_shuts_down_gracefully_on_sigterm() {
     };
     assert!(status.success(), "{status:?}");
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
-    assert!(rest.iter().any(|l| l.contains("SIGTERM received")), "{rest:?}");
-    assert!(rest.iter().any(|l| l.contains("cordon stopped")), "{rest:?}");
+    assert!(
+        rest.iter().any(|l| l.contains("SIGTERM received")),
+        "{rest:?}"
+    );
+    assert!(
+        rest.iter().any(|l| l.contains("cordon stopped")),
+        "{rest:?}"
+    );
 }

@@ -71,7 +71,9 @@ impl TestDb {
 
     /// A migrated store on this database (a fresh pool each call).
     pub async fn store(&self) -> Store {
-        let store = Store::connect(&SecretString::from(self.url.clone())).await.expect("connect");
+        let store = Store::connect(&SecretString::from(self.url.clone()))
+            .await
+            .expect("connect");
         store.migrate().await.expect("migrate");
         store
     }
@@ -95,9 +97,15 @@ pub fn test_settings(db: &TestDb, extra: &[(&str, &str)]) -> Settings {
     let data_dir = db.dir.path().join("data");
     let mut env = vec![
         ("CORDON_BIND".to_string(), "127.0.0.1:0".to_string()),
-        ("CORDON_DATA_DIR".to_string(), data_dir.display().to_string()),
+        (
+            "CORDON_DATA_DIR".to_string(),
+            data_dir.display().to_string(),
+        ),
         ("CORDON_DATABASE_URL".to_string(), db.url.clone()),
-        ("CORDON_SITE_ROOT".to_string(), site_root().display().to_string()),
+        (
+            "CORDON_SITE_ROOT".to_string(),
+            site_root().display().to_string(),
+        ),
         ("CORDON_LOG_LEVEL".to_string(), "warn".to_string()),
     ];
     env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
@@ -108,7 +116,10 @@ pub fn test_settings(db: &TestDb, extra: &[(&str, &str)]) -> Settings {
 pub struct TestApp {
     pub addr: std::net::SocketAddr,
     pub state: AppState,
-    #[expect(dead_code, reason = "keeps the database files alive while the app runs")]
+    #[expect(
+        dead_code,
+        reason = "keeps the database files alive while the app runs"
+    )]
     pub db: TestDb,
     pub http: reqwest::Client,
     shutdown: Option<oneshot::Sender<()>>,
@@ -123,7 +134,9 @@ impl TestApp {
     /// With extra `CORDON_*` settings.
     pub async fn spawn_with(backend: Backend, extra: &[(&str, &str)]) -> Self {
         let db = TestDb::new(backend).await;
-        let app = Application::build(test_settings(&db, extra)).await.expect("app builds");
+        let app = Application::build(test_settings(&db, extra))
+            .await
+            .expect("app builds");
         let addr = app.local_addr();
         let state = app.state();
         let (tx, rx) = oneshot::channel::<()>();
@@ -134,7 +147,10 @@ impl TestApp {
             addr,
             state,
             db,
-            http: reqwest::Client::builder().no_proxy().build().expect("client"),
+            http: reqwest::Client::builder()
+                .no_proxy()
+                .build()
+                .expect("client"),
             shutdown: Some(tx),
             task: Some(task),
         }
@@ -209,10 +225,17 @@ impl Chromium {
             {
                 break port;
             }
-            assert!(Instant::now() < deadline, "chromium did not open its DevTools port");
+            assert!(
+                Instant::now() < deadline,
+                "chromium did not open its DevTools port"
+            );
             std::thread::sleep(Duration::from_millis(20));
         };
-        Self { child, devtools_port, _profile: profile }
+        Self {
+            child,
+            devtools_port,
+            _profile: profile,
+        }
     }
 
     pub fn pid(&self) -> i32 {

@@ -32,9 +32,11 @@ async fn healthz_answers_ok() {
 
 #[tokio::test]
 async fn readyz_is_503_when_chromium_is_missing() {
-    let app =
-        TestApp::spawn_with(Backend::Sqlite, &[("CORDON_CHROMIUM_PATH", "/nonexistent/chromium")])
-            .await;
+    let app = TestApp::spawn_with(
+        Backend::Sqlite,
+        &[("CORDON_CHROMIUM_PATH", "/nonexistent/chromium")],
+    )
+    .await;
     let res = app.get("/readyz").await;
     assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
     let body: Value = res.json().await.unwrap();
@@ -49,7 +51,10 @@ async fn readyz_is_503_when_the_database_is_gone() {
     app.state.store.close().await;
     let res = app.get("/readyz").await;
     assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
-    assert_eq!(res.json::<Value>().await.unwrap()["checks"]["database"]["ok"], false);
+    assert_eq!(
+        res.json::<Value>().await.unwrap()["checks"]["database"]["ok"],
+        false
+    );
 }
 
 #[tokio::test]
@@ -58,20 +63,38 @@ async fn metrics_count_requests_by_matched_route() {
     app.get("/healthz").await;
     app.get("/api/sessions/abc/nothing").await;
     let text = app.get("/metrics").await.text().await.unwrap();
-    assert!(text.contains(r#"cordon_http_requests_total{route="/healthz",method="GET",status="200"}"#), "{text}");
+    assert!(
+        text.contains(r#"cordon_http_requests_total{route="/healthz",method="GET",status="200"}"#),
+        "{text}"
+    );
     // The route template, not the raw path: ids never become label values.
-    assert!(text.contains(r#"route="/api/{*rest}",method="GET",status="404""#), "{text}");
+    assert!(
+        text.contains(r#"route="/api/{*rest}",method="GET",status="404""#),
+        "{text}"
+    );
     assert!(!text.contains("/api/sessions/abc"), "{text}");
 }
 
 #[tokio::test]
 async fn unknown_api_routes_get_a_typed_json_404() {
     let app = TestApp::spawn(Backend::Sqlite).await;
-    for path in ["/api", "/api/", "/api/does-not-exist", "/api/sessions/%00%ff"] {
-        let res = app.http.post(app.url(path)).body("{}").send().await.unwrap();
+    for path in [
+        "/api",
+        "/api/",
+        "/api/does-not-exist",
+        "/api/sessions/%00%ff",
+    ] {
+        let res = app
+            .http
+            .post(app.url(path))
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
         assert_eq!(res.status(), StatusCode::NOT_FOUND, "{path}");
         let text = res.text().await.unwrap();
-        let body: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}: {text}"));
+        let body: Value =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}: {text}"));
         assert_eq!(body["error"]["code"], "not_found", "{path}");
     }
 }
@@ -82,20 +105,42 @@ async fn the_dashboard_is_served_with_its_assets() {
     let page = app.get("/").await;
     assert_eq!(page.status(), StatusCode::OK);
     let html = page.text().await.unwrap();
-    assert!(html.contains("/pkg/cordon.js") && html.contains("cordon_bg"), "{html}");
-    for asset in ["/pkg/cordon.js", "/pkg/cordon_bg.wasm", "/pkg/cordon.css", "/favicon.svg"] {
-        assert_eq!(app.get(asset).await.status(), StatusCode::OK, "{asset} (run infra/scripts/build-site.sh)");
+    assert!(
+        html.contains("/pkg/cordon.js") && html.contains("cordon_bg"),
+        "{html}"
+    );
+    for asset in [
+        "/pkg/cordon.js",
+        "/pkg/cordon_bg.wasm",
+        "/pkg/cordon.css",
+        "/favicon.svg",
+    ] {
+        assert_eq!(
+            app.get(asset).await.status(),
+            StatusCode::OK,
+            "{asset} (run infra/scripts/build-site.sh)"
+        );
     }
-    assert_eq!(app.get("/no-such-page").await.status(), StatusCode::NOT_FOUND);
+    assert_eq!(
+        app.get("/no-such-page").await.status(),
+        StatusCode::NOT_FOUND
+    );
 }
 
 #[tokio::test]
 async fn static_files_cannot_escape_the_site_root() {
     let app = TestApp::spawn(Backend::Sqlite).await;
-    for path in ["/pkg/../../Cargo.toml", "/..%2f..%2fCargo.toml", "/pkg/%2e%2e/%2e%2e/Cargo.toml"] {
+    for path in [
+        "/pkg/../../Cargo.toml",
+        "/..%2f..%2fCargo.toml",
+        "/pkg/%2e%2e/%2e%2e/Cargo.toml",
+    ] {
         let res = app.get(path).await;
         let body = res.text().await.unwrap();
-        assert!(!body.contains("[workspace]"), "{path} leaked a file outside the site root");
+        assert!(
+            !body.contains("[workspace]"),
+            "{path} leaked a file outside the site root"
+        );
     }
 }
 
@@ -111,7 +156,12 @@ async fn server_functions_refuse_out_of_range_and_malformed_input() {
     };
     let res = post("limit=0").await.unwrap();
     assert!(res.status().is_server_error() || res.status().is_client_error());
-    assert!(res.text().await.unwrap().contains("limit must be between 1 and 200"));
+    assert!(
+        res.text()
+            .await
+            .unwrap()
+            .contains("limit must be between 1 and 200")
+    );
     let res = post("limit=not-a-number").await.unwrap();
     assert!(!res.status().is_success());
     let res = post("limit=5").await.unwrap();
@@ -122,7 +172,10 @@ async fn server_functions_refuse_out_of_range_and_malformed_input() {
 #[tokio::test]
 async fn oversized_bodies_are_refused_with_413() {
     let app = TestApp::spawn(Backend::Sqlite).await;
-    let big = format!("limit=5&pad={}", "x".repeat(cordon::startup::MAX_BODY_BYTES));
+    let big = format!(
+        "limit=5&pad={}",
+        "x".repeat(cordon::startup::MAX_BODY_BYTES)
+    );
     let res = app
         .http
         .post(app.url("/ui/fn/recent_audit"))
@@ -139,7 +192,10 @@ async fn the_dashboard_lists_audit_events_through_its_server_function() {
     let app = TestApp::spawn(Backend::Sqlite).await;
     app.state
         .store
-        .audit_append(cordon::audit::NewEvent::new(cordon::audit::Actor::System, "test.visible"))
+        .audit_append(cordon::audit::NewEvent::new(
+            cordon::audit::Actor::System,
+            "test.visible",
+        ))
         .await
         .unwrap();
     let res = app

@@ -28,8 +28,14 @@ fn event(n: usize) -> NewEvent {
 async fn migrations_can_run_twice(backend: Backend) {
     let db = TestDb::new(backend).await;
     let store = db.store().await;
-    store.migrate().await.expect("second migration run is a no-op");
-    assert_eq!(store.audit_head().await.unwrap(), (0, GENESIS_HASH.to_string()));
+    store
+        .migrate()
+        .await
+        .expect("second migration run is a no-op");
+    assert_eq!(
+        store.audit_head().await.unwrap(),
+        (0, GENESIS_HASH.to_string())
+    );
 }
 
 async fn each_appended_event_links_to_the_one_before(backend: Backend) {
@@ -47,7 +53,10 @@ async fn each_appended_event_links_to_the_one_before(backend: Backend) {
     let stored = store.audit_page(0, 10).await.unwrap();
     assert_eq!(stored, vec![a, b, c.clone()]);
     assert_eq!(stored[2].params, r#"{"n":3}"#);
-    assert_eq!(audit::verify(&store).await.unwrap(), Verification::Intact { events: 3 });
+    assert_eq!(
+        audit::verify(&store).await.unwrap(),
+        Verification::Intact { events: 3 }
+    );
 }
 
 async fn concurrent_writers_in_two_processes_never_fork_the_chain(backend: Backend) {
@@ -58,32 +67,49 @@ async fn concurrent_writers_in_two_processes_never_fork_the_chain(backend: Backe
     let mut tasks = Vec::new();
     for i in 0..40 {
         let store = stores[i % 2].clone();
-        tasks.push(tokio::spawn(async move { store.audit_append(event(i)).await }));
+        tasks.push(tokio::spawn(
+            async move { store.audit_append(event(i)).await },
+        ));
     }
     let mut seqs = Vec::new();
     for t in tasks {
-        seqs.push(t.await.unwrap().expect("append succeeds under contention").seq);
+        seqs.push(
+            t.await
+                .unwrap()
+                .expect("append succeeds under contention")
+                .seq,
+        );
     }
     seqs.sort_unstable();
     assert_eq!(seqs, (1..=40).collect::<Vec<_>>());
-    assert_eq!(audit::verify(&stores[0]).await.unwrap(), Verification::Intact { events: 40 });
+    assert_eq!(
+        audit::verify(&stores[0]).await.unwrap(),
+        Verification::Intact { events: 40 }
+    );
 }
 
 async fn the_audit_table_refuses_updates_and_deletes(backend: Backend) {
     let db = TestDb::new(backend).await;
     let store = db.store().await;
     store.audit_append(event(1)).await.unwrap();
-    let update = db.raw("UPDATE audit_events SET outcome = 'denied' WHERE seq = 1").await;
+    let update = db
+        .raw("UPDATE audit_events SET outcome = 'denied' WHERE seq = 1")
+        .await;
     assert!(update.unwrap_err().to_string().contains("append-only"));
     let delete = db.raw("DELETE FROM audit_events WHERE seq = 1").await;
     assert!(delete.unwrap_err().to_string().contains("append-only"));
-    assert_eq!(audit::verify(&store).await.unwrap(), Verification::Intact { events: 1 });
+    assert_eq!(
+        audit::verify(&store).await.unwrap(),
+        Verification::Intact { events: 1 }
+    );
 }
 
 /// Removes the append-only guard, as someone with the database's owner rights could.
 async fn disable_guard(db: &TestDb, backend: Backend) {
     let sql = match backend {
-        Backend::Sqlite => "DROP TRIGGER audit_events_no_update; DROP TRIGGER audit_events_no_delete;",
+        Backend::Sqlite => {
+            "DROP TRIGGER audit_events_no_update; DROP TRIGGER audit_events_no_delete;"
+        }
         Backend::Postgres => "DROP TRIGGER audit_events_no_update ON audit_events;",
     };
     db.raw(sql).await.expect("guard removed");
@@ -96,7 +122,9 @@ async fn verify_names_the_first_edited_event(backend: Backend) {
         store.audit_append(event(i)).await.unwrap();
     }
     disable_guard(&db, backend).await;
-    db.raw("UPDATE audit_events SET params = '{\"n\":99}' WHERE seq = 3").await.unwrap();
+    db.raw("UPDATE audit_events SET params = '{\"n\":99}' WHERE seq = 3")
+        .await
+        .unwrap();
     match audit::verify(&store).await.unwrap() {
         Verification::Broken { seq, reason } => {
             assert_eq!(seq, 3);
@@ -113,7 +141,9 @@ async fn verify_finds_a_removed_middle_event(backend: Backend) {
         store.audit_append(event(i)).await.unwrap();
     }
     disable_guard(&db, backend).await;
-    db.raw("DELETE FROM audit_events WHERE seq = 2").await.unwrap();
+    db.raw("DELETE FROM audit_events WHERE seq = 2")
+        .await
+        .unwrap();
     match audit::verify(&store).await.unwrap() {
         Verification::Broken { seq, reason } => {
             assert_eq!(seq, 2);
@@ -130,7 +160,9 @@ async fn verify_finds_a_removed_last_event(backend: Backend) {
         store.audit_append(event(i)).await.unwrap();
     }
     disable_guard(&db, backend).await;
-    db.raw("DELETE FROM audit_events WHERE seq = 4").await.unwrap();
+    db.raw("DELETE FROM audit_events WHERE seq = 4")
+        .await
+        .unwrap();
     match audit::verify(&store).await.unwrap() {
         Verification::Broken { seq, .. } => assert_eq!(seq, 4),
         other => panic!("truncation not found: {other:?}"),
@@ -145,8 +177,14 @@ async fn tenants_are_created_once_and_listed(backend: Backend) {
     store.tenant_create(&beta, "Beta").await.unwrap();
     store.tenant_create(&acme, "Acme").await.unwrap();
     let dup = store.tenant_create(&acme, "Other").await.unwrap_err();
-    assert!(matches!(dup, CreateTenantError::Exists(ref id) if *id == acme), "{dup}");
+    assert!(
+        matches!(dup, CreateTenantError::Exists(ref id) if *id == acme),
+        "{dup}"
+    );
     let list = store.tenant_list().await.unwrap();
-    let ids: Vec<_> = list.iter().map(|t| (t.id.as_str(), t.name.as_str())).collect();
+    let ids: Vec<_> = list
+        .iter()
+        .map(|t| (t.id.as_str(), t.name.as_str()))
+        .collect();
     assert_eq!(ids, vec![("acme", "Acme"), ("beta", "Beta")]);
 }

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs what building, running and testing Cordon needs, skipping what is
+# already there: Debian packages (Chromium, binaryen, bubblewrap, PostgreSQL,
+# sqlite3, Node.js), the wasm32 target, rustfmt/clippy, the wasm-bindgen CLI
+# matching the pinned crate, and the end-to-end tests' npm packages.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+WASM_BINDGEN_VERSION=0.2.105
+
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+missing=()
+for pkg in chromium binaryen bubblewrap postgresql sqlite3 ca-certificates; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
+done
+command -v node >/dev/null && command -v npm >/dev/null || missing+=(nodejs npm)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if command -v rustup >/dev/null; then
+  rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
+  for c in rustfmt clippy; do
+    rustup component list --installed | grep -q "^$c" || rustup component add "$c"
+  done
+fi
+
+if ! wasm-bindgen --version 2>/dev/null | grep -q " $WASM_BINDGEN_VERSION\$"; then
+  echo "setup: installing wasm-bindgen-cli $WASM_BINDGEN_VERSION (a few minutes, once)"
+  cargo install wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION" --locked --quiet
+fi
+
+if [ ! -d "$root/end2end/node_modules/playwright-core" ]; then
+  (cd "$root/end2end" && npm ci --no-audit --no-fund --loglevel=error)
+fi

@@ -1,5 +1,9 @@
 //! Domain types parsed once at the edge; the rest of the code trusts them.
 
+mod session_id;
+mod target_url;
 mod tenant_id;
 
-pub use tenant_id::TenantId;
+pub use session_id::{SessionId, SessionIdError, random_id};
+pub use target_url::{MAX_URL_LEN, TargetUrl, TargetUrlError};
+pub use tenant_id::{TenantId, TenantIdError};

@@ -1,9 +1,84 @@
-//! Starting and stopping one browser per session. The drivers (`process`,
-//! `bwrap`, `exec`) arrive with the session engine; for now this module knows
-//! how to tell whether the configured Chromium can run at all.
+//! Starting and stopping one browser per session, behind one trait.
+//!
+//! Drivers: [`process`] (plain Chromium, own temp profile, own port, own
+//! process group) and more to come (`bwrap`, `exec`). Every sandbox gets its
+//! own egress proxy address at start and exposes only a CDP endpoint.
 
+pub mod chromium;
+pub mod process;
+mod procs;
+
+use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+pub use procs::{is_alive, kill_group};
+
+/// Which driver runs a sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DriverKind {
+    /// Plain Chromium process on this host.
+    Process,
+    /// Chromium inside bubblewrap namespaces on this host.
+    Bwrap,
+    /// External create/destroy commands.
+    Exec,
+}
+
+impl DriverKind {
+    /// The stored and displayed name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Process => "process",
+            Self::Bwrap => "bwrap",
+            Self::Exec => "exec",
+        }
+    }
+}
+
+/// What a driver needs to start one sandbox.
+#[derive(Debug, Clone)]
+pub struct SandboxSpec {
+    /// The sandbox's id (`b_…`), unique.
+    pub id: String,
+    /// The egress proxy this browser must use.
+    pub proxy: SocketAddr,
+    /// Host directory for this sandbox's runtime files (profile, pid file);
+    /// removed at stop.
+    pub runtime_dir: PathBuf,
+    /// Initial window size.
+    pub window: (u32, u32),
+}
+
+/// A started sandbox.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    /// Its id.
+    pub id: String,
+    /// The driver that runs it.
+    pub driver: DriverKind,
+    /// The browser-level CDP WebSocket URL.
+    pub cdp_url: String,
+    /// Process group id on this host, where the driver has one.
+    pub pid: Option<i32>,
+    /// A string unique to this sandbox in its process's command line, so a
+    /// recycled pid is never signalled.
+    pub marker: String,
+    /// Host directory for runtime files.
+    pub runtime_dir: PathBuf,
+}
+
+/// A way to start and stop browsers.
+#[async_trait::async_trait]
+pub trait Driver: Send + Sync + 'static {
+    /// Which driver this is.
+    fn kind(&self) -> DriverKind;
+    /// Starts a browser and returns once its CDP endpoint answers.
+    async fn start(&self, spec: SandboxSpec) -> anyhow::Result<Sandbox>;
+    /// Stops it and removes its runtime files. Idempotent.
+    async fn stop(&self, sandbox: &Sandbox) -> anyhow::Result<()>;
+}
 
 /// Whether `path` is a regular file with an execute bit set.
 pub fn chromium_runnable(path: &Path) -> bool {

@@ -1,0 +1,42 @@
+-- Browser sessions and the sandboxes that run them.
+
+-- One row per started browser. `pid` is the sandbox's process (group) id on
+-- `host`; `marker` is a string unique to this sandbox found in its command
+-- line, so the reaper never signals a recycled pid.
+CREATE TABLE sandboxes (
+    id          TEXT PRIMARY KEY,
+    driver      TEXT NOT NULL,
+    host        TEXT NOT NULL,
+    pid         BIGINT,
+    marker      TEXT NOT NULL,
+    cdp_url     TEXT,
+    state       TEXT NOT NULL,          -- starting | warm | assigned | stopped
+    session_id  TEXT,
+    created_at  BIGINT NOT NULL,
+    stopped_at  BIGINT
+);
+CREATE INDEX sandboxes_live ON sandboxes(host, state);
+
+-- starting -> ready -> closing -> closed | failed
+CREATE TABLE sessions (
+    id               TEXT PRIMARY KEY,
+    tenant_id        TEXT NOT NULL REFERENCES tenants(id),
+    api_key_id       TEXT,
+    state            TEXT NOT NULL,
+    close_reason     TEXT,
+    error            TEXT,
+    credential_mode  TEXT NOT NULL,
+    domains          TEXT NOT NULL,     -- JSON array
+    record           TEXT NOT NULL,
+    viewport_w       BIGINT NOT NULL,
+    viewport_h       BIGINT NOT NULL,
+    sandbox_id       TEXT,
+    host             TEXT NOT NULL,
+    created_at       BIGINT NOT NULL,
+    ready_at         BIGINT,
+    closed_at        BIGINT,
+    deadline_at      BIGINT NOT NULL,
+    last_activity_at BIGINT NOT NULL
+);
+CREATE INDEX sessions_tenant_state ON sessions(tenant_id, state);
+CREATE INDEX sessions_host_state ON sessions(host, state);

@@ -1,0 +1,82 @@
+//! Real input events: mouse and keyboard through `Input.*`, so pages see
+//! what a person's actions would produce.
+
+use chromiumoxide::Page;
+use chromiumoxide::cdp::browser_protocol::input::{
+    DispatchKeyEventParams, DispatchKeyEventType, DispatchMouseEventParams, DispatchMouseEventType,
+    InsertTextParams, MouseButton,
+};
+use chromiumoxide::keys::get_key_definition;
+
+use super::CdpError;
+
+/// Moves the mouse to (x, y).
+pub async fn mouse_move(page: &Page, x: f64, y: f64) -> Result<(), CdpError> {
+    page.execute(DispatchMouseEventParams::new(
+        DispatchMouseEventType::MouseMoved,
+        x,
+        y,
+    ))
+    .await?;
+    Ok(())
+}
+
+/// A left click at (x, y): move, press, release.
+pub async fn click(page: &Page, x: f64, y: f64, click_count: i64) -> Result<(), CdpError> {
+    mouse_move(page, x, y).await?;
+    for kind in [
+        DispatchMouseEventType::MousePressed,
+        DispatchMouseEventType::MouseReleased,
+    ] {
+        let mut ev = DispatchMouseEventParams::new(kind, x, y);
+        ev.button = Some(MouseButton::Left);
+        ev.buttons = Some(1);
+        ev.click_count = Some(click_count);
+        page.execute(ev).await?;
+    }
+    Ok(())
+}
+
+/// A wheel event at (x, y).
+pub async fn wheel(page: &Page, x: f64, y: f64, dx: f64, dy: f64) -> Result<(), CdpError> {
+    let mut ev = DispatchMouseEventParams::new(DispatchMouseEventType::MouseWheel, x, y);
+    ev.delta_x = Some(dx);
+    ev.delta_y = Some(dy);
+    page.execute(ev).await?;
+    Ok(())
+}
+
+/// Inserts text at the focus, as an IME would (one event, any characters).
+pub async fn insert_text(page: &Page, text: &str) -> Result<(), CdpError> {
+    page.execute(InsertTextParams::new(text)).await?;
+    Ok(())
+}
+
+/// Presses and releases one key named as in `KeyboardEvent.key`
+/// (`Enter`, `Tab`, `ArrowDown`, `a`, …), with optional modifiers
+/// (Alt=1, Ctrl=2, Meta=4, Shift=8).
+pub async fn press(page: &Page, key: &str, modifiers: i64) -> Result<(), CdpError> {
+    let def = get_key_definition(key)
+        .ok_or_else(|| CdpError::NotFound(format!("unknown key {key:?}")))?;
+    let text = def.text.or((def.key.len() == 1).then_some(def.key));
+    let base = |kind| {
+        let mut ev = DispatchKeyEventParams::new(kind);
+        ev.key = Some(def.key.to_owned());
+        ev.code = Some(def.code.to_owned());
+        ev.windows_virtual_key_code = Some(def.key_code);
+        ev.native_virtual_key_code = Some(def.key_code);
+        ev.modifiers = Some(modifiers);
+        ev
+    };
+    let mut down = base(if text.is_some() && modifiers & 0b0110 == 0 {
+        DispatchKeyEventType::KeyDown
+    } else {
+        DispatchKeyEventType::RawKeyDown
+    });
+    if modifiers & 0b0110 == 0 {
+        down.text = text.map(str::to_owned);
+    }
+    page.execute(down).await?;
+    page.execute(base(DispatchKeyEventType::KeyUp)).await?;
+    Ok(())
+}

@@ -1,0 +1,119 @@
+//! Everything Cordon says to Chromium, over CDP (chromiumoxide).
+
+mod input;
+pub mod snapshot;
+mod tools;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use chromiumoxide::handler::HandlerConfig;
+use chromiumoxide::{Browser, Page};
+use futures::StreamExt;
+
+pub use tools::*;
+
+/// What a CDP call can fail with, typed so the API can answer precisely.
+#[derive(Debug, thiserror::Error)]
+pub enum CdpError {
+    /// The call did not finish within its bound.
+    #[error("{0} timed out after {1} ms")]
+    Timeout(&'static str, u64),
+    /// A selector, ref or tab matched nothing.
+    #[error("{0}")]
+    NotFound(String),
+    /// The page refused or failed the action (navigation error, bad input).
+    #[error("{0}")]
+    Failed(String),
+    /// The browser is gone (crashed or killed).
+    #[error("the browser is gone")]
+    BrowserGone,
+    /// Anything else from the protocol layer.
+    #[error("browser protocol error: {0}")]
+    Protocol(String),
+}
+
+impl From<chromiumoxide::error::CdpError> for CdpError {
+    fn from(e: chromiumoxide::error::CdpError) -> Self {
+        use chromiumoxide::error::CdpError as E;
+        match e {
+            E::Ws(_) | E::Io(_) | E::ChannelSendError(_) | E::NoResponse => Self::BrowserGone,
+            E::Timeout => Self::Protocol("request timed out".into()),
+            E::ChromeMessage(m) => Self::Failed(m),
+            other => Self::Protocol(other.to_string()),
+        }
+    }
+}
+
+/// A CDP connection to one browser, with its event loop running.
+pub struct BrowserConn {
+    browser: Browser,
+    closed: Arc<AtomicBool>,
+    handler: tokio::task::JoinHandle<()>,
+}
+
+impl BrowserConn {
+    /// Connects to a browser-level CDP WebSocket URL.
+    pub async fn connect(ws_url: &str) -> anyhow::Result<Self> {
+        let config = HandlerConfig {
+            // Certificate errors stay errors: an agent's browser must not be
+            // silently man-in-the-middled.
+            ignore_https_errors: false,
+            request_timeout: Duration::from_secs(30),
+            viewport: None,
+            ..HandlerConfig::default()
+        };
+        let (browser, mut handler) = Browser::connect_with_config(ws_url, config)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot connect to the browser's CDP endpoint: {e}"))?;
+        let closed = Arc::new(AtomicBool::new(false));
+        let flag = closed.clone();
+        let handler = tokio::spawn(async move {
+            // Newer Chromium sends events this crate's protocol snapshot may
+            // not know; such errors are logged and the loop goes on.
+            while let Some(event) = handler.next().await {
+                if let Err(e) = event {
+                    if matches!(e, chromiumoxide::error::CdpError::Ws(_)) {
+                        break;
+                    }
+                    tracing::debug!(error = %e, "cdp handler event error");
+                }
+            }
+            flag.store(true, Ordering::SeqCst);
+        });
+        Ok(Self {
+            browser,
+            closed,
+            handler,
+        })
+    }
+
+    /// Whether the connection has ended (browser exited or crashed).
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst) || self.handler.is_finished()
+    }
+
+    /// The browser.
+    pub fn browser(&self) -> &Browser {
+        &self.browser
+    }
+
+    /// The first page (the `about:blank` the browser starts with), or a new one.
+    pub async fn first_page(&self) -> Result<Page, CdpError> {
+        // The initial target may not be attached yet right after connect.
+        for _ in 0..50 {
+            if let Some(page) = self.browser.pages().await?.into_iter().next() {
+                return Ok(page);
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        Ok(self.browser.new_page("about:blank").await?)
+    }
+}
+
+impl Drop for BrowserConn {
+    fn drop(&mut self) {
+        self.handler.abort();
+    }
+}

@@ -1,0 +1,504 @@
+//! The browser tools, each a bounded sequence of CDP calls on one page.
+
+use std::time::Duration;
+
+use base64::Engine;
+use chromiumoxide::Page;
+use chromiumoxide::cdp::browser_protocol::dom::{BackendNodeId, ResolveNodeParams};
+use chromiumoxide::cdp::browser_protocol::network::{EventResponseReceived, ResourceType};
+use chromiumoxide::cdp::browser_protocol::page::{
+    CaptureScreenshotFormat, CaptureScreenshotParams, EventLifecycleEvent,
+    GetNavigationHistoryParams, NavigateParams, NavigateToHistoryEntryParams, PrintToPdfParams,
+    ReloadParams,
+};
+use chromiumoxide::cdp::js_protocol::runtime::{
+    CallFunctionOnParams, EvaluateParams, RemoteObjectId,
+};
+use futures::{FutureExt, StreamExt};
+use serde::{Deserialize, Serialize};
+
+use super::{CdpError, input};
+
+/// When a navigation counts as done.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WaitUntil {
+    /// The `load` event.
+    #[default]
+    Load,
+    /// `DOMContentLoaded`.
+    DomContentLoaded,
+    /// No network activity for 500 ms after load.
+    NetworkIdle,
+}
+
+/// What `navigate` reports.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Navigation {
+    /// HTTP status of the main document (after redirects), if there was one.
+    pub status: Option<i64>,
+    /// The URL finally shown.
+    pub final_url: String,
+    /// The document's title.
+    pub title: String,
+}
+
+async fn bounded<T>(
+    what: &'static str,
+    timeout: Duration,
+    fut: impl Future<Output = Result<T, CdpError>>,
+) -> Result<T, CdpError> {
+    match tokio::time::timeout(timeout, fut).await {
+        Ok(res) => res,
+        Err(_) => Err(CdpError::Timeout(
+            what,
+            u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+        )),
+    }
+}
+
+/// Loads `url` in `page` and waits as asked.
+pub async fn navigate(
+    page: &Page,
+    url: &str,
+    wait: WaitUntil,
+    timeout: Duration,
+) -> Result<Navigation, CdpError> {
+    bounded("navigate", timeout, async {
+        let mut responses = page.event_listener::<EventResponseReceived>().await?;
+        let mut lifecycle = page.event_listener::<EventLifecycleEvent>().await?;
+        let nav = page.execute(NavigateParams::new(url));
+        let res = match wait {
+            WaitUntil::DomContentLoaded => {
+                let dcl = async {
+                    while let Some(ev) = lifecycle.next().await {
+                        if ev.name == "DOMContentLoaded" {
+                            return;
+                        }
+                    }
+                };
+                tokio::select! {
+                    res = nav => Some(res?),
+                    () = dcl => None,
+                }
+            }
+            WaitUntil::Load | WaitUntil::NetworkIdle => Some(nav.await?),
+        };
+        if let Some(err) = res.and_then(|r| r.result.error_text.clone()) {
+            return Err(CdpError::Failed(format!("navigation failed: {err}")));
+        }
+        if wait == WaitUntil::NetworkIdle {
+            while let Some(ev) = lifecycle.next().await {
+                if ev.name == "networkIdle" {
+                    break;
+                }
+            }
+        }
+        let mut status = None;
+        while let Some(Some(ev)) = responses.next().now_or_never() {
+            if ev.r#type == ResourceType::Document {
+                status = Some(ev.response.status);
+            }
+        }
+        let final_url = page.url().await?.unwrap_or_default();
+        let title = page.get_title().await?.unwrap_or_default();
+        Ok(Navigation {
+            status,
+            final_url,
+            title,
+        })
+    })
+    .await
+}
+
+/// Screenshot options.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ImageFormat {
+    /// Lossless.
+    #[default]
+    Png,
+    /// Lossy, smaller.
+    Jpeg,
+}
+
+/// Captures the viewport (or the whole page) as PNG or JPEG bytes.
+pub async fn screenshot(
+    page: &Page,
+    format: ImageFormat,
+    quality: Option<i64>,
+    full_page: bool,
+    timeout: Duration,
+) -> Result<Vec<u8>, CdpError> {
+    bounded("screenshot", timeout, async {
+        let mut params = CaptureScreenshotParams::builder().format(match format {
+            ImageFormat::Png => CaptureScreenshotFormat::Png,
+            ImageFormat::Jpeg => CaptureScreenshotFormat::Jpeg,
+        });
+        if format == ImageFormat::Jpeg {
+            params = params.quality(quality.unwrap_or(80));
+        }
+        if full_page {
+            let metrics = page.layout_metrics().await?;
+            let size = metrics.css_content_size;
+            params = params.capture_beyond_viewport(true).clip(
+                chromiumoxide::cdp::browser_protocol::page::Viewport {
+                    x: 0.0,
+                    y: 0.0,
+                    width: size.width,
+                    height: size.height,
+                    scale: 1.0,
+                },
+            );
+        }
+        let res = page.execute(params.build()).await?;
+        let bytes: &[u8] = res.result.data.as_ref();
+        base64::engine::general_purpose::STANDARD
+            .decode(bytes)
+            .map_err(|e| CdpError::Protocol(format!("screenshot data: {e}")))
+    })
+    .await
+}
+
+/// Runs `expression` in the page and returns its JSON value.
+pub async fn evaluate(page: &Page, expression: &str) -> Result<serde_json::Value, CdpError> {
+    let res = page
+        .execute(
+            EvaluateParams::builder()
+                .expression(expression)
+                .return_by_value(true)
+                .await_promise(true)
+                .build()
+                .map_err(CdpError::Protocol)?,
+        )
+        .await?;
+    if let Some(ex) = &res.result.exception_details {
+        return Err(CdpError::Failed(format!("script error: {}", ex.text)));
+    }
+    Ok(res
+        .result
+        .result
+        .value
+        .clone()
+        .unwrap_or(serde_json::Value::Null))
+}
+
+/// The page's HTML, cut to `max_chars` characters.
+pub async fn read_dom(
+    page: &Page,
+    max_chars: usize,
+    timeout: Duration,
+) -> Result<(String, Option<usize>), CdpError> {
+    bounded("read_dom", timeout, async {
+        let html = evaluate(
+            page,
+            "document.documentElement ? document.documentElement.outerHTML : ''",
+        )
+        .await?;
+        let html = html.as_str().unwrap_or_default();
+        let total = html.chars().count();
+        if total > max_chars {
+            Ok((html.chars().take(max_chars).collect(), Some(max_chars)))
+        } else {
+            Ok((html.to_owned(), None))
+        }
+    })
+    .await
+}
+
+/// What an element-directed tool acts on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Locator {
+    /// Viewport coordinates in CSS pixels.
+    Point(f64, f64),
+    /// A CSS selector; the first match.
+    Selector(String),
+    /// A node from the last snapshot.
+    Node(BackendNodeId, String),
+}
+
+/// Scrolls the element into view and returns the centre of its box.
+const CENTER_FN: &str = "function() { this.scrollIntoView({block: 'center', inline: 'center', behavior: 'instant'}); \
+    const r = this.getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2, r.width, r.height]; }";
+
+async fn object_for(page: &Page, locator: &Locator) -> Result<Option<RemoteObjectId>, CdpError> {
+    match locator {
+        Locator::Point(..) => Ok(None),
+        Locator::Selector(sel) => {
+            let expr = format!(
+                "document.querySelector({})",
+                serde_json::to_string(sel).unwrap_or_default()
+            );
+            let res = page
+                .execute(
+                    EvaluateParams::builder()
+                        .expression(expr)
+                        .build()
+                        .map_err(CdpError::Protocol)?,
+                )
+                .await?;
+            if let Some(ex) = &res.result.exception_details {
+                return Err(CdpError::Failed(format!("invalid selector: {}", ex.text)));
+            }
+            Ok(res.result.result.object_id.clone())
+        }
+        Locator::Node(id, _) => {
+            let res = page
+                .execute(ResolveNodeParams::builder().backend_node_id(*id).build())
+                .await;
+            match res {
+                Ok(r) => Ok(r.result.object.object_id.clone()),
+                Err(_) => Ok(None),
+            }
+        }
+    }
+}
+
+fn not_found(locator: &Locator) -> CdpError {
+    match locator {
+        Locator::Selector(s) => CdpError::NotFound(format!("no element matches selector {s:?}")),
+        Locator::Node(_, r) => {
+            CdpError::NotFound(format!("ref {r} no longer exists; take a new snapshot"))
+        }
+        Locator::Point(..) => CdpError::NotFound("no element".into()),
+    }
+}
+
+/// Calls `function` on the located element, waiting up to `timeout` for it to appear.
+async fn call_on(
+    page: &Page,
+    locator: &Locator,
+    function: &str,
+    timeout: Duration,
+) -> Result<serde_json::Value, CdpError> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(object) = object_for(page, locator).await? {
+            let res = page
+                .execute(
+                    CallFunctionOnParams::builder()
+                        .object_id(object)
+                        .function_declaration(function)
+                        .return_by_value(true)
+                        .build()
+                        .map_err(CdpError::Protocol)?,
+                )
+                .await?;
+            if let Some(ex) = &res.result.exception_details {
+                return Err(CdpError::Failed(format!("script error: {}", ex.text)));
+            }
+            return Ok(res
+                .result
+                .result
+                .value
+                .clone()
+                .unwrap_or(serde_json::Value::Null));
+        }
+        if matches!(locator, Locator::Node(..)) || tokio::time::Instant::now() >= deadline {
+            return Err(not_found(locator));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The viewport point to act at for `locator`.
+async fn point_of(
+    page: &Page,
+    locator: &Locator,
+    timeout: Duration,
+) -> Result<(f64, f64), CdpError> {
+    if let Locator::Point(x, y) = locator {
+        return Ok((*x, *y));
+    }
+    let v = call_on(page, locator, CENTER_FN, timeout).await?;
+    let nums: Vec<f64> =
+        serde_json::from_value(v).map_err(|e| CdpError::Protocol(e.to_string()))?;
+    match nums.as_slice() {
+        [_, _, w, h] if *w <= 0.0 || *h <= 0.0 => {
+            Err(CdpError::Failed("the element is not visible".into()))
+        }
+        [x, y, ..] => Ok((*x, *y)),
+        _ => Err(CdpError::Protocol("unexpected element box".into())),
+    }
+}
+
+/// Clicks the element (or point).
+pub async fn click(page: &Page, locator: &Locator, timeout: Duration) -> Result<(), CdpError> {
+    bounded("click", timeout, async {
+        let (x, y) = point_of(page, locator, timeout).await?;
+        input::click(page, x, y, 1).await
+    })
+    .await
+}
+
+/// Moves the mouse over the element (or point).
+pub async fn hover(page: &Page, locator: &Locator, timeout: Duration) -> Result<(), CdpError> {
+    bounded("hover", timeout, async {
+        let (x, y) = point_of(page, locator, timeout).await?;
+        input::mouse_move(page, x, y).await
+    })
+    .await
+}
+
+/// Types `text`: into the element if given (focusing it first), else at the focus.
+pub async fn type_text(
+    page: &Page,
+    locator: Option<&Locator>,
+    text: &str,
+    submit: bool,
+    timeout: Duration,
+) -> Result<(), CdpError> {
+    bounded("type", timeout, async {
+        if let Some(locator) = locator {
+            call_on(
+                page,
+                locator,
+                "function() { this.scrollIntoView({block: 'center'}); this.focus(); return true; }",
+                timeout,
+            )
+            .await?;
+        }
+        input::insert_text(page, text).await?;
+        if submit {
+            input::press(page, "Enter", 0).await?;
+        }
+        Ok(())
+    })
+    .await
+}
+
+/// Presses one key.
+pub async fn press(page: &Page, key: &str, timeout: Duration) -> Result<(), CdpError> {
+    bounded("press", timeout, input::press(page, key, 0)).await
+}
+
+/// Scrolls by (dx, dy) at the element's centre (or the viewport's).
+pub async fn scroll(
+    page: &Page,
+    locator: Option<&Locator>,
+    dx: f64,
+    dy: f64,
+    viewport: (u32, u32),
+    timeout: Duration,
+) -> Result<(), CdpError> {
+    bounded("scroll", timeout, async {
+        let (x, y) = match locator {
+            Some(l) => point_of(page, l, timeout).await?,
+            None => (f64::from(viewport.0) / 2.0, f64::from(viewport.1) / 2.0),
+        };
+        input::wheel(page, x, y, dx, dy).await
+    })
+    .await
+}
+
+/// Chooses options of a `<select>` by value or visible text; returns the values now selected.
+pub async fn select(
+    page: &Page,
+    locator: &Locator,
+    values: &[String],
+    timeout: Duration,
+) -> Result<Vec<String>, CdpError> {
+    bounded("select", timeout, async {
+        let values = serde_json::to_string(values).unwrap_or_default();
+        let function = format!(
+            "function() {{ if (this.tagName !== 'SELECT') throw new Error('not a <select> element'); \
+             const want = {values}; \
+             const hits = Array.from(this.options).filter(o => want.includes(o.value) || want.includes(o.text.trim())); \
+             if (!hits.length) throw new Error('no option matches'); \
+             if (this.multiple) {{ for (const o of this.options) o.selected = hits.includes(o); }} else {{ this.value = hits[0].value; }} \
+             this.dispatchEvent(new Event('input', {{bubbles: true}})); this.dispatchEvent(new Event('change', {{bubbles: true}})); \
+             return Array.from(this.selectedOptions).map(o => o.value); }}"
+        );
+        let v = call_on(page, locator, &function, timeout).await?;
+        serde_json::from_value(v).map_err(|e| CdpError::Protocol(e.to_string()))
+    })
+    .await
+}
+
+/// What `wait_for` waits for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WaitTarget {
+    /// Text anywhere in the page's visible text.
+    Text(String),
+    /// An element matching a CSS selector.
+    Selector(String),
+}
+
+/// Polls until the text or selector is present, or fails after `timeout`.
+pub async fn wait_for(
+    page: &Page,
+    target: &WaitTarget,
+    timeout: Duration,
+) -> Result<u64, CdpError> {
+    let start = tokio::time::Instant::now();
+    let expr = match target {
+        WaitTarget::Text(t) => format!(
+            "!!document.body && document.body.innerText.includes({})",
+            serde_json::to_string(t).unwrap_or_default()
+        ),
+        WaitTarget::Selector(s) => format!(
+            "!!document.querySelector({})",
+            serde_json::to_string(s).unwrap_or_default()
+        ),
+    };
+    bounded("wait_for", timeout, async {
+        loop {
+            if evaluate(page, &expr).await? == serde_json::Value::Bool(true) {
+                return Ok(u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+}
+
+/// Goes `delta` entries through the history (-1 back, +1 forward); false at either end.
+pub async fn history(page: &Page, delta: i64, timeout: Duration) -> Result<bool, CdpError> {
+    bounded("history", timeout, async {
+        let h = page.execute(GetNavigationHistoryParams::default()).await?;
+        let target = h.result.current_index + delta;
+        let Some(entry) = usize::try_from(target)
+            .ok()
+            .and_then(|i| h.result.entries.get(i))
+        else {
+            return Ok(false);
+        };
+        let mut events = page.event_listener::<EventLifecycleEvent>().await?;
+        page.execute(NavigateToHistoryEntryParams::new(entry.id))
+            .await?;
+        while let Some(ev) = events.next().await {
+            if ev.name == "load" {
+                break;
+            }
+        }
+        Ok(true)
+    })
+    .await
+}
+
+/// Reloads and waits for `load`.
+pub async fn reload(page: &Page, timeout: Duration) -> Result<(), CdpError> {
+    bounded("reload", timeout, async {
+        let mut events = page.event_listener::<EventLifecycleEvent>().await?;
+        page.execute(ReloadParams::default()).await?;
+        while let Some(ev) = events.next().await {
+            if ev.name == "load" {
+                break;
+            }
+        }
+        Ok(())
+    })
+    .await
+}
+
+/// Prints the page to PDF bytes.
+pub async fn pdf(page: &Page, timeout: Duration) -> Result<Vec<u8>, CdpError> {
+    bounded("pdf", timeout, async {
+        let res = page.execute(PrintToPdfParams::default()).await?;
+        let bytes: &[u8] = res.result.data.as_ref();
+        base64::engine::general_purpose::STANDARD
+            .decode(bytes)
+            .map_err(|e| CdpError::Protocol(format!("pdf data: {e}")))
+    })
+    .await
+}

@@ -1,0 +1,119 @@
+//! How Cordon runs Chromium: flags, and waiting for its DevTools endpoint.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+
+/// Flags every sandboxed Chromium gets. Background networking, sync,
+/// updates and first-run UI are off so the browser only does what the
+/// session asks.
+pub const BASE_FLAGS: &[&str] = &[
+    "--headless",
+    "--disable-gpu",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-extensions",
+    "--disable-breakpad",
+    "--disable-crash-reporter",
+    "--disable-domain-reliability",
+    "--disable-client-side-phishing-detection",
+    "--disable-features=Translate,OptimizationHints,MediaRouter,DialMediaRouteProvider,AutofillServerCommunication,CertificateTransparencyComponentUpdater,InterestFeedContentSuggestions",
+    "--metrics-recording-only",
+    "--mute-audio",
+    "--password-store=basic",
+    "--use-mock-keychain",
+    "--hide-scrollbars",
+    "--remote-debugging-address=127.0.0.1",
+    "--remote-debugging-port=0",
+];
+
+/// Flags that route every request through the egress guard at `proxy`:
+/// no bypass (not even loopback), no QUIC, no non-proxied WebRTC UDP.
+pub fn proxy_flags(proxy: SocketAddr) -> Vec<String> {
+    vec![
+        format!("--proxy-server=http://{proxy}"),
+        "--proxy-bypass-list=<-loopback>".into(),
+        "--disable-quic".into(),
+        "--force-webrtc-ip-handling-policy=disable_non_proxied_udp".into(),
+        "--webrtc-ip-handling-policy=disable_non_proxied_udp".into(),
+    ]
+}
+
+/// All arguments for one browser.
+pub fn args(
+    profile: &Path,
+    proxy: SocketAddr,
+    window: (u32, u32),
+    no_sandbox: bool,
+) -> Vec<String> {
+    let mut args: Vec<String> = BASE_FLAGS.iter().map(|s| (*s).to_owned()).collect();
+    if no_sandbox {
+        // Chromium's own sandbox cannot start as root; the driver's sandbox
+        // (process group, or bwrap namespaces) is what contains it then.
+        args.push("--no-sandbox".into());
+    }
+    args.extend(proxy_flags(proxy));
+    args.push(format!("--window-size={},{}", window.0, window.1));
+    args.push(format!("--user-data-dir={}", profile.display()));
+    args.push("about:blank".into());
+    args
+}
+
+/// Waits for Chromium to write `DevToolsActivePort` in `profile` and returns
+/// the browser's CDP WebSocket URL on `host`. `alive` is polled to fail fast
+/// when the process dies first.
+pub async fn wait_for_devtools(
+    profile: &Path,
+    host: &str,
+    timeout: Duration,
+    mut alive: impl FnMut() -> bool,
+) -> anyhow::Result<String> {
+    let file = profile.join("DevToolsActivePort");
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Ok(text) = tokio::fs::read_to_string(&file).await {
+            let mut lines = text.lines();
+            if let (Some(port), Some(path)) = (lines.next(), lines.next()) {
+                let port: u16 = port
+                    .trim()
+                    .parse()
+                    .context("malformed DevToolsActivePort")?;
+                return Ok(format!("ws://{host}:{port}{}", path.trim()));
+            }
+        }
+        if !alive() {
+            bail!("chromium exited before opening its DevTools port");
+        }
+        if tokio::time::Instant::now() >= deadline {
+            bail!("chromium did not open its DevTools port within {timeout:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_browser_is_pointed_at_the_proxy_without_bypass() {
+        let a = args(
+            Path::new("/tmp/p"),
+            "127.0.0.1:3128".parse().unwrap(),
+            (1280, 720),
+            false,
+        );
+        assert!(a.contains(&"--proxy-server=http://127.0.0.1:3128".to_string()));
+        assert!(a.contains(&"--proxy-bypass-list=<-loopback>".to_string()));
+        assert!(a.contains(&"--disable-quic".to_string()));
+        assert!(a.contains(&"--user-data-dir=/tmp/p".to_string()));
+        assert!(!a.contains(&"--no-sandbox".to_string()));
+        assert!(a.iter().any(|f| f.contains("disable_non_proxied_udp")));
+    }
+}

@@ -1,0 +1,125 @@
+//! Agent API keys: only a SHA-256 of each key is stored.
+
+use anyhow::Context;
+use base64::Engine;
+use sha2::{Digest, Sha256};
+use sqlx::Row;
+
+use super::Store;
+use super::audit::now_ms;
+use crate::domain::{TenantId, random_id};
+
+/// What a valid key resolves to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiKeyOwner {
+    /// The key's id (shown in audit rows; not secret).
+    pub key_id: String,
+    /// The tenant it acts for.
+    pub tenant: TenantId,
+}
+
+/// A key as listed (never the key itself).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiKeyInfo {
+    /// Id.
+    pub id: String,
+    /// Tenant.
+    pub tenant: TenantId,
+    /// Label.
+    pub label: String,
+    /// Unix ms.
+    pub created_at: i64,
+    /// Unix ms, if revoked.
+    pub revoked_at: Option<i64>,
+}
+
+/// The prefix every key starts with, so leaked keys are recognisable.
+pub const KEY_PREFIX: &str = "cordon_";
+
+/// Hex SHA-256 of a presented key. Keys carry 256 random bits, so a plain
+/// hash is enough: there is nothing to brute-force.
+pub fn hash_key(key: &str) -> String {
+    hex::encode(Sha256::digest(key.as_bytes()))
+}
+
+impl Store {
+    /// Creates a key for `tenant`; returns `(key_id, key)`. The key is shown
+    /// once and only its hash is stored.
+    #[tracing::instrument(skip_all, err, fields(tenant.id = %tenant))]
+    pub async fn api_key_create(
+        &self,
+        tenant: &TenantId,
+        label: &str,
+    ) -> anyhow::Result<(String, String)> {
+        let key = format!(
+            "{KEY_PREFIX}{}",
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(rand::random::<[u8; 32]>())
+        );
+        let id = random_id("k_");
+        sqlx::query(
+            "INSERT INTO api_keys (id, tenant_id, key_hash, label, created_at) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(id.clone())
+        .bind(tenant.as_str().to_owned())
+        .bind(hash_key(&key))
+        .bind(label.to_owned())
+        .bind(now_ms())
+        .execute(self.pool())
+        .await
+        .context("failed to insert api key (does the tenant exist?)")?;
+        Ok((id, key))
+    }
+
+    /// Resolves a presented key, if it exists and is not revoked.
+    pub async fn api_key_lookup(&self, key: &str) -> anyhow::Result<Option<ApiKeyOwner>> {
+        let row = sqlx::query(
+            "SELECT id, tenant_id FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL",
+        )
+        .bind(hash_key(key))
+        .fetch_optional(self.pool())
+        .await
+        .context("failed to look up api key")?;
+        row.map(|r| {
+            let tenant: String = r.try_get("tenant_id")?;
+            Ok(ApiKeyOwner {
+                key_id: r.try_get("id")?,
+                tenant: tenant.parse().context("bad tenant id")?,
+            })
+        })
+        .transpose()
+    }
+
+    /// All keys, newest first.
+    pub async fn api_key_list(&self) -> anyhow::Result<Vec<ApiKeyInfo>> {
+        let rows = sqlx::query(
+            "SELECT id, tenant_id, label, created_at, revoked_at FROM api_keys ORDER BY created_at DESC, id",
+        )
+        .fetch_all(self.pool())
+        .await
+        .context("failed to list api keys")?;
+        rows.iter()
+            .map(|r| {
+                let tenant: String = r.try_get("tenant_id")?;
+                Ok(ApiKeyInfo {
+                    id: r.try_get("id")?,
+                    tenant: tenant.parse().context("bad tenant id")?,
+                    label: r.try_get("label")?,
+                    created_at: r.try_get("created_at")?,
+                    revoked_at: r.try_get("revoked_at")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Revokes a key; false if no such live key.
+    pub async fn api_key_revoke(&self, id: &str) -> anyhow::Result<bool> {
+        let res =
+            sqlx::query("UPDATE api_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
+                .bind(now_ms())
+                .bind(id.to_owned())
+                .execute(self.pool())
+                .await
+                .context("failed to revoke api key")?;
+        Ok(res.rows_affected() == 1)
+    }
+}

@@ -2,6 +2,7 @@
 
 pub mod api;
 pub mod audit;
+pub mod cdp;
 pub mod cli;
 pub mod config;
 pub mod dashboard;

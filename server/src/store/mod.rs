@@ -5,6 +5,7 @@
 mod postgres;
 mod sqlite;
 
+pub mod api_keys;
 pub mod audit;
 pub mod tenants;
 

@@ -51,6 +51,32 @@ pub enum Command {
         #[command(subcommand)]
         command: TenantCommand,
     },
+    /// Manage agent API keys.
+    Apikey {
+        #[command(subcommand)]
+        command: ApikeyCommand,
+    },
+}
+
+/// `cordon apikey …`
+#[derive(Debug, Subcommand)]
+pub enum ApikeyCommand {
+    /// Create a key for a tenant and print it once (only its hash is stored).
+    Create {
+        /// The tenant the key acts for.
+        #[arg(long)]
+        tenant: String,
+        /// A note saying who uses it.
+        #[arg(long, default_value = "")]
+        label: String,
+    },
+    /// List keys (ids and labels, never the keys).
+    List,
+    /// Revoke a key by id.
+    Revoke {
+        /// The key's id (`k_…`).
+        id: String,
+    },
 }
 
 /// `cordon audit …`
@@ -119,6 +145,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             tenant(&store, command).await?;
             store.close().await;
         }
+        Command::Apikey { command } => {
+            let store = open(&settings).await?;
+            let res = apikey(&store, command).await;
+            store.close().await;
+            return res;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -158,4 +190,45 @@ async fn tenant(store: &Store, command: TenantCommand) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+async fn apikey(store: &Store, command: ApikeyCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        ApikeyCommand::Create { tenant, label } => {
+            let tenant: TenantId = tenant.parse().map_err(|e| anyhow::anyhow!("tenant id: {e}"))?;
+            if !store.tenant_list().await?.iter().any(|t| t.id == tenant) {
+                anyhow::bail!("tenant {tenant} does not exist (create it with `cordon tenant create {tenant}`)");
+            }
+            store
+                .audit_append(
+                    NewEvent::new(Actor::Cli, "apikey.create")
+                        .tenant(&tenant)
+                        .params(serde_json::json!({ "label": label }))
+                        .outcome("requested"),
+                )
+                .await?;
+            let (id, key) = store.api_key_create(&tenant, &label).await?;
+            eprintln!("API key {id} created for tenant {tenant}. It is shown once; store it now:");
+            println!("{key}");
+        }
+        ApikeyCommand::List => {
+            for k in store.api_key_list().await? {
+                let state = if k.revoked_at.is_some() { "revoked" } else { "active" };
+                println!("{}\t{}\t{}\t{}", k.id, k.tenant, state, k.label);
+            }
+        }
+        ApikeyCommand::Revoke { id } => {
+            store
+                .audit_append(
+                    NewEvent::new(Actor::Cli, "apikey.revoke").params(serde_json::json!({ "id": id })).outcome("requested"),
+                )
+                .await?;
+            if !store.api_key_revoke(&id).await? {
+                eprintln!("no active key {id}");
+                return Ok(ExitCode::from(1));
+            }
+            println!("API key {id} revoked");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -21,7 +21,29 @@ const ENV_KEYS: &[&str] = &[
     "log_level",
     "chromium_path",
     "site_root",
+    "sandbox_driver",
+    "pool_size",
+    "session_deadline_s",
+    "session_deadline_max_s",
+    "session_idle_s",
+    "max_sessions_per_tenant",
+    "max_sessions",
+    "tool_timeout_s",
+    "egress_allow",
+    "recording_retention_days",
 ];
+
+/// Which sandbox driver runs browsers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxDriverSetting {
+    /// `bwrap` where it works, else `process`.
+    Auto,
+    /// Plain Chromium processes.
+    Process,
+    /// Chromium inside bubblewrap namespaces.
+    Bwrap,
+}
 
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,6 +74,42 @@ pub struct Settings {
     pub chromium_path: PathBuf,
     /// Directory holding the built dashboard assets (`pkg/` inside).
     pub site_root: PathBuf,
+    /// `auto`, `process` or `bwrap`.
+    pub sandbox_driver: SandboxDriverSetting,
+    /// Pre-started browsers waiting for sessions (0 disables the pool).
+    pub pool_size: u32,
+    /// Default session lifetime in seconds.
+    pub session_deadline_s: u64,
+    /// Longest lifetime a client may ask for.
+    pub session_deadline_max_s: u64,
+    /// A session with no tool call for this long is closed.
+    pub session_idle_s: u64,
+    /// Open sessions one tenant may have.
+    pub max_sessions_per_tenant: u32,
+    /// Open sessions this host runs in all.
+    pub max_sessions: u32,
+    /// Upper bound of any one browser tool call, in seconds.
+    pub tool_timeout_s: u64,
+    /// `ip:port` / `host:port` pairs the egress guard lets through even if
+    /// the address policy refuses them (e.g. a test's loopback page server).
+    #[serde(deserialize_with = "string_or_list")]
+    pub egress_allow: Vec<String>,
+    /// Days `audit` screenshots are kept.
+    pub recording_retention_days: u64,
+}
+
+/// Accepts a TOML list or a comma-separated string (for the environment).
+fn string_or_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        List(Vec<String>),
+        Text(String),
+    }
+    Ok(match Either::deserialize(d)? {
+        Either::List(v) => v,
+        Either::Text(s) => s.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect(),
+    })
 }
 
 impl fmt::Debug for Settings {
@@ -64,7 +122,10 @@ impl fmt::Debug for Settings {
             .field("log_level", &self.log_level)
             .field("chromium_path", &self.chromium_path)
             .field("site_root", &self.site_root)
-            .finish()
+            .field("sandbox_driver", &self.sandbox_driver)
+            .field("pool_size", &self.pool_size)
+            .field("egress_allow", &self.egress_allow)
+            .finish_non_exhaustive()
     }
 }
 
@@ -77,6 +138,16 @@ struct Defaults {
     log_level: String,
     chromium_path: String,
     site_root: String,
+    sandbox_driver: SandboxDriverSetting,
+    pool_size: u32,
+    session_deadline_s: u64,
+    session_deadline_max_s: u64,
+    session_idle_s: u64,
+    max_sessions_per_tenant: u32,
+    max_sessions: u32,
+    tool_timeout_s: u64,
+    egress_allow: Vec<String>,
+    recording_retention_days: u64,
 }
 
 impl Default for Defaults {
@@ -88,6 +159,16 @@ impl Default for Defaults {
             log_level: "info".into(),
             chromium_path: "/usr/lib/chromium/chromium".into(),
             site_root: "target/site".into(),
+            sandbox_driver: SandboxDriverSetting::Auto,
+            pool_size: 2,
+            session_deadline_s: 600,
+            session_deadline_max_s: 3600,
+            session_idle_s: 120,
+            max_sessions_per_tenant: 50,
+            max_sessions: 150,
+            tool_timeout_s: 30,
+            egress_allow: Vec::new(),
+            recording_retention_days: 7,
         }
     }
 }
@@ -137,6 +218,15 @@ impl Settings {
         if let Some(url) = &self.database_url {
             DatabaseKind::of(url.expose_secret())?;
         }
+        if self.session_deadline_s == 0 || self.session_deadline_s > self.session_deadline_max_s {
+            bail!("session_deadline_s: must be between 1 and session_deadline_max_s ({})", self.session_deadline_max_s);
+        }
+        if self.session_idle_s == 0 || self.tool_timeout_s == 0 {
+            bail!("session_idle_s and tool_timeout_s must be at least 1");
+        }
+        if self.pool_size > self.max_sessions {
+            bail!("pool_size: must not exceed max_sessions ({})", self.max_sessions);
+        }
         tracing_subscriber::EnvFilter::try_new(&self.log_level)
             .with_context(|| format!("log_level: invalid filter {:?}", self.log_level))?;
         Ok(())
@@ -169,6 +259,18 @@ impl Settings {
             self.log_level,
             self.chromium_path.display().to_string(),
             self.site_root.display().to_string(),
+        ) + &format!(
+            "sandbox_driver = {:?}\npool_size = {}\nsession_deadline_s = {}\nsession_deadline_max_s = {}\nsession_idle_s = {}\nmax_sessions_per_tenant = {}\nmax_sessions = {}\ntool_timeout_s = {}\negress_allow = {:?}\nrecording_retention_days = {}\n",
+            format!("{:?}", self.sandbox_driver).to_lowercase(),
+            self.pool_size,
+            self.session_deadline_s,
+            self.session_deadline_max_s,
+            self.session_idle_s,
+            self.max_sessions_per_tenant,
+            self.max_sessions,
+            self.tool_timeout_s,
+            self.egress_allow,
+            self.recording_retention_days,
         )
     }
 }
@@ -204,6 +306,18 @@ struct EnvVars(Vec<(String, String)>);
 
 const ENV_SOURCE: &str = "environment";
 
+/// Settings whose environment values are numbers.
+const NUMERIC_KEYS: &[&str] = &[
+    "pool_size",
+    "session_deadline_s",
+    "session_deadline_max_s",
+    "session_idle_s",
+    "max_sessions_per_tenant",
+    "max_sessions",
+    "tool_timeout_s",
+    "recording_retention_days",
+];
+
 impl figment::Provider for EnvVars {
     fn metadata(&self) -> figment::Metadata {
         figment::Metadata::named(ENV_SOURCE)
@@ -215,7 +329,15 @@ impl figment::Provider for EnvVars {
         let dict = self
             .0
             .iter()
-            .map(|(k, v)| (k.clone(), figment::value::Value::from(v.clone())))
+            .map(|(k, v)| {
+                // Numbers stay strings when they do not parse, so the error
+                // names the variable and shows what was given.
+                let value = match v.trim().parse::<u64>() {
+                    Ok(n) if NUMERIC_KEYS.contains(&k.as_str()) => figment::value::Value::from(n),
+                    _ => figment::value::Value::from(v.clone()),
+                };
+                (k.clone(), value)
+            })
             .collect();
         Ok(figment::Profile::Default.collect(dict))
     }
@@ -323,6 +445,22 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("bnd"), "{err}");
+    }
+
+    #[test]
+    fn the_egress_allowlist_reads_a_comma_list_from_the_environment() {
+        let s = Settings::load_from(None, env(&[("CORDON_EGRESS_ALLOW", "127.0.0.1:8000, [::1]:9000")])).unwrap();
+        assert_eq!(s.egress_allow, vec!["127.0.0.1:8000".to_string(), "[::1]:9000".to_string()]);
+    }
+
+    #[test]
+    fn inconsistent_session_limits_are_refused() {
+        let err = Settings::load_from(None, env(&[("CORDON_SESSION_DEADLINE_S", "99999")])).unwrap_err().to_string();
+        assert!(err.starts_with("session_deadline_s"), "{err}");
+        let err = Settings::load_from(None, env(&[("CORDON_POOL_SIZE", "x")])).unwrap_err().to_string();
+        assert!(err.contains("CORDON_POOL_SIZE"), "{err}");
+        let s = Settings::load_from(None, env(&[("CORDON_POOL_SIZE", "3")])).unwrap();
+        assert_eq!(s.pool_size, 3);
     }
 
     #[test]

@@ -22,8 +22,16 @@ pub enum ApiError {
     #[error("{0} not found")]
     NotFound(&'static str),
     /// The resource existed but is finished.
-    #[error("{0} is gone")]
-    Gone(&'static str),
+    #[error("{0}")]
+    Gone(String),
+    /// Authenticated, but not allowed to do this.
+    #[error("{message}")]
+    Forbidden {
+        /// Machine-readable reason.
+        code: &'static str,
+        /// What is missing.
+        message: String,
+    },
     /// The request conflicts with the current state.
     #[error("{0}")]
     Conflict(String),
@@ -38,6 +46,20 @@ pub enum ApiError {
         /// Seconds until a retry may succeed.
         retry_after_s: u64,
     },
+    /// A browser call ran out of time.
+    #[error("{0}")]
+    Timeout(String),
+    /// Well-formed, but the page could not do it (no such element, navigation error).
+    #[error("{message}")]
+    Unprocessable {
+        /// Machine-readable reason.
+        code: &'static str,
+        /// What happened.
+        message: String,
+    },
+    /// The browser behind the session failed; the session is now `failed`.
+    #[error("{0}")]
+    BrowserFailed(String),
     /// A dependency is not ready.
     #[error("{0}")]
     Unavailable(String),
@@ -58,9 +80,13 @@ impl ApiError {
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::Gone(_) => StatusCode::GONE,
+            Self::Forbidden { .. } => StatusCode::FORBIDDEN,
             Self::Conflict(_) => StatusCode::CONFLICT,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            Self::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::BrowserFailed(_) => StatusCode::BAD_GATEWAY,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -73,9 +99,13 @@ impl ApiError {
             Self::Unauthorized => "unauthorized",
             Self::NotFound(_) => "not_found",
             Self::Gone(_) => "gone",
+            Self::Forbidden { code, .. } => code,
             Self::Conflict(_) => "conflict",
             Self::PayloadTooLarge(_) => "payload_too_large",
             Self::TooManyRequests { .. } => "too_many_requests",
+            Self::Timeout(_) => "timeout",
+            Self::Unprocessable { code, .. } => code,
+            Self::BrowserFailed(_) => "browser_failed",
             Self::Unavailable(_) => "unavailable",
             Self::Internal(_) => "internal",
         }
@@ -102,6 +132,40 @@ impl IntoResponse for ApiError {
             _ => {}
         }
         res
+    }
+}
+
+impl From<crate::sessions::SessionError> for ApiError {
+    fn from(e: crate::sessions::SessionError) -> Self {
+        use crate::sessions::{OpenRequestError, SessionError as S};
+        match e {
+            S::NotFound => Self::NotFound("session"),
+            S::Gone { state, reason } => Self::Gone(format!("session is {state} ({reason})")),
+            S::Limit { message, retry_after_s } => Self::TooManyRequests { message, retry_after_s },
+            S::Invalid(OpenRequestError::GrantRequired) => Self::Forbidden {
+                code: "grant_required",
+                message: OpenRequestError::GrantRequired.to_string(),
+            },
+            S::Invalid(other) => Self::BadRequest(other.to_string()),
+            S::StartFailed(cause) => {
+                Self::Internal(cause.context("the browser could not be started")).unavailable()
+            }
+            S::Internal(cause) => Self::Internal(cause),
+        }
+    }
+}
+
+impl ApiError {
+    /// An internal error shown as 503 (a dependency failed, retry later);
+    /// the cause is still logged.
+    fn unavailable(self) -> Self {
+        match self {
+            Self::Internal(cause) => {
+                tracing::error!(error = %format!("{cause:#}"), "service unavailable");
+                Self::Unavailable("the browser could not be started; try again".into())
+            }
+            other => other,
+        }
     }
 }
 

@@ -23,6 +23,8 @@ use tower_http::trace::TraceLayer;
 
 use crate::api;
 use crate::config::Settings;
+use crate::egress::{AddressPolicy, EgressGuard};
+use crate::sessions::SessionManager;
 use crate::error::{ApiError, ErrorCause};
 use crate::state::{AppState, Inner};
 use crate::store::Store;
@@ -52,6 +54,10 @@ impl Application {
         prepare_data_dir(&settings.data_dir)?;
         let store = Store::connect(&settings.database_url()).await?;
         store.migrate().await?;
+        let policy = AddressPolicy::with_allowlist(&settings.egress_allow)
+            .map_err(|e| anyhow::anyhow!("egress_allow: {e}"))?;
+        let egress = EgressGuard::new(policy, store.clone());
+        let sessions = SessionManager::start(&settings, store.clone(), egress.clone()).await?;
         let leptos = LeptosOptions::builder()
             .output_name("cordon")
             .site_root(settings.site_root.display().to_string())
@@ -63,6 +69,8 @@ impl Application {
             store,
             leptos,
             metrics: telemetry::metrics_handle(),
+            egress,
+            sessions,
         });
         let router = router(state.clone());
         let listener = TcpListener::bind(state.settings.bind)
@@ -99,6 +107,7 @@ impl Application {
             .with_graceful_shutdown(shutdown)
             .await
             .context("server failed")?;
+        self.state.sessions.shutdown().await;
         self.state.store.close().await;
         tracing::info!("cordon stopped");
         Ok(())
@@ -137,6 +146,7 @@ fn router(state: AppState) -> Router {
     let leptos = state.leptos.clone();
     Router::new()
         .merge(api::ops_router())
+        .merge(api::sessions_router())
         .route("/api", any(api_not_found))
         .route("/api/", any(api_not_found))
         .route("/api/{*rest}", any(api_not_found))

@@ -8,6 +8,8 @@ use leptos::config::LeptosOptions;
 use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::config::Settings;
+use crate::egress::EgressGuard;
+use crate::sessions::SessionManager;
 use crate::store::Store;
 
 /// Cheap to clone; everything lives behind one `Arc`.
@@ -24,6 +26,10 @@ pub struct Inner {
     pub leptos: LeptosOptions,
     /// Renders `/metrics`.
     pub metrics: PrometheusHandle,
+    /// The forward proxy every browser must use.
+    pub egress: EgressGuard,
+    /// The session engine.
+    pub sessions: SessionManager,
 }
 
 impl AppState {

@@ -1,5 +1,9 @@
-//! HTTP routes outside the dashboard: operability now, the agent API next.
+//! HTTP routes outside the dashboard: operability and the agent API.
 
+pub mod auth;
+pub mod json;
 mod ops;
+mod sessions;
 
 pub use ops::router as ops_router;
+pub use sessions::router as sessions_router;

@@ -43,6 +43,12 @@ async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
         "checks": {
             "database": { "ok": db.is_ok(), "backend": backend },
             "chromium": { "ok": chromium_ok, "path": state.settings.chromium_path },
+            "sandbox": {
+                "driver": state.sessions.driver_kind().as_str(),
+                "pool_ready": state.sessions.pool_ready(),
+                "pool_size": state.settings.pool_size,
+                "open_sessions": state.sessions.open_count(),
+            },
         }
     });
     let status = if ready {

@@ -7,7 +7,7 @@ use chromiumoxide::Page;
 use chromiumoxide::cdp::browser_protocol::dom::{BackendNodeId, ResolveNodeParams};
 use chromiumoxide::cdp::browser_protocol::network::{EventResponseReceived, ResourceType};
 use chromiumoxide::cdp::browser_protocol::page::{
-    CaptureScreenshotFormat, CaptureScreenshotParams, EventLifecycleEvent,
+    CaptureScreenshotFormat, CaptureScreenshotParams, EventLifecycleEvent, EventNavigatedWithinDocument,
     GetNavigationHistoryParams, NavigateParams, NavigateToHistoryEntryParams, PrintToPdfParams,
     ReloadParams,
 };
@@ -463,13 +463,14 @@ pub async fn history(page: &Page, delta: i64, timeout: Duration) -> Result<bool,
         else {
             return Ok(false);
         };
-        let mut events = page.event_listener::<EventLifecycleEvent>().await?;
-        page.execute(NavigateToHistoryEntryParams::new(entry.id))
-            .await?;
-        while let Some(ev) = events.next().await {
-            if ev.name == "load" {
-                break;
-            }
+        let mut loads = page.event_listener::<EventLifecycleEvent>().await?;
+        let mut same_doc = page.event_listener::<EventNavigatedWithinDocument>().await?;
+        page.execute(NavigateToHistoryEntryParams::new(entry.id)).await?;
+        // A new document fires `load`; a same-document entry (#hash,
+        // pushState) only reports that it navigated.
+        tokio::select! {
+            _ = async { while let Some(ev) = loads.next().await { if ev.name == "load" { break; } } } => {}
+            _ = same_doc.next() => {}
         }
         Ok(true)
     })

@@ -7,6 +7,8 @@ mod sqlite;
 
 pub mod api_keys;
 pub mod audit;
+pub mod egress;
+pub mod sessions;
 pub mod tenants;
 
 use std::sync::Arc;

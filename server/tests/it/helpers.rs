@@ -252,3 +252,52 @@ impl Drop for Chromium {
         let _ = self.child.wait();
     }
 }
+
+impl Chromium {
+    /// Like [`Chromium::start`], with `extra_args` added and `url` opened
+    /// instead of `about:blank`.
+    pub fn start_with(extra_args: &[String], url: &str) -> Self {
+        use std::os::unix::process::CommandExt;
+        let profile = tempfile::tempdir().expect("profile dir");
+        let child = Command::new(CHROMIUM)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--remote-debugging-address=127.0.0.1",
+                "--remote-debugging-port=0",
+            ])
+            .args(extra_args)
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .arg(url)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .expect("chromium starts (apt-get install chromium)");
+        let port_file = profile.path().join("DevToolsActivePort");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let devtools_port = loop {
+            if let Ok(text) = std::fs::read_to_string(&port_file)
+                && let Some(port) = text.lines().next().and_then(|l| l.parse().ok())
+            {
+                break port;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "chromium did not open its DevTools port"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Self {
+            child,
+            devtools_port,
+            _profile: profile,
+        }
+    }
+}

@@ -6,5 +6,6 @@ mod helpers;
 
 mod chromium;
 mod cli;
+mod egress;
 mod http;
 mod storage;

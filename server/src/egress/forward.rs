@@ -1,0 +1,333 @@
+//! One proxied request: `CONNECT host:port` (https, wss) or an absolute-form
+//! `http://` request (with WebSocket upgrades). Each is parsed, resolved once,
+//! checked address by address, and connected to a checked address.
+
+use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode, Uri, Version};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+use super::io::{Flow, Meter, Metered, idle, stopped, tunnel};
+use super::proxy::Session;
+use super::target::{Target, parse_target};
+use crate::store::audit::now_ms;
+use crate::store::egress::{Decision, NewEgressEntry};
+
+type Body = BoxBody<Bytes, hyper::Error>;
+type Upstream = Metered<TcpStream>;
+
+/// Answers one request from the browser.
+pub(super) async fn handle(
+    session: Arc<Session>,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
+    Ok(if req.method() == Method::CONNECT {
+        connect(session, req).await
+    } else {
+        forward(session, req).await
+    })
+}
+
+async fn connect(session: Arc<Session>, req: Request<Incoming>) -> Response<Body> {
+    let Some((host, port)) = req
+        .uri()
+        .authority()
+        .and_then(|a| Some((a.host().to_owned(), a.port_u16()?)))
+    else {
+        return text(StatusCode::BAD_REQUEST, "CONNECT needs host:port");
+    };
+    let (upstream, meter) = match open(&session, &host, port).await {
+        Ok(up) => up,
+        Err(refusal) => return refusal,
+    };
+    let on_upgrade = hyper::upgrade::on(req);
+    let limit = session.guard.limits.idle_timeout;
+    let stop = session.stop.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            upgraded = on_upgrade => match upgraded {
+                Ok(client) => tunnel(TokioIo::new(client), upstream, meter, limit, stop).await,
+                Err(err) => tracing::debug!(error = %err, "CONNECT was not upgraded"),
+            },
+            () = stopped(stop.clone()) => {}
+        }
+    });
+    Response::new(empty())
+}
+
+async fn forward(session: Arc<Session>, mut req: Request<Incoming>) -> Response<Body> {
+    let uri = req.uri().clone();
+    if uri.scheme_str() != Some("http") {
+        return text(
+            StatusCode::BAD_REQUEST,
+            "expected CONNECT or an absolute http:// URL",
+        );
+    }
+    let Some(authority) = uri.authority() else {
+        return text(StatusCode::BAD_REQUEST, "the URL has no host");
+    };
+    let (host, port) = (authority.host(), authority.port_u16());
+    let (upstream, meter) = match open(&session, host, port.unwrap_or(80)).await {
+        Ok(up) => up,
+        Err(refusal) => return refusal,
+    };
+    let upgrade = wants_upgrade(req.headers());
+    let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
+
+    let (parts, body) = req.into_parts();
+    let mut out = Request::new(body);
+    *out.method_mut() = parts.method;
+    *out.uri_mut() = parts
+        .uri
+        .path_and_query()
+        .map_or_else(|| Uri::from_static("/"), |p| Uri::from(p.clone()));
+    *out.version_mut() = Version::HTTP_11;
+    let mut headers = parts.headers;
+    let upgrade_to = headers.get(header::UPGRADE).cloned();
+    strip_hop_by_hop(&mut headers);
+    // A proxy replaces Host with the URL's authority (RFC 9112, 3.2.2).
+    let host_header = match port {
+        Some(p) => format!("{host}:{p}"),
+        None => host.to_owned(),
+    };
+    match HeaderValue::from_str(&host_header) {
+        Ok(v) => headers.insert(header::HOST, v),
+        Err(_) => return text(StatusCode::BAD_REQUEST, "invalid host"),
+    };
+    match upgrade_to.filter(|_| upgrade) {
+        Some(to) => {
+            headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+            headers.insert(header::UPGRADE, to);
+        }
+        // One upstream connection per request: each one checked, pinned and logged.
+        None => {
+            headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+    }
+    *out.headers_mut() = headers;
+
+    let (mut sender, conn) =
+        match hyper::client::conn::http1::handshake(TokioIo::new(upstream)).await {
+            Ok(pair) => pair,
+            Err(err) => {
+                tracing::debug!(error = %err, "egress upstream handshake failed");
+                return text(StatusCode::BAD_GATEWAY, "the upstream server failed");
+            }
+        };
+    let limit = session.guard.limits.idle_timeout;
+    let stop = session.stop.clone();
+    let conn_meter = meter.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            res = conn.with_upgrades() => if let Err(err) = res {
+                tracing::debug!(error = %err, "egress upstream connection ended with an error");
+            },
+            () = idle(&conn_meter, limit) => {}
+            () = stopped(stop) => {}
+        }
+    });
+    let mut resp = match sender.send_request(out).await {
+        Ok(resp) => resp,
+        Err(err) => {
+            tracing::debug!(error = %err, "egress upstream request failed");
+            return text(StatusCode::BAD_GATEWAY, "the upstream server failed");
+        }
+    };
+    if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
+        let Some(client_upgrade) = client_upgrade else {
+            return text(StatusCode::BAD_GATEWAY, "unexpected protocol switch");
+        };
+        let upstream_upgrade = hyper::upgrade::on(&mut resp);
+        let stop = session.stop.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                both = async { tokio::try_join!(client_upgrade, upstream_upgrade) } => match both {
+                    Ok((client, upstream)) => {
+                        tunnel(TokioIo::new(client), TokioIo::new(upstream), meter, limit, stop).await;
+                    }
+                    Err(err) => tracing::debug!(error = %err, "egress upgrade failed"),
+                },
+                () = stopped(stop.clone()) => {}
+            }
+        });
+        let (parts, _) = resp.into_parts();
+        return Response::from_parts(parts, empty());
+    }
+    strip_hop_by_hop(resp.headers_mut());
+    resp.map(BodyExt::boxed)
+}
+
+/// Parses, resolves, checks every address and connects to a checked one.
+/// A refusal is logged here and comes back as the response to send.
+async fn open(
+    session: &Session,
+    host: &str,
+    port: u16,
+) -> Result<(Upstream, Arc<Meter>), Response<Body>> {
+    let ts = now_ms();
+    let guard = &session.guard;
+    let target = match parse_target(host) {
+        Ok(target) => target,
+        Err(err) => {
+            refuse(session, ts, "(invalid)", port, "invalid_host");
+            return Err(text(
+                StatusCode::BAD_REQUEST,
+                &format!("invalid host: {err}"),
+            ));
+        }
+    };
+    let label = target.to_string();
+    let addrs = match &target {
+        Target::Ip(ip) => vec![*ip],
+        Target::Name(name) => {
+            match tokio::time::timeout(guard.limits.resolve_timeout, guard.resolver.resolve(name))
+                .await
+            {
+                Ok(Ok(addrs)) if !addrs.is_empty() => addrs,
+                _ => {
+                    refuse(session, ts, &label, port, "unresolved");
+                    return Err(text(
+                        StatusCode::BAD_GATEWAY,
+                        "cordon egress: cannot resolve the host",
+                    ));
+                }
+            }
+        }
+    };
+    let named = matches!(&target, Target::Name(n) if guard.policy.allows_host(n, port));
+    if !named {
+        // All or nothing: one bad address refuses the name.
+        if let Some(why) = addrs
+            .iter()
+            .find_map(|ip| guard.policy.check(*ip, port).err())
+        {
+            refuse(session, ts, &label, port, why.as_str());
+            return Err(text(
+                StatusCode::FORBIDDEN,
+                &format!("cordon egress: refused ({why})"),
+            ));
+        }
+    }
+    let mut entry = NewEgressEntry {
+        sandbox_id: session.sandbox_id.to_string(),
+        ts,
+        host: label,
+        port,
+        decision: Decision::Allowed,
+        reason: None,
+        bytes_up: 0,
+        bytes_down: 0,
+    };
+    metrics::counter!("cordon_egress_requests_total", "decision" => "allowed").increment(1);
+    // Pinned: the addresses just checked, never the name again.
+    match tokio::time::timeout(guard.limits.connect_timeout, connect_any(&addrs, port)).await {
+        Ok(Ok(stream)) => {
+            let _ = stream.set_nodelay(true);
+            let meter = Meter::new();
+            let flow = Flow::new(entry, meter.clone(), session.log.clone());
+            Ok((Metered::new(stream, meter.clone(), Some(flow)), meter))
+        }
+        _ => {
+            entry.reason = Some("connect_failed".into());
+            let _ = session.log.send(entry);
+            Err(text(
+                StatusCode::BAD_GATEWAY,
+                "cordon egress: cannot connect to the host",
+            ))
+        }
+    }
+}
+
+async fn connect_any(addrs: &[IpAddr], port: u16) -> std::io::Result<TcpStream> {
+    let mut last = std::io::Error::other("no address");
+    for ip in addrs {
+        match TcpStream::connect(SocketAddr::new(*ip, port)).await {
+            Ok(stream) => return Ok(stream),
+            Err(err) => last = err,
+        }
+    }
+    Err(last)
+}
+
+fn refuse(session: &Session, ts: i64, host: &str, port: u16, reason: &str) {
+    tracing::info!(
+        sandbox.id = %session.sandbox_id,
+        egress.host = host,
+        egress.port = port,
+        egress.reason = reason,
+        "egress refused"
+    );
+    metrics::counter!("cordon_egress_requests_total", "decision" => "denied").increment(1);
+    let _ = session.log.send(NewEgressEntry {
+        sandbox_id: session.sandbox_id.to_string(),
+        ts,
+        host: host.to_owned(),
+        port,
+        decision: Decision::Denied,
+        reason: Some(reason.to_owned()),
+        bytes_up: 0,
+        bytes_down: 0,
+    });
+}
+
+fn wants_upgrade(headers: &HeaderMap) -> bool {
+    headers.contains_key(header::UPGRADE)
+        && connection_tokens(headers).any(|t| t.eq_ignore_ascii_case("upgrade"))
+}
+
+fn connection_tokens(headers: &HeaderMap) -> impl Iterator<Item = &str> {
+    headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+}
+
+/// Removes the headers that concern only one hop, and those `Connection` names.
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = connection_tokens(headers)
+        .filter_map(|t| HeaderName::from_bytes(t.as_bytes()).ok())
+        .collect();
+    for name in named {
+        headers.remove(name);
+    }
+    for name in [
+        header::CONNECTION,
+        HeaderName::from_static("proxy-connection"),
+        HeaderName::from_static("keep-alive"),
+        header::PROXY_AUTHENTICATE,
+        header::PROXY_AUTHORIZATION,
+        header::TE,
+        header::TRAILER,
+        header::TRANSFER_ENCODING,
+        header::UPGRADE,
+    ] {
+        headers.remove(name);
+    }
+}
+
+fn empty() -> Body {
+    Empty::new().map_err(|never| match never {}).boxed()
+}
+
+fn text(status: StatusCode, msg: &str) -> Response<Body> {
+    let mut resp = Response::new(
+        Full::new(Bytes::from(format!("{msg}\n")))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    resp
+}

@@ -1,0 +1,206 @@
+//! Byte counting, idle detection and the log row written when a connection ends.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::{mpsc, watch};
+
+use crate::store::egress::NewEgressEntry;
+
+/// Counters of one socket: bytes each way and the time of the last I/O.
+#[derive(Debug)]
+pub(super) struct Meter {
+    written: AtomicU64,
+    read: AtomicU64,
+    /// Milliseconds after `start`.
+    last: AtomicU64,
+    start: Instant,
+}
+
+impl Meter {
+    pub(super) fn new() -> Arc<Self> {
+        Arc::new(Self {
+            written: AtomicU64::new(0),
+            read: AtomicU64::new(0),
+            last: AtomicU64::new(0),
+            start: Instant::now(),
+        })
+    }
+
+    fn elapsed_ms(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn touch(&self) {
+        self.last.store(self.elapsed_ms(), Ordering::Relaxed);
+    }
+
+    fn idle_for(&self) -> Duration {
+        Duration::from_millis(
+            self.elapsed_ms()
+                .saturating_sub(self.last.load(Ordering::Relaxed)),
+        )
+    }
+
+    /// `(written, read)` so far.
+    fn totals(&self) -> (u64, u64) {
+        (
+            self.written.load(Ordering::Relaxed),
+            self.read.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// Resolves once `meter` has seen no I/O for `limit`.
+pub(super) async fn idle(meter: &Meter, limit: Duration) {
+    loop {
+        let quiet = meter.idle_for();
+        if quiet >= limit {
+            return;
+        }
+        tokio::time::sleep(limit - quiet).await;
+    }
+}
+
+/// Resolves once the listener is told to stop (or is gone).
+pub(super) async fn stopped(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+/// The egress log row of one upstream connection. It is sent to the log
+/// writer when dropped, that is when the socket that owns it closes, so the
+/// byte counts are final whichever way the connection ended.
+pub(super) struct Flow {
+    entry: Option<NewEgressEntry>,
+    meter: Arc<Meter>,
+    log: mpsc::UnboundedSender<NewEgressEntry>,
+}
+
+impl Flow {
+    pub(super) fn new(
+        entry: NewEgressEntry,
+        meter: Arc<Meter>,
+        log: mpsc::UnboundedSender<NewEgressEntry>,
+    ) -> Self {
+        Self {
+            entry: Some(entry),
+            meter,
+            log,
+        }
+    }
+}
+
+impl Drop for Flow {
+    fn drop(&mut self) {
+        if let Some(mut entry) = self.entry.take() {
+            (entry.bytes_up, entry.bytes_down) = self.meter.totals();
+            // The writer is gone only once the listener is closed and drained.
+            let _ = self.log.send(entry);
+        }
+    }
+}
+
+/// A socket that counts its bytes into a [`Meter`] and, for an upstream
+/// connection, owns that connection's [`Flow`].
+pub(super) struct Metered<T> {
+    io: T,
+    meter: Arc<Meter>,
+    _flow: Option<Flow>,
+}
+
+impl<T> Metered<T> {
+    pub(super) fn new(io: T, meter: Arc<Meter>, flow: Option<Flow>) -> Self {
+        meter.touch();
+        Self {
+            io,
+            meter,
+            _flow: flow,
+        }
+    }
+
+    fn wrote(&self, res: &Poll<io::Result<usize>>) {
+        if let Poll::Ready(Ok(n)) = res {
+            self.meter.written.fetch_add(*n as u64, Ordering::Relaxed);
+            self.meter.touch();
+        }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Metered<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let res = Pin::new(&mut self.io).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = res {
+            let n = (buf.filled().len() - before) as u64;
+            self.meter.read.fetch_add(n, Ordering::Relaxed);
+            self.meter.touch();
+        }
+        res
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Metered<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let res = Pin::new(&mut self.io).poll_write(cx, buf);
+        self.wrote(&res);
+        res
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let res = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.wrote(&res);
+        res
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+/// Copies both ways until either side closes, nothing moves for `limit`
+/// (judged on the upstream's meter), or the listener stops.
+pub(super) async fn tunnel<A, B>(
+    mut client: A,
+    mut upstream: B,
+    meter: Arc<Meter>,
+    limit: Duration,
+    stop: watch::Receiver<bool>,
+) where
+    A: AsyncRead + AsyncWrite + Unpin,
+    B: AsyncRead + AsyncWrite + Unpin,
+{
+    tokio::select! {
+        res = tokio::io::copy_bidirectional(&mut client, &mut upstream) => {
+            if let Err(err) = res {
+                tracing::debug!(error = %err, "egress tunnel ended with an error");
+            }
+        }
+        () = idle(&meter, limit) => tracing::debug!("egress tunnel idle, closing"),
+        () = stopped(stop) => {}
+    }
+}

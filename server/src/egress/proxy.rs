@@ -1,0 +1,216 @@
+//! The guard and its per-sandbox listeners: accept, bound, serve, log.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::task::JoinHandle;
+
+use super::forward;
+use super::io::{Meter, Metered, idle, stopped};
+use super::policy::AddressPolicy;
+use super::resolve::{Resolve, SystemResolver};
+use crate::store::Store;
+use crate::store::egress::NewEgressEntry;
+
+/// Bounds on what one client of the proxy can hold or take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Request line plus headers, in bytes; more is answered 431.
+    pub max_header_bytes: usize,
+    /// Time to send a complete request head.
+    pub header_timeout: Duration,
+    /// Time to resolve a name.
+    pub resolve_timeout: Duration,
+    /// Time to connect to the upstream, all its addresses together.
+    pub connect_timeout: Duration,
+    /// A connection or tunnel with no bytes either way for this long is closed.
+    pub idle_timeout: Duration,
+    /// Simultaneous client connections per listener; more wait to be accepted.
+    pub max_connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_header_bytes: 16 * 1024,
+            header_timeout: Duration::from_secs(10),
+            resolve_timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(120),
+            max_connections: 256,
+        }
+    }
+}
+
+/// The egress guard: hands out one forward proxy per sandbox, all applying
+/// the same [`AddressPolicy`] and writing to the same log. Cheap to clone.
+#[derive(Clone)]
+pub struct EgressGuard {
+    inner: Arc<Inner>,
+}
+
+pub(super) struct Inner {
+    pub(super) policy: AddressPolicy,
+    pub(super) store: Store,
+    pub(super) resolver: Arc<dyn Resolve>,
+    pub(super) limits: Limits,
+}
+
+impl EgressGuard {
+    /// A guard that resolves names with the system resolver, with default limits.
+    pub fn new(policy: AddressPolicy, store: Store) -> Self {
+        Self::with_resolver(policy, store, Arc::new(SystemResolver), Limits::default())
+    }
+
+    /// A guard with its own resolver and limits (tests use a
+    /// [`StaticResolver`](super::StaticResolver), which sends no packets).
+    pub fn with_resolver(
+        policy: AddressPolicy,
+        store: Store,
+        resolver: Arc<dyn Resolve>,
+        limits: Limits,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                policy,
+                store,
+                resolver,
+                limits,
+            }),
+        }
+    }
+
+    /// The policy it applies.
+    pub fn policy(&self) -> &AddressPolicy {
+        &self.inner.policy
+    }
+
+    /// Binds a proxy on `127.0.0.1:0` for one sandbox and serves it until the
+    /// returned listener is dropped or closed. Every request it refuses or
+    /// forwards is logged under `sandbox_id`.
+    #[tracing::instrument(skip_all, err, fields(sandbox.id = %sandbox_id))]
+    pub async fn listen(&self, sandbox_id: String) -> anyhow::Result<EgressListener> {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .await
+            .context("failed to bind the egress proxy")?;
+        let addr = listener
+            .local_addr()
+            .context("failed to read the egress proxy's address")?;
+        let (log, rows) = mpsc::unbounded_channel();
+        let (stop_tx, stop) = watch::channel(false);
+        let writer = tokio::spawn(write_log(self.inner.store.clone(), rows));
+        let session = Arc::new(Session {
+            guard: self.inner.clone(),
+            sandbox_id: sandbox_id.into(),
+            log,
+            stop,
+        });
+        let accept = tokio::spawn(accept_loop(listener, session));
+        tracing::debug!(egress.addr = %addr, "egress proxy listening");
+        Ok(EgressListener {
+            addr,
+            stop: stop_tx,
+            tasks: Some((accept, writer)),
+        })
+    }
+}
+
+/// One sandbox's proxy. Dropping it stops the proxy and cuts its connections.
+pub struct EgressListener {
+    /// Where the sandbox's browser must send everything (`--proxy-server`).
+    pub addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    tasks: Option<(JoinHandle<()>, JoinHandle<()>)>,
+}
+
+impl EgressListener {
+    /// Stops accepting, cuts open connections, and returns once every
+    /// connection's log row is written.
+    pub async fn close(mut self) {
+        self.stop.send_replace(true);
+        if let Some((accept, writer)) = self.tasks.take() {
+            let _ = accept.await;
+            let _ = writer.await;
+        }
+    }
+}
+
+impl Drop for EgressListener {
+    fn drop(&mut self) {
+        self.stop.send_replace(true);
+    }
+}
+
+/// What every task of one listener shares. The log sender inside keeps the
+/// writer alive: it ends once the last task holding a `Session` or a `Flow` has.
+pub(super) struct Session {
+    pub(super) guard: Arc<Inner>,
+    pub(super) sandbox_id: Arc<str>,
+    pub(super) log: mpsc::UnboundedSender<NewEgressEntry>,
+    pub(super) stop: watch::Receiver<bool>,
+}
+
+async fn accept_loop(listener: TcpListener, session: Arc<Session>) {
+    let permits = Arc::new(Semaphore::new(session.guard.limits.max_connections));
+    loop {
+        let accepted = tokio::select! {
+            () = stopped(session.stop.clone()) => break,
+            accepted = async {
+                let permit = permits.clone().acquire_owned().await;
+                (permit, listener.accept().await)
+            } => accepted,
+        };
+        match accepted {
+            (Ok(permit), Ok((socket, _peer))) => {
+                let session = session.clone();
+                tokio::spawn(async move {
+                    serve_client(session, socket).await;
+                    drop(permit);
+                });
+            }
+            (_, Err(err)) => {
+                // Out of file descriptors and the like: back off, don't spin.
+                tracing::warn!(error = %err, "egress proxy failed to accept");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            (Err(_closed), _) => break,
+        }
+    }
+}
+
+async fn serve_client(session: Arc<Session>, socket: TcpStream) {
+    let _ = socket.set_nodelay(true);
+    let limits = session.guard.limits;
+    let meter = Meter::new();
+    let io = TokioIo::new(Metered::new(socket, meter.clone(), None));
+    let for_service = session.clone();
+    let service = service_fn(move |req| forward::handle(for_service.clone(), req));
+    let conn = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .max_header_size(limits.max_header_bytes)
+        .serve_connection(io, service)
+        .with_upgrades();
+    tokio::select! {
+        res = conn => if let Err(err) = res {
+            tracing::debug!(error = %err, "egress client connection ended with an error");
+        },
+        () = idle(&meter, limits.idle_timeout) => {}
+        () = stopped(session.stop.clone()) => {}
+    }
+}
+
+async fn write_log(store: Store, mut rows: mpsc::UnboundedReceiver<NewEgressEntry>) {
+    while let Some(row) = rows.recv().await {
+        if let Err(err) = store.egress_record(&row).await {
+            tracing::warn!(error = format!("{err:#}"), sandbox.id = %row.sandbox_id, "failed to write an egress log row");
+        }
+    }
+}

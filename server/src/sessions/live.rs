@@ -1,0 +1,129 @@
+//! A running session: its browser, its tabs, its activity clock.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+use chromiumoxide::Page;
+use chromiumoxide::cdp::browser_protocol::dom::BackendNodeId;
+use chromiumoxide::cdp::browser_protocol::target::TargetId;
+use tokio::sync::Mutex;
+
+use crate::cdp::{BrowserConn, CdpError};
+use crate::domain::{SessionId, TenantId};
+use crate::egress::EgressListener;
+use crate::recording::RecordMode;
+use crate::sandbox::Sandbox;
+use crate::store::audit::now_ms;
+
+use super::request::Viewport;
+
+/// Per-session browser state that tool calls share; holding its lock
+/// serialises tool calls on one session.
+#[derive(Default)]
+pub struct Tabs {
+    /// The tab tools act on (the first page when unset or closed).
+    pub active: Option<TargetId>,
+    /// Refs from the last snapshot.
+    pub refs: HashMap<String, BackendNodeId>,
+}
+
+/// One open session.
+pub struct LiveSession {
+    /// Id.
+    pub id: SessionId,
+    /// Owner.
+    pub tenant: TenantId,
+    /// Recording mode.
+    pub record: RecordMode,
+    /// Viewport.
+    pub viewport: Viewport,
+    /// Unix ms after which it is closed.
+    pub deadline_at: i64,
+    last_activity: AtomicI64,
+    screenshot_seq: AtomicU64,
+    /// The sandbox running its browser.
+    pub sandbox: Sandbox,
+    pub(super) conn: BrowserConn,
+    pub(super) egress: Mutex<Option<EgressListener>>,
+    /// Tab state; lock it for the duration of a tool call.
+    pub tabs: Mutex<Tabs>,
+}
+
+impl LiveSession {
+    pub(super) fn new(
+        id: SessionId,
+        tenant: TenantId,
+        record: RecordMode,
+        viewport: Viewport,
+        deadline_at: i64,
+        sandbox: Sandbox,
+        conn: BrowserConn,
+        egress: EgressListener,
+        first: &Page,
+    ) -> Self {
+        Self {
+            id,
+            tenant,
+            record,
+            viewport,
+            deadline_at,
+            last_activity: AtomicI64::new(now_ms()),
+            screenshot_seq: AtomicU64::new(0),
+            sandbox,
+            conn,
+            egress: Mutex::new(Some(egress)),
+            tabs: Mutex::new(Tabs { active: Some(first.target_id().clone()), refs: HashMap::new() }),
+        }
+    }
+
+    /// Marks activity now (resets the idle timer).
+    pub fn touch(&self) {
+        self.last_activity.store(now_ms(), Ordering::Relaxed);
+    }
+
+    /// Unix ms of the last tool call.
+    pub fn last_activity(&self) -> i64 {
+        self.last_activity.load(Ordering::Relaxed)
+    }
+
+    /// The next screenshot number (from 1).
+    pub fn next_screenshot_seq(&self) -> u64 {
+        self.screenshot_seq.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Whether the browser connection has ended.
+    pub fn browser_gone(&self) -> bool {
+        self.conn.is_closed()
+    }
+
+    /// All open tabs (page targets), in creation order.
+    pub async fn pages(&self) -> Result<Vec<Page>, CdpError> {
+        if self.conn.is_closed() {
+            return Err(CdpError::BrowserGone);
+        }
+        Ok(self.conn.browser().pages().await?)
+    }
+
+    /// The active tab (falling back to the first open one).
+    pub async fn page(&self, tabs: &mut Tabs) -> Result<Page, CdpError> {
+        let pages = self.pages().await?;
+        if let Some(active) = &tabs.active
+            && let Some(p) = pages.iter().find(|p| p.target_id() == active)
+        {
+            return Ok(p.clone());
+        }
+        let first = pages.into_iter().next().ok_or_else(|| CdpError::NotFound("no tab is open".into()))?;
+        tabs.active = Some(first.target_id().clone());
+        tabs.refs.clear();
+        Ok(first)
+    }
+
+    /// Opens a tab (optionally at `url`) and makes it active.
+    pub async fn open_tab(&self, tabs: &mut Tabs, url: Option<&str>) -> Result<Page, CdpError> {
+        let page = self.conn.browser().new_page(url.unwrap_or("about:blank")).await?;
+        page.execute(super::metrics_override(self.viewport)).await?;
+        tabs.active = Some(page.target_id().clone());
+        tabs.refs.clear();
+        Ok(page)
+    }
+}

@@ -1,0 +1,133 @@
+//! The warm pool: browsers started ahead of demand, each used for exactly
+//! one session and then destroyed.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use chromiumoxide::Page;
+use tokio::sync::Notify;
+
+use crate::cdp::BrowserConn;
+use crate::domain::random_id;
+use crate::egress::EgressListener;
+use crate::sandbox::{Sandbox, SandboxSpec};
+use crate::store::sessions::SandboxRow;
+
+use super::Inner;
+
+/// A started, connected browser nobody uses yet.
+pub(super) struct Warm {
+    pub sandbox: Sandbox,
+    pub conn: BrowserConn,
+    pub page: Page,
+    pub egress: EgressListener,
+}
+
+#[derive(Default)]
+pub(super) struct Pool {
+    ready: std::sync::Mutex<VecDeque<Warm>>,
+    starting: AtomicUsize,
+    pub wake: Notify,
+}
+
+impl Pool {
+    /// A warm browser, if one is ready and still alive.
+    pub fn take(&self) -> Option<Warm> {
+        let mut ready = self.ready.lock().expect("pool lock");
+        let warm = ready.pop_front();
+        drop(ready);
+        self.wake.notify_one();
+        warm
+    }
+
+    pub fn len(&self) -> usize {
+        self.ready.lock().expect("pool lock").len()
+    }
+
+    pub fn starting(&self) -> usize {
+        self.starting.load(Ordering::SeqCst)
+    }
+
+    pub fn drain(&self) -> Vec<Warm> {
+        self.ready.lock().expect("pool lock").drain(..).collect()
+    }
+
+}
+
+/// Starts one browser: egress listener, sandbox, CDP connection, first page.
+/// The sandbox is recorded (for the reaper) as soon as it has a pid.
+pub(super) async fn start_browser(inner: &Inner, state: &str) -> anyhow::Result<Warm> {
+    let id = random_id("b_");
+    inner.known.lock().expect("known lock").insert(id.clone());
+    let result = start_inner(inner, id.clone(), state).await;
+    if result.is_err() {
+        inner.known.lock().expect("known lock").remove(&id);
+    }
+    result
+}
+
+async fn start_inner(inner: &Inner, id: String, state: &str) -> anyhow::Result<Warm> {
+    let egress = inner.egress.listen(id.clone()).await?;
+    let spec = SandboxSpec {
+        id: id.clone(),
+        proxy: egress.addr,
+        runtime_dir: inner.run_dir.join(&id),
+        window: (1280, 720),
+    };
+    let sandbox = inner.driver.start(spec).await?;
+    let row = SandboxRow {
+        id: id.clone(),
+        driver: sandbox.driver.as_str().to_owned(),
+        host: inner.host.clone(),
+        pid: sandbox.pid.map(i64::from),
+        marker: sandbox.marker.clone(),
+        state: state.to_owned(),
+        session_id: None,
+    };
+    let connected = async {
+        inner.store.sandbox_insert(&row, &sandbox.cdp_url).await?;
+        let conn = BrowserConn::connect(&sandbox.cdp_url).await?;
+        let page = conn.first_page().await?;
+        anyhow::Ok((conn, page))
+    }
+    .await;
+    match connected {
+        Ok((conn, page)) => Ok(Warm { sandbox, conn, page, egress }),
+        Err(e) => {
+            let _ = inner.driver.stop(&sandbox).await;
+            let _ = inner.store.sandbox_stopped(&id).await;
+            egress.close().await;
+            Err(e)
+        }
+    }
+}
+
+/// Keeps `pool_size` browsers ready until shutdown.
+pub(super) async fn refill_loop(inner: Arc<Inner>) {
+    let target = inner.cfg.pool_size;
+    loop {
+        if inner.shutting_down() {
+            return;
+        }
+        while inner.pool.len() + inner.pool.starting.load(Ordering::SeqCst) < target && !inner.shutting_down() {
+            inner.pool.starting.fetch_add(1, Ordering::SeqCst);
+            let inner2 = inner.clone();
+            tokio::spawn(async move {
+                match start_browser(&inner2, "warm").await {
+                    Ok(warm) if !inner2.shutting_down() => {
+                        inner2.pool.ready.lock().expect("pool lock").push_back(warm);
+                    }
+                    Ok(warm) => inner2.dispose(warm).await,
+                    Err(e) => {
+                        tracing::warn!(error = %format!("{e:#}"), "warm pool: a browser failed to start");
+                        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                    }
+                }
+                inner2.pool.starting.fetch_sub(1, Ordering::SeqCst);
+                inner2.pool.wake.notify_one();
+            });
+        }
+        inner.pool.wake.notified().await;
+    }
+}

@@ -1,0 +1,75 @@
+//! The orphan reaper: sessions whose sandbox is gone are ended; sandboxes
+//! whose session is gone are killed by pid (after checking the pid is still
+//! theirs). Runs at start and every minute; running it twice changes nothing.
+
+use serde_json::json;
+
+use crate::audit::{Actor, NewEvent};
+use crate::sandbox::kill_group;
+
+use super::SessionManager;
+
+/// What one reaper pass did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ReapReport {
+    /// Sessions ended as orphaned.
+    pub sessions_closed: usize,
+    /// Sandboxes whose processes were signalled.
+    pub sandboxes_killed: usize,
+    /// Sandbox rows marked stopped.
+    pub sandboxes_cleared: usize,
+}
+
+impl SessionManager {
+    /// One reaper pass over this host's rows.
+    #[tracing::instrument(skip_all, err)]
+    pub async fn reap(&self) -> anyhow::Result<ReapReport> {
+        let inner = &self.0;
+        let mut report = ReapReport::default();
+        let live: Vec<String> = inner.live.lock().expect("live lock").keys().map(|k| k.to_string()).collect();
+        for row in inner.store.sessions_unended_on(&inner.host).await? {
+            if live.contains(&row.id) || inner.opening.lock().expect("opening lock").contains(&row.id) {
+                continue;
+            }
+            let ended = inner
+                .store
+                .session_end(&row.id, true, "orphaned", Some("the control plane lost this session (restart or crash)"), row.last_activity_at)
+                .await?;
+            if ended {
+                report.sessions_closed += 1;
+                if let Ok(tenant) = row.tenant_id.parse() {
+                    inner
+                        .store
+                        .audit_append(
+                            NewEvent::new(Actor::System, "session.reap")
+                                .tenant(&tenant)
+                                .session(row.id.clone())
+                                .params(json!({ "previous_state": row.state }))
+                                .outcome("ok"),
+                        )
+                        .await?;
+                }
+            }
+        }
+        let known = inner.known.lock().expect("known lock").clone();
+        for sb in inner.store.sandboxes_unstopped_on(&inner.host).await? {
+            if known.contains(&sb.id) {
+                continue;
+            }
+            if let Some(pid) = sb.pid.and_then(|p| i32::try_from(p).ok())
+                && kill_group(pid, &sb.marker, std::time::Duration::from_millis(1500)).await
+            {
+                report.sandboxes_killed += 1;
+                tracing::warn!(sandbox.id = %sb.id, pid, "reaper: killed an orphaned browser");
+            }
+            let dir = inner.run_dir.join(&sb.id);
+            if dir.starts_with(&inner.run_dir) && sb.id.starts_with("b_") {
+                let _ = tokio::fs::remove_dir_all(&dir).await;
+            }
+            inner.store.sandbox_stopped(&sb.id).await?;
+            report.sandboxes_cleared += 1;
+        }
+        Ok(report)
+    }
+}
+

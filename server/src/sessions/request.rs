@@ -1,0 +1,164 @@
+//! What an agent asks for when opening a session, parsed and checked once.
+
+use serde::{Deserialize, Serialize};
+
+use crate::recording::RecordMode;
+
+/// Whether stored credentials are injected.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CredentialMode {
+    /// Never injected: an empty browser.
+    #[default]
+    Clean,
+    /// Injected from the vault, with an operator grant token.
+    Operator,
+}
+
+impl CredentialMode {
+    /// Stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Clean => "clean",
+            Self::Operator => "operator",
+        }
+    }
+}
+
+/// Viewport size in CSS pixels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Viewport {
+    /// 200–3840.
+    pub width: u32,
+    /// 200–2160.
+    pub height: u32,
+}
+
+impl Default for Viewport {
+    fn default() -> Self {
+        Self { width: 1280, height: 720 }
+    }
+}
+
+/// The body of `POST /api/sessions`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpenRequest {
+    /// `clean` (default) or `operator`.
+    #[serde(default)]
+    pub credential_mode: CredentialMode,
+    /// Hosts whose credentials an operator session wants.
+    #[serde(default)]
+    pub domains: Vec<String>,
+    /// `off`, `transient` (default) or `audit`.
+    #[serde(default)]
+    pub record: RecordMode,
+    /// Lifetime in seconds (default from settings).
+    pub deadline_s: Option<u64>,
+    /// Viewport (default 1280×720).
+    #[serde(default)]
+    pub viewport: Viewport,
+    /// The operator grant token (operator mode only).
+    pub grant_token: Option<String>,
+}
+
+/// The most domains one session may name.
+pub const MAX_DOMAINS: usize = 32;
+
+/// Why an open request is refused before anything starts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OpenRequestError {
+    /// Viewport out of range.
+    #[error("viewport must be 200–3840 × 200–2160 pixels")]
+    Viewport,
+    /// Deadline out of range.
+    #[error("deadline_s must be between 1 and {0}")]
+    Deadline(u64),
+    /// Too many or malformed domains.
+    #[error("domains: {0}")]
+    Domains(String),
+    /// Operator mode needs a grant.
+    #[error("credential_mode \"operator\" requires a valid operator grant token")]
+    GrantRequired,
+}
+
+impl OpenRequest {
+    /// Checks ranges; returns the deadline in seconds to use.
+    pub fn validate(&self, default_deadline: u64, max_deadline: u64) -> Result<u64, OpenRequestError> {
+        let Viewport { width, height } = self.viewport;
+        if !(200..=3840).contains(&width) || !(200..=2160).contains(&height) {
+            return Err(OpenRequestError::Viewport);
+        }
+        let deadline = self.deadline_s.unwrap_or(default_deadline);
+        if deadline == 0 || deadline > max_deadline {
+            return Err(OpenRequestError::Deadline(max_deadline));
+        }
+        if self.domains.len() > MAX_DOMAINS {
+            return Err(OpenRequestError::Domains(format!("at most {MAX_DOMAINS}")));
+        }
+        for d in &self.domains {
+            let ok = !d.is_empty()
+                && d.len() <= 253
+                && d.split('.').all(|l| !l.is_empty() && l.len() <= 63 && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'));
+            if !ok {
+                return Err(OpenRequestError::Domains(format!("{:?} is not a host name", d.chars().take(64).collect::<String>())));
+            }
+        }
+        if self.credential_mode == CredentialMode::Operator {
+            // The vault and grant tokens arrive with their own issue; until
+            // then no token can be valid, and nothing is injected.
+            return Err(OpenRequestError::GrantRequired);
+        }
+        Ok(deadline)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(json: &str) -> Result<OpenRequest, serde_json::Error> {
+        serde_json::from_str(json)
+    }
+
+    #[test]
+    fn an_empty_body_opens_a_clean_transient_session() {
+        let r = parse("{}").unwrap();
+        assert_eq!(r.credential_mode, CredentialMode::Clean);
+        assert_eq!(r.record, RecordMode::Transient);
+        assert_eq!(r.viewport, Viewport::default());
+        assert_eq!(r.validate(600, 3600), Ok(600));
+    }
+
+    #[test]
+    fn unknown_fields_and_modes_are_refused() {
+        assert!(parse(r#"{"credentials": "x"}"#).is_err());
+        assert!(parse(r#"{"credential_mode": "root"}"#).is_err());
+        assert!(parse(r#"{"record": "forever"}"#).is_err());
+        assert!(parse(r#"{"viewport": {"width": -1, "height": 2}}"#).is_err());
+    }
+
+    #[test]
+    fn out_of_range_values_are_refused() {
+        let mut r = parse("{}").unwrap();
+        r.viewport = Viewport { width: 100, height: 720 };
+        assert_eq!(r.validate(600, 3600), Err(OpenRequestError::Viewport));
+        r.viewport = Viewport::default();
+        r.deadline_s = Some(0);
+        assert_eq!(r.validate(600, 3600), Err(OpenRequestError::Deadline(3600)));
+        r.deadline_s = Some(3601);
+        assert_eq!(r.validate(600, 3600), Err(OpenRequestError::Deadline(3600)));
+        r.deadline_s = None;
+        r.domains = vec!["exa mple.com".into()];
+        assert!(matches!(r.validate(600, 3600), Err(OpenRequestError::Domains(_))));
+        r.domains = vec!["a.example".into(); MAX_DOMAINS + 1];
+        assert!(matches!(r.validate(600, 3600), Err(OpenRequestError::Domains(_))));
+    }
+
+    #[test]
+    fn operator_mode_requires_a_grant_token() {
+        let r = parse(r#"{"credential_mode": "operator", "domains": ["github.com"], "grant_token": "x"}"#).unwrap();
+        assert_eq!(r.validate(600, 3600), Err(OpenRequestError::GrantRequired));
+    }
+}

@@ -1,0 +1,277 @@
+//! Session and sandbox rows (both backends).
+
+use anyhow::Context;
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use super::Store;
+use super::audit::now_ms;
+
+/// A session as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionRow {
+    /// `s_…`.
+    pub id: String,
+    /// Owner tenant.
+    pub tenant_id: String,
+    /// The API key that opened it.
+    pub api_key_id: Option<String>,
+    /// `starting`, `ready`, `closing`, `closed`, `failed`.
+    pub state: String,
+    /// Why it closed (`client`, `deadline`, `idle`, `browser_exited`, `orphaned`, `shutdown`, …).
+    pub close_reason: Option<String>,
+    /// A failure's message.
+    pub error: Option<String>,
+    /// `clean` or `operator`.
+    pub credential_mode: String,
+    /// JSON array of domains.
+    pub domains: String,
+    /// `off`, `transient`, `audit`.
+    pub record: String,
+    /// Viewport width.
+    pub viewport_w: i64,
+    /// Viewport height.
+    pub viewport_h: i64,
+    /// The sandbox running it.
+    pub sandbox_id: Option<String>,
+    /// The control-plane host that runs it.
+    pub host: String,
+    /// Unix ms.
+    pub created_at: i64,
+    /// Unix ms.
+    pub ready_at: Option<i64>,
+    /// Unix ms.
+    pub closed_at: Option<i64>,
+    /// Unix ms.
+    pub deadline_at: i64,
+    /// Unix ms.
+    pub last_activity_at: i64,
+}
+
+const SESSION_COLUMNS: &str = "id, tenant_id, api_key_id, state, close_reason, error, credential_mode, domains, record, \
+     viewport_w, viewport_h, sandbox_id, host, created_at, ready_at, closed_at, deadline_at, last_activity_at";
+
+fn session_from(r: &AnyRow) -> Result<SessionRow, sqlx::Error> {
+    Ok(SessionRow {
+        id: r.try_get("id")?,
+        tenant_id: r.try_get("tenant_id")?,
+        api_key_id: r.try_get("api_key_id")?,
+        state: r.try_get("state")?,
+        close_reason: r.try_get("close_reason")?,
+        error: r.try_get("error")?,
+        credential_mode: r.try_get("credential_mode")?,
+        domains: r.try_get("domains")?,
+        record: r.try_get("record")?,
+        viewport_w: r.try_get("viewport_w")?,
+        viewport_h: r.try_get("viewport_h")?,
+        sandbox_id: r.try_get("sandbox_id")?,
+        host: r.try_get("host")?,
+        created_at: r.try_get("created_at")?,
+        ready_at: r.try_get("ready_at")?,
+        closed_at: r.try_get("closed_at")?,
+        deadline_at: r.try_get("deadline_at")?,
+        last_activity_at: r.try_get("last_activity_at")?,
+    })
+}
+
+/// A sandbox as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxRow {
+    /// `b_…`.
+    pub id: String,
+    /// Driver name.
+    pub driver: String,
+    /// Host it runs on.
+    pub host: String,
+    /// Process group id on that host.
+    pub pid: Option<i64>,
+    /// Command-line marker guarding against pid reuse.
+    pub marker: String,
+    /// `starting`, `warm`, `assigned`, `stopped`.
+    pub state: String,
+    /// The session it serves.
+    pub session_id: Option<String>,
+}
+
+impl Store {
+    /// Inserts a new session row.
+    pub async fn session_insert(&self, s: &SessionRow) -> anyhow::Result<()> {
+        sqlx::query(&format!(
+            "INSERT INTO sessions ({SESSION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)"
+        ))
+        .bind(s.id.clone())
+        .bind(s.tenant_id.clone())
+        .bind(s.api_key_id.clone())
+        .bind(s.state.clone())
+        .bind(s.close_reason.clone())
+        .bind(s.error.clone())
+        .bind(s.credential_mode.clone())
+        .bind(s.domains.clone())
+        .bind(s.record.clone())
+        .bind(s.viewport_w)
+        .bind(s.viewport_h)
+        .bind(s.sandbox_id.clone())
+        .bind(s.host.clone())
+        .bind(s.created_at)
+        .bind(s.ready_at)
+        .bind(s.closed_at)
+        .bind(s.deadline_at)
+        .bind(s.last_activity_at)
+        .execute(self.pool())
+        .await
+        .context("failed to insert session")?;
+        Ok(())
+    }
+
+    /// Marks a starting session ready on `sandbox_id`.
+    pub async fn session_ready(&self, id: &str, sandbox_id: &str) -> anyhow::Result<()> {
+        let now = now_ms();
+        sqlx::query("UPDATE sessions SET state = 'ready', sandbox_id = $1, ready_at = $2, last_activity_at = $2 WHERE id = $3 AND state = 'starting'")
+            .bind(sandbox_id.to_owned())
+            .bind(now)
+            .bind(id.to_owned())
+            .execute(self.pool())
+            .await
+            .context("failed to mark session ready")?;
+        Ok(())
+    }
+
+    /// Moves a live session to `closing`; false if it already ended.
+    pub async fn session_closing(&self, id: &str) -> anyhow::Result<bool> {
+        let res = sqlx::query("UPDATE sessions SET state = 'closing' WHERE id = $1 AND state IN ('starting', 'ready')")
+            .bind(id.to_owned())
+            .execute(self.pool())
+            .await
+            .context("failed to mark session closing")?;
+        Ok(res.rows_affected() == 1)
+    }
+
+    /// Ends a session as `closed` or `failed` (once; later calls change nothing).
+    pub async fn session_end(
+        &self,
+        id: &str,
+        failed: bool,
+        reason: &str,
+        error: Option<&str>,
+        last_activity_at: i64,
+    ) -> anyhow::Result<bool> {
+        let res = sqlx::query(
+            "UPDATE sessions SET state = $1, close_reason = $2, error = $3, closed_at = $4, last_activity_at = $5 \
+             WHERE id = $6 AND state NOT IN ('closed', 'failed')",
+        )
+        .bind(if failed { "failed" } else { "closed" })
+        .bind(reason.to_owned())
+        .bind(error.map(str::to_owned))
+        .bind(now_ms())
+        .bind(last_activity_at)
+        .bind(id.to_owned())
+        .execute(self.pool())
+        .await
+        .context("failed to end session")?;
+        Ok(res.rows_affected() == 1)
+    }
+
+    /// One session of one tenant.
+    pub async fn session_get(&self, tenant_id: &str, id: &str) -> anyhow::Result<Option<SessionRow>> {
+        let row = sqlx::query(&format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1 AND tenant_id = $2"))
+            .bind(id.to_owned())
+            .bind(tenant_id.to_owned())
+            .fetch_optional(self.pool())
+            .await
+            .context("failed to read session")?;
+        row.as_ref().map(session_from).transpose().context("malformed session row")
+    }
+
+    /// A tenant's sessions, newest first.
+    pub async fn session_list(&self, tenant_id: &str, limit: i64) -> anyhow::Result<Vec<SessionRow>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {SESSION_COLUMNS} FROM sessions WHERE tenant_id = $1 ORDER BY created_at DESC, id LIMIT $2"
+        ))
+        .bind(tenant_id.to_owned())
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await
+        .context("failed to list sessions")?;
+        rows.iter().map(session_from).collect::<Result<_, _>>().context("malformed session row")
+    }
+
+    /// Sessions on `host` that have not ended.
+    pub async fn sessions_unended_on(&self, host: &str) -> anyhow::Result<Vec<SessionRow>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {SESSION_COLUMNS} FROM sessions WHERE host = $1 AND state NOT IN ('closed', 'failed')"
+        ))
+        .bind(host.to_owned())
+        .fetch_all(self.pool())
+        .await
+        .context("failed to list live sessions")?;
+        rows.iter().map(session_from).collect::<Result<_, _>>().context("malformed session row")
+    }
+
+    /// Records a started sandbox.
+    pub async fn sandbox_insert(&self, row: &SandboxRow, cdp_url: &str) -> anyhow::Result<()> {
+        sqlx::query(
+            "INSERT INTO sandboxes (id, driver, host, pid, marker, cdp_url, state, session_id, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        )
+        .bind(row.id.clone())
+        .bind(row.driver.clone())
+        .bind(row.host.clone())
+        .bind(row.pid)
+        .bind(row.marker.clone())
+        .bind(cdp_url.to_owned())
+        .bind(row.state.clone())
+        .bind(row.session_id.clone())
+        .bind(now_ms())
+        .execute(self.pool())
+        .await
+        .context("failed to insert sandbox")?;
+        Ok(())
+    }
+
+    /// Assigns a sandbox to a session.
+    pub async fn sandbox_assign(&self, id: &str, session_id: &str) -> anyhow::Result<()> {
+        sqlx::query("UPDATE sandboxes SET state = 'assigned', session_id = $1 WHERE id = $2")
+            .bind(session_id.to_owned())
+            .bind(id.to_owned())
+            .execute(self.pool())
+            .await
+            .context("failed to assign sandbox")?;
+        Ok(())
+    }
+
+    /// Marks a sandbox stopped.
+    pub async fn sandbox_stopped(&self, id: &str) -> anyhow::Result<()> {
+        sqlx::query("UPDATE sandboxes SET state = 'stopped', stopped_at = $1 WHERE id = $2 AND state <> 'stopped'")
+            .bind(now_ms())
+            .bind(id.to_owned())
+            .execute(self.pool())
+            .await
+            .context("failed to mark sandbox stopped")?;
+        Ok(())
+    }
+
+    /// Sandboxes on `host` not yet stopped.
+    pub async fn sandboxes_unstopped_on(&self, host: &str) -> anyhow::Result<Vec<SandboxRow>> {
+        let rows = sqlx::query(
+            "SELECT id, driver, host, pid, marker, state, session_id FROM sandboxes WHERE host = $1 AND state <> 'stopped'",
+        )
+        .bind(host.to_owned())
+        .fetch_all(self.pool())
+        .await
+        .context("failed to list sandboxes")?;
+        rows.iter()
+            .map(|r| {
+                Ok(SandboxRow {
+                    id: r.try_get("id")?,
+                    driver: r.try_get("driver")?,
+                    host: r.try_get("host")?,
+                    pid: r.try_get("pid")?,
+                    marker: r.try_get("marker")?,
+                    state: r.try_get("state")?,
+                    session_id: r.try_get("session_id")?,
+                })
+            })
+            .collect::<Result<_, sqlx::Error>>()
+            .context("malformed sandbox row")
+    }
+}

@@ -16,7 +16,7 @@ export const cordonBin = process.env.CORDON_BIN || join(targetDir, 'debug', 'cor
 export function cordon(dataDir, args) {
   return execFileSync(cordonBin, args, {
     cwd: root,
-    env: { ...process.env, CORDON_DATA_DIR: dataDir, CORDON_LOG_LEVEL: 'warn' },
+    env: { ...process.env, CORDON_DATA_DIR: dataDir, CORDON_LOG_LEVEL: 'warn', CORDON_EGRESS_RESOLVER: 'loopback-only' },
     encoding: 'utf8',
   });
 }
@@ -36,6 +36,9 @@ export async function startCordon(dataDir) {
       CORDON_BIND: '127.0.0.1:0',
       CORDON_LOG_FORMAT: 'json',
       CORDON_LOG_LEVEL: 'info',
+      // No DNS query may leave the machine from the test's browsers.
+      CORDON_EGRESS_RESOLVER: 'loopback-only',
+      CORDON_POOL_SIZE: '1',
       CORDON_SITE_ROOT: join(root, 'target', 'site'),
     },
     stdio: ['ignore', 'ignore', 'pipe'],

@@ -22,6 +22,10 @@ pg_url=$(bash infra/scripts/test-postgres.sh start)
 trap 'bash infra/scripts/test-postgres.sh stop' EXIT
 export CORDON_TEST_POSTGRES_URL=$pg_url
 
+# Belt and braces: any Cordon a test starts resolves nothing but localhost,
+# so no DNS query leaves the machine.
+export CORDON_EGRESS_RESOLVER=loopback-only
+
 echo "== unit and integration tests (SQLite and PostgreSQL)"
 cargo test --workspace --all-targets
 

@@ -195,9 +195,13 @@ async fn tenant(store: &Store, command: TenantCommand) -> anyhow::Result<()> {
 async fn apikey(store: &Store, command: ApikeyCommand) -> anyhow::Result<ExitCode> {
     match command {
         ApikeyCommand::Create { tenant, label } => {
-            let tenant: TenantId = tenant.parse().map_err(|e| anyhow::anyhow!("tenant id: {e}"))?;
+            let tenant: TenantId = tenant
+                .parse()
+                .map_err(|e| anyhow::anyhow!("tenant id: {e}"))?;
             if !store.tenant_list().await?.iter().any(|t| t.id == tenant) {
-                anyhow::bail!("tenant {tenant} does not exist (create it with `cordon tenant create {tenant}`)");
+                anyhow::bail!(
+                    "tenant {tenant} does not exist (create it with `cordon tenant create {tenant}`)"
+                );
             }
             store
                 .audit_append(
@@ -213,14 +217,20 @@ async fn apikey(store: &Store, command: ApikeyCommand) -> anyhow::Result<ExitCod
         }
         ApikeyCommand::List => {
             for k in store.api_key_list().await? {
-                let state = if k.revoked_at.is_some() { "revoked" } else { "active" };
+                let state = if k.revoked_at.is_some() {
+                    "revoked"
+                } else {
+                    "active"
+                };
                 println!("{}\t{}\t{}\t{}", k.id, k.tenant, state, k.label);
             }
         }
         ApikeyCommand::Revoke { id } => {
             store
                 .audit_append(
-                    NewEvent::new(Actor::Cli, "apikey.revoke").params(serde_json::json!({ "id": id })).outcome("requested"),
+                    NewEvent::new(Actor::Cli, "apikey.revoke")
+                        .params(serde_json::json!({ "id": id }))
+                        .outcome("requested"),
                 )
                 .await?;
             if !store.api_key_revoke(&id).await? {

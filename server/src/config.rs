@@ -31,7 +31,19 @@ const ENV_KEYS: &[&str] = &[
     "tool_timeout_s",
     "egress_allow",
     "recording_retention_days",
+    "egress_resolver",
 ];
+
+/// How the egress guard resolves host names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EgressResolver {
+    /// The host's resolver (production).
+    System,
+    /// Only `localhost` resolves (to loopback); nothing else does and no
+    /// DNS query is ever sent. For tests and air-gapped trials.
+    LoopbackOnly,
+}
 
 /// Which sandbox driver runs browsers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -96,6 +108,8 @@ pub struct Settings {
     pub egress_allow: Vec<String>,
     /// Days `audit` screenshots are kept.
     pub recording_retention_days: u64,
+    /// `system` or `loopback-only`.
+    pub egress_resolver: EgressResolver,
 }
 
 /// Accepts a TOML list or a comma-separated string (for the environment).
@@ -108,7 +122,12 @@ fn string_or_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>,
     }
     Ok(match Either::deserialize(d)? {
         Either::List(v) => v,
-        Either::Text(s) => s.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect(),
+        Either::Text(s) => s
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect(),
     })
 }
 
@@ -148,6 +167,7 @@ struct Defaults {
     tool_timeout_s: u64,
     egress_allow: Vec<String>,
     recording_retention_days: u64,
+    egress_resolver: EgressResolver,
 }
 
 impl Default for Defaults {
@@ -169,6 +189,7 @@ impl Default for Defaults {
             tool_timeout_s: 30,
             egress_allow: Vec::new(),
             recording_retention_days: 7,
+            egress_resolver: EgressResolver::System,
         }
     }
 }
@@ -219,13 +240,19 @@ impl Settings {
             DatabaseKind::of(url.expose_secret())?;
         }
         if self.session_deadline_s == 0 || self.session_deadline_s > self.session_deadline_max_s {
-            bail!("session_deadline_s: must be between 1 and session_deadline_max_s ({})", self.session_deadline_max_s);
+            bail!(
+                "session_deadline_s: must be between 1 and session_deadline_max_s ({})",
+                self.session_deadline_max_s
+            );
         }
         if self.session_idle_s == 0 || self.tool_timeout_s == 0 {
             bail!("session_idle_s and tool_timeout_s must be at least 1");
         }
         if self.pool_size > self.max_sessions {
-            bail!("pool_size: must not exceed max_sessions ({})", self.max_sessions);
+            bail!(
+                "pool_size: must not exceed max_sessions ({})",
+                self.max_sessions
+            );
         }
         tracing_subscriber::EnvFilter::try_new(&self.log_level)
             .with_context(|| format!("log_level: invalid filter {:?}", self.log_level))?;
@@ -260,7 +287,7 @@ impl Settings {
             self.chromium_path.display().to_string(),
             self.site_root.display().to_string(),
         ) + &format!(
-            "sandbox_driver = {:?}\npool_size = {}\nsession_deadline_s = {}\nsession_deadline_max_s = {}\nsession_idle_s = {}\nmax_sessions_per_tenant = {}\nmax_sessions = {}\ntool_timeout_s = {}\negress_allow = {:?}\nrecording_retention_days = {}\n",
+            "sandbox_driver = {:?}\npool_size = {}\nsession_deadline_s = {}\nsession_deadline_max_s = {}\nsession_idle_s = {}\nmax_sessions_per_tenant = {}\nmax_sessions = {}\ntool_timeout_s = {}\negress_allow = {:?}\nrecording_retention_days = {}\negress_resolver = {:?}\n",
             format!("{:?}", self.sandbox_driver).to_lowercase(),
             self.pool_size,
             self.session_deadline_s,
@@ -271,6 +298,10 @@ impl Settings {
             self.tool_timeout_s,
             self.egress_allow,
             self.recording_retention_days,
+            match self.egress_resolver {
+                EgressResolver::System => "system",
+                EgressResolver::LoopbackOnly => "loopback-only",
+            },
         )
     }
 }
@@ -449,15 +480,26 @@ mod tests {
 
     #[test]
     fn the_egress_allowlist_reads_a_comma_list_from_the_environment() {
-        let s = Settings::load_from(None, env(&[("CORDON_EGRESS_ALLOW", "127.0.0.1:8000, [::1]:9000")])).unwrap();
-        assert_eq!(s.egress_allow, vec!["127.0.0.1:8000".to_string(), "[::1]:9000".to_string()]);
+        let s = Settings::load_from(
+            None,
+            env(&[("CORDON_EGRESS_ALLOW", "127.0.0.1:8000, [::1]:9000")]),
+        )
+        .unwrap();
+        assert_eq!(
+            s.egress_allow,
+            vec!["127.0.0.1:8000".to_string(), "[::1]:9000".to_string()]
+        );
     }
 
     #[test]
     fn inconsistent_session_limits_are_refused() {
-        let err = Settings::load_from(None, env(&[("CORDON_SESSION_DEADLINE_S", "99999")])).unwrap_err().to_string();
+        let err = Settings::load_from(None, env(&[("CORDON_SESSION_DEADLINE_S", "99999")]))
+            .unwrap_err()
+            .to_string();
         assert!(err.starts_with("session_deadline_s"), "{err}");
-        let err = Settings::load_from(None, env(&[("CORDON_POOL_SIZE", "x")])).unwrap_err().to_string();
+        let err = Settings::load_from(None, env(&[("CORDON_POOL_SIZE", "x")]))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("CORDON_POOL_SIZE"), "{err}");
         let s = Settings::load_from(None, env(&[("CORDON_POOL_SIZE", "3")])).unwrap();
         assert_eq!(s.pool_size, 3);

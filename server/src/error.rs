@@ -141,7 +141,13 @@ impl From<crate::sessions::SessionError> for ApiError {
         match e {
             S::NotFound => Self::NotFound("session"),
             S::Gone { state, reason } => Self::Gone(format!("session is {state} ({reason})")),
-            S::Limit { message, retry_after_s } => Self::TooManyRequests { message, retry_after_s },
+            S::Limit {
+                message,
+                retry_after_s,
+            } => Self::TooManyRequests {
+                message,
+                retry_after_s,
+            },
             S::Invalid(OpenRequestError::GrantRequired) => Self::Forbidden {
                 code: "grant_required",
                 message: OpenRequestError::GrantRequired.to_string(),

@@ -1,7 +1,7 @@
 //! Building the application and running it until a shutdown signal.
 
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
@@ -22,10 +22,11 @@ use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::api;
+use crate::config::EgressResolver;
 use crate::config::Settings;
-use crate::egress::{AddressPolicy, EgressGuard};
-use crate::sessions::SessionManager;
+use crate::egress::{AddressPolicy, EgressGuard, Limits, StaticResolver};
 use crate::error::{ApiError, ErrorCause};
+use crate::sessions::SessionManager;
 use crate::state::{AppState, Inner};
 use crate::store::Store;
 use crate::telemetry;
@@ -56,7 +57,22 @@ impl Application {
         store.migrate().await?;
         let policy = AddressPolicy::with_allowlist(&settings.egress_allow)
             .map_err(|e| anyhow::anyhow!("egress_allow: {e}"))?;
-        let egress = EgressGuard::new(policy, store.clone());
+        let egress = match settings.egress_resolver {
+            EgressResolver::System => EgressGuard::new(policy, store.clone()),
+            EgressResolver::LoopbackOnly => {
+                let loopback = [
+                    IpAddr::from([127, 0, 0, 1]),
+                    IpAddr::from(std::net::Ipv6Addr::LOCALHOST),
+                ];
+                let resolver = StaticResolver::new().with("localhost", loopback);
+                EgressGuard::with_resolver(
+                    policy,
+                    store.clone(),
+                    Arc::new(resolver),
+                    Limits::default(),
+                )
+            }
+        };
         let sessions = SessionManager::start(&settings, store.clone(), egress.clone()).await?;
         let leptos = LeptosOptions::builder()
             .output_name("cordon")

@@ -19,8 +19,14 @@ const MAX_KEY_LEN: usize = 256;
 impl FromRequestParts<AppState> for Agent {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        let header = parts.headers.get(AUTHORIZATION).ok_or(ApiError::Unauthorized)?;
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let header = parts
+            .headers
+            .get(AUTHORIZATION)
+            .ok_or(ApiError::Unauthorized)?;
         let value = header.to_str().map_err(|_| ApiError::Unauthorized)?;
         let key = value
             .strip_prefix("Bearer ")
@@ -30,7 +36,11 @@ impl FromRequestParts<AppState> for Agent {
         if key.len() > MAX_KEY_LEN || !key.starts_with(KEY_PREFIX) {
             return Err(ApiError::Unauthorized);
         }
-        let owner = state.store.api_key_lookup(key).await?.ok_or(ApiError::Unauthorized)?;
+        let owner = state
+            .store
+            .api_key_lookup(key)
+            .await?
+            .ok_or(ApiError::Unauthorized)?;
         Ok(Self(owner))
     }
 }

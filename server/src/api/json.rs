@@ -22,7 +22,9 @@ where
         match axum::Json::<T>::from_request(req, state).await {
             Ok(axum::Json(v)) => Ok(Self(v)),
             Err(rejection) => Err(match rejection.status() {
-                StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge("request body is too large".into()),
+                StatusCode::PAYLOAD_TOO_LARGE => {
+                    ApiError::PayloadTooLarge("request body is too large".into())
+                }
                 _ => ApiError::BadRequest(json_message(&rejection)),
             }),
         }
@@ -32,6 +34,11 @@ where
 fn json_message(r: &JsonRejection) -> String {
     // serde's messages name the field and the problem, never echo the body.
     let text = r.body_text();
-    let text = text.strip_prefix("Failed to deserialize the JSON body into the target type: ").unwrap_or(&text);
-    format!("invalid JSON body: {}", text.chars().take(300).collect::<String>())
+    let text = text
+        .strip_prefix("Failed to deserialize the JSON body into the target type: ")
+        .unwrap_or(&text);
+    format!(
+        "invalid JSON body: {}",
+        text.chars().take(300).collect::<String>()
+    )
 }

@@ -7,9 +7,9 @@ use chromiumoxide::Page;
 use chromiumoxide::cdp::browser_protocol::dom::{BackendNodeId, ResolveNodeParams};
 use chromiumoxide::cdp::browser_protocol::network::{EventResponseReceived, ResourceType};
 use chromiumoxide::cdp::browser_protocol::page::{
-    CaptureScreenshotFormat, CaptureScreenshotParams, EventLifecycleEvent, EventNavigatedWithinDocument,
-    GetNavigationHistoryParams, NavigateParams, NavigateToHistoryEntryParams, PrintToPdfParams,
-    ReloadParams,
+    CaptureScreenshotFormat, CaptureScreenshotParams, EventLifecycleEvent,
+    EventNavigatedWithinDocument, GetNavigationHistoryParams, NavigateParams,
+    NavigateToHistoryEntryParams, PrintToPdfParams, ReloadParams,
 };
 use chromiumoxide::cdp::js_protocol::runtime::{
     CallFunctionOnParams, EvaluateParams, RemoteObjectId,
@@ -64,6 +64,39 @@ pub async fn navigate(
     wait: WaitUntil,
     timeout: Duration,
 ) -> Result<Navigation, CdpError> {
+    let res = navigate_inner(page, url, wait, timeout).await;
+    if matches!(res, Err(CdpError::Timeout(..))) {
+        reset_after_timeout(page).await;
+    }
+    res
+}
+
+/// After a navigation ran out of time: stop it and commit `about:blank`, so
+/// the tab (and chromiumoxide's per-tab navigation queue, which waits for a
+/// new document) is usable again at once.
+async fn reset_after_timeout(page: &Page) {
+    use chromiumoxide::cdp::browser_protocol::page::StopLoadingParams;
+    let _ = page.execute(StopLoadingParams::default()).await;
+    let Ok(mut events) = page.event_listener::<EventLifecycleEvent>().await else {
+        return;
+    };
+    let _ = evaluate(page, "location.replace('about:blank')").await;
+    let _ = tokio::time::timeout(Duration::from_secs(2), async {
+        while let Some(ev) = events.next().await {
+            if ev.name == "load" {
+                break;
+            }
+        }
+    })
+    .await;
+}
+
+async fn navigate_inner(
+    page: &Page,
+    url: &str,
+    wait: WaitUntil,
+    timeout: Duration,
+) -> Result<Navigation, CdpError> {
     bounded("navigate", timeout, async {
         let mut responses = page.event_listener::<EventResponseReceived>().await?;
         let mut lifecycle = page.event_listener::<EventLifecycleEvent>().await?;
@@ -101,7 +134,7 @@ pub async fn navigate(
             }
         }
         let final_url = page.url().await?.unwrap_or_default();
-        let title = page.get_title().await?.unwrap_or_default();
+        let title = title(page).await?;
         Ok(Navigation {
             status,
             final_url,
@@ -109,6 +142,16 @@ pub async fn navigate(
         })
     })
     .await
+}
+
+/// The document's title, read in the page's current main-world context
+/// (chromiumoxide's `get_title` can hold a context a navigation destroyed).
+pub async fn title(page: &Page) -> Result<String, CdpError> {
+    Ok(evaluate(page, "document.title")
+        .await?
+        .as_str()
+        .unwrap_or_default()
+        .to_owned())
 }
 
 /// Screenshot options.
@@ -271,7 +314,9 @@ async fn call_on(
     function: &str,
     timeout: Duration,
 ) -> Result<serde_json::Value, CdpError> {
-    let deadline = tokio::time::Instant::now() + timeout;
+    // Stop looking well before the tool's bound, so a missing element is
+    // reported as such rather than as a timeout.
+    let deadline = tokio::time::Instant::now() + timeout.mul_f64(0.75);
     loop {
         if let Some(object) = object_for(page, locator).await? {
             let res = page

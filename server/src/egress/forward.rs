@@ -74,6 +74,14 @@ async fn forward(session: Arc<Session>, mut req: Request<Incoming>) -> Response<
         return text(StatusCode::BAD_REQUEST, "the URL has no host");
     };
     let (host, port) = (authority.host(), authority.port_u16());
+    // A proxy replaces Host with the URL's authority (RFC 9112, 3.2.2).
+    let host_header = match port {
+        Some(p) => format!("{host}:{p}"),
+        None => host.to_owned(),
+    };
+    let Ok(host_header) = HeaderValue::from_str(&host_header) else {
+        return text(StatusCode::BAD_REQUEST, "invalid host");
+    };
     let (upstream, meter) = match open(&session, host, port.unwrap_or(80)).await {
         Ok(up) => up,
         Err(refusal) => return refusal,
@@ -92,15 +100,7 @@ async fn forward(session: Arc<Session>, mut req: Request<Incoming>) -> Response<
     let mut headers = parts.headers;
     let upgrade_to = headers.get(header::UPGRADE).cloned();
     strip_hop_by_hop(&mut headers);
-    // A proxy replaces Host with the URL's authority (RFC 9112, 3.2.2).
-    let host_header = match port {
-        Some(p) => format!("{host}:{p}"),
-        None => host.to_owned(),
-    };
-    match HeaderValue::from_str(&host_header) {
-        Ok(v) => headers.insert(header::HOST, v),
-        Err(_) => return text(StatusCode::BAD_REQUEST, "invalid host"),
-    };
+    headers.insert(header::HOST, host_header);
     match upgrade_to.filter(|_| upgrade) {
         Some(to) => {
             headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
@@ -177,8 +177,9 @@ async fn open(
         Ok(target) => target,
         Err(err) => {
             refuse(session, ts, "(invalid)", port, "invalid_host");
-            return Err(text(
+            return Err(refusal(
                 StatusCode::BAD_REQUEST,
+                "invalid_host",
                 &format!("invalid host: {err}"),
             ));
         }
@@ -193,8 +194,9 @@ async fn open(
                 Ok(Ok(addrs)) if !addrs.is_empty() => addrs,
                 _ => {
                     refuse(session, ts, &label, port, "unresolved");
-                    return Err(text(
+                    return Err(refusal(
                         StatusCode::BAD_GATEWAY,
+                        "unresolved",
                         "cordon egress: cannot resolve the host",
                     ));
                 }
@@ -209,8 +211,9 @@ async fn open(
             .find_map(|ip| guard.policy.check(*ip, port).err())
         {
             refuse(session, ts, &label, port, why.as_str());
-            return Err(text(
+            return Err(refusal(
                 StatusCode::FORBIDDEN,
+                why.as_str(),
                 &format!("cordon egress: refused ({why})"),
             ));
         }
@@ -237,8 +240,9 @@ async fn open(
         _ => {
             entry.reason = Some("connect_failed".into());
             let _ = session.log.send(entry);
-            Err(text(
+            Err(refusal(
                 StatusCode::BAD_GATEWAY,
+                "connect_failed",
                 "cordon egress: cannot connect to the host",
             ))
         }
@@ -316,6 +320,21 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
 
 fn empty() -> Body {
     Empty::new().map_err(|never| match never {}).boxed()
+}
+
+/// The header on every answer the guard gives in place of the upstream's,
+/// so the session engine can tell a refusal from a page that says 403. Its
+/// value is the logged reason (`loopback`, `unresolved`, `connect_failed` …).
+pub const REFUSAL_HEADER: &str = "x-cordon-egress";
+
+/// A refusal: `msg` as text, with [`REFUSAL_HEADER`] set to `reason`.
+fn refusal(status: StatusCode, reason: &'static str, msg: &str) -> Response<Body> {
+    let mut resp = text(status, msg);
+    resp.headers_mut().insert(
+        HeaderName::from_static(REFUSAL_HEADER),
+        HeaderValue::from_static(reason),
+    );
+    resp
 }
 
 fn text(status: StatusCode, msg: &str) -> Response<Body> {

@@ -16,6 +16,7 @@ mod target;
 use std::net::SocketAddr;
 
 pub use crate::store::egress::{Decision, EgressEntry, NewEgressEntry};
+pub use forward::REFUSAL_HEADER;
 pub use policy::{AddressPolicy, AllowEntry, AllowEntryError, Denied, classify};
 pub use proxy::{EgressGuard, EgressListener, Limits};
 pub use resolve::{Resolve, StaticResolver, SystemResolver};

@@ -33,18 +33,6 @@ pub const BASE_FLAGS: &[&str] = &[
     "--remote-debugging-port=0",
 ];
 
-/// Flags that route every request through the egress guard at `proxy`:
-/// no bypass (not even loopback), no QUIC, no non-proxied WebRTC UDP.
-pub fn proxy_flags(proxy: SocketAddr) -> Vec<String> {
-    vec![
-        format!("--proxy-server=http://{proxy}"),
-        "--proxy-bypass-list=<-loopback>".into(),
-        "--disable-quic".into(),
-        "--force-webrtc-ip-handling-policy=disable_non_proxied_udp".into(),
-        "--webrtc-ip-handling-policy=disable_non_proxied_udp".into(),
-    ]
-}
-
 /// All arguments for one browser.
 pub fn args(
     profile: &Path,
@@ -58,7 +46,9 @@ pub fn args(
         // (process group, or bwrap namespaces) is what contains it then.
         args.push("--no-sandbox".into());
     }
-    args.extend(proxy_flags(proxy));
+    // Every request goes through the egress guard: no bypass, no QUIC,
+    // no non-proxied WebRTC UDP.
+    args.extend(crate::egress::chromium_proxy_args(proxy));
     args.push(format!("--window-size={},{}", window.0, window.1));
     args.push(format!("--user-data-dir={}", profile.display()));
     args.push("about:blank".into());

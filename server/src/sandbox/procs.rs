@@ -59,6 +59,13 @@ mod tests {
             .spawn()
             .unwrap();
         let pid = i32::try_from(child.id()).unwrap();
+        // Until the child has exec'd, its command line is still ours.
+        for _ in 0..200 {
+            if is_alive(pid, &marker) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
         assert!(is_alive(pid, &marker));
         assert!(!is_alive(pid, "some-other-marker"));
         assert!(!kill_group(pid, "some-other-marker", Duration::from_millis(100)).await);

@@ -56,10 +56,7 @@ impl LiveSession {
         record: RecordMode,
         viewport: Viewport,
         deadline_at: i64,
-        sandbox: Sandbox,
-        conn: BrowserConn,
-        egress: EgressListener,
-        first: &Page,
+        warm: super::pool::Warm,
     ) -> Self {
         Self {
             id,
@@ -69,10 +66,13 @@ impl LiveSession {
             deadline_at,
             last_activity: AtomicI64::new(now_ms()),
             screenshot_seq: AtomicU64::new(0),
-            sandbox,
-            conn,
-            egress: Mutex::new(Some(egress)),
-            tabs: Mutex::new(Tabs { active: Some(first.target_id().clone()), refs: HashMap::new() }),
+            tabs: Mutex::new(Tabs {
+                active: Some(warm.page.target_id().clone()),
+                refs: HashMap::new(),
+            }),
+            sandbox: warm.sandbox,
+            conn: warm.conn,
+            egress: Mutex::new(Some(warm.egress)),
         }
     }
 
@@ -112,7 +112,10 @@ impl LiveSession {
         {
             return Ok(p.clone());
         }
-        let first = pages.into_iter().next().ok_or_else(|| CdpError::NotFound("no tab is open".into()))?;
+        let first = pages
+            .into_iter()
+            .next()
+            .ok_or_else(|| CdpError::NotFound("no tab is open".into()))?;
         tabs.active = Some(first.target_id().clone());
         tabs.refs.clear();
         Ok(first)
@@ -120,7 +123,11 @@ impl LiveSession {
 
     /// Opens a tab (optionally at `url`) and makes it active.
     pub async fn open_tab(&self, tabs: &mut Tabs, url: Option<&str>) -> Result<Page, CdpError> {
-        let page = self.conn.browser().new_page(url.unwrap_or("about:blank")).await?;
+        let page = self
+            .conn
+            .browser()
+            .new_page(url.unwrap_or("about:blank"))
+            .await?;
         page.execute(super::metrics_override(self.viewport)).await?;
         tabs.active = Some(page.target_id().clone());
         tabs.refs.clear();

@@ -190,7 +190,10 @@ impl Inner {
             tracing::warn!(error = %format!("{e:#}"), "failed to stop a sandbox");
         }
         let _ = self.store.sandbox_stopped(&warm.sandbox.id).await;
-        self.known.lock().expect("known lock").remove(&warm.sandbox.id);
+        self.known
+            .lock()
+            .expect("known lock")
+            .remove(&warm.sandbox.id);
         warm.egress.close().await;
     }
 }
@@ -212,17 +215,24 @@ const REAP_EVERY: Duration = Duration::from_secs(60);
 impl SessionManager {
     /// Picks the driver, reaps what a previous run left behind, and starts
     /// the warm pool and the lifecycle ticker.
-    pub async fn start(settings: &Settings, store: Store, egress: EgressGuard) -> anyhow::Result<Self> {
+    pub async fn start(
+        settings: &Settings,
+        store: Store,
+        egress: EgressGuard,
+    ) -> anyhow::Result<Self> {
         let driver: Arc<dyn Driver> = match settings.sandbox_driver {
             SandboxDriverSetting::Auto | SandboxDriverSetting::Process => {
                 Arc::new(ProcessDriver::new(settings.chromium_path.clone()))
             }
             SandboxDriverSetting::Bwrap => {
-                anyhow::bail!("sandbox_driver: the bwrap driver is not available yet; use \"process\" or \"auto\"")
+                anyhow::bail!(
+                    "sandbox_driver: the bwrap driver is not available yet; use \"process\" or \"auto\""
+                )
             }
         };
         let run_dir = settings.data_dir.join("run");
-        std::fs::create_dir_all(&run_dir).with_context(|| format!("data_dir: cannot create {}", run_dir.display()))?;
+        std::fs::create_dir_all(&run_dir)
+            .with_context(|| format!("data_dir: cannot create {}", run_dir.display()))?;
         let host = nix::unistd::gethostname()
             .ok()
             .and_then(|h| h.into_string().ok())
@@ -282,14 +292,20 @@ impl SessionManager {
         let mut slots = self.0.slots.lock().expect("slots lock");
         if slots.total >= self.0.cfg.max_total {
             return Err(SessionError::Limit {
-                message: format!("this host runs its maximum of {} sessions", self.0.cfg.max_total),
+                message: format!(
+                    "this host runs its maximum of {} sessions",
+                    self.0.cfg.max_total
+                ),
                 retry_after_s: 5,
             });
         }
         let mine = slots.per_tenant.get(tenant).copied().unwrap_or(0);
         if mine >= self.0.cfg.max_per_tenant {
             return Err(SessionError::Limit {
-                message: format!("tenant {tenant} has its maximum of {} open sessions", self.0.cfg.max_per_tenant),
+                message: format!(
+                    "tenant {tenant} has its maximum of {} open sessions",
+                    self.0.cfg.max_per_tenant
+                ),
                 retry_after_s: 5,
             });
         }
@@ -311,16 +327,31 @@ impl SessionManager {
 
     /// Opens a session for the key's tenant.
     #[tracing::instrument(skip_all, fields(tenant.id = %owner.tenant))]
-    pub async fn open(&self, owner: &ApiKeyOwner, req: OpenRequest) -> Result<SessionInfo, SessionError> {
+    pub async fn open(
+        &self,
+        owner: &ApiKeyOwner,
+        req: OpenRequest,
+    ) -> Result<SessionInfo, SessionError> {
         let deadline_s = req.validate(self.0.cfg.deadline_default_s, self.0.cfg.deadline_max_s)?;
         if self.0.shutting_down() {
-            return Err(SessionError::Limit { message: "the server is shutting down".into(), retry_after_s: 5 });
+            return Err(SessionError::Limit {
+                message: "the server is shutting down".into(),
+                retry_after_s: 5,
+            });
         }
         self.reserve(&owner.tenant)?;
         let id = SessionId::generate();
-        self.0.opening.lock().expect("opening lock").insert(id.to_string());
+        self.0
+            .opening
+            .lock()
+            .expect("opening lock")
+            .insert(id.to_string());
         let result = self.open_reserved(owner, &req, &id, deadline_s).await;
-        self.0.opening.lock().expect("opening lock").remove(id.as_str());
+        self.0
+            .opening
+            .lock()
+            .expect("opening lock")
+            .remove(id.as_str());
         if result.is_err() {
             self.release(&owner.tenant);
         }
@@ -385,7 +416,10 @@ impl SessionManager {
                     Err(e) => {
                         tracing::error!(error = %format!("{e:#}"), "session open: browser start failed");
                         let msg = "the browser could not be started";
-                        let _ = inner.store.session_end(id.as_str(), true, "start_failed", Some(msg), now).await;
+                        let _ = inner
+                            .store
+                            .session_end(id.as_str(), true, "start_failed", Some(msg), now)
+                            .await;
                         let _ = inner
                             .store
                             .audit_append(
@@ -401,9 +435,18 @@ impl SessionManager {
             }
         };
         let setup = async {
-            inner.store.sandbox_assign(&warm.sandbox.id, id.as_str()).await?;
-            warm.page.execute(metrics_override(req.viewport)).await.context("failed to set the viewport")?;
-            inner.store.session_ready(id.as_str(), &warm.sandbox.id).await?;
+            inner
+                .store
+                .sandbox_assign(&warm.sandbox.id, id.as_str())
+                .await?;
+            warm.page
+                .execute(metrics_override(req.viewport))
+                .await
+                .context("failed to set the viewport")?;
+            inner
+                .store
+                .session_ready(id.as_str(), &warm.sandbox.id)
+                .await?;
             anyhow::Ok(())
         }
         .await;
@@ -413,14 +456,21 @@ impl SessionManager {
             req.record,
             req.viewport,
             row.deadline_at,
-            warm.sandbox,
-            warm.conn,
-            warm.egress,
-            &warm.page,
+            warm,
         ));
-        inner.live.lock().expect("live lock").insert(id.clone(), live);
+        inner
+            .live
+            .lock()
+            .expect("live lock")
+            .insert(id.clone(), live);
         if let Err(e) = setup {
-            self.end(id, "start_failed", Some("the browser could not be prepared".into()), Actor::System).await;
+            self.end(
+                id,
+                "start_failed",
+                Some("the browser could not be prepared".into()),
+                Actor::System,
+            )
+            .await;
             return Err(SessionError::StartFailed(e));
         }
         row.state = "ready".into();
@@ -440,8 +490,15 @@ impl SessionManager {
             }
         }
         match parsed {
-            Some(sid) => match self.0.store.session_get(tenant.as_str(), sid.as_str()).await? {
-                Some(row) if row.state == "closed" || row.state == "failed" || row.state == "closing" => {
+            Some(sid) => match self
+                .0
+                .store
+                .session_get(tenant.as_str(), sid.as_str())
+                .await?
+            {
+                Some(row)
+                    if row.state == "closed" || row.state == "failed" || row.state == "closing" =>
+                {
                     Err(SessionError::Gone {
                         state: row.state,
                         reason: row.close_reason.unwrap_or_else(|| "closing".into()),
@@ -458,27 +515,36 @@ impl SessionManager {
     /// The stored view of a session of `tenant`.
     pub async fn info(&self, tenant: &TenantId, id: &str) -> Result<SessionInfo, SessionError> {
         let sid: SessionId = id.parse().map_err(|_| SessionError::NotFound)?;
-        let row = self.0.store.session_get(tenant.as_str(), sid.as_str()).await?.ok_or(SessionError::NotFound)?;
+        let row = self
+            .0
+            .store
+            .session_get(tenant.as_str(), sid.as_str())
+            .await?
+            .ok_or(SessionError::NotFound)?;
         Ok(SessionInfo::from_row(&row))
     }
 
     /// Closes a session at its owner's request.
     pub async fn close(&self, owner: &ApiKeyOwner, id: &str) -> Result<SessionInfo, SessionError> {
         let live = self.get(&owner.tenant, id).await?;
-        self.end(&live.id, "client", None, Actor::Agent(owner.key_id.clone())).await;
+        self.end(&live.id, "client", None, Actor::Agent(owner.key_id.clone()))
+            .await;
         self.info(&owner.tenant, id).await
     }
 
     /// Marks a session failed because its browser is gone, and stops it.
     pub async fn fail(&self, id: &SessionId, reason: &str, error: &str) {
-        self.end(id, reason, Some(error.to_owned()), Actor::System).await;
+        self.end(id, reason, Some(error.to_owned()), Actor::System)
+            .await;
     }
 
     /// Ends a live session: audit, stop the sandbox, keep or drop screenshots,
     /// record the outcome. Safe to call twice (the second does nothing).
     async fn end(&self, id: &SessionId, reason: &str, error: Option<String>, actor: Actor) {
         let inner = &self.0;
-        let Some(live) = inner.live.lock().expect("live lock").remove(id) else { return };
+        let Some(live) = inner.live.lock().expect("live lock").remove(id) else {
+            return;
+        };
         let failed = error.is_some();
         let _ = inner.store.session_closing(id.as_str()).await;
         if let Err(e) = inner
@@ -499,19 +565,38 @@ impl SessionManager {
         if let Err(e) = inner.driver.stop(&live.sandbox).await {
             tracing::error!(error = %format!("{e:#}"), sandbox.id = %live.sandbox.id, "failed to stop a sandbox");
         }
-        inner.known.lock().expect("known lock").remove(&live.sandbox.id);
+        inner
+            .known
+            .lock()
+            .expect("known lock")
+            .remove(&live.sandbox.id);
         if let Some(egress) = live.egress.lock().await.take() {
             egress.close().await;
         }
         let _ = inner.store.sandbox_stopped(&live.sandbox.id).await;
-        if let Err(e) = inner.recorder.finish(live.record, live.tenant.as_str(), id.as_str()).await {
+        if let Err(e) = inner
+            .recorder
+            .finish(live.record, live.tenant.as_str(), id.as_str())
+            .await
+        {
             tracing::error!(error = %format!("{e:#}"), "failed to remove transient screenshots");
         }
-        if let Err(e) = inner.store.session_end(id.as_str(), failed, reason, error.as_deref(), live.last_activity()).await {
+        if let Err(e) = inner
+            .store
+            .session_end(
+                id.as_str(),
+                failed,
+                reason,
+                error.as_deref(),
+                live.last_activity(),
+            )
+            .await
+        {
             tracing::error!(error = %format!("{e:#}"), "failed to record a session's end");
         }
         self.release(&live.tenant);
-        metrics::counter!("cordon_sessions_closed_total", "reason" => reason.to_owned()).increment(1);
+        metrics::counter!("cordon_sessions_closed_total", "reason" => reason.to_owned())
+            .increment(1);
     }
 
     /// Closes sessions past their deadline or idle timeout, fails those
@@ -524,10 +609,18 @@ impl SessionManager {
             tokio::time::sleep(TICK).await;
             let now = now_ms();
             let idle_ms = i64::try_from(self.0.cfg.idle.as_millis()).unwrap_or(i64::MAX);
-            let sessions: Vec<Arc<LiveSession>> = self.0.live.lock().expect("live lock").values().cloned().collect();
+            let sessions: Vec<Arc<LiveSession>> = self
+                .0
+                .live
+                .lock()
+                .expect("live lock")
+                .values()
+                .cloned()
+                .collect();
             for s in sessions {
                 if s.browser_gone() {
-                    self.fail(&s.id, "browser_exited", "the browser exited unexpectedly").await;
+                    self.fail(&s.id, "browser_exited", "the browser exited unexpectedly")
+                        .await;
                 } else if now >= s.deadline_at {
                     self.end(&s.id, "deadline", None, Actor::System).await;
                 } else if now - s.last_activity() >= idle_ms {
@@ -546,7 +639,9 @@ impl SessionManager {
                 since_gc = Duration::ZERO;
                 match self.0.recorder.gc(self.retention()).await {
                     Ok(0) => {}
-                    Ok(n) => tracing::info!(removed = n, "recording: expired screenshot folders removed"),
+                    Ok(n) => {
+                        tracing::info!(removed = n, "recording: expired screenshot folders removed")
+                    }
                     Err(e) => tracing::error!(error = %format!("{e:#}"), "recording GC failed"),
                 }
             }
@@ -557,11 +652,44 @@ impl SessionManager {
         self.0.retention
     }
 
+    /// Kills every browser this manager runs, at once and without waiting
+    /// (SIGKILL to each process group). For a process that is going away
+    /// without a graceful shutdown, such as a test that panicked.
+    pub fn kill_all_now(&self) {
+        self.0.shutdown.store(true, Ordering::SeqCst);
+        let mut sandboxes: Vec<crate::sandbox::Sandbox> = self
+            .0
+            .live
+            .lock()
+            .expect("live lock")
+            .values()
+            .map(|s| s.sandbox.clone())
+            .collect();
+        sandboxes.extend(self.0.pool.drain().into_iter().map(|w| w.sandbox));
+        for sb in sandboxes {
+            if let Some(pid) = sb.pid
+                && crate::sandbox::is_alive(pid, &sb.marker)
+            {
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
+    }
+
     /// Stops everything: open sessions (reason `shutdown`) and the warm pool.
     pub async fn shutdown(&self) {
         self.0.shutdown.store(true, Ordering::SeqCst);
         self.0.pool.wake.notify_one();
-        let ids: Vec<SessionId> = self.0.live.lock().expect("live lock").keys().cloned().collect();
+        let ids: Vec<SessionId> = self
+            .0
+            .live
+            .lock()
+            .expect("live lock")
+            .keys()
+            .cloned()
+            .collect();
         for id in ids {
             self.end(&id, "shutdown", None, Actor::System).await;
         }

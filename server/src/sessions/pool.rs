@@ -52,7 +52,6 @@ impl Pool {
     pub fn drain(&self) -> Vec<Warm> {
         self.ready.lock().expect("pool lock").drain(..).collect()
     }
-
 }
 
 /// Starts one browser: egress listener, sandbox, CDP connection, first page.
@@ -93,7 +92,12 @@ async fn start_inner(inner: &Inner, id: String, state: &str) -> anyhow::Result<W
     }
     .await;
     match connected {
-        Ok((conn, page)) => Ok(Warm { sandbox, conn, page, egress }),
+        Ok((conn, page)) => Ok(Warm {
+            sandbox,
+            conn,
+            page,
+            egress,
+        }),
         Err(e) => {
             let _ = inner.driver.stop(&sandbox).await;
             let _ = inner.store.sandbox_stopped(&id).await;
@@ -110,7 +114,9 @@ pub(super) async fn refill_loop(inner: Arc<Inner>) {
         if inner.shutting_down() {
             return;
         }
-        while inner.pool.len() + inner.pool.starting.load(Ordering::SeqCst) < target && !inner.shutting_down() {
+        while inner.pool.len() + inner.pool.starting.load(Ordering::SeqCst) < target
+            && !inner.shutting_down()
+        {
             inner.pool.starting.fetch_add(1, Ordering::SeqCst);
             let inner2 = inner.clone();
             tokio::spawn(async move {

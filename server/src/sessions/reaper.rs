@@ -26,14 +26,32 @@ impl SessionManager {
     pub async fn reap(&self) -> anyhow::Result<ReapReport> {
         let inner = &self.0;
         let mut report = ReapReport::default();
-        let live: Vec<String> = inner.live.lock().expect("live lock").keys().map(|k| k.to_string()).collect();
+        let live: Vec<String> = inner
+            .live
+            .lock()
+            .expect("live lock")
+            .keys()
+            .map(|k| k.to_string())
+            .collect();
         for row in inner.store.sessions_unended_on(&inner.host).await? {
-            if live.contains(&row.id) || inner.opening.lock().expect("opening lock").contains(&row.id) {
+            if live.contains(&row.id)
+                || inner
+                    .opening
+                    .lock()
+                    .expect("opening lock")
+                    .contains(&row.id)
+            {
                 continue;
             }
             let ended = inner
                 .store
-                .session_end(&row.id, true, "orphaned", Some("the control plane lost this session (restart or crash)"), row.last_activity_at)
+                .session_end(
+                    &row.id,
+                    true,
+                    "orphaned",
+                    Some("the control plane lost this session (restart or crash)"),
+                    row.last_activity_at,
+                )
                 .await?;
             if ended {
                 report.sessions_closed += 1;
@@ -72,4 +90,3 @@ impl SessionManager {
         Ok(report)
     }
 }
-

@@ -37,7 +37,10 @@ pub struct Viewport {
 
 impl Default for Viewport {
     fn default() -> Self {
-        Self { width: 1280, height: 720 }
+        Self {
+            width: 1280,
+            height: 720,
+        }
     }
 }
 
@@ -85,7 +88,11 @@ pub enum OpenRequestError {
 
 impl OpenRequest {
     /// Checks ranges; returns the deadline in seconds to use.
-    pub fn validate(&self, default_deadline: u64, max_deadline: u64) -> Result<u64, OpenRequestError> {
+    pub fn validate(
+        &self,
+        default_deadline: u64,
+        max_deadline: u64,
+    ) -> Result<u64, OpenRequestError> {
         let Viewport { width, height } = self.viewport;
         if !(200..=3840).contains(&width) || !(200..=2160).contains(&height) {
             return Err(OpenRequestError::Viewport);
@@ -100,9 +107,16 @@ impl OpenRequest {
         for d in &self.domains {
             let ok = !d.is_empty()
                 && d.len() <= 253
-                && d.split('.').all(|l| !l.is_empty() && l.len() <= 63 && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'));
+                && d.split('.').all(|l| {
+                    !l.is_empty()
+                        && l.len() <= 63
+                        && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                });
             if !ok {
-                return Err(OpenRequestError::Domains(format!("{:?} is not a host name", d.chars().take(64).collect::<String>())));
+                return Err(OpenRequestError::Domains(format!(
+                    "{:?} is not a host name",
+                    d.chars().take(64).collect::<String>()
+                )));
             }
         }
         if self.credential_mode == CredentialMode::Operator {
@@ -142,7 +156,10 @@ mod tests {
     #[test]
     fn out_of_range_values_are_refused() {
         let mut r = parse("{}").unwrap();
-        r.viewport = Viewport { width: 100, height: 720 };
+        r.viewport = Viewport {
+            width: 100,
+            height: 720,
+        };
         assert_eq!(r.validate(600, 3600), Err(OpenRequestError::Viewport));
         r.viewport = Viewport::default();
         r.deadline_s = Some(0);
@@ -151,14 +168,23 @@ mod tests {
         assert_eq!(r.validate(600, 3600), Err(OpenRequestError::Deadline(3600)));
         r.deadline_s = None;
         r.domains = vec!["exa mple.com".into()];
-        assert!(matches!(r.validate(600, 3600), Err(OpenRequestError::Domains(_))));
+        assert!(matches!(
+            r.validate(600, 3600),
+            Err(OpenRequestError::Domains(_))
+        ));
         r.domains = vec!["a.example".into(); MAX_DOMAINS + 1];
-        assert!(matches!(r.validate(600, 3600), Err(OpenRequestError::Domains(_))));
+        assert!(matches!(
+            r.validate(600, 3600),
+            Err(OpenRequestError::Domains(_))
+        ));
     }
 
     #[test]
     fn operator_mode_requires_a_grant_token() {
-        let r = parse(r#"{"credential_mode": "operator", "domains": ["github.com"], "grant_token": "x"}"#).unwrap();
+        let r = parse(
+            r#"{"credential_mode": "operator", "domains": ["github.com"], "grant_token": "x"}"#,
+        )
+        .unwrap();
         assert_eq!(r.validate(600, 3600), Err(OpenRequestError::GrantRequired));
     }
 }

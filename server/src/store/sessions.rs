@@ -172,18 +172,31 @@ impl Store {
     }
 
     /// One session of one tenant.
-    pub async fn session_get(&self, tenant_id: &str, id: &str) -> anyhow::Result<Option<SessionRow>> {
-        let row = sqlx::query(&format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1 AND tenant_id = $2"))
-            .bind(id.to_owned())
-            .bind(tenant_id.to_owned())
-            .fetch_optional(self.pool())
-            .await
-            .context("failed to read session")?;
-        row.as_ref().map(session_from).transpose().context("malformed session row")
+    pub async fn session_get(
+        &self,
+        tenant_id: &str,
+        id: &str,
+    ) -> anyhow::Result<Option<SessionRow>> {
+        let row = sqlx::query(&format!(
+            "SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1 AND tenant_id = $2"
+        ))
+        .bind(id.to_owned())
+        .bind(tenant_id.to_owned())
+        .fetch_optional(self.pool())
+        .await
+        .context("failed to read session")?;
+        row.as_ref()
+            .map(session_from)
+            .transpose()
+            .context("malformed session row")
     }
 
     /// A tenant's sessions, newest first.
-    pub async fn session_list(&self, tenant_id: &str, limit: i64) -> anyhow::Result<Vec<SessionRow>> {
+    pub async fn session_list(
+        &self,
+        tenant_id: &str,
+        limit: i64,
+    ) -> anyhow::Result<Vec<SessionRow>> {
         let rows = sqlx::query(&format!(
             "SELECT {SESSION_COLUMNS} FROM sessions WHERE tenant_id = $1 ORDER BY created_at DESC, id LIMIT $2"
         ))
@@ -192,7 +205,10 @@ impl Store {
         .fetch_all(self.pool())
         .await
         .context("failed to list sessions")?;
-        rows.iter().map(session_from).collect::<Result<_, _>>().context("malformed session row")
+        rows.iter()
+            .map(session_from)
+            .collect::<Result<_, _>>()
+            .context("malformed session row")
     }
 
     /// Sessions on `host` that have not ended.
@@ -204,7 +220,10 @@ impl Store {
         .fetch_all(self.pool())
         .await
         .context("failed to list live sessions")?;
-        rows.iter().map(session_from).collect::<Result<_, _>>().context("malformed session row")
+        rows.iter()
+            .map(session_from)
+            .collect::<Result<_, _>>()
+            .context("malformed session row")
     }
 
     /// Records a started sandbox.

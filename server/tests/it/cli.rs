@@ -176,6 +176,8 @@ fn serve_shuts_down_gracefully_on_sigterm() {
         .arg("serve")
         .env("CORDON_BIND", "127.0.0.1:0")
         .env("CORDON_LOG_FORMAT", "json")
+        .env("CORDON_EGRESS_RESOLVER", "loopback-only")
+        .env("CORDON_POOL_SIZE", "1")
         .env("CORDON_LOG_LEVEL", "info")
         .env("CORDON_SITE_ROOT", site_root())
         .stderr(Stdio::piped())

@@ -107,6 +107,12 @@ pub fn test_settings(db: &TestDb, extra: &[(&str, &str)]) -> Settings {
             site_root().display().to_string(),
         ),
         ("CORDON_LOG_LEVEL".to_string(), "warn".to_string()),
+        // No DNS query may leave the machine: only `localhost` resolves.
+        (
+            "CORDON_EGRESS_RESOLVER".to_string(),
+            "loopback-only".to_string(),
+        ),
+        ("CORDON_POOL_SIZE".to_string(), "0".to_string()),
     ];
     env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     Settings::load_from(None, env).expect("test settings")
@@ -116,10 +122,6 @@ pub fn test_settings(db: &TestDb, extra: &[(&str, &str)]) -> Settings {
 pub struct TestApp {
     pub addr: std::net::SocketAddr,
     pub state: AppState,
-    #[expect(
-        dead_code,
-        reason = "keeps the database files alive while the app runs"
-    )]
     pub db: TestDb,
     pub http: reqwest::Client,
     shutdown: Option<oneshot::Sender<()>>,
@@ -164,14 +166,22 @@ impl TestApp {
         self.http.get(self.url(path)).send().await.expect("request")
     }
 
-    /// Stops the server gracefully and waits for it.
-    pub async fn stop(mut self) {
+    /// Stops the server gracefully and waits for it; the database outlives it.
+    pub async fn stop(mut self) -> TestDb {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
         if let Some(task) = self.task.take() {
             task.await.expect("server task").expect("server ran");
         }
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::mem::replace(
+            &mut self.db,
+            TestDb {
+                url: String::new(),
+                dir,
+            },
+        )
     }
 }
 
@@ -179,6 +189,9 @@ impl Drop for TestApp {
     fn drop(&mut self) {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
+            // Not stopped gracefully (a failed test): the runtime may end
+            // before the shutdown runs, so kill the browsers now.
+            self.state.sessions.kill_all_now();
         }
     }
 }
@@ -195,47 +208,7 @@ pub const CHROMIUM: &str = "/usr/lib/chromium/chromium";
 
 impl Chromium {
     pub fn start() -> Self {
-        use std::os::unix::process::CommandExt;
-        let profile = tempfile::tempdir().expect("profile dir");
-        let child = Command::new(CHROMIUM)
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--remote-debugging-address=127.0.0.1",
-                "--remote-debugging-port=0",
-                "about:blank",
-            ])
-            .arg(format!("--user-data-dir={}", profile.path().display()))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .expect("chromium starts (apt-get install chromium)");
-        let port_file = profile.path().join("DevToolsActivePort");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let devtools_port = loop {
-            if let Ok(text) = std::fs::read_to_string(&port_file)
-                && let Some(port) = text.lines().next().and_then(|l| l.parse().ok())
-            {
-                break port;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "chromium did not open its DevTools port"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        Self {
-            child,
-            devtools_port,
-            _profile: profile,
-        }
+        Self::start_with(&[], "about:blank")
     }
 
     pub fn pid(&self) -> i32 {
@@ -300,4 +273,95 @@ impl Chromium {
             _profile: profile,
         }
     }
+}
+
+/// An agent of one tenant, with its own API key, talking to a [`TestApp`].
+pub struct AgentClient {
+    pub http: reqwest::Client,
+    pub base: String,
+    pub key: String,
+}
+
+impl TestApp {
+    /// Creates `tenant` (if needed) and an API key for it.
+    pub async fn agent(&self, tenant: &str) -> AgentClient {
+        let id: cordon::domain::TenantId = tenant.parse().unwrap();
+        let _ = self.state.store.tenant_create(&id, tenant).await;
+        let (_, key) = self.state.store.api_key_create(&id, "test").await.unwrap();
+        AgentClient {
+            http: self.http.clone(),
+            base: self.url(""),
+            key,
+        }
+    }
+}
+
+impl AgentClient {
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> (reqwest::StatusCode, serde_json::Value) {
+        let mut req = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(&self.key);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let res = req.send().await.expect("request");
+        let status = res.status();
+        let text = res.text().await.unwrap();
+        let value = serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text));
+        (status, value)
+    }
+
+    pub async fn post(
+        &self,
+        path: &str,
+        body: serde_json::Value,
+    ) -> (reqwest::StatusCode, serde_json::Value) {
+        self.call(reqwest::Method::POST, path, Some(body)).await
+    }
+
+    pub async fn get(&self, path: &str) -> (reqwest::StatusCode, serde_json::Value) {
+        self.call(reqwest::Method::GET, path, None).await
+    }
+
+    /// Opens a session and returns its id (panics unless 201).
+    pub async fn open(&self, body: serde_json::Value) -> String {
+        let (status, v) = self.post("/api/sessions", body).await;
+        assert_eq!(status, reqwest::StatusCode::CREATED, "{v}");
+        v["session_id"].as_str().unwrap().to_owned()
+    }
+
+    /// Calls tool `tool` of session `sid`.
+    pub async fn tool(
+        &self,
+        sid: &str,
+        tool: &str,
+        body: serde_json::Value,
+    ) -> (reqwest::StatusCode, serde_json::Value) {
+        self.post(&format!("/api/sessions/{sid}/{tool}"), body)
+            .await
+    }
+
+    pub async fn close(&self, sid: &str) -> (reqwest::StatusCode, serde_json::Value) {
+        self.call(
+            reqwest::Method::DELETE,
+            &format!("/api/sessions/{sid}"),
+            None,
+        )
+        .await
+    }
+}
+
+/// Test settings for a session engine: no warm pool unless asked, the
+/// site allowed through the egress guard.
+pub async fn session_app(backend: Backend, allow: &str, extra: &[(&str, &str)]) -> TestApp {
+    let mut env: Vec<(&str, &str)> =
+        vec![("CORDON_POOL_SIZE", "0"), ("CORDON_EGRESS_ALLOW", allow)];
+    env.extend_from_slice(extra);
+    TestApp::spawn_with(backend, &env).await
 }

@@ -82,7 +82,7 @@ async fn unknown_api_routes_get_a_typed_json_404() {
         "/api",
         "/api/",
         "/api/does-not-exist",
-        "/api/sessions/%00%ff",
+        "/api/nothing/%00%ff",
     ] {
         let res = app
             .http

@@ -8,4 +8,6 @@ mod chromium;
 mod cli;
 mod egress;
 mod http;
+mod sessions;
+mod site;
 mod storage;

@@ -46,9 +46,14 @@ pub async fn list(
 ) -> Result<Json<Vec<SessionInfo>>, ApiError> {
     let limit = q.limit.unwrap_or(50);
     if !(1..=500).contains(&limit) {
-        return Err(ApiError::BadRequest("limit must be between 1 and 500".into()));
+        return Err(ApiError::BadRequest(
+            "limit must be between 1 and 500".into(),
+        ));
     }
-    let rows = state.store.session_list(agent.0.tenant.as_str(), limit).await?;
+    let rows = state
+        .store
+        .session_list(agent.0.tenant.as_str(), limit)
+        .await?;
     Ok(Json(rows.iter().map(SessionInfo::from_row).collect()))
 }
 

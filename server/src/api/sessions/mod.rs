@@ -1,8 +1,8 @@
 //! `/api/sessions`: open, inspect and close sessions, and drive them with tools.
 
 mod lifecycle;
-mod target;
 mod tabs;
+mod target;
 mod tools;
 
 use axum::Router;
@@ -14,7 +14,10 @@ use crate::state::AppState;
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/api/sessions", post(lifecycle::open).get(lifecycle::list))
-        .route("/api/sessions/{id}", get(lifecycle::show).delete(lifecycle::close))
+        .route(
+            "/api/sessions/{id}",
+            get(lifecycle::show).delete(lifecycle::close),
+        )
         .route("/api/sessions/{id}/navigate", post(tools::navigate))
         .route("/api/sessions/{id}/screenshot", post(tools::screenshot))
         .route("/api/sessions/{id}/click", post(tools::click))

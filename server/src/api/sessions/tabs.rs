@@ -5,7 +5,7 @@ use axum::extract::{Path, State};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::target::{begin, finish};
+use super::target::{SessionRef, begin, finish};
 use crate::api::auth::Agent;
 use crate::api::json::ApiJson;
 use crate::audit::redact;
@@ -27,14 +27,21 @@ pub struct TabInfo {
     active: bool,
 }
 
-async fn describe(pages: Vec<chromiumoxide::Page>, active: Option<&str>) -> Result<Vec<TabInfo>, CdpError> {
+async fn describe(
+    pages: Vec<chromiumoxide::Page>,
+    active: Option<&str>,
+) -> Result<Vec<TabInfo>, CdpError> {
     let mut out = Vec::with_capacity(pages.len());
     for p in pages {
         let id = p.target_id().inner().clone();
+        // A tab that is closing answers with errors; it is not listed.
+        let (Ok(url), Ok(title)) = (p.url().await, crate::cdp::title(&p).await) else {
+            continue;
+        };
         out.push(TabInfo {
             active: active == Some(id.as_str()),
-            url: p.url().await?.unwrap_or_default(),
-            title: p.get_title().await?.unwrap_or_default(),
+            url: url.unwrap_or_default(),
+            title,
             tab_id: id,
         });
     }
@@ -42,8 +49,12 @@ async fn describe(pages: Vec<chromiumoxide::Page>, active: Option<&str>) -> Resu
 }
 
 /// `GET /api/sessions/{id}/tabs`
-pub async fn list(agent: Agent, State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<Vec<TabInfo>>, ApiError> {
-    let session = begin(&state, &agent.0, &id, "tool.tabs.list", json!({})).await?;
+pub async fn list(
+    agent: Agent,
+    State(state): State<AppState>,
+    SessionRef(session): SessionRef,
+) -> Result<Json<Vec<TabInfo>>, ApiError> {
+    let session = begin(&state, &agent.0, &session, "tool.tabs.list", json!({})).await?;
     let mut tabs = session.tabs.lock().await;
     let res = async {
         let active = session.page(&mut tabs).await?.target_id().inner().clone();
@@ -64,17 +75,27 @@ pub struct OpenTabReq {
 pub async fn open(
     agent: Agent,
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    SessionRef(session): SessionRef,
     ApiJson(req): ApiJson<OpenTabReq>,
 ) -> Result<Json<TabInfo>, ApiError> {
-    let url = req.url.as_deref().map(TargetUrl::parse).transpose().map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let url = req
+        .url
+        .as_deref()
+        .map(TargetUrl::parse)
+        .transpose()
+        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let params = json!({ "url": url.as_ref().map(|u| redact::url(u.as_str())) });
-    let session = begin(&state, &agent.0, &id, "tool.tabs.open", params).await?;
+    let session = begin(&state, &agent.0, &session, "tool.tabs.open", params).await?;
     let mut tabs = session.tabs.lock().await;
     let res = async {
-        let page = session.open_tab(&mut tabs, url.as_ref().map(TargetUrl::as_str)).await?;
+        let page = session
+            .open_tab(&mut tabs, url.as_ref().map(TargetUrl::as_str))
+            .await?;
         let id = page.target_id().inner().clone();
-        Ok(describe(vec![page], Some(&id)).await?.remove(0))
+        describe(vec![page], Some(&id))
+            .await?
+            .pop()
+            .ok_or_else(|| CdpError::Failed("the new tab closed at once".into()))
     }
     .await;
     Ok(Json(finish(&state, &session, res).await?))
@@ -84,9 +105,17 @@ pub async fn open(
 pub async fn focus(
     agent: Agent,
     State(state): State<AppState>,
-    Path((id, tab)): Path<(String, String)>,
+    SessionRef(session): SessionRef,
+    Path((_, tab)): Path<(String, String)>,
 ) -> Result<Json<TabInfo>, ApiError> {
-    let session = begin(&state, &agent.0, &id, "tool.tabs.focus", json!({ "tab": tab })).await?;
+    let session = begin(
+        &state,
+        &agent.0,
+        &session,
+        "tool.tabs.focus",
+        json!({ "tab": tab }),
+    )
+    .await?;
     let mut tabs = session.tabs.lock().await;
     let res = async {
         let page = session
@@ -98,7 +127,10 @@ pub async fn focus(
         page.bring_to_front().await?;
         tabs.active = Some(page.target_id().clone());
         tabs.refs.clear();
-        Ok(describe(vec![page], Some(&tab)).await?.remove(0))
+        describe(vec![page], Some(&tab))
+            .await?
+            .pop()
+            .ok_or_else(|| CdpError::NotFound("no such tab".into()))
     }
     .await;
     Ok(Json(finish(&state, &session, res).await?))
@@ -108,20 +140,42 @@ pub async fn focus(
 pub async fn close(
     agent: Agent,
     State(state): State<AppState>,
-    Path((id, tab)): Path<(String, String)>,
+    SessionRef(session): SessionRef,
+    Path((_, tab)): Path<(String, String)>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let session = begin(&state, &agent.0, &id, "tool.tabs.close", json!({ "tab": tab })).await?;
+    let session = begin(
+        &state,
+        &agent.0,
+        &session,
+        "tool.tabs.close",
+        json!({ "tab": tab }),
+    )
+    .await?;
     let mut tabs = session.tabs.lock().await;
     let res = async {
         let pages = session.pages().await?;
         if pages.len() <= 1 {
-            return Err(CdpError::Failed("cannot close the last tab; close the session instead".into()));
+            return Err(CdpError::Failed(
+                "cannot close the last tab; close the session instead".into(),
+            ));
         }
         let page = pages
             .into_iter()
             .find(|p| p.target_id().inner() == &tab)
             .ok_or_else(|| CdpError::NotFound("no such tab".into()))?;
         page.close().await?;
+        // Wait (briefly) until the browser no longer lists it.
+        for _ in 0..100 {
+            if !session
+                .pages()
+                .await?
+                .iter()
+                .any(|p| p.target_id().inner() == &tab)
+            {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
         if tabs.active.as_ref().is_some_and(|a| a.inner() == &tab) {
             tabs.active = None;
             tabs.refs.clear();

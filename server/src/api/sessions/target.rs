@@ -4,7 +4,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::collections::HashMap;
+
+use axum::extract::{FromRequestParts, Path};
+use axum::http::request::Parts;
 use serde::Deserialize;
+
+use crate::api::auth::Agent;
 use serde_json::Value;
 
 use crate::audit::{Actor, NewEvent};
@@ -47,15 +53,24 @@ impl TargetSpec {
     pub fn locate(&self, tabs: &Tabs, viewport: (u32, u32)) -> Result<Locator, ApiError> {
         match (self.x, self.y, &self.selector, &self.r#ref) {
             (Some(x), Some(y), None, None) => {
-                let inside = x.is_finite() && y.is_finite() && x >= 0.0 && y >= 0.0 && x <= f64::from(viewport.0) && y <= f64::from(viewport.1);
+                let inside = x.is_finite()
+                    && y.is_finite()
+                    && x >= 0.0
+                    && y >= 0.0
+                    && x <= f64::from(viewport.0)
+                    && y <= f64::from(viewport.1);
                 if !inside {
-                    return Err(ApiError::BadRequest("x and y must lie inside the viewport".into()));
+                    return Err(ApiError::BadRequest(
+                        "x and y must lie inside the viewport".into(),
+                    ));
                 }
                 Ok(Locator::Point(x, y))
             }
             (None, None, Some(sel), None) => {
                 if sel.is_empty() || sel.len() > MAX_SELECTOR {
-                    return Err(ApiError::BadRequest(format!("selector must be 1 to {MAX_SELECTOR} bytes")));
+                    return Err(ApiError::BadRequest(format!(
+                        "selector must be 1 to {MAX_SELECTOR} bytes"
+                    )));
                 }
                 Ok(Locator::Selector(sel.clone()))
             }
@@ -63,10 +78,15 @@ impl TargetSpec {
                 Some(id) => Ok(Locator::Node(*id, r.clone())),
                 None => Err(ApiError::Unprocessable {
                     code: "element_not_found",
-                    message: format!("unknown ref {:?}; take a snapshot first", r.chars().take(16).collect::<String>()),
+                    message: format!(
+                        "unknown ref {:?}; take a snapshot first",
+                        r.chars().take(16).collect::<String>()
+                    ),
                 }),
             },
-            _ => Err(ApiError::BadRequest("give exactly one of {x, y}, selector or ref".into())),
+            _ => Err(ApiError::BadRequest(
+                "give exactly one of {x, y}, selector or ref".into(),
+            )),
         }
     }
 }
@@ -81,16 +101,35 @@ pub fn bound(state: &AppState, timeout_ms: Option<u64>) -> Result<Duration, ApiE
     }
 }
 
-/// Finds the caller's live session and writes the audit row, before anything
-/// reaches the browser.
+/// The caller's live session named by the `{id}` path segment, resolved
+/// before the body is read: another tenant's or an unknown id is 404 and an
+/// ended one 410, whatever the body says.
+pub struct SessionRef(pub Arc<LiveSession>);
+
+impl FromRequestParts<AppState> for SessionRef {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let Agent(owner) = Agent::from_request_parts(parts, state).await?;
+        let Path(params) = Path::<HashMap<String, String>>::from_request_parts(parts, state)
+            .await
+            .map_err(|_| ApiError::NotFound("session"))?;
+        let id = params.get("id").ok_or(ApiError::NotFound("session"))?;
+        Ok(Self(state.sessions.get(&owner.tenant, id).await?))
+    }
+}
+
+/// Writes the audit row for a tool call, before anything reaches the browser.
 pub async fn begin(
     state: &AppState,
     owner: &ApiKeyOwner,
-    id: &str,
+    session: &Arc<LiveSession>,
     action: &str,
     params: Value,
 ) -> Result<Arc<LiveSession>, ApiError> {
-    let session = state.sessions.get(&owner.tenant, id).await?;
     state
         .store
         .audit_append(
@@ -102,26 +141,59 @@ pub async fn begin(
         )
         .await?;
     session.touch();
-    Ok(session)
+    Ok(session.clone())
 }
 
 /// Maps a browser error; a dead browser fails the session.
-pub async fn finish<T>(state: &AppState, session: &LiveSession, res: Result<T, CdpError>) -> Result<T, ApiError> {
+pub async fn finish<T>(
+    state: &AppState,
+    session: &LiveSession,
+    res: Result<T, CdpError>,
+) -> Result<T, ApiError> {
     session.touch();
     match res {
         Ok(v) => Ok(v),
         Err(CdpError::BrowserGone) => {
-            state.sessions.fail(&session.id, "browser_exited", "the browser exited unexpectedly").await;
-            Err(ApiError::BrowserFailed("the browser exited unexpectedly; the session is now failed".into()))
+            state
+                .sessions
+                .fail(
+                    &session.id,
+                    "browser_exited",
+                    "the browser exited unexpectedly",
+                )
+                .await;
+            Err(ApiError::BrowserFailed(
+                "the browser exited unexpectedly; the session is now failed".into(),
+            ))
         }
         Err(e) if session.browser_gone() => {
             tracing::warn!(error = %e, "tool failed as the browser went away");
-            state.sessions.fail(&session.id, "browser_exited", "the browser exited unexpectedly").await;
-            Err(ApiError::BrowserFailed("the browser exited unexpectedly; the session is now failed".into()))
+            state
+                .sessions
+                .fail(
+                    &session.id,
+                    "browser_exited",
+                    "the browser exited unexpectedly",
+                )
+                .await;
+            Err(ApiError::BrowserFailed(
+                "the browser exited unexpectedly; the session is now failed".into(),
+            ))
         }
-        Err(CdpError::Timeout(what, ms)) => Err(ApiError::Timeout(format!("{what} did not finish within {ms} ms"))),
-        Err(CdpError::NotFound(m)) => Err(ApiError::Unprocessable { code: "element_not_found", message: m }),
-        Err(CdpError::Failed(m)) => Err(ApiError::Unprocessable { code: "action_failed", message: m }),
-        Err(CdpError::Protocol(m)) => Err(ApiError::Unprocessable { code: "browser_error", message: m }),
+        Err(CdpError::Timeout(what, ms)) => Err(ApiError::Timeout(format!(
+            "{what} did not finish within {ms} ms"
+        ))),
+        Err(CdpError::NotFound(m)) => Err(ApiError::Unprocessable {
+            code: "element_not_found",
+            message: m,
+        }),
+        Err(CdpError::Failed(m)) => Err(ApiError::Unprocessable {
+            code: "action_failed",
+            message: m,
+        }),
+        Err(CdpError::Protocol(m)) => Err(ApiError::Unprocessable {
+            code: "browser_error",
+            message: m,
+        }),
     }
 }

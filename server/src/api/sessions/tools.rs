@@ -2,12 +2,12 @@
 //! within a time bound, answer.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::target::{MAX_SELECTOR, TargetSpec, begin, bound, finish};
+use super::target::{MAX_SELECTOR, SessionRef, TargetSpec, begin, bound, finish};
 use crate::api::auth::Agent;
 use crate::api::json::ApiJson;
 use crate::audit::redact;
@@ -40,13 +40,13 @@ pub struct NavigateReq {
 pub async fn navigate(
     agent: Agent,
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    SessionRef(session): SessionRef,
     ApiJson(req): ApiJson<NavigateReq>,
 ) -> Result<Json<Navigation>, ApiError> {
     let url = TargetUrl::parse(&req.url).map_err(url_error)?;
     let timeout = bound(&state, req.timeout_ms)?;
     let params = json!({ "url": redact::url(url.as_str()), "wait": req.wait });
-    let session = begin(&state, &agent.0, &id, "tool.navigate", params).await?;
+    let session = begin(&state, &agent.0, &session, "tool.navigate", params).await?;
     let mut tabs = session.tabs.lock().await;
     let res = async {
         let page = session.page(&mut tabs).await?;
@@ -84,15 +84,17 @@ pub struct ScreenshotRes {
 pub async fn screenshot(
     agent: Agent,
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    SessionRef(session): SessionRef,
     ApiJson(req): ApiJson<ScreenshotReq>,
 ) -> Result<Json<ScreenshotRes>, ApiError> {
     if req.quality.is_some_and(|q| !(1..=100).contains(&q)) {
-        return Err(ApiError::BadRequest("quality must be between 1 and 100".into()));
+        return Err(ApiError::BadRequest(
+            "quality must be between 1 and 100".into(),
+        ));
     }
     let timeout = bound(&state, None)?;
     let params = json!({ "full_page": req.full_page, "format": req.format });
-    let session = begin(&state, &agent.0, &id, "tool.screenshot", params).await?;
+    let session = begin(&state, &agent.0, &session, "tool.screenshot", params).await?;
     let mut tabs = session.tabs.lock().await;
     let res = async {
         let page = session.page(&mut tabs).await?;
@@ -114,7 +116,14 @@ pub async fn screenshot(
     let persisted = state
         .sessions
         .recorder()
-        .save(session.record, session.tenant.as_str(), session.id.as_str(), seq, ext, &bytes)
+        .save(
+            session.record,
+            session.tenant.as_str(),
+            session.id.as_str(),
+            seq,
+            ext,
+            &bytes,
+        )
         .await?;
     Ok(Json(ScreenshotRes {
         image_base64: base64::engine::general_purpose::STANDARD.encode(&bytes),
@@ -146,17 +155,21 @@ pub struct ElementReq {
 async fn element_tool(
     agent: Agent,
     state: AppState,
-    id: String,
+    session: std::sync::Arc<crate::sessions::LiveSession>,
     req: ElementReq,
     action: &'static str,
 ) -> Result<Json<Done>, ApiError> {
     if req.target.is_empty() {
-        return Err(ApiError::BadRequest("give exactly one of {x, y}, selector or ref".into()));
+        return Err(ApiError::BadRequest(
+            "give exactly one of {x, y}, selector or ref".into(),
+        ));
     }
     let timeout = bound(&state, req.timeout_ms)?;
-    let session = begin(&state, &agent.0, &id, action, req.target.describe()).await?;
+    let session = begin(&state, &agent.0, &session, action, req.target.describe()).await?;
     let mut tabs = session.tabs.lock().await;
-    let locator = req.target.locate(&tabs, (session.viewport.width, session.viewport.height))?;
+    let locator = req
+        .target
+        .locate(&tabs, (session.viewport.width, session.viewport.height))?;
     let res = async {
         let page = session.page(&mut tabs).await?;
         match action {
@@ -173,20 +186,20 @@ async fn element_tool(
 pub async fn click(
     agent: Agent,
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    SessionRef(session): SessionRef,
     ApiJson(req): ApiJson<ElementReq>,
 ) -> Result<Json<Done>, ApiError> {
-    element_tool(agent, state, id, req, "tool.click").await
+    element_tool(agent, state, session, req, "tool.click").await
 }
 
 /// `POST /api/sessions/{id}/hover`
 pub async fn hover(
     agent: Agent,
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    SessionRef(session): SessionRef,
     ApiJson(req): ApiJson<ElementReq>,
 ) -> Result<Json<Done>, ApiError> {
-    element_tool(agent, state, id, req, "tool.hover").await
+    element_tool(agent, state, session, req, "tool.hover").await
 }
 
 /// Body of `type`.
@@ -206,21 +219,27 @@ pub struct TypeReq {
 pub async fn type_text(
     agent: Agent,
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    SessionRef(session): SessionRef,
     ApiJson(req): ApiJson<TypeReq>,
 ) -> Result<Json<Done>, ApiError> {
     if req.text.chars().count() > MAX_TYPE_CHARS {
-        return Err(ApiError::PayloadTooLarge(format!("text is longer than {MAX_TYPE_CHARS} characters")));
+        return Err(ApiError::PayloadTooLarge(format!(
+            "text is longer than {MAX_TYPE_CHARS} characters"
+        )));
     }
     let timeout = bound(&state, req.timeout_ms)?;
-    let target = TargetSpec { selector: req.selector, r#ref: req.r#ref, ..TargetSpec::default() };
+    let target = TargetSpec {
+        selector: req.selector,
+        r#ref: req.r#ref,
+        ..TargetSpec::default()
+    };
     let params = json!({
         "text": redact::typed_text(&req.text),
         "selector": target.selector,
         "ref": target.r#ref,
         "submit": req.submit,
     });
-    let session = begin(&state, &agent.0, &id, "tool.type", params).await?;
+    let session = begin(&state, &agent.0, &session, "tool.type", params).await?;
     let mut tabs = session.tabs.lock().await;
     let locator = if target.is_empty() {
         None
@@ -247,7 +266,7 @@ pub struct PressReq {
 pub async fn press(
     agent: Agent,
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    SessionRef(session): SessionRef,
     ApiJson(req): ApiJson<PressReq>,
 ) -> Result<Json<Done>, ApiError> {
     if req.key.is_empty() || req.key.len() > 32 {
@@ -255,8 +274,19 @@ pub async fn press(
     }
     let timeout = bound(&state, None)?;
     // A single printable key is typed text: audit it redacted.
-    let shown = if req.key.chars().count() == 1 { redact::typed_text(&req.key) } else { req.key.clone() };
-    let session = begin(&state, &agent.0, &id, "tool.press", json!({ "key": shown })).await?;
+    let shown = if req.key.chars().count() == 1 {
+        redact::typed_text(&req.key)
+    } else {
+        req.key.clone()
+    };
+    let session = begin(
+        &state,
+        &agent.0,
+        &session,
+        "tool.press",
+        json!({ "key": shown }),
+    )
+    .await?;
     let mut tabs = session.tabs.lock().await;
     let res = async {
         let page = session.page(&mut tabs).await?;
@@ -284,19 +314,34 @@ pub struct ScrollReq {
 pub async fn scroll(
     agent: Agent,
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    SessionRef(session): SessionRef,
     ApiJson(req): ApiJson<ScrollReq>,
 ) -> Result<Json<Done>, ApiError> {
-    if !req.dx.is_finite() || !req.dy.is_finite() || req.dx.abs() > 100_000.0 || req.dy.abs() > 100_000.0 {
-        return Err(ApiError::BadRequest("dx and dy must be finite and at most 100000 in size".into()));
+    if !req.dx.is_finite()
+        || !req.dy.is_finite()
+        || req.dx.abs() > 100_000.0
+        || req.dy.abs() > 100_000.0
+    {
+        return Err(ApiError::BadRequest(
+            "dx and dy must be finite and at most 100000 in size".into(),
+        ));
     }
     let timeout = bound(&state, None)?;
-    let target = TargetSpec { selector: req.selector, r#ref: req.r#ref, ..TargetSpec::default() };
-    let params = json!({ "dx": req.dx, "dy": req.dy, "selector": target.selector, "ref": target.r#ref });
-    let session = begin(&state, &agent.0, &id, "tool.scroll", params).await?;
+    let target = TargetSpec {
+        selector: req.selector,
+        r#ref: req.r#ref,
+        ..TargetSpec::default()
+    };
+    let params =
+        json!({ "dx": req.dx, "dy": req.dy, "selector": target.selector, "ref": target.r#ref });
+    let session = begin(&state, &agent.0, &session, "tool.scroll", params).await?;
     let mut tabs = session.tabs.lock().await;
     let vp = (session.viewport.width, session.viewport.height);
-    let locator = if target.is_empty() { None } else { Some(target.locate(&tabs, vp)?) };
+    let locator = if target.is_empty() {
+        None
+    } else {
+        Some(target.locate(&tabs, vp)?)
+    };
     let res = async {
         let page = session.page(&mut tabs).await?;
         cdp::scroll(&page, locator.as_ref(), req.dx, req.dy, vp, timeout).await
@@ -321,19 +366,27 @@ pub struct SelectReq {
 pub async fn select(
     agent: Agent,
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    SessionRef(session): SessionRef,
     ApiJson(req): ApiJson<SelectReq>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    if req.values.is_empty() || req.values.len() > 100 || req.values.iter().any(|v| v.len() > 1024) {
-        return Err(ApiError::BadRequest("values must hold 1 to 100 strings of at most 1024 bytes".into()));
+    if req.values.is_empty() || req.values.len() > 100 || req.values.iter().any(|v| v.len() > 1024)
+    {
+        return Err(ApiError::BadRequest(
+            "values must hold 1 to 100 strings of at most 1024 bytes".into(),
+        ));
     }
     let timeout = bound(&state, req.timeout_ms)?;
-    let target = TargetSpec { selector: req.selector, r#ref: req.r#ref, ..TargetSpec::default() };
+    let target = TargetSpec {
+        selector: req.selector,
+        r#ref: req.r#ref,
+        ..TargetSpec::default()
+    };
     if target.is_empty() {
         return Err(ApiError::BadRequest("give a selector or a ref".into()));
     }
-    let params = json!({ "selector": target.selector, "ref": target.r#ref, "values": req.values.len() });
-    let session = begin(&state, &agent.0, &id, "tool.select", params).await?;
+    let params =
+        json!({ "selector": target.selector, "ref": target.r#ref, "values": req.values.len() });
+    let session = begin(&state, &agent.0, &session, "tool.select", params).await?;
     let mut tabs = session.tabs.lock().await;
     let locator = target.locate(&tabs, (session.viewport.width, session.viewport.height))?;
     let res = async {
@@ -358,20 +411,24 @@ pub struct WaitForReq {
 pub async fn wait_for(
     agent: Agent,
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    SessionRef(session): SessionRef,
     ApiJson(req): ApiJson<WaitForReq>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let target = match (req.text, req.selector) {
         (Some(t), None) if !t.is_empty() && t.len() <= 4096 => WaitTarget::Text(t),
         (None, Some(s)) if !s.is_empty() && s.len() <= MAX_SELECTOR => WaitTarget::Selector(s),
-        _ => return Err(ApiError::BadRequest("give exactly one of text (1–4096 bytes) or selector".into())),
+        _ => {
+            return Err(ApiError::BadRequest(
+                "give exactly one of text (1–4096 bytes) or selector".into(),
+            ));
+        }
     };
     let timeout = bound(&state, Some(req.timeout_ms.unwrap_or(5000)))?;
     let params = match &target {
         WaitTarget::Text(t) => json!({ "text": redact::typed_text(t) }),
         WaitTarget::Selector(s) => json!({ "selector": s }),
     };
-    let session = begin(&state, &agent.0, &id, "tool.wait_for", params).await?;
+    let session = begin(&state, &agent.0, &session, "tool.wait_for", params).await?;
     let mut tabs = session.tabs.lock().await;
     let res = async {
         let page = session.page(&mut tabs).await?;
@@ -393,15 +450,24 @@ pub struct ReadDomReq {
 pub async fn read_dom(
     agent: Agent,
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    SessionRef(session): SessionRef,
     ApiJson(req): ApiJson<ReadDomReq>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let max = req.max_chars.unwrap_or(20_000);
     if !(1..=1_000_000).contains(&max) {
-        return Err(ApiError::BadRequest("max_chars must be between 1 and 1000000".into()));
+        return Err(ApiError::BadRequest(
+            "max_chars must be between 1 and 1000000".into(),
+        ));
     }
     let timeout = bound(&state, None)?;
-    let session = begin(&state, &agent.0, &id, "tool.read_dom", json!({ "max_chars": max })).await?;
+    let session = begin(
+        &state,
+        &agent.0,
+        &session,
+        "tool.read_dom",
+        json!({ "max_chars": max }),
+    )
+    .await?;
     let mut tabs = session.tabs.lock().await;
     let res = async {
         let page = session.page(&mut tabs).await?;
@@ -424,22 +490,30 @@ pub struct SnapshotReq {
 pub async fn snapshot(
     agent: Agent,
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    SessionRef(session): SessionRef,
     ApiJson(req): ApiJson<SnapshotReq>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let limits = snapshot::Limits { max_depth: req.max_depth.unwrap_or(40), max_nodes: req.max_nodes.unwrap_or(1500) };
+    let limits = snapshot::Limits {
+        max_depth: req.max_depth.unwrap_or(40),
+        max_nodes: req.max_nodes.unwrap_or(1500),
+    };
     if !(1..=200).contains(&limits.max_depth) || !(1..=20_000).contains(&limits.max_nodes) {
-        return Err(ApiError::BadRequest("max_depth must be 1–200 and max_nodes 1–20000".into()));
+        return Err(ApiError::BadRequest(
+            "max_depth must be 1–200 and max_nodes 1–20000".into(),
+        ));
     }
     let timeout = bound(&state, None)?;
     let params = json!({ "max_depth": limits.max_depth, "max_nodes": limits.max_nodes });
-    let session = begin(&state, &agent.0, &id, "tool.snapshot", params).await?;
+    let session = begin(&state, &agent.0, &session, "tool.snapshot", params).await?;
     let mut tabs = session.tabs.lock().await;
     let res = async {
         let page = session.page(&mut tabs).await?;
         match tokio::time::timeout(timeout, snapshot::take(&page, limits)).await {
             Ok(r) => r,
-            Err(_) => Err(cdp::CdpError::Timeout("snapshot", u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX))),
+            Err(_) => Err(cdp::CdpError::Timeout(
+                "snapshot",
+                u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+            )),
         }
     }
     .await;
@@ -452,13 +526,24 @@ pub async fn snapshot(
     };
     drop(tabs);
     let snap = finish(&state, &session, snap).await?;
-    Ok(Json(json!({ "nodes": snap.nodes, "truncated": snap.truncated, "count": snap.count })))
+    Ok(Json(
+        json!({ "nodes": snap.nodes, "truncated": snap.truncated, "count": snap.count }),
+    ))
 }
 
-async fn history_tool(agent: Agent, state: AppState, id: String, delta: i64) -> Result<Json<serde_json::Value>, ApiError> {
+async fn history_tool(
+    agent: Agent,
+    state: AppState,
+    session: std::sync::Arc<crate::sessions::LiveSession>,
+    delta: i64,
+) -> Result<Json<serde_json::Value>, ApiError> {
     let timeout = bound(&state, None)?;
-    let action = if delta < 0 { "tool.back" } else { "tool.forward" };
-    let session = begin(&state, &agent.0, &id, action, json!({})).await?;
+    let action = if delta < 0 {
+        "tool.back"
+    } else {
+        "tool.forward"
+    };
+    let session = begin(&state, &agent.0, &session, action, json!({})).await?;
     let mut tabs = session.tabs.lock().await;
     let res = async {
         let page = session.page(&mut tabs).await?;
@@ -473,19 +558,31 @@ async fn history_tool(agent: Agent, state: AppState, id: String, delta: i64) -> 
 }
 
 /// `POST /api/sessions/{id}/back` → `{moved, url}`
-pub async fn back(agent: Agent, State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<serde_json::Value>, ApiError> {
-    history_tool(agent, state, id, -1).await
+pub async fn back(
+    agent: Agent,
+    State(state): State<AppState>,
+    SessionRef(session): SessionRef,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    history_tool(agent, state, session, -1).await
 }
 
 /// `POST /api/sessions/{id}/forward` → `{moved, url}`
-pub async fn forward(agent: Agent, State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<serde_json::Value>, ApiError> {
-    history_tool(agent, state, id, 1).await
+pub async fn forward(
+    agent: Agent,
+    State(state): State<AppState>,
+    SessionRef(session): SessionRef,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    history_tool(agent, state, session, 1).await
 }
 
 /// `POST /api/sessions/{id}/reload`
-pub async fn reload(agent: Agent, State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<Done>, ApiError> {
+pub async fn reload(
+    agent: Agent,
+    State(state): State<AppState>,
+    SessionRef(session): SessionRef,
+) -> Result<Json<Done>, ApiError> {
     let timeout = bound(&state, None)?;
-    let session = begin(&state, &agent.0, &id, "tool.reload", json!({})).await?;
+    let session = begin(&state, &agent.0, &session, "tool.reload", json!({})).await?;
     let mut tabs = session.tabs.lock().await;
     let res = async {
         let page = session.page(&mut tabs).await?;
@@ -498,9 +595,13 @@ pub async fn reload(agent: Agent, State(state): State<AppState>, Path(id): Path<
 }
 
 /// `POST /api/sessions/{id}/pdf` → `{pdf_base64}`
-pub async fn pdf(agent: Agent, State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<serde_json::Value>, ApiError> {
+pub async fn pdf(
+    agent: Agent,
+    State(state): State<AppState>,
+    SessionRef(session): SessionRef,
+) -> Result<Json<serde_json::Value>, ApiError> {
     let timeout = bound(&state, None)?;
-    let session = begin(&state, &agent.0, &id, "tool.pdf", json!({})).await?;
+    let session = begin(&state, &agent.0, &session, "tool.pdf", json!({})).await?;
     let mut tabs = session.tabs.lock().await;
     let res = async {
         let page = session.page(&mut tabs).await?;
@@ -508,5 +609,7 @@ pub async fn pdf(agent: Agent, State(state): State<AppState>, Path(id): Path<Str
     }
     .await;
     let bytes = finish(&state, &session, res).await?;
-    Ok(Json(json!({ "pdf_base64": base64::engine::general_purpose::STANDARD.encode(bytes) })))
+    Ok(Json(
+        json!({ "pdf_base64": base64::engine::general_purpose::STANDARD.encode(bytes) }),
+    ))
 }

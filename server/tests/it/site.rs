@@ -1,0 +1,139 @@
+//! Pages the session tests browse, served on 127.0.0.1, and a canary server
+//! that must never be reached.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::Query;
+use axum::http::header;
+use axum::response::{Html, Redirect};
+use axum::routing::get;
+
+/// A running test site.
+pub struct Site {
+    pub addr: SocketAddr,
+    _task: tokio::task::JoinHandle<()>,
+}
+
+impl Site {
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// The `CORDON_EGRESS_ALLOW` entry for this site.
+    pub fn allow(&self) -> String {
+        self.addr.to_string()
+    }
+}
+
+const FORM: &str = r#"<!doctype html><html><head><title>Login</title></head><body>
+<h1>Sign in</h1>
+<form id="f" onsubmit="event.preventDefault(); document.getElementById('result').textContent = 'hello ' + document.getElementById('user').value + ' (' + document.getElementById('pass').value.length + ')'; document.title = 'Signed in';">
+<label>User <input id="user" name="user"></label>
+<label>Password <input id="pass" name="pass" type="password"></label>
+<select id="color" name="color"><option value="r">Red</option><option value="g">Green</option></select>
+<button id="go" type="submit">Sign in</button>
+</form>
+<p id="result"></p>
+<a id="next" href="/links">links</a>
+</body></html>"#;
+
+const LINKS: &str = r#"<!doctype html><html><head><title>Links</title></head><body><a id="back" href="/form">form</a></body></html>"#;
+
+const POPUP: &str = r#"<!doctype html><html><head><title>Popup opener</title></head><body>
+<button id="open" onclick="window.open('/links', '_blank')">open</button></body></html>"#;
+
+const IFRAME: &str = r#"<!doctype html><html><head><title>Frames</title></head><body><h1>Outer</h1><iframe src="/form" width="600" height="400"></iframe></body></html>"#;
+
+const SHOW_STATE: &str = r#"<!doctype html><html><head><title>State</title></head><body><p id="state"></p>
+<script>document.getElementById('state').textContent = 'cookie=[' + document.cookie + '] ls=[' + (localStorage.getItem('k') || '') + ']';</script></body></html>"#;
+
+const SET_STATE: &str = r#"<!doctype html><html><head><title>Set</title></head><body><p id="done"></p>
+<script>localStorage.setItem('k', 'persisted-value'); document.getElementById('done').textContent = 'stored';</script></body></html>"#;
+
+#[derive(serde::Deserialize)]
+struct To {
+    to: String,
+}
+
+/// Serves the test pages on a free loopback port.
+pub async fn start() -> Site {
+    let app = Router::new()
+        .route("/form", get(|| async { Html(FORM) }))
+        .route("/links", get(|| async { Html(LINKS) }))
+        .route("/popup", get(|| async { Html(POPUP) }))
+        .route("/iframe", get(|| async { Html(IFRAME) }))
+        .route("/show-state", get(|| async { Html(SHOW_STATE) }))
+        .route(
+            "/set-state",
+            get(|| async {
+                (
+                    [(
+                        header::SET_COOKIE,
+                        "sid=session-canary-cookie; Path=/; Max-Age=3600",
+                    )],
+                    Html(SET_STATE),
+                )
+            }),
+        )
+        .route(
+            "/slow",
+            get(|| async {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                Html("<title>Slow</title>slow")
+            }),
+        )
+        .route(
+            "/missing",
+            get(|| async {
+                (
+                    axum::http::StatusCode::NOT_FOUND,
+                    Html("<title>Missing</title>nope"),
+                )
+            }),
+        )
+        .route(
+            "/redirect",
+            get(|Query(q): Query<To>| async move { Redirect::temporary(&q.to) }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        axum::serve(listener, app).await.unwrap();
+    });
+    Site { addr, _task: task }
+}
+
+/// A server that counts every connection made to it; tests assert it stays at 0.
+pub struct Canary {
+    pub addr: SocketAddr,
+    pub hits: Arc<AtomicUsize>,
+    _task: tokio::task::JoinHandle<()>,
+}
+
+impl Canary {
+    pub async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let hits = Arc::new(AtomicUsize::new(0));
+        let counter = hits.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((sock, _)) = listener.accept().await {
+                counter.fetch_add(1, Ordering::SeqCst);
+                drop(sock);
+            }
+        });
+        Self {
+            addr,
+            hits,
+            _task: task,
+        }
+    }
+
+    pub fn hits(&self) -> usize {
+        self.hits.load(Ordering::SeqCst)
+    }
+}

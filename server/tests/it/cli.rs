@@ -1,9 +1,9 @@
 //! The `cordon` binary as a user runs it: exit codes and one-line errors.
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use crate::helpers::{Backend, TestDb, site_root};
+use crate::helpers::{Backend, ServeProcess, TestDb};
 
 fn cordon(dir: &std::path::Path, env: &[(&str, &str)], args: &[&str]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_cordon"));
@@ -169,32 +169,19 @@ fn a_bad_tenant_id_is_refused_and_nothing_is_written() {
 
 #[test]
 fn serve_shuts_down_gracefully_on_sigterm() {
-    use std::io::{BufRead, BufReader};
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cordon"))
-        .current_dir(dir.path())
-        .arg("serve")
-        .env("CORDON_BIND", "127.0.0.1:0")
-        .env("CORDON_LOG_FORMAT", "json")
-        .env("CORDON_EGRESS_RESOLVER", "loopback-only")
-        .env("CORDON_POOL_SIZE", "1")
-        .env("CORDON_LOG_LEVEL", "info")
-        .env("CORDON_SITE_ROOT", site_root())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines.next().expect("a log line before exit").unwrap();
-        let v: serde_json::Value = serde_json::from_str(&line).expect("json log line");
-        if let Some(addr) = v["addr"].as_str() {
-            break addr.to_string();
-        }
-    };
-    let resp = std::net::TcpStream::connect(&addr);
-    assert!(resp.is_ok(), "server listens on {addr}");
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let server = ServeProcess::start(dir.path(), &[("CORDON_POOL_SIZE", "1")]);
+    assert!(
+        std::net::TcpStream::connect(&server.addr).is_ok(),
+        "server listens on {}",
+        server.addr
+    );
+    let ServeProcess { mut child, log, .. } = server;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap()),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -204,7 +191,7 @@ fn serve_shuts_down_gracefully_on_sigterm() {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert!(status.success(), "{status:?}");
-    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let rest: Vec<String> = log.map_while(Result::ok).collect();
     assert!(
         rest.iter().any(|l| l.contains("SIGTERM received")),
         "{rest:?}"

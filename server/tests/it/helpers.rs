@@ -365,3 +365,65 @@ pub async fn session_app(backend: Backend, allow: &str, extra: &[(&str, &str)]) 
     env.extend_from_slice(extra);
     TestApp::spawn_with(backend, &env).await
 }
+
+/// A `cordon serve` child process on a free loopback port.
+pub struct ServeProcess {
+    pub child: std::process::Child,
+    pub addr: String,
+    pub log: std::io::Lines<std::io::BufReader<std::process::ChildStderr>>,
+}
+
+impl ServeProcess {
+    /// Starts the real binary in `dir` (its `./data`) and waits until it listens.
+    pub fn start(dir: &Path, env: &[(&str, &str)]) -> Self {
+        use std::io::{BufRead, BufReader};
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cordon"));
+        cmd.current_dir(dir)
+            .arg("serve")
+            .env("CORDON_BIND", "127.0.0.1:0")
+            .env("CORDON_LOG_FORMAT", "json")
+            .env("CORDON_LOG_LEVEL", "info")
+            .env("CORDON_EGRESS_RESOLVER", "loopback-only")
+            .env("CORDON_SITE_ROOT", site_root())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("cordon serve starts");
+        let mut log = BufReader::new(child.stderr.take().expect("stderr")).lines();
+        let addr = loop {
+            let line = log
+                .next()
+                .expect("a log line before exit")
+                .expect("utf-8 log");
+            let v: serde_json::Value = serde_json::from_str(&line).expect("json log line");
+            if let Some(addr) = v["addr"].as_str() {
+                break addr.to_string();
+            }
+        };
+        Self { child, addr, log }
+    }
+
+    pub fn pid(&self) -> nix::unistd::Pid {
+        nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).expect("pid"))
+    }
+
+    /// SIGKILL, as a crash would.
+    pub fn kill_hard(mut self) {
+        let _ = nix::sys::signal::kill(self.pid(), nix::sys::signal::Signal::SIGKILL);
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM and wait (bounded) for a clean exit.
+    pub fn stop(mut self) -> std::process::ExitStatus {
+        let _ = nix::sys::signal::kill(self.pid(), nix::sys::signal::Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "no exit after SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}

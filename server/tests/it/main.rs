@@ -8,6 +8,7 @@ mod chromium;
 mod cli;
 mod egress;
 mod http;
+mod reaper;
 mod sessions;
 mod site;
 mod storage;

@@ -1,0 +1,145 @@
+//! The orphan reaper against a real crash: the server is SIGKILLed with a
+//! session open, its browsers survive it, and the next start cleans up.
+
+use std::path::Path;
+
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::helpers::ServeProcess;
+
+fn cordon(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cordon"))
+        .current_dir(dir)
+        .args(args)
+        .env("CORDON_LOG_LEVEL", "warn")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+async fn store(dir: &Path) -> cordon::store::Store {
+    let url = format!("sqlite://{}/data/cordon.db", dir.display());
+    cordon::store::Store::connect(&secrecy::SecretString::from(url))
+        .await
+        .unwrap()
+}
+
+/// `(pid, marker, state)` of every sandbox row.
+async fn sandboxes(dir: &Path) -> Vec<(i32, String, String)> {
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}/data/cordon.db", dir.display()))
+        .await
+        .unwrap();
+    let rows =
+        sqlx::query_as::<_, (i64, String, String)>("SELECT pid, marker, state FROM sandboxes")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    pool.close().await;
+    rows.into_iter()
+        .map(|(p, m, st)| (i32::try_from(p).unwrap(), m, st))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_server_leaves_browsers_the_next_start_reaps_idempotently() {
+    let dir = tempfile::tempdir().unwrap();
+    cordon(dir.path(), &["tenant", "create", "acme"]);
+    let key = cordon(dir.path(), &["apikey", "create", "--tenant", "acme"]);
+    let env = [("CORDON_POOL_SIZE", "1")];
+
+    let server = ServeProcess::start(dir.path(), &env);
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let res = http
+        .post(format!("http://{}/api/sessions", server.addr))
+        .bearer_auth(&key)
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::CREATED);
+    let sid = res.json::<serde_json::Value>().await.unwrap()["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Let the pool refill so a warm browser is orphaned too.
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    server.kill_hard();
+
+    let before = sandboxes(dir.path()).await;
+    let alive: Vec<_> = before
+        .iter()
+        .filter(|(p, m, _)| cordon::sandbox::is_alive(*p, m))
+        .cloned()
+        .collect();
+    assert!(
+        alive.len() >= 2,
+        "the session's and the pool's browsers outlive a SIGKILLed server: {before:?}"
+    );
+
+    // Restart: the reaper runs before anything else.
+    let server = ServeProcess::start(dir.path(), &env);
+    for (pid, marker, _) in &alive {
+        assert!(
+            !cordon::sandbox::is_alive(*pid, marker),
+            "orphaned browser {pid} still runs"
+        );
+    }
+    let s = store(dir.path()).await;
+    let row = s.session_get("acme", &sid).await.unwrap().unwrap();
+    assert_eq!(
+        (row.state.as_str(), row.close_reason.as_deref()),
+        ("failed", Some("orphaned"))
+    );
+    let reaped = s
+        .audit_page(0, 1000)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|e| e.action == "session.reap")
+        .count();
+    assert_eq!(reaped, 1);
+    s.close().await;
+    let res = http
+        .get(format!("http://{}/api/sessions/{sid}", server.addr))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        res.json::<serde_json::Value>().await.unwrap()["state"],
+        "failed"
+    );
+
+    // A second crash and start: the first run's rows stay as they are (nothing
+    // reaped twice), and this run's warm browser is reaped.
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    server.kill_hard();
+    let server = ServeProcess::start(dir.path(), &env);
+    let s = store(dir.path()).await;
+    let reaped = s
+        .audit_page(0, 1000)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|e| e.action == "session.reap")
+        .count();
+    assert_eq!(reaped, 1, "the reaper is idempotent");
+    s.close().await;
+    let status = server.stop();
+    assert!(status.success());
+
+    // After a clean stop every browser is gone and every sandbox row is stopped.
+    for (pid, marker, state) in sandboxes(dir.path()).await {
+        assert!(
+            !cordon::sandbox::is_alive(pid, &marker),
+            "browser {pid} left running"
+        );
+        assert_eq!(state, "stopped");
+    }
+}

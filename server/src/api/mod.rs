@@ -2,6 +2,7 @@
 
 pub mod auth;
 pub mod json;
+pub mod openapi;
 mod ops;
 mod sessions;
 

@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::CdpError;
 
 /// One node of a snapshot.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct SnapNode {
     /// `e1`, `e2`, …: pass to click/type/hover/select as `ref`.
     #[serde(rename = "ref", skip_serializing_if = "Option::is_none")]

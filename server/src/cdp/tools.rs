@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use super::{CdpError, input};
 
 /// When a navigation counts as done.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum WaitUntil {
     /// The `load` event.
@@ -33,7 +33,7 @@ pub enum WaitUntil {
 }
 
 /// What `navigate` reports.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct Navigation {
     /// HTTP status of the main document (after redirects), if there was one.
     pub status: Option<i64>,
@@ -155,7 +155,7 @@ pub async fn title(page: &Page) -> Result<String, CdpError> {
 }
 
 /// Screenshot options.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ImageFormat {
     /// Lossless.

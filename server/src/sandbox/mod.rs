@@ -5,6 +5,7 @@
 //! own egress proxy address at start and exposes only a CDP endpoint.
 
 pub mod chromium;
+pub mod exec;
 pub mod process;
 mod procs;
 

@@ -101,7 +101,7 @@ pub enum SessionError {
 }
 
 /// The public face of a session.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
 pub struct SessionInfo {
     /// Id.
     pub session_id: String,

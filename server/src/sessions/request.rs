@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::recording::RecordMode;
 
 /// Whether stored credentials are injected.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum CredentialMode {
     /// Never injected: an empty browser.
@@ -26,7 +26,7 @@ impl CredentialMode {
 }
 
 /// Viewport size in CSS pixels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Viewport {
     /// 200–3840.
@@ -45,7 +45,7 @@ impl Default for Viewport {
 }
 
 /// The body of `POST /api/sessions`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OpenRequest {
     /// `clean` (default) or `operator`.

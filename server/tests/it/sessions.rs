@@ -480,39 +480,16 @@ async fn every_route_refuses_missing_wrong_and_foreign_credentials() {
     let sid = owner.open(json!({})).await;
     let audit_before = app.state.store.audit_head().await.unwrap().0;
 
-    let routes: Vec<(reqwest::Method, String)> = {
-        use reqwest::Method as M;
-        let mut r = vec![
-            (M::POST, "/api/sessions".to_string()),
-            (M::GET, "/api/sessions".to_string()),
-            (M::GET, format!("/api/sessions/{sid}")),
-            (M::DELETE, format!("/api/sessions/{sid}")),
-            (M::GET, format!("/api/sessions/{sid}/tabs")),
-            (M::POST, format!("/api/sessions/{sid}/tabs")),
-            (M::POST, format!("/api/sessions/{sid}/tabs/ABC/focus")),
-            (M::DELETE, format!("/api/sessions/{sid}/tabs/ABC")),
-        ];
-        for tool in [
-            "navigate",
-            "screenshot",
-            "click",
-            "type",
-            "press",
-            "scroll",
-            "hover",
-            "select",
-            "wait_for",
-            "read_dom",
-            "snapshot",
-            "back",
-            "forward",
-            "reload",
-            "pdf",
-        ] {
-            r.push((M::POST, format!("/api/sessions/{sid}/{tool}")));
+    // Every route the API documents, so none is forgotten here.
+    let doc: Value = app.http.get(format!("{}/api/openapi.json", owner.base)).send().await.unwrap().json().await.unwrap();
+    let mut routes: Vec<(reqwest::Method, String)> = Vec::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for method in item.as_object().unwrap().keys() {
+            let m: reqwest::Method = method.to_uppercase().parse().unwrap();
+            routes.push((m, path.replace("{id}", &sid).replace("{tab}", "ABC")));
         }
-        r
-    };
+    }
+    assert!(routes.len() >= 23, "{routes:?}");
     let body = json!({ "url": site.url("/form") });
     for (method, path) in &routes {
         let url = format!("{}{path}", owner.base);

@@ -31,7 +31,7 @@ pub async fn show(
 }
 
 /// Query of `GET /api/sessions`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
     /// At most this many (1–500, default 50).

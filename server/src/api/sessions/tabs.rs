@@ -15,7 +15,7 @@ use crate::error::ApiError;
 use crate::state::AppState;
 
 /// One tab.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct TabInfo {
     /// Id to focus or close it with.
     tab_id: String,
@@ -65,7 +65,7 @@ pub async fn list(
 }
 
 /// Body of tab open.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OpenTabReq {
     url: Option<String>,

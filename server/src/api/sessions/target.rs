@@ -21,7 +21,7 @@ use crate::state::AppState;
 use crate::store::api_keys::ApiKeyOwner;
 
 /// Where an element tool acts: exactly one of a point, a selector or a ref.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 pub struct TargetSpec {
     /// Viewport x (with `y`).
     pub x: Option<f64>,

@@ -27,7 +27,7 @@ fn url_error(e: TargetUrlError) -> ApiError {
 }
 
 /// Body of `navigate`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NavigateReq {
     url: String,
@@ -58,7 +58,7 @@ pub async fn navigate(
 }
 
 /// Body of `screenshot`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScreenshotReq {
     #[serde(default)]
@@ -69,7 +69,7 @@ pub struct ScreenshotReq {
 }
 
 /// What `screenshot` returns.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct ScreenshotRes {
     image_base64: String,
     format: ImageFormat,
@@ -136,7 +136,7 @@ pub async fn screenshot(
 }
 
 /// `{ "success": true }`
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct Done {
     success: bool,
 }
@@ -144,7 +144,7 @@ pub struct Done {
 const DONE: Done = Done { success: true };
 
 /// Body of element tools (`click`, `hover`).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ElementReq {
     #[serde(flatten)]
@@ -203,7 +203,7 @@ pub async fn hover(
 }
 
 /// Body of `type`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TypeReq {
     text: String,
@@ -256,7 +256,7 @@ pub async fn type_text(
 }
 
 /// Body of `press`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PressReq {
     key: String,
@@ -298,7 +298,7 @@ pub async fn press(
 }
 
 /// Body of `scroll`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScrollReq {
     #[serde(default)]
@@ -352,7 +352,7 @@ pub async fn scroll(
 }
 
 /// Body of `select`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SelectReq {
     selector: Option<String>,
@@ -399,7 +399,7 @@ pub async fn select(
 }
 
 /// Body of `wait_for`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WaitForReq {
     text: Option<String>,
@@ -440,7 +440,7 @@ pub async fn wait_for(
 }
 
 /// Body of `read_dom`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReadDomReq {
     max_chars: Option<usize>,
@@ -479,7 +479,7 @@ pub async fn read_dom(
 }
 
 /// Body of `snapshot`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SnapshotReq {
     max_depth: Option<usize>,

@@ -56,6 +56,9 @@ pub enum Command {
         #[command(subcommand)]
         command: ApikeyCommand,
     },
+    /// Internal: the relay the bwrap driver runs inside each sandbox.
+    #[command(hide = true)]
+    Relay(crate::sandbox::relay::RelayArgs),
 }
 
 /// `cordon apikey …`
@@ -110,6 +113,11 @@ pub enum TenantCommand {
 
 /// Runs the parsed command.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    // The relay runs inside a sandbox with an empty environment and no
+    // config: it reads no settings and starts no logging.
+    if let Some(Command::Relay(args)) = cli.command {
+        return crate::sandbox::relay::run(args).await;
+    }
     let settings = Settings::load(cli.config.as_deref())?;
     telemetry::init_tracing(settings.log_format, &settings.log_level);
     match cli.command.unwrap_or(Command::Serve) {
@@ -151,6 +159,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             store.close().await;
             return res;
         }
+        Command::Relay(args) => return crate::sandbox::relay::run(args).await,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -32,6 +32,8 @@ const ENV_KEYS: &[&str] = &[
     "egress_allow",
     "recording_retention_days",
     "egress_resolver",
+    "exec_create",
+    "exec_destroy",
 ];
 
 /// How the egress guard resolves host names.
@@ -55,6 +57,8 @@ pub enum SandboxDriverSetting {
     Process,
     /// Chromium inside bubblewrap namespaces.
     Bwrap,
+    /// External create/destroy commands (`exec_create`, `exec_destroy`).
+    Exec,
 }
 
 /// How log lines are written.
@@ -110,6 +114,10 @@ pub struct Settings {
     pub recording_retention_days: u64,
     /// `system` or `loopback-only`.
     pub egress_resolver: EgressResolver,
+    /// `exec` driver: the command that makes a browser and prints its CDP endpoint.
+    pub exec_create: Option<String>,
+    /// `exec` driver: the command that destroys one (idempotent).
+    pub exec_destroy: Option<String>,
 }
 
 /// Accepts a TOML list or a comma-separated string (for the environment).
@@ -244,6 +252,11 @@ impl Settings {
                 "session_deadline_s: must be between 1 and session_deadline_max_s ({})",
                 self.session_deadline_max_s
             );
+        }
+        if self.sandbox_driver == SandboxDriverSetting::Exec
+            && (self.exec_create.is_none() || self.exec_destroy.is_none())
+        {
+            bail!("sandbox_driver: \"exec\" needs both exec_create and exec_destroy");
         }
         if self.session_idle_s == 0 || self.tool_timeout_s == 0 {
             bail!("session_idle_s and tool_timeout_s must be at least 1");

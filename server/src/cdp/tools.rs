@@ -20,7 +20,9 @@ use serde::{Deserialize, Serialize};
 use super::{CdpError, input};
 
 /// When a navigation counts as done.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum WaitUntil {
     /// The `load` event.
@@ -155,7 +157,9 @@ pub async fn title(page: &Page) -> Result<String, CdpError> {
 }
 
 /// Screenshot options.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum ImageFormat {
     /// Lossless.

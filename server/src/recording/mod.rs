@@ -12,7 +12,9 @@ use serde::{Deserialize, Serialize};
 pub const TRANSIENT_KEEP: u64 = 50;
 
 /// A session's recording mode, fixed at open.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum RecordMode {
     /// Nothing is written.

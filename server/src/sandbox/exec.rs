@@ -102,8 +102,7 @@ impl Driver for ExecDriver {
             let last = s
                 .lines()
                 .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .last()
+                .rfind(|l| !l.is_empty())
                 .unwrap_or_default()
                 .to_owned();
             if last.starts_with("ws://") || last.starts_with("http://") {

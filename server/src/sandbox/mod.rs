@@ -1,13 +1,17 @@
 //! Starting and stopping one browser per session, behind one trait.
 //!
 //! Drivers: [`process`] (plain Chromium, own temp profile, own port, own
-//! process group) and more to come (`bwrap`, `exec`). Every sandbox gets its
-//! own egress proxy address at start and exposes only a CDP endpoint.
+//! process group), [`bwrap`] (Chromium inside bubblewrap namespaces, reached
+//! through unix sockets and the in-sandbox [`relay`]) and more to come
+//! (`exec`). Every sandbox gets its own egress proxy address at start and
+//! exposes only a CDP endpoint.
 
+pub mod bwrap;
 pub mod chromium;
 pub mod exec;
 pub mod process;
 mod procs;
+pub mod relay;
 
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;

@@ -22,6 +22,7 @@ use crate::config::{SandboxDriverSetting, Settings};
 use crate::domain::{SessionId, TenantId};
 use crate::egress::EgressGuard;
 use crate::recording::Recorder;
+use crate::sandbox::bwrap::BwrapDriver;
 use crate::sandbox::process::ProcessDriver;
 use crate::sandbox::{Driver, DriverKind};
 use crate::store::Store;
@@ -220,15 +221,31 @@ impl SessionManager {
         store: Store,
         egress: EgressGuard,
     ) -> anyhow::Result<Self> {
+        let chromium = settings.chromium_path.clone();
+        let bwrap = || {
+            BwrapDriver::probe(&chromium)?;
+            BwrapDriver::new(chromium.clone())
+        };
         let driver: Arc<dyn Driver> = match settings.sandbox_driver {
-            SandboxDriverSetting::Auto | SandboxDriverSetting::Process => {
-                Arc::new(ProcessDriver::new(settings.chromium_path.clone()))
-            }
-            SandboxDriverSetting::Bwrap => {
-                anyhow::bail!(
-                    "sandbox_driver: the bwrap driver is not available yet; use \"process\" or \"auto\""
-                )
-            }
+            SandboxDriverSetting::Process => Arc::new(ProcessDriver::new(chromium.clone())),
+            SandboxDriverSetting::Exec => Arc::new(crate::sandbox::exec::ExecDriver::new(
+                settings.exec_create.as_deref().unwrap_or_default(),
+                settings.exec_destroy.as_deref().unwrap_or_default(),
+            )?),
+            SandboxDriverSetting::Bwrap => Arc::new(
+                bwrap()
+                    .context("sandbox_driver = \"bwrap\": bubblewrap cannot run sandboxes here")?,
+            ),
+            SandboxDriverSetting::Auto => match bwrap() {
+                Ok(d) => Arc::new(d),
+                Err(e) => {
+                    tracing::warn!(
+                        reason = %format!("{e:#}"),
+                        "sandbox_driver = auto: bwrap is not usable here, using the process driver"
+                    );
+                    Arc::new(ProcessDriver::new(chromium.clone()))
+                }
+            },
         };
         let run_dir = settings.data_dir.join("run");
         std::fs::create_dir_all(&run_dir)

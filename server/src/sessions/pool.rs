@@ -83,6 +83,7 @@ async fn start_inner(inner: &Inner, id: String, state: &str) -> anyhow::Result<W
         marker: sandbox.marker.clone(),
         state: state.to_owned(),
         session_id: None,
+        cdp_url: None,
     };
     let connected = async {
         inner.store.sandbox_insert(&row, &sandbox.cdp_url).await?;

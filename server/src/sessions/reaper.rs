@@ -5,7 +5,7 @@
 use serde_json::json;
 
 use crate::audit::{Actor, NewEvent};
-use crate::sandbox::kill_group;
+use crate::sandbox::{DriverKind, Sandbox, kill_group};
 
 use super::SessionManager;
 
@@ -74,7 +74,23 @@ impl SessionManager {
             if known.contains(&sb.id) {
                 continue;
             }
-            if let Some(pid) = sb.pid.and_then(|p| i32::try_from(p).ok())
+            if sb.driver == DriverKind::Exec.as_str() && inner.driver.kind() == DriverKind::Exec {
+                // An external engine's sandbox: only its destroy command can end it.
+                let orphan = Sandbox {
+                    id: sb.id.clone(),
+                    driver: DriverKind::Exec,
+                    cdp_url: sb.cdp_url.clone().unwrap_or_default(),
+                    pid: None,
+                    marker: sb.marker.clone(),
+                    runtime_dir: inner.run_dir.join(&sb.id),
+                };
+                match inner.driver.stop(&orphan).await {
+                    Ok(()) => report.sandboxes_killed += 1,
+                    Err(e) => {
+                        tracing::warn!(error = %format!("{e:#}"), sandbox.id = %sb.id, "reaper: destroy failed")
+                    }
+                }
+            } else if let Some(pid) = sb.pid.and_then(|p| i32::try_from(p).ok())
                 && kill_group(pid, &sb.marker, std::time::Duration::from_millis(1500)).await
             {
                 report.sandboxes_killed += 1;

@@ -5,7 +5,9 @@ use serde::{Deserialize, Serialize};
 use crate::recording::RecordMode;
 
 /// Whether stored credentials are injected.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum CredentialMode {
     /// Never injected: an empty browser.

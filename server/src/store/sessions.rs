@@ -91,6 +91,8 @@ pub struct SandboxRow {
     pub state: String,
     /// The session it serves.
     pub session_id: Option<String>,
+    /// Its CDP endpoint, once known.
+    pub cdp_url: Option<String>,
 }
 
 impl Store {
@@ -272,7 +274,7 @@ impl Store {
     /// Sandboxes on `host` not yet stopped.
     pub async fn sandboxes_unstopped_on(&self, host: &str) -> anyhow::Result<Vec<SandboxRow>> {
         let rows = sqlx::query(
-            "SELECT id, driver, host, pid, marker, state, session_id FROM sandboxes WHERE host = $1 AND state <> 'stopped'",
+            "SELECT id, driver, host, pid, marker, state, session_id, cdp_url FROM sandboxes WHERE host = $1 AND state <> 'stopped'",
         )
         .bind(host.to_owned())
         .fetch_all(self.pool())
@@ -288,6 +290,7 @@ impl Store {
                     marker: r.try_get("marker")?,
                     state: r.try_get("state")?,
                     session_id: r.try_get("session_id")?,
+                    cdp_url: r.try_get("cdp_url")?,
                 })
             })
             .collect::<Result<_, sqlx::Error>>()

@@ -4,9 +4,11 @@
 
 mod helpers;
 
+mod bwrap;
 mod chromium;
 mod cli;
 mod egress;
+mod exec;
 mod http;
 mod reaper;
 mod sessions;

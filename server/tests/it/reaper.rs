@@ -48,10 +48,19 @@ async fn sandboxes(dir: &Path) -> Vec<(i32, String, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crashed_server_leaves_browsers_the_next_start_reaps_idempotently() {
+    crash_and_restart("process").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bwrap_browsers_die_with_a_crashed_server_and_the_next_start_closes_their_sessions() {
+    crash_and_restart("bwrap").await;
+}
+
+async fn crash_and_restart(driver: &str) {
     let dir = tempfile::tempdir().unwrap();
     cordon(dir.path(), &["tenant", "create", "acme"]);
     let key = cordon(dir.path(), &["apikey", "create", "--tenant", "acme"]);
-    let env = [("CORDON_POOL_SIZE", "1")];
+    let env = [("CORDON_POOL_SIZE", "1"), ("CORDON_SANDBOX_DRIVER", driver)];
 
     let server = ServeProcess::start(dir.path(), &env);
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
@@ -72,15 +81,32 @@ async fn a_crashed_server_leaves_browsers_the_next_start_reaps_idempotently() {
     server.kill_hard();
 
     let before = sandboxes(dir.path()).await;
+    assert!(before.len() >= 2, "{before:?}");
     let alive: Vec<_> = before
         .iter()
         .filter(|(p, m, _)| cordon::sandbox::is_alive(*p, m))
         .cloned()
         .collect();
-    assert!(
-        alive.len() >= 2,
-        "the session's and the pool's browsers outlive a SIGKILLed server: {before:?}"
-    );
+    if driver == "process" {
+        // Plain processes in their own groups outlive the server: the reaper's job.
+        assert!(
+            alive.len() >= 2,
+            "the session's and the pool's browsers outlive a SIGKILLed server: {before:?}"
+        );
+    } else {
+        // bwrap's --die-with-parent takes them down with the server.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while before
+            .iter()
+            .any(|(p, m, _)| cordon::sandbox::is_alive(*p, m))
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "a bwrap sandbox outlived its server"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
 
     // Restart: the reaper runs before anything else.
     let server = ServeProcess::start(dir.path(), &env);

@@ -1,0 +1,411 @@
+//! Session engine benchmark: Cordon against raw CDP on the same machine.
+//!
+//! `cargo bench -p cordon --bench sessions` (env: `BENCH_ITER` rounds per
+//! figure, default 20; `BENCH_CAPACITY` sessions for the capacity run,
+//! default 100, 0 skips it). Prints medians and p95s; BENCHMARKS.md keeps
+//! the figures. Everything runs on 127.0.0.1; no DNS leaves the machine.
+
+use std::time::{Duration, Instant};
+
+use axum::response::Html;
+use chromiumoxide::cdp::browser_protocol::input::{DispatchKeyEventParams, DispatchKeyEventType};
+use chromiumoxide::cdp::js_protocol::runtime::EvaluateParams;
+use cordon::cdp::BrowserConn;
+use cordon::config::Settings;
+use cordon::startup::Application;
+use serde_json::{Value, json};
+
+const PAGE: &str = "<!doctype html><html><head><title>Bench</title></head><body><h1>Bench</h1><input id=i><p>Hello</p></body></html>";
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+struct Stats(Vec<Duration>);
+
+impl Stats {
+    fn pct(&self, p: f64) -> Duration {
+        let mut v = self.0.clone();
+        v.sort();
+        let idx = ((v.len() as f64 - 1.0) * p).round() as usize;
+        v[idx]
+    }
+    fn median(&self) -> Duration {
+        self.pct(0.5)
+    }
+    fn show(&self) -> String {
+        format!(
+            "p50 {:>8.2} ms  p95 {:>8.2} ms  (n={})",
+            ms(self.median()),
+            ms(self.pct(0.95)),
+            self.0.len()
+        )
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+async fn page_server() -> std::net::SocketAddr {
+    let app = axum::Router::new().route("/", axum::routing::get(|| async { Html(PAGE) }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr
+}
+
+struct Api {
+    http: reqwest::Client,
+    base: String,
+    key: String,
+}
+
+impl Api {
+    async fn post(&self, path: &str, body: Value) -> Value {
+        let res = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(&self.key)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = res.status();
+        let v: Value = res.json().await.unwrap();
+        assert!(status.is_success(), "{path}: {status} {v}");
+        v
+    }
+    async fn open(&self) -> String {
+        self.post("/api/sessions", json!({ "record": "off" })).await["session_id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+    async fn close(&self, sid: &str) {
+        self.http
+            .delete(format!("{}/api/sessions/{sid}", self.base))
+            .bearer_auth(&self.key)
+            .send()
+            .await
+            .unwrap();
+    }
+}
+
+async fn start_cordon(
+    data: &std::path::Path,
+    page: std::net::SocketAddr,
+    pool: usize,
+) -> (
+    Api,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
+    let env = vec![
+        ("CORDON_BIND".to_string(), "127.0.0.1:0".to_string()),
+        ("CORDON_DATA_DIR".to_string(), data.display().to_string()),
+        ("CORDON_POOL_SIZE".to_string(), pool.to_string()),
+        ("CORDON_EGRESS_ALLOW".to_string(), page.to_string()),
+        (
+            "CORDON_EGRESS_RESOLVER".to_string(),
+            "loopback-only".to_string(),
+        ),
+        ("CORDON_LOG_LEVEL".to_string(), "warn".to_string()),
+        ("CORDON_MAX_SESSIONS".to_string(), "400".to_string()),
+        (
+            "CORDON_MAX_SESSIONS_PER_TENANT".to_string(),
+            "400".to_string(),
+        ),
+        ("CORDON_SESSION_IDLE_S".to_string(), "3600".to_string()),
+    ];
+    let app = Application::build(Settings::load_from(None, env).unwrap())
+        .await
+        .unwrap();
+    let base = format!("http://{}", app.local_addr());
+    let state = app.state();
+    let tenant: cordon::domain::TenantId = "bench".parse().unwrap();
+    let _ = state.store.tenant_create(&tenant, "bench").await;
+    let (_, key) = state.store.api_key_create(&tenant, "bench").await.unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        app.run_until(async {
+            let _ = rx.await;
+        })
+        .await
+        .unwrap();
+    });
+    (
+        Api {
+            http: reqwest::Client::builder().no_proxy().build().unwrap(),
+            base,
+            key,
+        },
+        tx,
+        task,
+    )
+}
+
+/// Raw: spawn Chromium with the same flags (no proxy), connect, load the page.
+async fn raw_cold(
+    page: &str,
+    dir: &std::path::Path,
+    i: usize,
+) -> (Duration, BrowserConn, std::process::Child) {
+    use std::os::unix::process::CommandExt;
+    let profile = dir.join(format!("raw-{i}"));
+    std::fs::create_dir_all(&profile).unwrap();
+    let t = Instant::now();
+    let mut args: Vec<String> = cordon::sandbox::chromium::BASE_FLAGS
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.push("--no-sandbox".into());
+    args.push("--window-size=1280,720".into());
+    args.push(format!("--user-data-dir={}", profile.display()));
+    args.push("about:blank".into());
+    let child = std::process::Command::new("/usr/lib/chromium/chromium")
+        .args(&args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let ws = cordon::sandbox::chromium::wait_for_devtools(
+        &profile,
+        "127.0.0.1",
+        Duration::from_secs(20),
+        || true,
+    )
+    .await
+    .unwrap();
+    let conn = BrowserConn::connect(&ws).await.unwrap();
+    let p = conn.first_page().await.unwrap();
+    cordon::cdp::navigate(
+        &p,
+        page,
+        cordon::cdp::WaitUntil::Load,
+        Duration::from_secs(20),
+    )
+    .await
+    .unwrap();
+    (t.elapsed(), conn, child)
+}
+
+fn kill(mut child: std::process::Child) {
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
+    let _ = child.wait();
+}
+
+fn mem_available_kib() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with("MemAvailable:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap()
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let iters = env_usize("BENCH_ITER", 20);
+    let capacity = env_usize("BENCH_CAPACITY", 100);
+    let page_addr = page_server().await;
+    let page = format!("http://{page_addr}/");
+    let tmp = tempfile::tempdir().unwrap();
+    println!(
+        "cordon session benchmark: {iters} rounds, {} cores",
+        std::thread::available_parallelism().unwrap()
+    );
+
+    // --- raw CDP baselines ------------------------------------------------
+    let mut raw_cold_t = Vec::new();
+    let mut raw_nav = Vec::new();
+    let mut raw_key = Vec::new();
+    let mut raw_eval = Vec::new();
+    for i in 0..iters {
+        let (t, conn, child) = raw_cold(&page, tmp.path(), i).await;
+        raw_cold_t.push(t);
+        let p = conn.first_page().await.unwrap();
+        let t = Instant::now();
+        cordon::cdp::navigate(
+            &p,
+            &page,
+            cordon::cdp::WaitUntil::Load,
+            Duration::from_secs(20),
+        )
+        .await
+        .unwrap();
+        raw_nav.push(t.elapsed());
+        for _ in 0..10 {
+            let t = Instant::now();
+            for kind in [
+                DispatchKeyEventType::RawKeyDown,
+                DispatchKeyEventType::KeyUp,
+            ] {
+                let mut ev = DispatchKeyEventParams::new(kind);
+                ev.key = Some("Tab".into());
+                ev.code = Some("Tab".into());
+                ev.windows_virtual_key_code = Some(9);
+                p.execute(ev).await.unwrap();
+            }
+            raw_key.push(t.elapsed());
+            let t = Instant::now();
+            p.execute(
+                EvaluateParams::builder()
+                    .expression("document.documentElement.outerHTML")
+                    .return_by_value(true)
+                    .build()
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+            raw_eval.push(t.elapsed());
+        }
+        drop(conn);
+        kill(child);
+    }
+    let raw_cold_t = Stats(raw_cold_t);
+    println!(
+        "raw  spawn → page loaded (cold)        {}",
+        raw_cold_t.show()
+    );
+    println!(
+        "raw  navigate → load (warm browser)    {}",
+        Stats(raw_nav.clone()).show()
+    );
+
+    // --- Cordon cold (no pool) --------------------------------------------
+    let (api, stop, task) = start_cordon(&tmp.path().join("cold"), page_addr, 0).await;
+    let mut cold_ready = Vec::new();
+    let mut cold_nav = Vec::new();
+    for _ in 0..iters {
+        let t = Instant::now();
+        let sid = api.open().await;
+        cold_ready.push(t.elapsed());
+        api.post(
+            &format!("/api/sessions/{sid}/navigate"),
+            json!({ "url": page }),
+        )
+        .await;
+        cold_nav.push(t.elapsed());
+        api.close(&sid).await;
+    }
+    let _ = stop.send(());
+    task.await.unwrap();
+    let cold_nav = Stats(cold_nav);
+    println!(
+        "cordon open → ready (cold)             {}",
+        Stats(cold_ready).show()
+    );
+    println!(
+        "cordon open → first page loaded (cold) {}   ratio to raw {:.2}",
+        cold_nav.show(),
+        ms(cold_nav.median()) / ms(raw_cold_t.median())
+    );
+
+    // --- Cordon warm pool ---------------------------------------------------
+    let (api, stop, task) = start_cordon(&tmp.path().join("warm"), page_addr, 2).await;
+    let mut warm_ready = Vec::new();
+    let mut warm_nav = Vec::new();
+    let mut tool_key = Vec::new();
+    let mut tool_eval = Vec::new();
+    for _ in 0..iters {
+        // Let the pool refill: this measures the pool, not the cold path.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let t = Instant::now();
+        let sid = api.open().await;
+        warm_ready.push(t.elapsed());
+        api.post(
+            &format!("/api/sessions/{sid}/navigate"),
+            json!({ "url": page }),
+        )
+        .await;
+        warm_nav.push(t.elapsed());
+        for _ in 0..10 {
+            let t = Instant::now();
+            api.post(
+                &format!("/api/sessions/{sid}/press"),
+                json!({ "key": "Tab" }),
+            )
+            .await;
+            tool_key.push(t.elapsed());
+            let t = Instant::now();
+            api.post(&format!("/api/sessions/{sid}/read_dom"), json!({}))
+                .await;
+            tool_eval.push(t.elapsed());
+        }
+        api.close(&sid).await;
+    }
+    let (tool_key, raw_key) = (Stats(tool_key), Stats(raw_key));
+    let (tool_eval, raw_eval) = (Stats(tool_eval), Stats(raw_eval));
+    println!(
+        "cordon open → ready (warm pool)        {}",
+        Stats(warm_ready).show()
+    );
+    println!(
+        "cordon open → first page loaded (warm) {}",
+        Stats(warm_nav).show()
+    );
+    println!(
+        "tool press  (HTTP)                     {}   raw {}   overhead p50 {:.2} ms",
+        tool_key.show(),
+        raw_key.show(),
+        ms(tool_key.median()) - ms(raw_key.median())
+    );
+    println!(
+        "tool read_dom (HTTP)                   {}   raw {}   overhead p50 {:.2} ms",
+        tool_eval.show(),
+        raw_eval.show(),
+        ms(tool_eval.median()) - ms(raw_eval.median())
+    );
+
+    // --- memory per idle session and capacity -------------------------------
+    if capacity > 0 {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let base = mem_available_kib();
+        let mut open = Vec::new();
+        let mut failed = None;
+        let t = Instant::now();
+        for i in 0..capacity {
+            let res = api
+                .http
+                .post(format!("{}/api/sessions", api.base))
+                .bearer_auth(&api.key)
+                .json(&json!({ "record": "off" }))
+                .send()
+                .await
+                .unwrap();
+            if !res.status().is_success() {
+                failed = Some((i, res.status()));
+                break;
+            }
+            open.push(
+                res.json::<Value>().await.unwrap()["session_id"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned(),
+            );
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let used = base.saturating_sub(mem_available_kib());
+        println!(
+            "capacity: {} idle sessions open in {:.0} s{}; MemAvailable drop {} MiB = {:.0} MiB per session",
+            open.len(),
+            t.elapsed().as_secs_f64(),
+            failed
+                .map(|(i, s)| format!(" (open #{i} answered {s})"))
+                .unwrap_or_default(),
+            used / 1024,
+            used as f64 / 1024.0 / open.len().max(1) as f64
+        );
+        for sid in &open {
+            api.close(sid).await;
+        }
+    }
+    let _ = stop.send(());
+    task.await.unwrap();
+}

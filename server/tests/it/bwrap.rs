@@ -1,0 +1,399 @@
+//! The `bwrap` driver end to end: sessions whose Chromium runs inside
+//! bubblewrap, reached only through the relay's unix sockets.
+
+use std::collections::HashSet;
+use std::ffi::OsString;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use cordon::egress::Decision;
+use cordon::sandbox::bwrap::{Layout, bwrap_args};
+use cordon::sandbox::{DriverKind, Sandbox};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::helpers::{Backend, CHROMIUM, TestApp, session_app};
+use crate::site::{self, Canary};
+
+const BWRAP: &[(&str, &str)] = &[("CORDON_SANDBOX_DRIVER", "bwrap")];
+
+/// A process as seen in /proc: pid, start time (so a recycled pid is not
+/// mistaken for it) and command line.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Proc {
+    pid: i32,
+    start: u64,
+    cmdline: String,
+}
+
+/// (ppid, start time) of `pid`.
+fn stat(pid: i32) -> Option<(i32, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // After the command: state(0) ppid(1) … starttime(19).
+    if fields.first() == Some(&"Z") {
+        return None;
+    }
+    Some((fields.get(1)?.parse().ok()?, fields.get(19)?.parse().ok()?))
+}
+
+fn all_procs() -> Vec<(Proc, i32)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Some((ppid, start)) = stat(pid) else {
+            continue;
+        };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+            .unwrap_or_default();
+        out.push((
+            Proc {
+                pid,
+                start,
+                cmdline,
+            },
+            ppid,
+        ));
+    }
+    out
+}
+
+/// `pid` and everything below it.
+fn tree(pid: i32) -> Vec<Proc> {
+    let procs = all_procs();
+    let mut found: Vec<Proc> = procs
+        .iter()
+        .filter(|(p, _)| p.pid == pid)
+        .map(|(p, _)| p.clone())
+        .collect();
+    let mut frontier = vec![pid];
+    while let Some(parent) = frontier.pop() {
+        for (p, ppid) in &procs {
+            if *ppid == parent {
+                found.push(p.clone());
+                frontier.push(p.pid);
+            }
+        }
+    }
+    found
+}
+
+/// Whether `p` is still there, running or as a zombie nobody collected.
+fn still_there(p: &Proc) -> bool {
+    std::fs::read_to_string(format!("/proc/{}/stat", p.pid)).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(19)?.parse::<u64>().ok())
+            == Some(p.start)
+    })
+}
+
+fn with_marker(marker: &str) -> Vec<Proc> {
+    all_procs()
+        .into_iter()
+        .map(|(p, _)| p)
+        .filter(|p| p.cmdline.contains(marker) && p.pid != std::process::id() as i32)
+        .collect()
+}
+
+async fn sandbox_of(app: &TestApp, sid: &str) -> Sandbox {
+    let live = app
+        .state
+        .sessions
+        .get(&"acme".parse().unwrap(), sid)
+        .await
+        .unwrap();
+    live.sandbox.clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bwrap_session_browses_through_the_guard_and_leaves_nothing_behind() {
+    let site = site::start().await;
+    let app = session_app(Backend::Sqlite, &site.allow(), BWRAP).await;
+    let agent = app.agent("acme").await;
+    let sid = agent.open(json!({})).await;
+    let sandbox = sandbox_of(&app, &sid).await;
+    assert_eq!(sandbox.driver, DriverKind::Bwrap);
+    assert!(
+        sandbox.cdp_url.starts_with("ws://127.0.0.1:"),
+        "{}",
+        sandbox.cdp_url
+    );
+    let pid = sandbox.pid.unwrap();
+
+    // bwrap → pid 1 → relay → Chromium (and its helpers), Chromium in a
+    // network namespace of its own.
+    let procs = tree(pid);
+    let chromium = procs
+        .iter()
+        .find(|p| p.cmdline.starts_with(CHROMIUM))
+        .unwrap_or_else(|| panic!("no chromium under bwrap: {procs:#?}"));
+    assert!(
+        procs.iter().any(|p| p.cmdline.contains("cordon relay")),
+        "{procs:#?}"
+    );
+    let netns = |pid: i32| std::fs::read_link(format!("/proc/{pid}/ns/net")).unwrap();
+    assert_ne!(netns(chromium.pid), netns(std::process::id() as i32));
+
+    let (status, nav) = agent
+        .tool(&sid, "navigate", json!({ "url": site.url("/form") }))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{nav}");
+    assert_eq!(
+        (nav["status"].clone(), nav["title"].clone()),
+        (json!(200), json!("Login"))
+    );
+    let (status, shot) = agent.tool(&sid, "screenshot", json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{shot}");
+    assert_eq!(
+        (shot["width"].as_u64(), shot["height"].as_u64()),
+        (Some(1280), Some(720))
+    );
+    let (status, closed) = agent.close(&sid).await;
+    assert_eq!(
+        (status, closed["state"].as_str()),
+        (StatusCode::OK, Some("closed"))
+    );
+
+    // Nothing of the sandbox is left, not even a zombie, and its runtime
+    // dir is gone.
+    let left: Vec<&Proc> = procs.iter().filter(|p| still_there(p)).collect();
+    assert!(left.is_empty(), "still running after close: {left:#?}");
+    assert_eq!(with_marker(&sandbox.marker), vec![]);
+    assert!(!sandbox.runtime_dir.exists());
+
+    // The guard saw (and allowed) the site's request.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let log = app
+            .state
+            .store
+            .egress_for_sandbox(&sandbox.id)
+            .await
+            .unwrap();
+        if log
+            .iter()
+            .any(|e| e.entry.port == site.addr.port() && e.entry.decision == Decision::Allowed)
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no allowed request in {log:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bwrap_sessions_never_share_cookies_or_local_storage() {
+    let site = site::start().await;
+    let app = session_app(
+        Backend::Sqlite,
+        &site.allow(),
+        &[
+            ("CORDON_SANDBOX_DRIVER", "bwrap"),
+            ("CORDON_POOL_SIZE", "1"),
+        ],
+    )
+    .await;
+    let agent = app.agent("acme").await;
+    let mut pids = HashSet::new();
+    for round in 0..3 {
+        let sid = agent.open(json!({ "record": "off" })).await;
+        pids.insert(sandbox_of(&app, &sid).await.pid);
+        let (_, nav) = agent
+            .tool(&sid, "navigate", json!({ "url": site.url("/show-state") }))
+            .await;
+        assert_eq!(nav["title"], "State", "{nav}");
+        let (_, dom) = agent.tool(&sid, "read_dom", json!({})).await;
+        let html = dom["html"].as_str().unwrap();
+        assert!(
+            html.contains("cookie=[] ls=[]"),
+            "round {round}: state leaked into a new session: {html}"
+        );
+        agent
+            .tool(&sid, "navigate", json!({ "url": site.url("/set-state") }))
+            .await;
+        agent
+            .tool(&sid, "navigate", json!({ "url": site.url("/show-state") }))
+            .await;
+        let (_, dom) = agent.tool(&sid, "read_dom", json!({})).await;
+        assert!(
+            dom["html"]
+                .as_str()
+                .unwrap()
+                .contains("cookie=[sid=session-canary-cookie] ls=[persisted-value]"),
+            "{dom}"
+        );
+        agent.close(&sid).await;
+    }
+    assert_eq!(pids.len(), 3, "every session had its own sandbox");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bwrap_browser_never_reaches_the_canary() {
+    let site = site::start().await;
+    let canary = Canary::start().await;
+    let app = session_app(Backend::Sqlite, &site.allow(), BWRAP).await;
+    let agent = app.agent("acme").await;
+    let sid = agent.open(json!({})).await;
+    let refused = |status: StatusCode, v: &Value| {
+        status == StatusCode::UNPROCESSABLE_ENTITY
+            || (status == StatusCode::OK && v["status"] == 403)
+    };
+    for url in [
+        format!("http://127.0.0.1:{}/", canary.addr.port()),
+        format!("http://localhost:{}/", canary.addr.port()),
+        site.url(&format!(
+            "/redirect?to=http://127.0.0.1:{}/",
+            canary.addr.port()
+        )),
+    ] {
+        let (status, res) = agent.tool(&sid, "navigate", json!({ "url": url })).await;
+        assert!(refused(status, &res), "{url}: {status} {res}");
+    }
+    let sandbox = sandbox_of(&app, &sid).await;
+    let log = app
+        .state
+        .store
+        .egress_for_sandbox(&sandbox.id)
+        .await
+        .unwrap();
+    let denied = log
+        .iter()
+        .filter(|e| e.entry.port == canary.addr.port() && e.entry.decision == Decision::Denied)
+        .count();
+    assert!(denied >= 3, "every attempt is logged as denied: {log:?}");
+    agent.close(&sid).await;
+    assert_eq!(canary.hits(), 0, "the canary was reached");
+    app.stop().await;
+}
+
+/// Runs `script` with bash inside the driver's sandbox layout; its stdout.
+fn run_in_sandbox(sock_dir: &Path, script: &str) -> String {
+    use std::os::unix::process::CommandExt;
+    let layout = Layout {
+        sock_dir,
+        relay_bin: Path::new(env!("CARGO_BIN_EXE_cordon")),
+        chromium: Path::new(CHROMIUM),
+        disable_userns: true,
+    };
+    let command: Vec<OsString> = vec!["/bin/bash".into(), "-c".into(), script.into()];
+    let mut child = std::process::Command::new("bwrap")
+        .args(bwrap_args(&layout, &command))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("bwrap runs");
+    let pid = child.id() as i32;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            let _ = child.wait();
+            panic!("the sandboxed shell did not finish");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_of_the_host_is_writable_or_reachable_from_a_bwrap_sandbox() {
+    let canary = Canary::start().await;
+    let host = tempfile::tempdir().unwrap();
+    let data_dir = host.path().join("data");
+    std::fs::create_dir_all(&data_dir).unwrap();
+    let sock_dir = host.path().join("sock");
+    std::fs::create_dir_all(&sock_dir).unwrap();
+    let name = format!("cordon-bwrap-escape-{:08x}", rand::random::<u32>());
+    let targets = [
+        Path::new("/usr"),
+        Path::new("/etc"),
+        Path::new("/home"),
+        data_dir.as_path(),
+    ];
+    let mut script = String::new();
+    for t in &targets {
+        let f = t.join(&name);
+        script.push_str(&format!(
+            "if (mkdir -p {t} && echo x > {f}) 2>/dev/null && [ -e {f} ]; then echo \"wrote-inside {t}\"; else echo \"denied {t}\"; fi\n",
+            t = t.display(),
+            f = f.display()
+        ));
+    }
+    let port = canary.addr.port();
+    script.push_str(&format!(
+        "if (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null; then echo reached-canary; else echo no-route; fi\n\
+         if (exec 3<>/dev/tcp/::1/{port}) 2>/dev/null; then echo reached-canary-v6; else echo no-route-v6; fi\n\
+         if mount -o remount,bind,rw /usr 2>/dev/null; then echo remounted; else echo remount-denied; fi\n\
+         if unshare -U true 2>/dev/null; then echo userns; else echo no-userns; fi\n\
+         grep CapEff /proc/self/status\n\
+         awk 'NR > 2 {{ print \"iface\", $1 }}' /proc/net/dev\n\
+         echo x > /run/cordon/{name} && echo wrote-sock-dir\n"
+    ));
+    let out = tokio::task::spawn_blocking({
+        let sock_dir = sock_dir.clone();
+        move || run_in_sandbox(&sock_dir, &script)
+    })
+    .await
+    .unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+
+    // /usr and /etc are read-only inside; /home and the data dir's path
+    // may be created inside (on the sandbox's own tmpfs), never on the host.
+    for t in [Path::new("/usr"), Path::new("/etc")] {
+        assert!(
+            lines.contains(&format!("denied {}", t.display()).as_str()),
+            "{out}"
+        );
+    }
+    for t in &targets {
+        assert!(
+            !t.join(&name).exists(),
+            "{} was written on the host",
+            t.display()
+        );
+    }
+    assert!(
+        lines.contains(&"no-route") && lines.contains(&"no-route-v6"),
+        "{out}"
+    );
+    assert_eq!(canary.hits(), 0, "the canary was reached from inside");
+    assert!(lines.contains(&"remount-denied"), "{out}");
+    assert!(lines.contains(&"no-userns"), "{out}");
+    assert!(lines.contains(&"CapEff:\t0000000000000000"), "{out}");
+    let ifaces: Vec<&&str> = lines.iter().filter(|l| l.starts_with("iface ")).collect();
+    assert_eq!(ifaces, [&"iface lo:"], "only loopback inside: {out}");
+    // The documented exception: the sandbox's own socket directory.
+    assert!(lines.contains(&"wrote-sock-dir"), "{out}");
+    assert!(sock_dir.join(&name).exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_reports_bwrap_when_auto_finds_it_usable() {
+    let app = TestApp::spawn_with(Backend::Sqlite, &[("CORDON_SANDBOX_DRIVER", "auto")]).await;
+    let body: Value = app.get("/readyz").await.json().await.unwrap();
+    assert_eq!(body["checks"]["sandbox"]["driver"], "bwrap", "{body}");
+    app.stop().await;
+    let app = TestApp::spawn_with(Backend::Sqlite, &[("CORDON_SANDBOX_DRIVER", "process")]).await;
+    let body: Value = app.get("/readyz").await.json().await.unwrap();
+    assert_eq!(body["checks"]["sandbox"]["driver"], "process", "{body}");
+    app.stop().await;
+}

@@ -713,8 +713,17 @@ async fn the_warm_pool_hands_out_each_browser_once_and_refills() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cookies_and_local_storage_never_carry_over_between_sessions() {
+    isolation("auto").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn process_driver_sessions_never_share_cookies_or_local_storage() {
+    isolation("process").await;
+}
+
+async fn isolation(driver: &str) {
     let site = site::start().await;
-    let app = session_app(Backend::Sqlite, &site.allow(), &[("CORDON_POOL_SIZE", "1")]).await;
+    let app = session_app(Backend::Sqlite, &site.allow(), &[("CORDON_POOL_SIZE", "1"), ("CORDON_SANDBOX_DRIVER", driver)]).await;
     let agent = app.agent("acme").await;
     for round in 0..4 {
         let sid = agent.open(json!({ "record": "off" })).await;
@@ -822,4 +831,30 @@ async fn shutdown_stops_every_browser() {
         (row.state.as_str(), row.close_reason.as_deref()),
         ("closed", Some("shutdown"))
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_with_iframes_load_and_every_frame_request_passes_the_guard() {
+    let site = site::start().await;
+    let app = session_app(Backend::Sqlite, &site.allow(), &[]).await;
+    let agent = app.agent("acme").await;
+    let sid = agent.open(json!({})).await;
+    let (status, nav) = agent.tool(&sid, "navigate", json!({ "url": site.url("/iframe"), "wait": "networkidle" })).await;
+    assert_eq!((status, nav["title"].as_str()), (StatusCode::OK, Some("Frames")), "{nav}");
+    let live = app.state.sessions.get(&"acme".parse().unwrap(), &sid).await.unwrap();
+    let sandbox = live.sandbox.id.clone();
+    drop(live);
+    let allowed = app
+        .state
+        .store
+        .egress_for_sandbox(&sandbox)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.entry.port == site.addr.port() && e.entry.decision == cordon::egress::Decision::Allowed)
+        .count();
+    assert!(allowed >= 2, "the page and its frame each went through the guard ({allowed})");
+    let (status, _) = agent.tool(&sid, "navigate", json!({ "url": site.url("/form"), "wait": "domcontentloaded" })).await;
+    assert_eq!(status, StatusCode::OK);
+    app.stop().await;
 }

@@ -723,7 +723,12 @@ async fn process_driver_sessions_never_share_cookies_or_local_storage() {
 
 async fn isolation(driver: &str) {
     let site = site::start().await;
-    let app = session_app(Backend::Sqlite, &site.allow(), &[("CORDON_POOL_SIZE", "1"), ("CORDON_SANDBOX_DRIVER", driver)]).await;
+    let app = session_app(
+        Backend::Sqlite,
+        &site.allow(),
+        &[("CORDON_POOL_SIZE", "1"), ("CORDON_SANDBOX_DRIVER", driver)],
+    )
+    .await;
     let agent = app.agent("acme").await;
     for round in 0..4 {
         let sid = agent.open(json!({ "record": "off" })).await;
@@ -839,9 +844,24 @@ async fn pages_with_iframes_load_and_every_frame_request_passes_the_guard() {
     let app = session_app(Backend::Sqlite, &site.allow(), &[]).await;
     let agent = app.agent("acme").await;
     let sid = agent.open(json!({})).await;
-    let (status, nav) = agent.tool(&sid, "navigate", json!({ "url": site.url("/iframe"), "wait": "networkidle" })).await;
-    assert_eq!((status, nav["title"].as_str()), (StatusCode::OK, Some("Frames")), "{nav}");
-    let live = app.state.sessions.get(&"acme".parse().unwrap(), &sid).await.unwrap();
+    let (status, nav) = agent
+        .tool(
+            &sid,
+            "navigate",
+            json!({ "url": site.url("/iframe"), "wait": "networkidle" }),
+        )
+        .await;
+    assert_eq!(
+        (status, nav["title"].as_str()),
+        (StatusCode::OK, Some("Frames")),
+        "{nav}"
+    );
+    let live = app
+        .state
+        .sessions
+        .get(&"acme".parse().unwrap(), &sid)
+        .await
+        .unwrap();
     let sandbox = live.sandbox.id.clone();
     drop(live);
     let allowed = app
@@ -851,10 +871,22 @@ async fn pages_with_iframes_load_and_every_frame_request_passes_the_guard() {
         .await
         .unwrap()
         .into_iter()
-        .filter(|e| e.entry.port == site.addr.port() && e.entry.decision == cordon::egress::Decision::Allowed)
+        .filter(|e| {
+            e.entry.port == site.addr.port()
+                && e.entry.decision == cordon::egress::Decision::Allowed
+        })
         .count();
-    assert!(allowed >= 2, "the page and its frame each went through the guard ({allowed})");
-    let (status, _) = agent.tool(&sid, "navigate", json!({ "url": site.url("/form"), "wait": "domcontentloaded" })).await;
+    assert!(
+        allowed >= 2,
+        "the page and its frame each went through the guard ({allowed})"
+    );
+    let (status, _) = agent
+        .tool(
+            &sid,
+            "navigate",
+            json!({ "url": site.url("/form"), "wait": "domcontentloaded" }),
+        )
+        .await;
     assert_eq!(status, StatusCode::OK);
     app.stop().await;
 }

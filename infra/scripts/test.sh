@@ -27,8 +27,9 @@ export CORDON_TEST_POSTGRES_URL=$pg_url
 export CORDON_EGRESS_RESOLVER=loopback-only
 
 echo "== unit and integration tests (SQLite and PostgreSQL)"
-cargo test --workspace --all-targets
+# Benches are not tests: they run with `cargo bench` (clippy above checks them).
+cargo test --workspace --lib --bins --tests
 
 echo "== end-to-end tests (Playwright + Chromium)"
-cargo build -p cordon
+# Uses target/debug/cordon, built by the tests above.
 (cd end2end && npm test)

@@ -2,7 +2,7 @@
 //!
 //! `cargo bench -p cordon --bench sessions` (env: `BENCH_ITER` rounds per
 //! figure, default 20; `BENCH_CAPACITY` sessions for the capacity run,
-//! default 100, 0 skips it). Prints medians and p95s; BENCHMARKS.md keeps
+//! default 100, 0 skips it; `BENCH_DRIVER`, default `auto`). Prints medians and p95s; BENCHMARKS.md keeps
 //! the figures. Everything runs on 127.0.0.1; no DNS leaves the machine.
 
 use std::time::{Duration, Instant};
@@ -120,6 +120,10 @@ async fn start_cordon(
             "400".to_string(),
         ),
         ("CORDON_SESSION_IDLE_S".to_string(), "3600".to_string()),
+        (
+            "CORDON_SANDBOX_DRIVER".to_string(),
+            std::env::var("BENCH_DRIVER").unwrap_or_else(|_| "auto".into()),
+        ),
     ];
     let app = Application::build(Settings::load_from(None, env).unwrap())
         .await

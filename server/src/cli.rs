@@ -7,10 +7,12 @@ use clap::{Parser, Subcommand};
 
 use crate::audit::{self, Actor, NewEvent, Verification};
 use crate::config::Settings;
+use crate::crypto::{KeySource, Keyring, MasterKey, read_key_file};
 use crate::domain::TenantId;
 use crate::startup::{Application, shutdown_signal};
 use crate::store::Store;
 use crate::telemetry;
+use crate::vault::{self, Domain, ImportOptions, Vault, VaultError};
 
 /// Cordon: a control plane for sandboxed browsers that AI agents drive and
 /// operators oversee.
@@ -55,6 +57,16 @@ pub enum Command {
     Apikey {
         #[command(subcommand)]
         command: ApikeyCommand,
+    },
+    /// Manage stored site credentials (cookies, encrypted at rest).
+    Creds {
+        #[command(subcommand)]
+        command: CredsCommand,
+    },
+    /// Manage the master key that encrypts stored credentials.
+    Keys {
+        #[command(subcommand)]
+        command: KeysCommand,
     },
     /// Internal: the relay the bwrap driver runs inside each sandbox.
     #[command(hide = true)]
@@ -111,6 +123,70 @@ pub enum TenantCommand {
     List,
 }
 
+/// `cordon creds …`
+#[derive(Debug, Subcommand)]
+pub enum CredsCommand {
+    /// Store a site's cookies from a Playwright storageState JSON, a CDP
+    /// cookie array or a Netscape cookies.txt (at most 5 MiB), replacing
+    /// what the tenant had for that domain.
+    Import {
+        /// The tenant the credential belongs to.
+        #[arg(long)]
+        tenant: String,
+        /// The site (`example.com`); cookies of its subdomains are included.
+        #[arg(long)]
+        domain: String,
+        /// Skip cookies of other sites (they are listed) instead of refusing the file.
+        #[arg(long)]
+        drop_foreign: bool,
+        /// The cookie file.
+        file: PathBuf,
+    },
+    /// List stored credentials: metadata only, never cookie values.
+    List {
+        /// Only this tenant's.
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+    /// Write a credential's cookies to a new storageState file (mode 0600).
+    /// Audited; the file holds live credentials.
+    Export {
+        /// The tenant.
+        #[arg(long)]
+        tenant: String,
+        /// The site.
+        #[arg(long)]
+        domain: String,
+        /// The file to create (it must not exist).
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Delete a stored credential.
+    Delete {
+        /// The tenant.
+        #[arg(long)]
+        tenant: String,
+        /// The site.
+        #[arg(long)]
+        domain: String,
+    },
+}
+
+/// `cordon keys …`
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Re-encrypt every stored credential under a new master key, in one
+    /// transaction. With a key file, the old one is kept as
+    /// `master.key.<old key id>`. Stop the server first.
+    Rotate {
+        /// Take the new key from this file (mode 0600, 64 hex digits or
+        /// base64) instead of generating one; required when the key comes
+        /// from CORDON_MASTER_KEY.
+        #[arg(long, value_name = "FILE")]
+        new_key_file: Option<PathBuf>,
+    },
+}
+
 /// Runs the parsed command.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     // The relay runs inside a sandbox with an empty environment and no
@@ -159,6 +235,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             store.close().await;
             return res;
         }
+        Command::Creds { command } => return creds(&settings, command).await,
+        Command::Keys { command } => return keys(&settings, command).await,
         Command::Relay(args) => return crate::sandbox::relay::run(args).await,
     }
     Ok(ExitCode::SUCCESS)
@@ -248,6 +326,148 @@ async fn apikey(store: &Store, command: ApikeyCommand) -> anyhow::Result<ExitCod
             }
             println!("API key {id} revoked");
         }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cordon creds …`: the vault from the host, audited as the CLI.
+async fn creds(settings: &Settings, command: CredsCommand) -> anyhow::Result<ExitCode> {
+    let store = open(settings).await?;
+    let res = match Keyring::load(settings) {
+        Ok(keys) => creds_with(&Vault::new(store.clone(), keys.key().clone()), command).await,
+        Err(e) => Err(e.into()),
+    };
+    store.close().await;
+    res
+}
+
+async fn creds_with(vault: &Vault, command: CredsCommand) -> anyhow::Result<ExitCode> {
+    let tenant_arg = |t: &str| -> anyhow::Result<TenantId> {
+        t.parse().map_err(|e| anyhow::anyhow!("tenant id: {e}"))
+    };
+    let domain_arg = |d: &str| -> anyhow::Result<Domain> {
+        d.parse().map_err(|e| anyhow::anyhow!("domain: {e}"))
+    };
+    match command {
+        CredsCommand::Import {
+            tenant,
+            domain,
+            drop_foreign,
+            file,
+        } => {
+            let (tenant, domain) = (tenant_arg(&tenant)?, domain_arg(&domain)?);
+            vault.check_keys().await?;
+            let bytes = crate::vault::import::read_file(&file)?;
+            let opts = ImportOptions { drop_foreign };
+            let report = vault
+                .import(&Actor::Cli, &tenant, &domain, &bytes, opts)
+                .await?;
+            if !report.rejected.is_empty() {
+                let names: Vec<String> = report.rejected.iter().map(ToString::to_string).collect();
+                eprintln!(
+                    "skipped {} cookie(s) of other sites: {}",
+                    names.len(),
+                    names.join(", ")
+                );
+            }
+            if report.ignored_origins > 0 {
+                eprintln!(
+                    "localStorage of {} origin(s) was not imported (the vault holds cookies only)",
+                    report.ignored_origins
+                );
+            }
+            let c = &report.credential;
+            println!(
+                "imported {} cookie(s) for {domain} (tenant {tenant}) as credential {}",
+                c.cookie_count, c.id
+            );
+        }
+        CredsCommand::List { tenant } => {
+            let tenant = tenant.as_deref().map(tenant_arg).transpose()?;
+            let when = |ms: Option<i64>, none: &str| {
+                ms.and_then(|ms| {
+                    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).ok()
+                })
+                .and_then(|t| {
+                    t.format(&time::format_description::well_known::Rfc3339)
+                        .ok()
+                })
+                .unwrap_or_else(|| none.to_owned())
+            };
+            for c in vault.list(tenant.as_ref()).await? {
+                println!(
+                    "{}\t{}\t{}\t{} cookies\t{}\tkey {}\texpires {}\trefreshed {}\tinjected {}",
+                    c.id,
+                    c.tenant_id,
+                    c.domain,
+                    c.cookie_count,
+                    c.source,
+                    c.key_id,
+                    when(c.earliest_expiry, "session"),
+                    when(Some(c.last_refreshed_at), "?"),
+                    when(c.last_injected_at, "never"),
+                );
+            }
+        }
+        CredsCommand::Export {
+            tenant,
+            domain,
+            out,
+        } => {
+            let (tenant, domain) = (tenant_arg(&tenant)?, domain_arg(&domain)?);
+            vault.check_keys().await?;
+            let n =
+                crate::vault::export::export_to_file(vault, &Actor::Cli, &tenant, &domain, &out)
+                    .await?;
+            println!(
+                "exported {n} cookie(s) for {domain} (tenant {tenant}) to {}",
+                out.display()
+            );
+        }
+        CredsCommand::Delete { tenant, domain } => {
+            let (tenant, domain) = (tenant_arg(&tenant)?, domain_arg(&domain)?);
+            match vault.delete(&Actor::Cli, &tenant, &domain).await {
+                Ok(id) => println!("credential {id} for {domain} (tenant {tenant}) deleted"),
+                Err(e @ VaultError::NotFound { .. }) => {
+                    eprintln!("{e}");
+                    return Ok(ExitCode::from(1));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cordon keys …`
+async fn keys(settings: &Settings, command: KeysCommand) -> anyhow::Result<ExitCode> {
+    let KeysCommand::Rotate { new_key_file } = command;
+    let keyring = Keyring::load(settings)?;
+    let new = match &new_key_file {
+        Some(path) => read_key_file(path)?,
+        None if *keyring.source() == KeySource::Setting => anyhow::bail!(
+            "the master key comes from CORDON_MASTER_KEY: write the new key to a file with mode 0600 \
+             and pass it with --new-key-file, then set CORDON_MASTER_KEY to it"
+        ),
+        None => MasterKey::generate(),
+    };
+    let store = open(settings).await?;
+    let res = vault::rotate(&store, &keyring, new, &Actor::Cli).await;
+    store.close().await;
+    let done = res?;
+    println!(
+        "re-encrypted {} credential(s) from key id {} to key id {}",
+        done.credentials, done.from, done.to
+    );
+    match done.old_key_kept_at {
+        Some(path) => println!(
+            "the old key is kept in {}; remove it once no backup needs it",
+            path.display()
+        ),
+        None => println!(
+            "now set CORDON_MASTER_KEY to the new key (key id {})",
+            done.to
+        ),
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -34,6 +34,7 @@ const ENV_KEYS: &[&str] = &[
     "egress_resolver",
     "exec_create",
     "exec_destroy",
+    "master_key",
 ];
 
 /// How the egress guard resolves host names.
@@ -118,6 +119,10 @@ pub struct Settings {
     pub exec_create: Option<String>,
     /// `exec` driver: the command that destroys one (idempotent).
     pub exec_destroy: Option<String>,
+    /// The vault's master key (32 bytes as 64 hex digits or base64). When
+    /// unset, the key lives in `<data_dir>/master.key`, created with mode
+    /// 0600 on first use. Shown as `***`.
+    pub master_key: Option<SecretString>,
 }
 
 /// Accepts a TOML list or a comma-separated string (for the environment).
@@ -315,7 +320,11 @@ impl Settings {
                 EgressResolver::System => "system",
                 EgressResolver::LoopbackOnly => "loopback-only",
             },
-        )
+        ) + if self.master_key.is_some() {
+            "master_key = \"***\"\n"
+        } else {
+            ""
+        }
     }
 }
 

@@ -10,6 +10,7 @@ pub mod audit;
 pub mod egress;
 pub mod sessions;
 pub mod tenants;
+pub mod vault;
 
 use std::sync::Arc;
 

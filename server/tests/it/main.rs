@@ -14,3 +14,4 @@ mod reaper;
 mod sessions;
 mod site;
 mod storage;
+mod vault;

@@ -1,0 +1,23 @@
+-- The credential vault: one row per (tenant, domain) holding that site's
+-- cookies sealed with XChaCha20-Poly1305 under the master key `key_id`
+-- names. The associated data binds each ciphertext to (tenant_id, domain,
+-- id), so a ciphertext copied onto another row does not decrypt.
+-- Times are Unix milliseconds (BIGINT); earliest_expiry is NULL when every
+-- cookie is a session cookie.
+
+CREATE TABLE vault_credentials (
+    id                 TEXT PRIMARY KEY,
+    tenant_id          TEXT NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
+    domain             TEXT NOT NULL,
+    ciphertext         BYTEA NOT NULL,
+    nonce              BYTEA NOT NULL,
+    key_id             TEXT NOT NULL,
+    created_at         BIGINT NOT NULL,
+    last_refreshed_at  BIGINT NOT NULL,
+    last_injected_at   BIGINT,
+    earliest_expiry    BIGINT,
+    cookie_count       BIGINT NOT NULL CHECK (cookie_count >= 0),
+    source             TEXT NOT NULL CHECK (source IN ('import', 'refresh')),
+    UNIQUE (tenant_id, domain)
+);
+CREATE INDEX vault_credentials_key ON vault_credentials(key_id);

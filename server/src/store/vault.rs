@@ -1,0 +1,332 @@
+//! Vault credential rows (both backends). Rows hold ciphertext only; sealing
+//! is `crate::crypto`'s, the rules are `crate::vault`'s.
+
+use anyhow::Context;
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use super::{DatabaseKind, Store};
+use crate::crypto::{KeyId, Sealed};
+use crate::domain::TenantId;
+
+/// A credential's metadata: everything but the ciphertext.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CredentialInfo {
+    /// `v_…`.
+    pub id: String,
+    /// Owner tenant.
+    pub tenant_id: String,
+    /// The site (`example.com`); cookies of its subdomains are included.
+    pub domain: String,
+    /// Id of the master key that sealed it.
+    pub key_id: String,
+    /// Unix ms.
+    pub created_at: i64,
+    /// Unix ms of the last import or refresh.
+    pub last_refreshed_at: i64,
+    /// Unix ms of the last injection into a session.
+    pub last_injected_at: Option<i64>,
+    /// Earliest cookie expiry, Unix ms; `None` if all are session cookies.
+    pub earliest_expiry: Option<i64>,
+    /// How many cookies it holds.
+    pub cookie_count: i64,
+    /// `import` or `refresh`.
+    pub source: String,
+}
+
+/// A credential with its sealed cookies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CredentialRow {
+    /// Metadata.
+    pub info: CredentialInfo,
+    /// The sealed cookie list.
+    pub sealed: Sealed,
+}
+
+const INFO_COLUMNS: &str = "id, tenant_id, domain, key_id, created_at, last_refreshed_at, \
+     last_injected_at, earliest_expiry, cookie_count, source";
+
+fn info_from(r: &AnyRow) -> Result<CredentialInfo, sqlx::Error> {
+    Ok(CredentialInfo {
+        id: r.try_get("id")?,
+        tenant_id: r.try_get("tenant_id")?,
+        domain: r.try_get("domain")?,
+        key_id: r.try_get("key_id")?,
+        created_at: r.try_get("created_at")?,
+        last_refreshed_at: r.try_get("last_refreshed_at")?,
+        last_injected_at: r.try_get("last_injected_at")?,
+        earliest_expiry: r.try_get("earliest_expiry")?,
+        cookie_count: r.try_get("cookie_count")?,
+        source: r.try_get("source")?,
+    })
+}
+
+fn row_from(r: &AnyRow) -> anyhow::Result<CredentialRow> {
+    let info = info_from(r)?;
+    let key_id: KeyId = info
+        .key_id
+        .parse()
+        .with_context(|| format!("credential {}", info.id))?;
+    Ok(CredentialRow {
+        sealed: Sealed {
+            key_id,
+            nonce: r.try_get("nonce")?,
+            ciphertext: r.try_get("ciphertext")?,
+        },
+        info,
+    })
+}
+
+/// `$first, $first+1, …` for `n` values.
+fn placeholders(first: usize, n: usize) -> String {
+    (first..first + n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl Store {
+    /// Whether `tenant` exists.
+    pub async fn vault_tenant_exists(&self, tenant: &TenantId) -> anyhow::Result<bool> {
+        let row = sqlx::query("SELECT id FROM tenants WHERE id = $1")
+            .bind(tenant.as_str().to_owned())
+            .fetch_optional(self.pool())
+            .await
+            .context("failed to look up tenant")?;
+        Ok(row.is_some())
+    }
+
+    /// The id of the tenant's credential for `domain`, if any.
+    pub async fn vault_id_of(
+        &self,
+        tenant: &TenantId,
+        domain: &str,
+    ) -> anyhow::Result<Option<String>> {
+        let row =
+            sqlx::query("SELECT id FROM vault_credentials WHERE tenant_id = $1 AND domain = $2")
+                .bind(tenant.as_str().to_owned())
+                .bind(domain.to_owned())
+                .fetch_optional(self.pool())
+                .await
+                .context("failed to look up credential")?;
+        Ok(row.map(|r| r.try_get::<String, _>("id")).transpose()?)
+    }
+
+    /// Inserts a credential; false if the tenant already has one for that
+    /// domain (someone else inserted it first).
+    #[tracing::instrument(skip_all, err, fields(tenant.id = %row.info.tenant_id, credential.id = %row.info.id))]
+    pub async fn vault_insert(&self, row: &CredentialRow) -> anyhow::Result<bool> {
+        let i = &row.info;
+        let res = sqlx::query(&format!(
+            "INSERT INTO vault_credentials ({INFO_COLUMNS}, ciphertext, nonce) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
+             ON CONFLICT (tenant_id, domain) DO NOTHING"
+        ))
+        .bind(i.id.clone())
+        .bind(i.tenant_id.clone())
+        .bind(i.domain.clone())
+        .bind(row.sealed.key_id.as_str().to_owned())
+        .bind(i.created_at)
+        .bind(i.last_refreshed_at)
+        .bind(i.last_injected_at)
+        .bind(i.earliest_expiry)
+        .bind(i.cookie_count)
+        .bind(i.source.clone())
+        .bind(row.sealed.ciphertext.clone())
+        .bind(row.sealed.nonce.clone())
+        .execute(self.pool())
+        .await
+        .context("failed to insert credential")?;
+        Ok(res.rows_affected() == 1)
+    }
+
+    /// Replaces the cookies of an existing credential (same id, tenant and
+    /// domain: the associated data the ciphertext is bound to). False if it
+    /// is gone.
+    #[tracing::instrument(skip_all, err, fields(tenant.id = %row.info.tenant_id, credential.id = %row.info.id))]
+    pub async fn vault_replace(&self, row: &CredentialRow) -> anyhow::Result<bool> {
+        let i = &row.info;
+        let res = sqlx::query(
+            "UPDATE vault_credentials SET ciphertext = $1, nonce = $2, key_id = $3, \
+             last_refreshed_at = $4, earliest_expiry = $5, cookie_count = $6, source = $7 \
+             WHERE id = $8 AND tenant_id = $9 AND domain = $10",
+        )
+        .bind(row.sealed.ciphertext.clone())
+        .bind(row.sealed.nonce.clone())
+        .bind(row.sealed.key_id.as_str().to_owned())
+        .bind(i.last_refreshed_at)
+        .bind(i.earliest_expiry)
+        .bind(i.cookie_count)
+        .bind(i.source.clone())
+        .bind(i.id.clone())
+        .bind(i.tenant_id.clone())
+        .bind(i.domain.clone())
+        .execute(self.pool())
+        .await
+        .context("failed to replace credential")?;
+        Ok(res.rows_affected() == 1)
+    }
+
+    /// Metadata of all credentials, or one tenant's, by tenant then domain.
+    pub async fn vault_list(
+        &self,
+        tenant: Option<&TenantId>,
+    ) -> anyhow::Result<Vec<CredentialInfo>> {
+        let rows = match tenant {
+            Some(t) => sqlx::query(&format!(
+                "SELECT {INFO_COLUMNS} FROM vault_credentials WHERE tenant_id = $1 ORDER BY domain"
+            ))
+            .bind(t.as_str().to_owned())
+            .fetch_all(self.pool())
+            .await,
+            None => {
+                sqlx::query(&format!(
+                    "SELECT {INFO_COLUMNS} FROM vault_credentials ORDER BY tenant_id, domain"
+                ))
+                .fetch_all(self.pool())
+                .await
+            }
+        }
+        .context("failed to list credentials")?;
+        rows.iter()
+            .map(info_from)
+            .collect::<Result<_, _>>()
+            .context("malformed credential row")
+    }
+
+    /// The tenant's credentials for `domains` (exact matches), by domain.
+    pub async fn vault_get(
+        &self,
+        tenant: &TenantId,
+        domains: &[&str],
+    ) -> anyhow::Result<Vec<CredentialRow>> {
+        if domains.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT {INFO_COLUMNS}, ciphertext, nonce FROM vault_credentials \
+             WHERE tenant_id = $1 AND domain IN ({}) ORDER BY domain",
+            placeholders(2, domains.len())
+        );
+        let mut query = sqlx::query(&sql).bind(tenant.as_str().to_owned());
+        for d in domains {
+            query = query.bind((*d).to_owned());
+        }
+        let rows = query
+            .fetch_all(self.pool())
+            .await
+            .context("failed to read credentials")?;
+        rows.iter()
+            .map(row_from)
+            .collect::<anyhow::Result<_>>()
+            .context("malformed credential row")
+    }
+
+    /// Sets `last_injected_at` on the tenant's credentials for `domains`;
+    /// returns how many rows changed.
+    pub async fn vault_mark_injected(
+        &self,
+        tenant: &TenantId,
+        domains: &[&str],
+        at: i64,
+    ) -> anyhow::Result<u64> {
+        if domains.is_empty() {
+            return Ok(0);
+        }
+        let sql = format!(
+            "UPDATE vault_credentials SET last_injected_at = $1 WHERE tenant_id = $2 AND domain IN ({})",
+            placeholders(3, domains.len())
+        );
+        let mut query = sqlx::query(&sql).bind(at).bind(tenant.as_str().to_owned());
+        for d in domains {
+            query = query.bind((*d).to_owned());
+        }
+        let res = query
+            .execute(self.pool())
+            .await
+            .context("failed to mark credentials injected")?;
+        Ok(res.rows_affected())
+    }
+
+    /// Deletes the tenant's credential for `domain`; returns its id if there was one.
+    #[tracing::instrument(skip_all, err, fields(tenant.id = %tenant))]
+    pub async fn vault_delete(
+        &self,
+        tenant: &TenantId,
+        domain: &str,
+    ) -> anyhow::Result<Option<String>> {
+        let row = sqlx::query(
+            "DELETE FROM vault_credentials WHERE tenant_id = $1 AND domain = $2 RETURNING id",
+        )
+        .bind(tenant.as_str().to_owned())
+        .bind(domain.to_owned())
+        .fetch_optional(self.pool())
+        .await
+        .context("failed to delete credential")?;
+        Ok(row.map(|r| r.try_get::<String, _>("id")).transpose()?)
+    }
+
+    /// The key ids found on stored credentials, with how many rows carry each.
+    pub async fn vault_key_ids(&self) -> anyhow::Result<Vec<(String, i64)>> {
+        let rows = sqlx::query(
+            "SELECT key_id, COUNT(*) AS n FROM vault_credentials GROUP BY key_id ORDER BY key_id",
+        )
+        .fetch_all(self.pool())
+        .await
+        .context("failed to read credential key ids")?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("key_id")?, r.try_get("n")?)))
+            .collect::<Result<_, sqlx::Error>>()
+            .context("malformed key id row")
+    }
+
+    /// Re-seals every credential with `reseal` in one transaction: either
+    /// every row is rewritten or, if `reseal` fails on any, none is. Writers
+    /// are locked out until it commits. Returns how many rows it rewrote.
+    #[tracing::instrument(skip_all, err)]
+    pub async fn vault_reseal_all<F>(&self, mut reseal: F) -> anyhow::Result<u64>
+    where
+        F: FnMut(&CredentialRow) -> anyhow::Result<Sealed>,
+    {
+        let mut tx = self
+            .pool()
+            .begin()
+            .await
+            .context("failed to begin key rotation")?;
+        // Take the write lock before reading, so no import slips in between
+        // the read and the rewrite (SQLite: any write takes the database
+        // lock; PostgreSQL: this mode admits readers and nothing else).
+        let lock = match self.kind() {
+            DatabaseKind::Sqlite => "UPDATE vault_credentials SET key_id = key_id",
+            DatabaseKind::Postgres => "LOCK TABLE vault_credentials IN SHARE ROW EXCLUSIVE MODE",
+        };
+        sqlx::query(lock)
+            .execute(&mut *tx)
+            .await
+            .context("failed to lock credentials for key rotation")?;
+        let rows = sqlx::query(&format!(
+            "SELECT {INFO_COLUMNS}, ciphertext, nonce FROM vault_credentials ORDER BY id"
+        ))
+        .fetch_all(&mut *tx)
+        .await
+        .context("failed to read credentials for key rotation")?;
+        let mut count = 0;
+        for r in &rows {
+            let row = row_from(r).context("malformed credential row")?;
+            let sealed = reseal(&row)?;
+            sqlx::query(
+                "UPDATE vault_credentials SET ciphertext = $1, nonce = $2, key_id = $3 WHERE id = $4",
+            )
+            .bind(sealed.ciphertext)
+            .bind(sealed.nonce)
+            .bind(sealed.key_id.as_str().to_owned())
+            .bind(row.info.id.clone())
+            .execute(&mut *tx)
+            .await
+            .context("failed to rewrite credential")?;
+            count += 1;
+        }
+        tx.commit().await.context("failed to commit key rotation")?;
+        Ok(count)
+    }
+}

@@ -1,0 +1,18 @@
+//! The credential vault: site cookies per (tenant, domain), sealed at rest
+//! (see [`crate::crypto`]), imported from files or a refresh session,
+//! exported only on explicit request, and decrypted in memory for injection.
+
+mod cookie;
+mod domain;
+mod error;
+pub mod export;
+pub mod import;
+pub mod rotate;
+mod service;
+
+pub use cookie::{Cookie, PartitionKey, SameSite, StorageState, earliest_expiry};
+pub use domain::{Domain, DomainError};
+pub use error::VaultError;
+pub use import::{ImportError, MAX_IMPORT_BYTES, Rejected};
+pub use rotate::{RotateError, Rotation, rotate};
+pub use service::{ImportOptions, ImportReport, Source, Vault};

@@ -24,12 +24,14 @@ use tower_http::trace::TraceLayer;
 use crate::api;
 use crate::config::EgressResolver;
 use crate::config::Settings;
+use crate::crypto::Keyring;
 use crate::egress::{AddressPolicy, EgressGuard, Limits, StaticResolver};
 use crate::error::{ApiError, ErrorCause};
 use crate::sessions::SessionManager;
 use crate::state::{AppState, Inner};
 use crate::store::Store;
 use crate::telemetry;
+use crate::vault::Vault;
 
 /// The largest request body any route accepts; larger ones get 413.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -55,6 +57,11 @@ impl Application {
         prepare_data_dir(&settings.data_dir)?;
         let store = Store::connect(&settings.database_url()).await?;
         store.migrate().await?;
+        // The vault's key is checked at start: a key file readable by others
+        // or a key that did not seal the stored credentials stops startup.
+        let keyring = Keyring::load(&settings)?;
+        let vault = Vault::new(store.clone(), keyring.key().clone());
+        vault.check_keys().await?;
         let policy = AddressPolicy::with_allowlist(&settings.egress_allow)
             .map_err(|e| anyhow::anyhow!("egress_allow: {e}"))?;
         let egress = match settings.egress_resolver {
@@ -87,6 +94,7 @@ impl Application {
             metrics: telemetry::metrics_handle(),
             egress,
             sessions,
+            vault,
         });
         let router = router(state.clone());
         let listener = TcpListener::bind(state.settings.bind)

@@ -30,6 +30,8 @@ pub struct Inner {
     pub egress: EgressGuard,
     /// The session engine.
     pub sessions: SessionManager,
+    /// Encrypted site credentials.
+    pub vault: crate::vault::Vault,
 }
 
 impl AppState {

@@ -201,3 +201,16 @@ fn serve_shuts_down_gracefully_on_sigterm() {
         "{rest:?}"
     );
 }
+
+#[test]
+fn serve_refuses_a_master_key_file_readable_by_others() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let out = cordon(dir.path(), &[], &["migrate"]);
+    assert!(out.status.success());
+    let key = dir.path().join("data/master.key");
+    std::fs::write(&key, "00".repeat(32)).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = cordon(dir.path(), &[], &["serve"]);
+    assert_clean_failure(&out, "master.key");
+}

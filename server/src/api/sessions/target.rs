@@ -153,21 +153,9 @@ pub async fn finish<T>(
     session.touch();
     match res {
         Ok(v) => Ok(v),
-        Err(CdpError::BrowserGone) => {
-            state
-                .sessions
-                .fail(
-                    &session.id,
-                    "browser_exited",
-                    "the browser exited unexpectedly",
-                )
-                .await;
-            Err(ApiError::BrowserFailed(
-                "the browser exited unexpectedly; the session is now failed".into(),
-            ))
-        }
-        Err(e) if session.browser_gone() => {
-            tracing::warn!(error = %e, "tool failed as the browser went away");
+        // A dead browser fails the session, whatever the call reported.
+        Err(e) if matches!(e, CdpError::BrowserGone) || session.browser_gone() => {
+            tracing::warn!(error = %e, "tool failed: the browser is gone");
             state
                 .sessions
                 .fail(

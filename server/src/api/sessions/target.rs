@@ -179,6 +179,8 @@ pub async fn finish<T>(
             code: "action_failed",
             message: m,
         }),
+        // Caught by the first error arm; listed for exhaustiveness.
+        Err(CdpError::BrowserGone) => Err(ApiError::BrowserFailed("the browser is gone".into())),
         Err(CdpError::Protocol(m)) => Err(ApiError::Unprocessable {
             code: "browser_error",
             message: m,

@@ -103,6 +103,7 @@ async fn start_cordon(
     Api,
     tokio::sync::oneshot::Sender<()>,
     tokio::task::JoinHandle<()>,
+    cordon::state::AppState,
 ) {
     let env = vec![
         ("CORDON_BIND".to_string(), "127.0.0.1:0".to_string()),
@@ -130,6 +131,7 @@ async fn start_cordon(
         .unwrap();
     let base = format!("http://{}", app.local_addr());
     let state = app.state();
+    let kept = state.clone();
     let tenant: cordon::domain::TenantId = "bench".parse().unwrap();
     let _ = state.store.tenant_create(&tenant, "bench").await;
     let (_, key) = state.store.api_key_create(&tenant, "bench").await.unwrap();
@@ -149,6 +151,7 @@ async fn start_cordon(
         },
         tx,
         task,
+        kept,
     )
 }
 
@@ -202,6 +205,80 @@ fn kill(mut child: std::process::Child) {
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
     let _ = child.wait();
+}
+
+/// Operator-mode opens from the warm pool: grant checked and consumed, 20
+/// cookies decrypted and set over CDP, then a smoke navigation. Returns
+/// (open → ready, open → page loaded).
+async fn operator_rounds(
+    api: &Api,
+    state: &cordon::state::AppState,
+    page: &str,
+    iters: usize,
+) -> (Stats, Stats) {
+    let tenant: cordon::domain::TenantId = "bench".parse().unwrap();
+    let cookies: Vec<Value> = (0..20)
+        .map(|i| {
+            json!({ "name": format!("c{i}"), "value": format!("v{i}-{}", "x".repeat(40)),
+                    "domain": "127.0.0.1", "path": "/", "expires": -1, "httpOnly": true })
+        })
+        .collect();
+    state
+        .vault
+        .import(
+            &cordon::audit::Actor::Cli,
+            &tenant,
+            &"127.0.0.1".parse().unwrap(),
+            &serde_json::to_vec(&cookies).unwrap(),
+            cordon::vault::ImportOptions::default(),
+        )
+        .await
+        .unwrap();
+    let owner = state.store.api_key_lookup(&api.key).await.unwrap().unwrap();
+    let (mut ready, mut nav) = (Vec::new(), Vec::new());
+    for _ in 0..iters {
+        let req = cordon::grants::NewGrantRequest {
+            domains: vec!["127.0.0.1".into()],
+            reason: "bench".into(),
+        };
+        let asked = cordon::grants::request(&state.store, &owner, &req)
+            .await
+            .unwrap();
+        cordon::grants::approve(
+            &state.store,
+            &cordon::audit::Actor::Cli,
+            &asked.request_id,
+            15,
+            true,
+        )
+        .await
+        .unwrap();
+        let token = cordon::grants::poll(&state.store, &owner, &asked.request_id)
+            .await
+            .unwrap()
+            .grant_token
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let t = Instant::now();
+        let opened = api
+            .post(
+                "/api/sessions",
+                json!({ "record": "off", "credential_mode": "operator",
+                        "domains": ["127.0.0.1"], "grant_token": token }),
+            )
+            .await;
+        ready.push(t.elapsed());
+        assert_eq!(opened["injected"]["127.0.0.1"], 20);
+        let sid = opened["session_id"].as_str().unwrap().to_owned();
+        api.post(
+            &format!("/api/sessions/{sid}/navigate"),
+            json!({ "url": page }),
+        )
+        .await;
+        nav.push(t.elapsed());
+        api.close(&sid).await;
+    }
+    (Stats(ready), Stats(nav))
 }
 
 fn mem_available_kib() -> u64 {
@@ -283,7 +360,7 @@ async fn main() {
     );
 
     // --- Cordon cold (no pool) --------------------------------------------
-    let (api, stop, task) = start_cordon(&tmp.path().join("cold"), page_addr, 0).await;
+    let (api, stop, task, _) = start_cordon(&tmp.path().join("cold"), page_addr, 0).await;
     let mut cold_ready = Vec::new();
     let mut cold_nav = Vec::new();
     for _ in 0..iters {
@@ -312,7 +389,7 @@ async fn main() {
     );
 
     // --- Cordon warm pool ---------------------------------------------------
-    let (api, stop, task) = start_cordon(&tmp.path().join("warm"), page_addr, 2).await;
+    let (api, stop, task, state) = start_cordon(&tmp.path().join("warm"), page_addr, 2).await;
     let mut warm_ready = Vec::new();
     let mut warm_nav = Vec::new();
     let mut tool_key = Vec::new();
@@ -365,6 +442,17 @@ async fn main() {
         tool_eval.show(),
         raw_eval.show(),
         ms(tool_eval.median()) - ms(raw_eval.median())
+    );
+
+    // --- operator session: grant + 20 cookies injected + smoke navigation ---
+    let (inject_ready, inject_nav) = operator_rounds(&api, &state, &page, iters).await;
+    println!(
+        "cordon operator open, 20 cookies (warm) {}",
+        inject_ready.show()
+    );
+    println!(
+        "  + smoke navigation                    {}",
+        inject_nav.show()
     );
 
     // --- memory per idle session and capacity -------------------------------

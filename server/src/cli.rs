@@ -63,6 +63,11 @@ pub enum Command {
         #[command(subcommand)]
         command: CredsCommand,
     },
+    /// Decide agents' requests for operator grants; revoke grant tokens.
+    Grants {
+        #[command(subcommand)]
+        command: GrantsCommand,
+    },
     /// Manage the master key that encrypts stored credentials.
     Keys {
         #[command(subcommand)]
@@ -172,6 +177,39 @@ pub enum CredsCommand {
     },
 }
 
+/// `cordon grants …`
+#[derive(Debug, Subcommand)]
+pub enum GrantsCommand {
+    /// List grant requests, newest first (never a token).
+    List {
+        /// Only those still pending.
+        #[arg(long)]
+        pending: bool,
+    },
+    /// Approve a pending request; the agent collects the token once.
+    Approve {
+        /// The request's id (`gr_…`).
+        id: String,
+        /// Minutes until the token expires.
+        #[arg(long, default_value_t = crate::grants::DEFAULT_EXPIRY_MIN)]
+        expires_min: u64,
+        /// Let the token open any number of sessions until it expires
+        /// (default: one session).
+        #[arg(long)]
+        multi_use: bool,
+    },
+    /// Deny a pending request.
+    Deny {
+        /// The request's id (`gr_…`).
+        id: String,
+    },
+    /// Revoke a token by its id (`gt_…`).
+    Revoke {
+        /// The token's id.
+        jti: String,
+    },
+}
+
 /// `cordon keys …`
 #[derive(Debug, Subcommand)]
 pub enum KeysCommand {
@@ -236,6 +274,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             return res;
         }
         Command::Creds { command } => return creds(&settings, command).await,
+        Command::Grants { command } => {
+            let store = open(&settings).await?;
+            let res = grants(&store, command).await;
+            store.close().await;
+            return res;
+        }
         Command::Keys { command } => return keys(&settings, command).await,
         Command::Relay(args) => return crate::sandbox::relay::run(args).await,
     }
@@ -328,6 +372,64 @@ async fn apikey(store: &Store, command: ApikeyCommand) -> anyhow::Result<ExitCod
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `cordon grants …`, audited as the CLI.
+async fn grants(store: &Store, command: GrantsCommand) -> anyhow::Result<ExitCode> {
+    use crate::grants::{self, GrantError};
+    let outcome = match command {
+        GrantsCommand::List { pending } => {
+            for r in store.grant_request_list(pending).await? {
+                let token = store.grant_token_of_request(&r.id).await?;
+                let tok = token.map_or_else(String::new, |t| {
+                    let state = if t.revoked_at.is_some() {
+                        "revoked"
+                    } else if t.consumed_at.is_some() {
+                        "consumed"
+                    } else if t.expires_at <= crate::store::audit::now_ms() {
+                        "expired"
+                    } else if t.delivered_at.is_some() {
+                        "delivered"
+                    } else {
+                        "awaiting pickup"
+                    };
+                    format!("\t{}\t{state}", t.jti)
+                });
+                println!(
+                    "{}\t{}\t{}\t{}\t{}{tok}",
+                    r.id, r.tenant_id, r.state, r.domains, r.reason
+                );
+            }
+            Ok(())
+        }
+        GrantsCommand::Approve {
+            id,
+            expires_min,
+            multi_use,
+        } => grants::approve(store, &Actor::Cli, &id, expires_min, !multi_use)
+            .await
+            .map(|t| {
+                println!(
+                    "grant request {id} approved: token {} expires in {expires_min} min ({})",
+                    t.jti,
+                    if multi_use { "multi-use" } else { "single use" }
+                );
+            }),
+        GrantsCommand::Deny { id } => grants::deny(store, &Actor::Cli, &id)
+            .await
+            .map(|()| println!("grant request {id} denied")),
+        GrantsCommand::Revoke { jti } => grants::revoke(store, &Actor::Cli, &jti)
+            .await
+            .map(|()| println!("grant token {jti} revoked")),
+    };
+    match outcome {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(GrantError::Internal(e)) => Err(e),
+        Err(e) => {
+            eprintln!("{e}");
+            Ok(ExitCode::from(1))
+        }
+    }
 }
 
 /// `cordon creds …`: the vault from the host, audited as the CLI.

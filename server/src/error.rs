@@ -153,10 +153,27 @@ impl From<crate::sessions::SessionError> for ApiError {
                 message: OpenRequestError::GrantRequired.to_string(),
             },
             S::Invalid(other) => Self::BadRequest(other.to_string()),
+            S::Grant(g) => g.into(),
             S::StartFailed(cause) => {
                 Self::Internal(cause.context("the browser could not be started")).unavailable()
             }
             S::Internal(cause) => Self::Internal(cause),
+        }
+    }
+}
+
+impl From<crate::grants::GrantError> for ApiError {
+    fn from(e: crate::grants::GrantError) -> Self {
+        use crate::grants::GrantError as G;
+        match e {
+            G::Invalid(m) => Self::BadRequest(m),
+            G::NotFound => Self::NotFound("grant request"),
+            e @ G::NotPending(_) => Self::Conflict(e.to_string()),
+            G::Internal(cause) => Self::Internal(cause),
+            refused => Self::Forbidden {
+                code: refused.code(),
+                message: refused.to_string(),
+            },
         }
     }
 }

@@ -10,6 +10,7 @@ pub mod dashboard;
 pub mod domain;
 pub mod egress;
 pub mod error;
+pub mod grants;
 pub mod recording;
 pub mod sandbox;
 pub mod sessions;

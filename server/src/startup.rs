@@ -80,7 +80,8 @@ impl Application {
                 )
             }
         };
-        let sessions = SessionManager::start(&settings, store.clone(), egress.clone()).await?;
+        let sessions =
+            SessionManager::start(&settings, store.clone(), egress.clone(), vault.clone()).await?;
         let leptos = LeptosOptions::builder()
             .output_name("cordon")
             .site_root(settings.site_root.display().to_string())

@@ -1,6 +1,7 @@
 //! HTTP routes outside the dashboard: operability and the agent API.
 
 pub mod auth;
+mod grants;
 pub mod json;
 pub mod openapi;
 mod ops;

@@ -2,12 +2,13 @@
 //! (starting → ready → closing → closed | failed), deadlines, idle timeout,
 //! per-tenant and per-host limits, and the orphan reaper.
 
+mod injection;
 mod live;
 mod pool;
 mod reaper;
 pub mod request;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -93,6 +94,9 @@ pub enum SessionError {
     /// The request is invalid.
     #[error(transparent)]
     Invalid(#[from] OpenRequestError),
+    /// The operator grant token was refused.
+    #[error(transparent)]
+    Grant(#[from] crate::grants::GrantError),
     /// The browser could not be started.
     #[error("the browser could not be started")]
     StartFailed(#[source] anyhow::Error),
@@ -129,6 +133,10 @@ pub struct SessionInfo {
     /// Whether it came from the warm pool (only on open).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub from_pool: Option<bool>,
+    /// Operator mode, on open only: cookies injected per domain (counts,
+    /// never values).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub injected: Option<BTreeMap<String, usize>>,
 }
 
 impl SessionInfo {
@@ -151,6 +159,7 @@ impl SessionInfo {
             close_reason: r.close_reason.clone(),
             error: r.error.clone(),
             from_pool: None,
+            injected: None,
         }
     }
 }
@@ -163,6 +172,7 @@ struct Slots {
 
 pub(crate) struct Inner {
     store: Store,
+    vault: crate::vault::Vault,
     driver: Arc<dyn Driver>,
     egress: EgressGuard,
     recorder: Recorder,
@@ -220,6 +230,7 @@ impl SessionManager {
         settings: &Settings,
         store: Store,
         egress: EgressGuard,
+        vault: crate::vault::Vault,
     ) -> anyhow::Result<Self> {
         let chromium = settings.chromium_path.clone();
         let bwrap = || {
@@ -256,6 +267,7 @@ impl SessionManager {
             .unwrap_or_else(|| "localhost".into());
         let inner = Arc::new(Inner {
             store,
+            vault,
             driver,
             egress,
             recorder: Recorder::new(&settings.data_dir),
@@ -363,7 +375,17 @@ impl SessionManager {
             .lock()
             .expect("opening lock")
             .insert(id.to_string());
-        let result = self.open_reserved(owner, &req, &id, deadline_s).await;
+        let result = async {
+            // The grant is checked (and a single-use one consumed) before
+            // any browser starts, so losers of a race are refused at once.
+            if req.credential_mode == CredentialMode::Operator {
+                let domains = req.vault_domains()?;
+                let token = req.grant_token.as_deref().unwrap_or_default();
+                crate::grants::redeem(&self.0.store, owner, id.as_str(), token, &domains).await?;
+            }
+            self.open_reserved(owner, &req, &id, deadline_s).await
+        }
+        .await;
         self.0
             .opening
             .lock()
@@ -460,11 +482,16 @@ impl SessionManager {
                 .execute(metrics_override(req.viewport))
                 .await
                 .context("failed to set the viewport")?;
+            let injected = if req.credential_mode == CredentialMode::Operator {
+                Some(inject(inner, owner, id, req, &warm.page).await?)
+            } else {
+                None
+            };
             inner
                 .store
                 .session_ready(id.as_str(), &warm.sandbox.id)
                 .await?;
-            anyhow::Ok(())
+            anyhow::Ok(injected)
         }
         .await;
         let live = Arc::new(LiveSession::new(
@@ -480,19 +507,23 @@ impl SessionManager {
             .lock()
             .expect("live lock")
             .insert(id.clone(), live);
-        if let Err(e) = setup {
-            self.end(
-                id,
-                "start_failed",
-                Some("the browser could not be prepared".into()),
-                Actor::System,
-            )
-            .await;
-            return Err(SessionError::StartFailed(e));
-        }
+        let injected = match setup {
+            Ok(injected) => injected,
+            Err(e) => {
+                self.end(
+                    id,
+                    "start_failed",
+                    Some("the browser could not be prepared".into()),
+                    Actor::System,
+                )
+                .await;
+                return Err(SessionError::StartFailed(e));
+            }
+        };
         row.state = "ready".into();
         let mut info = SessionInfo::from_row(&row);
         info.from_pool = Some(from_pool);
+        info.injected = injected;
         Ok(info)
     }
 
@@ -650,6 +681,13 @@ impl SessionManager {
                 if let Err(e) = self.reap().await {
                     tracing::error!(error = %format!("{e:#}"), "reaper failed");
                 }
+                match crate::grants::gc(&self.0.store).await {
+                    Ok((0, 0)) => {}
+                    Ok((tokens, requests)) => {
+                        tracing::info!(tokens, requests, "grants: expired rows collected")
+                    }
+                    Err(e) => tracing::error!(error = %format!("{e:#}"), "grant GC failed"),
+                }
             }
             since_gc += TICK;
             if since_gc >= Duration::from_secs(3600) {
@@ -719,4 +757,59 @@ impl SessionManager {
             self.0.dispose(warm).await;
         }
     }
+}
+
+/// Sets the tenant's stored cookies for the session's domains on its
+/// browser over CDP, records the injection, and audits the counts (never
+/// a value). Nothing is read back from the browser into the vault.
+async fn inject(
+    inner: &Inner,
+    owner: &ApiKeyOwner,
+    id: &SessionId,
+    req: &OpenRequest,
+    page: &chromiumoxide::Page,
+) -> anyhow::Result<BTreeMap<String, usize>> {
+    let domains = req.vault_domains()?;
+    let selected = inner
+        .vault
+        .select_for_injection(&owner.tenant, &domains)
+        .await
+        .map_err(|e| anyhow::anyhow!("vault: {e}"))?;
+    let mut counts: BTreeMap<String, usize> =
+        domains.iter().map(|d| (d.as_str().to_owned(), 0)).collect();
+    let mut params = Vec::new();
+    for (domain, cookies) in &selected {
+        for c in cookies {
+            params.push(injection::cookie_param(c)?);
+        }
+        counts.insert(domain.as_str().to_owned(), cookies.len());
+    }
+    if !params.is_empty() {
+        page.execute(chromiumoxide::cdp::browser_protocol::network::SetCookiesParams::new(params))
+            .await
+            .context("failed to set cookies over CDP")?;
+    }
+    drop(selected);
+    let injected: Vec<crate::vault::Domain> = domains
+        .into_iter()
+        .filter(|d| counts.get(d.as_str()).copied().unwrap_or(0) > 0)
+        .collect();
+    if !injected.is_empty() {
+        inner
+            .vault
+            .mark_injected(&owner.tenant, &injected)
+            .await
+            .map_err(|e| anyhow::anyhow!("vault: {e}"))?;
+    }
+    inner
+        .store
+        .audit_append(
+            NewEvent::new(Actor::System, "session.inject")
+                .tenant(&owner.tenant)
+                .session(id.as_str())
+                .params(json!({ "cookies": counts }))
+                .outcome("ok"),
+        )
+        .await?;
+    Ok(counts)
 }

@@ -46,8 +46,8 @@ impl Default for Viewport {
     }
 }
 
-/// The body of `POST /api/sessions`.
-#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
+/// The body of `POST /api/sessions`. `Debug` never shows the grant token.
+#[derive(Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OpenRequest {
     /// `clean` (default) or `operator`.
@@ -66,6 +66,19 @@ pub struct OpenRequest {
     pub viewport: Viewport,
     /// The operator grant token (operator mode only).
     pub grant_token: Option<String>,
+}
+
+impl std::fmt::Debug for OpenRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenRequest")
+            .field("credential_mode", &self.credential_mode)
+            .field("domains", &self.domains)
+            .field("record", &self.record)
+            .field("deadline_s", &self.deadline_s)
+            .field("viewport", &self.viewport)
+            .field("grant_token", &self.grant_token.as_ref().map(|_| "***"))
+            .finish()
+    }
 }
 
 /// The most domains one session may name.
@@ -121,12 +134,42 @@ impl OpenRequest {
                 )));
             }
         }
-        if self.credential_mode == CredentialMode::Operator {
-            // The vault and grant tokens arrive with their own issue; until
-            // then no token can be valid, and nothing is injected.
-            return Err(OpenRequestError::GrantRequired);
+        match self.credential_mode {
+            CredentialMode::Operator => {
+                if self.grant_token.as_deref().is_none_or(str::is_empty) {
+                    return Err(OpenRequestError::GrantRequired);
+                }
+                if self.domains.is_empty() {
+                    return Err(OpenRequestError::Domains(
+                        "operator mode needs at least one domain".into(),
+                    ));
+                }
+                self.vault_domains()?;
+            }
+            CredentialMode::Clean => {
+                if self.grant_token.is_some() {
+                    return Err(OpenRequestError::Domains(
+                        "grant_token is only for credential_mode \"operator\"".into(),
+                    ));
+                }
+            }
         }
         Ok(deadline)
+    }
+
+    /// The requested domains as vault domains (exact hosts), deduplicated.
+    pub fn vault_domains(&self) -> Result<Vec<crate::vault::Domain>, OpenRequestError> {
+        let mut out = self
+            .domains
+            .iter()
+            .map(|d| {
+                d.parse::<crate::vault::Domain>()
+                    .map_err(|e| OpenRequestError::Domains(format!("{d:?}: {e}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        out.sort();
+        out.dedup();
+        Ok(out)
     }
 }
 
@@ -183,10 +226,22 @@ mod tests {
 
     #[test]
     fn operator_mode_requires_a_grant_token() {
+        let r = parse(r#"{"credential_mode": "operator", "domains": ["github.com"]}"#).unwrap();
+        assert_eq!(r.validate(600, 3600), Err(OpenRequestError::GrantRequired));
         let r = parse(
             r#"{"credential_mode": "operator", "domains": ["github.com"], "grant_token": "x"}"#,
         )
         .unwrap();
-        assert_eq!(r.validate(600, 3600), Err(OpenRequestError::GrantRequired));
+        assert_eq!(r.validate(600, 3600), Ok(600));
+        let r = parse(r#"{"credential_mode": "operator", "grant_token": "x"}"#).unwrap();
+        assert!(matches!(
+            r.validate(600, 3600),
+            Err(OpenRequestError::Domains(_))
+        ));
+        let r = parse(r#"{"grant_token": "x"}"#).unwrap();
+        assert!(matches!(
+            r.validate(600, 3600),
+            Err(OpenRequestError::Domains(_))
+        ));
     }
 }

@@ -8,6 +8,7 @@ mod sqlite;
 pub mod api_keys;
 pub mod audit;
 pub mod egress;
+pub mod grants;
 pub mod sessions;
 pub mod tenants;
 pub mod vault;

@@ -9,6 +9,7 @@ mod chromium;
 mod cli;
 mod egress;
 mod exec;
+mod grants;
 mod http;
 mod reaper;
 mod sessions;

@@ -7,20 +7,37 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::Query;
-use axum::http::header;
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use axum::extract::{Form, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, Redirect};
 use axum::routing::get;
 
 /// A running test site.
 pub struct Site {
     pub addr: SocketAddr,
+    /// Live login sessions: cookie value → user name.
+    pub logins: Logins,
     _task: tokio::task::JoinHandle<()>,
 }
+
+/// The site's accepted `session` cookie values, by user.
+pub type Logins = Arc<Mutex<HashMap<String, String>>>;
 
 impl Site {
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
+    }
+
+    /// Makes `value` a valid `session` cookie of `user` (as if they had
+    /// logged in), so a test can import a cookie it knows.
+    pub fn accept(&self, value: &str, user: &str) {
+        self.logins
+            .lock()
+            .unwrap()
+            .insert(value.to_owned(), user.to_owned());
     }
 
     /// The `CORDON_EGRESS_ALLOW` entry for this site.
@@ -54,6 +71,62 @@ const SHOW_STATE: &str = r#"<!doctype html><html><head><title>State</title></hea
 const SET_STATE: &str = r#"<!doctype html><html><head><title>Set</title></head><body><p id="done"></p>
 <script>localStorage.setItem('k', 'persisted-value'); document.getElementById('done').textContent = 'stored';</script></body></html>"#;
 
+const LOGIN: &str = r#"<!doctype html><html><head><title>Log in</title></head><body>
+<form method="post" action="/login">
+<label>User <input id="user" name="user"></label>
+<label>Password <input id="pass" name="pass" type="password"></label>
+<button id="go" type="submit">Log in</button>
+</form></body></html>"#;
+
+#[derive(serde::Deserialize)]
+struct LoginForm {
+    user: String,
+    pass: String,
+}
+
+/// `POST /login`: any user with a non-empty password gets a fresh random
+/// httpOnly `session` cookie, then goes to `/account`.
+async fn login(State(logins): State<Logins>, Form(f): Form<LoginForm>) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if f.user.is_empty() || f.pass.is_empty() {
+        return (
+            StatusCode::UNAUTHORIZED,
+            Html("<title>Denied</title>denied"),
+        )
+            .into_response();
+    }
+    let value = hex::encode(rand::random::<[u8; 16]>());
+    logins.lock().unwrap().insert(value.clone(), f.user);
+    (
+        StatusCode::SEE_OTHER,
+        [
+            (
+                header::SET_COOKIE,
+                format!("session={value}; Path=/; HttpOnly; SameSite=Lax"),
+            ),
+            (header::LOCATION, "/account".to_owned()),
+        ],
+    )
+        .into_response()
+}
+
+/// `GET /account`: "logged in as USER" only with a valid `session` cookie.
+async fn account(State(logins): State<Logins>, headers: HeaderMap) -> Html<String> {
+    let user = headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().strip_prefix("session="))
+        .find_map(|v| logins.lock().unwrap().get(v).cloned());
+    Html(match user {
+        Some(u) => {
+            format!("<!doctype html><title>Account</title><p id=\"who\">logged in as {u}</p>")
+        }
+        None => "<!doctype html><title>Account</title><p id=\"who\">not logged in</p>".into(),
+    })
+}
+
 #[derive(serde::Deserialize)]
 struct To {
     to: String,
@@ -61,6 +134,11 @@ struct To {
 
 /// Serves the test pages on a free loopback port.
 pub async fn start() -> Site {
+    let logins: Logins = Arc::default();
+    let auth = Router::new()
+        .route("/login", get(|| async { Html(LOGIN) }).post(login))
+        .route("/account", get(account))
+        .with_state(logins.clone());
     let app = Router::new()
         .route("/form", get(|| async { Html(FORM) }))
         .route("/links", get(|| async { Html(LINKS) }))
@@ -98,13 +176,18 @@ pub async fn start() -> Site {
         .route(
             "/redirect",
             get(|Query(q): Query<To>| async move { Redirect::temporary(&q.to) }),
-        );
+        )
+        .merge(auth);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let task = tokio::spawn(async move {
         axum::serve(listener, app).await.unwrap();
     });
-    Site { addr, _task: task }
+    Site {
+        addr,
+        logins,
+        _task: task,
+    }
 }
 
 /// A server that counts every connection made to it; tests assert it stays at 0.

@@ -37,7 +37,7 @@ pub fn routes() -> Vec<Route> {
             }
         };
     }
-    vec![
+    let mut routes = vec![
         route!(
             post,
             "/api/sessions",
@@ -222,7 +222,9 @@ pub fn routes() -> Vec<Route> {
             None,
             None
         ),
-    ]
+    ];
+    routes.extend(crate::api::grants::routes());
+    routes
 }
 
 /// The session routes and `/api/openapi.json`.

@@ -1,0 +1,321 @@
+//! Grant requests and grant tokens (both backends). Only a token's SHA-256
+//! is stored; the rules are `crate::grants`'.
+
+use anyhow::Context;
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use super::Store;
+
+/// An agent's request for credentials of some domains.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrantRequestRow {
+    /// `gr_…`.
+    pub id: String,
+    /// The requesting tenant.
+    pub tenant_id: String,
+    /// The requesting API key.
+    pub api_key_id: Option<String>,
+    /// JSON array of exact hosts.
+    pub domains: String,
+    /// Why (free text from the agent).
+    pub reason: String,
+    /// `pending`, `approved`, `denied`, `expired`.
+    pub state: String,
+    /// Unix ms.
+    pub created_at: i64,
+    /// Unix ms of the decision.
+    pub decided_at: Option<i64>,
+    /// Who decided (`cli`, `operator:…`).
+    pub decided_by: Option<String>,
+}
+
+/// A token's row (never the token).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrantTokenRow {
+    /// `gt_…`: the token's public id.
+    pub jti: String,
+    /// The tenant it is for.
+    pub tenant_id: String,
+    /// The request it answers.
+    pub request_id: String,
+    /// JSON array of exact hosts.
+    pub allowed_domains: String,
+    /// Unix ms.
+    pub issued_at: i64,
+    /// Unix ms.
+    pub expires_at: i64,
+    /// Whether the first successful use consumes it.
+    pub single_use: bool,
+    /// Unix ms the requester collected it, if yet.
+    pub delivered_at: Option<i64>,
+    /// Unix ms it was used, if single-use and used.
+    pub consumed_at: Option<i64>,
+    /// Unix ms it was revoked.
+    pub revoked_at: Option<i64>,
+}
+
+const REQ_COLUMNS: &str =
+    "id, tenant_id, api_key_id, domains, reason, state, created_at, decided_at, decided_by";
+const TOKEN_COLUMNS: &str = "jti, tenant_id, request_id, allowed_domains, issued_at, expires_at, \
+     single_use, delivered_at, consumed_at, revoked_at";
+
+fn req_from(r: &AnyRow) -> Result<GrantRequestRow, sqlx::Error> {
+    Ok(GrantRequestRow {
+        id: r.try_get("id")?,
+        tenant_id: r.try_get("tenant_id")?,
+        api_key_id: r.try_get("api_key_id")?,
+        domains: r.try_get("domains")?,
+        reason: r.try_get("reason")?,
+        state: r.try_get("state")?,
+        created_at: r.try_get("created_at")?,
+        decided_at: r.try_get("decided_at")?,
+        decided_by: r.try_get("decided_by")?,
+    })
+}
+
+fn token_from(r: &AnyRow) -> Result<GrantTokenRow, sqlx::Error> {
+    Ok(GrantTokenRow {
+        jti: r.try_get("jti")?,
+        tenant_id: r.try_get("tenant_id")?,
+        request_id: r.try_get("request_id")?,
+        allowed_domains: r.try_get("allowed_domains")?,
+        issued_at: r.try_get("issued_at")?,
+        expires_at: r.try_get("expires_at")?,
+        single_use: r.try_get::<i64, _>("single_use")? != 0,
+        delivered_at: r.try_get("delivered_at")?,
+        consumed_at: r.try_get("consumed_at")?,
+        revoked_at: r.try_get("revoked_at")?,
+    })
+}
+
+impl Store {
+    /// Inserts a pending request.
+    pub async fn grant_request_insert(&self, r: &GrantRequestRow) -> anyhow::Result<()> {
+        sqlx::query(&format!(
+            "INSERT INTO grant_requests ({REQ_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+        ))
+        .bind(r.id.clone())
+        .bind(r.tenant_id.clone())
+        .bind(r.api_key_id.clone())
+        .bind(r.domains.clone())
+        .bind(r.reason.clone())
+        .bind(r.state.clone())
+        .bind(r.created_at)
+        .bind(r.decided_at)
+        .bind(r.decided_by.clone())
+        .execute(self.pool())
+        .await
+        .context("failed to insert grant request")?;
+        Ok(())
+    }
+
+    /// One request.
+    pub async fn grant_request_get(&self, id: &str) -> anyhow::Result<Option<GrantRequestRow>> {
+        let row = sqlx::query(&format!(
+            "SELECT {REQ_COLUMNS} FROM grant_requests WHERE id = $1"
+        ))
+        .bind(id.to_owned())
+        .fetch_optional(self.pool())
+        .await
+        .context("failed to read grant request")?;
+        Ok(row.as_ref().map(req_from).transpose()?)
+    }
+
+    /// Requests, newest first (`pending` only when asked).
+    pub async fn grant_request_list(
+        &self,
+        pending_only: bool,
+    ) -> anyhow::Result<Vec<GrantRequestRow>> {
+        let filter = if pending_only {
+            "WHERE state = 'pending'"
+        } else {
+            ""
+        };
+        let rows = sqlx::query(&format!(
+            "SELECT {REQ_COLUMNS} FROM grant_requests {filter} ORDER BY created_at DESC, id LIMIT 500"
+        ))
+        .fetch_all(self.pool())
+        .await
+        .context("failed to list grant requests")?;
+        Ok(rows.iter().map(req_from).collect::<Result<_, _>>()?)
+    }
+
+    /// Approves a pending request and creates its token row (without a
+    /// hash: the token is made when the requester collects it). False if
+    /// the request is not pending.
+    pub async fn grant_approve(
+        &self,
+        request_id: &str,
+        decided_by: &str,
+        token: &GrantTokenRow,
+    ) -> anyhow::Result<bool> {
+        let mut tx = self.pool().begin().await.context("begin")?;
+        let res = sqlx::query(
+            "UPDATE grant_requests SET state = 'approved', decided_at = $1, decided_by = $2 \
+             WHERE id = $3 AND state = 'pending'",
+        )
+        .bind(token.issued_at)
+        .bind(decided_by.to_owned())
+        .bind(request_id.to_owned())
+        .execute(&mut *tx)
+        .await
+        .context("failed to approve grant request")?;
+        if res.rows_affected() != 1 {
+            return Ok(false);
+        }
+        sqlx::query(&format!(
+            "INSERT INTO grant_tokens ({TOKEN_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+        ))
+        .bind(token.jti.clone())
+        .bind(token.tenant_id.clone())
+        .bind(token.request_id.clone())
+        .bind(token.allowed_domains.clone())
+        .bind(token.issued_at)
+        .bind(token.expires_at)
+        .bind(i64::from(token.single_use))
+        .bind(token.delivered_at)
+        .bind(token.consumed_at)
+        .bind(token.revoked_at)
+        .execute(&mut *tx)
+        .await
+        .context("failed to insert grant token")?;
+        tx.commit().await.context("commit")?;
+        Ok(true)
+    }
+
+    /// Denies a pending request; false if it is not pending.
+    pub async fn grant_deny(
+        &self,
+        request_id: &str,
+        decided_by: &str,
+        now: i64,
+    ) -> anyhow::Result<bool> {
+        let res = sqlx::query(
+            "UPDATE grant_requests SET state = 'denied', decided_at = $1, decided_by = $2 \
+             WHERE id = $3 AND state = 'pending'",
+        )
+        .bind(now)
+        .bind(decided_by.to_owned())
+        .bind(request_id.to_owned())
+        .execute(self.pool())
+        .await
+        .context("failed to deny grant request")?;
+        Ok(res.rows_affected() == 1)
+    }
+
+    /// The token row answering a request.
+    pub async fn grant_token_of_request(
+        &self,
+        request_id: &str,
+    ) -> anyhow::Result<Option<GrantTokenRow>> {
+        let row = sqlx::query(&format!(
+            "SELECT {TOKEN_COLUMNS} FROM grant_tokens WHERE request_id = $1"
+        ))
+        .bind(request_id.to_owned())
+        .fetch_optional(self.pool())
+        .await
+        .context("failed to read grant token")?;
+        Ok(row.as_ref().map(token_from).transpose()?)
+    }
+
+    /// Records the hash of the token being handed out now; false if it was
+    /// handed out before (so it is handed out once, even to racing polls).
+    pub async fn grant_token_deliver(
+        &self,
+        jti: &str,
+        token_hash: &str,
+        now: i64,
+    ) -> anyhow::Result<bool> {
+        let res = sqlx::query(
+            "UPDATE grant_tokens SET token_hash = $1, delivered_at = $2 \
+             WHERE jti = $3 AND token_hash IS NULL AND revoked_at IS NULL",
+        )
+        .bind(token_hash.to_owned())
+        .bind(now)
+        .bind(jti.to_owned())
+        .execute(self.pool())
+        .await
+        .context("failed to record grant token delivery")?;
+        Ok(res.rows_affected() == 1)
+    }
+
+    /// The token with this hash.
+    pub async fn grant_token_by_hash(
+        &self,
+        token_hash: &str,
+    ) -> anyhow::Result<Option<GrantTokenRow>> {
+        let row = sqlx::query(&format!(
+            "SELECT {TOKEN_COLUMNS} FROM grant_tokens WHERE token_hash = $1"
+        ))
+        .bind(token_hash.to_owned())
+        .fetch_optional(self.pool())
+        .await
+        .context("failed to look up grant token")?;
+        Ok(row.as_ref().map(token_from).transpose()?)
+    }
+
+    /// Consumes a single-use token atomically; true for exactly one caller
+    /// while it is live.
+    pub async fn grant_token_consume(&self, token_hash: &str, now: i64) -> anyhow::Result<bool> {
+        let res = sqlx::query(
+            "UPDATE grant_tokens SET consumed_at = $1 WHERE token_hash = $2 \
+             AND consumed_at IS NULL AND revoked_at IS NULL AND expires_at > $1",
+        )
+        .bind(now)
+        .bind(token_hash.to_owned())
+        .execute(self.pool())
+        .await
+        .context("failed to consume grant token")?;
+        Ok(res.rows_affected() == 1)
+    }
+
+    /// Revokes a token by id; false if unknown or already revoked.
+    pub async fn grant_token_revoke(&self, jti: &str, now: i64) -> anyhow::Result<bool> {
+        let res = sqlx::query(
+            "UPDATE grant_tokens SET revoked_at = $1 WHERE jti = $2 AND revoked_at IS NULL",
+        )
+        .bind(now)
+        .bind(jti.to_owned())
+        .execute(self.pool())
+        .await
+        .context("failed to revoke grant token")?;
+        Ok(res.rows_affected() == 1)
+    }
+
+    /// Test and tooling hook: moves a token's expiry.
+    pub async fn grant_token_set_expiry(&self, jti: &str, expires_at: i64) -> anyhow::Result<()> {
+        sqlx::query("UPDATE grant_tokens SET expires_at = $1 WHERE jti = $2")
+            .bind(expires_at)
+            .bind(jti.to_owned())
+            .execute(self.pool())
+            .await
+            .context("failed to set grant token expiry")?;
+        Ok(())
+    }
+
+    /// Garbage collection: deletes tokens that expired before
+    /// `expired_before`, and marks requests still pending since before
+    /// `pending_before` expired. Returns (tokens deleted, requests expired).
+    pub async fn grant_gc(
+        &self,
+        expired_before: i64,
+        pending_before: i64,
+    ) -> anyhow::Result<(u64, u64)> {
+        let tokens = sqlx::query("DELETE FROM grant_tokens WHERE expires_at < $1")
+            .bind(expired_before)
+            .execute(self.pool())
+            .await
+            .context("failed to delete expired grant tokens")?
+            .rows_affected();
+        let requests = sqlx::query(
+            "UPDATE grant_requests SET state = 'expired' WHERE state = 'pending' AND created_at < $1",
+        )
+        .bind(pending_before)
+        .execute(self.pool())
+        .await
+        .context("failed to expire grant requests")?
+        .rows_affected();
+        Ok((tokens, requests))
+    }
+}

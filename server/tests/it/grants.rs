@@ -221,7 +221,23 @@ async fn an_operator_session_with_a_grant_lands_logged_in_and_a_clean_one_does_n
         (StatusCode::FORBIDDEN, Some("grant_consumed"))
     );
     let _ = globex;
-    app.stop().await;
+    // After the server stops, no secret is anywhere in plaintext: not in the
+    // database (WAL included), screenshots, key files or leftover profiles.
+    let db = app.stop().await;
+    let mut files = vec![db.dir.path().to_path_buf()];
+    let mut scanned = 0;
+    while let Some(path) = files.pop() {
+        if path.is_dir() {
+            files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+        } else if let Ok(bytes) = std::fs::read(&path) {
+            scanned += 1;
+            for s in [&acme_value, &globex_value, &other_value, &token] {
+                let found = bytes.windows(s.len()).any(|w| w == s.as_bytes());
+                assert!(!found, "a secret in plaintext in {}", path.display());
+            }
+        }
+    }
+    assert!(scanned >= 2, "the database files were scanned");
 }
 
 async fn refused_tokens_each_give_their_code_and_no_session(backend: Backend) {

@@ -1,9 +1,19 @@
-//! Vault cookies as CDP `Network.CookieParam`s.
+//! Injection at open: vault cookies decrypted in the control plane and set
+//! on the session's browser as CDP `Network.CookieParam`s.
 
 use chromiumoxide::cdp::browser_protocol::network::{
     CookieParam, CookiePartitionKey, CookieSameSite, TimeSinceEpoch,
 };
 
+use std::collections::BTreeMap;
+
+use anyhow::Context;
+use serde_json::json;
+
+use super::{Inner, OpenRequest};
+use crate::audit::{Actor, NewEvent};
+use crate::domain::SessionId;
+use crate::store::api_keys::ApiKeyOwner;
 use crate::vault::{Cookie, PartitionKey, SameSite};
 
 /// The CDP form of a stored cookie. A host-only cookie (`example.com`, or
@@ -52,4 +62,59 @@ pub(super) fn cookie_param(c: &Cookie) -> anyhow::Result<CookieParam> {
             PartitionKey::Site(site) => CookiePartitionKey::new(site.clone(), false),
         }),
     })
+}
+
+/// Sets the tenant's stored cookies for the session's domains on its
+/// browser over CDP, records the injection, and audits the counts (never
+/// a value). Nothing is read back from the browser into the vault.
+pub(super) async fn inject(
+    inner: &Inner,
+    owner: &ApiKeyOwner,
+    id: &SessionId,
+    req: &OpenRequest,
+    page: &chromiumoxide::Page,
+) -> anyhow::Result<BTreeMap<String, usize>> {
+    let domains = req.vault_domains()?;
+    let selected = inner
+        .vault
+        .select_for_injection(&owner.tenant, &domains)
+        .await
+        .map_err(|e| anyhow::anyhow!("vault: {e}"))?;
+    let mut counts: BTreeMap<String, usize> =
+        domains.iter().map(|d| (d.as_str().to_owned(), 0)).collect();
+    let mut params = Vec::new();
+    for (domain, cookies) in &selected {
+        for c in cookies {
+            params.push(cookie_param(c)?);
+        }
+        counts.insert(domain.as_str().to_owned(), cookies.len());
+    }
+    if !params.is_empty() {
+        page.execute(chromiumoxide::cdp::browser_protocol::network::SetCookiesParams::new(params))
+            .await
+            .context("failed to set cookies over CDP")?;
+    }
+    drop(selected);
+    let injected: Vec<crate::vault::Domain> = domains
+        .into_iter()
+        .filter(|d| counts.get(d.as_str()).copied().unwrap_or(0) > 0)
+        .collect();
+    if !injected.is_empty() {
+        inner
+            .vault
+            .mark_injected(&owner.tenant, &injected)
+            .await
+            .map_err(|e| anyhow::anyhow!("vault: {e}"))?;
+    }
+    inner
+        .store
+        .audit_append(
+            NewEvent::new(Actor::System, "session.inject")
+                .tenant(&owner.tenant)
+                .session(id.as_str())
+                .params(json!({ "cookies": counts }))
+                .outcome("ok"),
+        )
+        .await?;
+    Ok(counts)
 }

@@ -483,7 +483,7 @@ impl SessionManager {
                 .await
                 .context("failed to set the viewport")?;
             let injected = if req.credential_mode == CredentialMode::Operator {
-                Some(inject(inner, owner, id, req, &warm.page).await?)
+                Some(injection::inject(inner, owner, id, req, &warm.page).await?)
             } else {
                 None
             };
@@ -757,59 +757,4 @@ impl SessionManager {
             self.0.dispose(warm).await;
         }
     }
-}
-
-/// Sets the tenant's stored cookies for the session's domains on its
-/// browser over CDP, records the injection, and audits the counts (never
-/// a value). Nothing is read back from the browser into the vault.
-async fn inject(
-    inner: &Inner,
-    owner: &ApiKeyOwner,
-    id: &SessionId,
-    req: &OpenRequest,
-    page: &chromiumoxide::Page,
-) -> anyhow::Result<BTreeMap<String, usize>> {
-    let domains = req.vault_domains()?;
-    let selected = inner
-        .vault
-        .select_for_injection(&owner.tenant, &domains)
-        .await
-        .map_err(|e| anyhow::anyhow!("vault: {e}"))?;
-    let mut counts: BTreeMap<String, usize> =
-        domains.iter().map(|d| (d.as_str().to_owned(), 0)).collect();
-    let mut params = Vec::new();
-    for (domain, cookies) in &selected {
-        for c in cookies {
-            params.push(injection::cookie_param(c)?);
-        }
-        counts.insert(domain.as_str().to_owned(), cookies.len());
-    }
-    if !params.is_empty() {
-        page.execute(chromiumoxide::cdp::browser_protocol::network::SetCookiesParams::new(params))
-            .await
-            .context("failed to set cookies over CDP")?;
-    }
-    drop(selected);
-    let injected: Vec<crate::vault::Domain> = domains
-        .into_iter()
-        .filter(|d| counts.get(d.as_str()).copied().unwrap_or(0) > 0)
-        .collect();
-    if !injected.is_empty() {
-        inner
-            .vault
-            .mark_injected(&owner.tenant, &injected)
-            .await
-            .map_err(|e| anyhow::anyhow!("vault: {e}"))?;
-    }
-    inner
-        .store
-        .audit_append(
-            NewEvent::new(Actor::System, "session.inject")
-                .tenant(&owner.tenant)
-                .session(id.as_str())
-                .params(json!({ "cookies": counts }))
-                .outcome("ok"),
-        )
-        .await?;
-    Ok(counts)
 }

@@ -35,7 +35,37 @@ const ENV_KEYS: &[&str] = &[
     "exec_create",
     "exec_destroy",
     "master_key",
+    "smoke_probes",
 ];
+
+/// A check run after injecting a domain's cookies: load `url` and expect a
+/// status and/or a text, to tell fresh credentials from expired ones.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SmokeProbe {
+    /// An http(s) URL on the domain.
+    pub url: String,
+    /// The main document's expected HTTP status.
+    pub expect_status: Option<i64>,
+    /// Text the page must show.
+    pub expect_text: Option<String>,
+}
+
+/// A TOML table, or (from the environment) a JSON object.
+fn probes_table<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<std::collections::BTreeMap<String, SmokeProbe>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        Table(std::collections::BTreeMap<String, SmokeProbe>),
+        Json(String),
+    }
+    match Either::deserialize(d)? {
+        Either::Table(t) => Ok(t),
+        Either::Json(s) => serde_json::from_str(&s).map_err(serde::de::Error::custom),
+    }
+}
 
 /// How the egress guard resolves host names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -119,6 +149,9 @@ pub struct Settings {
     pub exec_create: Option<String>,
     /// `exec` driver: the command that destroys one (idempotent).
     pub exec_destroy: Option<String>,
+    /// Per-domain checks run after cookie injection (`[smoke_probes."example.com"]`).
+    #[serde(default, deserialize_with = "probes_table")]
+    pub smoke_probes: std::collections::BTreeMap<String, SmokeProbe>,
     /// The vault's master key (32 bytes as 64 hex digits or base64). When
     /// unset, the key lives in `<data_dir>/master.key`, created with mode
     /// 0600 on first use. Shown as `***`.
@@ -511,6 +544,25 @@ mod tests {
             s.egress_allow,
             vec!["127.0.0.1:8000".to_string(), "[::1]:9000".to_string()]
         );
+    }
+
+    #[test]
+    fn smoke_probes_come_from_the_file_or_json_in_the_environment() {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        writeln!(
+            file,
+            "[smoke_probes.\"example.com\"]\nurl = \"https://example.com/me\"\nexpect_status = 200"
+        )
+        .unwrap();
+        let s = Settings::load_from(Some(file.path()), env(&[])).unwrap();
+        assert_eq!(s.smoke_probes["example.com"].expect_status, Some(200));
+        let json = r#"{"a.test": {"url": "http://a.test/", "expect_text": "hi"}}"#;
+        let s = Settings::load_from(None, env(&[("CORDON_SMOKE_PROBES", json)])).unwrap();
+        assert_eq!(s.smoke_probes["a.test"].expect_text.as_deref(), Some("hi"));
+        let err = Settings::load_from(None, env(&[("CORDON_SMOKE_PROBES", "{oops")]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("smoke_probes"), "{err}");
     }
 
     #[test]

@@ -73,7 +73,7 @@ pub(super) async fn inject(
     id: &SessionId,
     req: &OpenRequest,
     page: &chromiumoxide::Page,
-) -> anyhow::Result<BTreeMap<String, usize>> {
+) -> anyhow::Result<(BTreeMap<String, usize>, BTreeMap<String, String>)> {
     let domains = req.vault_domains()?;
     let selected = inner
         .vault
@@ -106,15 +106,66 @@ pub(super) async fn inject(
             .await
             .map_err(|e| anyhow::anyhow!("vault: {e}"))?;
     }
+    let mut smoke = BTreeMap::new();
+    for d in &injected {
+        if let Some(probe) = inner.cfg.smoke_probes.get(d.as_str()) {
+            smoke.insert(d.as_str().to_owned(), run_probe(page, probe).await);
+        }
+    }
+    if !smoke.is_empty() {
+        // The agent starts from a blank page, not the probe's.
+        let _ = crate::cdp::navigate(
+            page,
+            "about:blank",
+            crate::cdp::WaitUntil::Load,
+            PROBE_TIMEOUT,
+        )
+        .await;
+    }
     inner
         .store
         .audit_append(
             NewEvent::new(Actor::System, "session.inject")
                 .tenant(&owner.tenant)
                 .session(id.as_str())
-                .params(json!({ "cookies": counts }))
+                .params(json!({ "cookies": counts, "smoke": smoke }))
                 .outcome("ok"),
         )
         .await?;
-    Ok(counts)
+    Ok((counts, smoke))
+}
+
+/// Bound on one smoke probe.
+const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Loads the probe's URL with the injected cookies and checks status and
+/// text: `ok`, or a short reason (never page content).
+async fn run_probe(page: &chromiumoxide::Page, probe: &crate::config::SmokeProbe) -> String {
+    let nav =
+        match crate::cdp::navigate(page, &probe.url, crate::cdp::WaitUntil::Load, PROBE_TIMEOUT)
+            .await
+        {
+            Ok(nav) => nav,
+            Err(e) => return format!("failed: {e}"),
+        };
+    if let Some(want) = probe.expect_status
+        && nav.status != Some(want)
+    {
+        return format!(
+            "failed: status {} (expected {want})",
+            nav.status.map_or("none".into(), |s| s.to_string())
+        );
+    }
+    if let Some(text) = &probe.expect_text {
+        let expr = format!(
+            "!!document.body && document.body.innerText.includes({})",
+            serde_json::to_string(text).unwrap_or_default()
+        );
+        match crate::cdp::evaluate(page, &expr).await {
+            Ok(serde_json::Value::Bool(true)) => {}
+            Ok(_) => return "failed: expected text not found".into(),
+            Err(e) => return format!("failed: {e}"),
+        }
+    }
+    "ok".into()
 }

@@ -52,6 +52,8 @@ pub struct SessionConfig {
     pub max_total: usize,
     /// Bound of one tool call.
     pub tool_timeout: Duration,
+    /// Checks run after injecting a domain's cookies.
+    pub smoke_probes: BTreeMap<String, crate::config::SmokeProbe>,
 }
 
 impl SessionConfig {
@@ -65,6 +67,7 @@ impl SessionConfig {
             max_per_tenant: s.max_sessions_per_tenant as usize,
             max_total: s.max_sessions as usize,
             tool_timeout: Duration::from_secs(s.tool_timeout_s),
+            smoke_probes: s.smoke_probes.clone(),
         }
     }
 }
@@ -137,6 +140,10 @@ pub struct SessionInfo {
     /// never values).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub injected: Option<BTreeMap<String, usize>>,
+    /// Operator mode, on open only: each configured smoke probe's result
+    /// (`ok`, or what failed) for the injected domains.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub smoke: Option<BTreeMap<String, String>>,
 }
 
 impl SessionInfo {
@@ -160,6 +167,7 @@ impl SessionInfo {
             error: r.error.clone(),
             from_pool: None,
             injected: None,
+            smoke: None,
         }
     }
 }
@@ -523,7 +531,10 @@ impl SessionManager {
         row.state = "ready".into();
         let mut info = SessionInfo::from_row(&row);
         info.from_pool = Some(from_pool);
-        info.injected = injected;
+        if let Some((counts, smoke)) = injected {
+            info.injected = Some(counts);
+            info.smoke = (!smoke.is_empty()).then_some(smoke);
+        }
         Ok(info)
     }
 

@@ -507,3 +507,56 @@ async fn the_cli_lists_approves_denies_and_revokes() {
         assert!(actions.iter().any(|x| x == a), "{a} in {actions:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smoke_probes_tell_fresh_credentials_from_stale_ones() {
+    let site = site::start().await;
+    let probes = json!({ "127.0.0.1": {
+        "url": site.url("/account"), "expect_status": 200, "expect_text": "logged in as"
+    } })
+    .to_string();
+    let app = session_app(
+        Backend::Sqlite,
+        &site.allow(),
+        &[("CORDON_SMOKE_PROBES", &probes)],
+    )
+    .await;
+    let acme = app.agent("acme").await;
+    let import = |value: String| {
+        let vault = app.state.vault.clone();
+        async move {
+            vault
+                .import(
+                    &Actor::Cli,
+                    &tenant("acme"),
+                    &domain("127.0.0.1"),
+                    &session_cookie("127.0.0.1", &value),
+                    ImportOptions::default(),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    let fresh = secret();
+    site.accept(&fresh, "acme-user");
+    import(fresh.clone()).await;
+    let (_, token, _) = granted(&app, &acme, &["127.0.0.1"], true).await;
+    let (status, opened) = open_operator(&acme, &["127.0.0.1"], &token).await;
+    assert_eq!(status, StatusCode::CREATED, "{}", opened["error"]);
+    assert_eq!(opened["smoke"], json!({ "127.0.0.1": "ok" }));
+    let sid = opened["session_id"].as_str().unwrap().to_owned();
+    assert!(
+        !read_dom(&acme, &sid).await.contains("logged in"),
+        "the agent starts from a blank page"
+    );
+
+    // Cookies the site no longer accepts: the probe says so.
+    import(secret()).await;
+    let (_, token, _) = granted(&app, &acme, &["127.0.0.1"], true).await;
+    let (status, opened) = open_operator(&acme, &["127.0.0.1"], &token).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let verdict = opened["smoke"]["127.0.0.1"].as_str().unwrap_or_default();
+    assert!(verdict.starts_with("failed"), "{opened}");
+    assert!(!opened.to_string().contains(&fresh));
+    app.stop().await;
+}

@@ -190,9 +190,10 @@ pub enum GrantsCommand {
     Approve {
         /// The request's id (`gr_…`).
         id: String,
-        /// Minutes until the token expires.
-        #[arg(long, default_value_t = crate::grants::DEFAULT_EXPIRY_MIN)]
-        expires_min: u64,
+        /// Minutes until the token expires (default: the tenant's
+        /// `grant_expiry_min` setting, else 15).
+        #[arg(long)]
+        expires_min: Option<u64>,
         /// Let the token open any number of sessions until it expires
         /// (default: one session).
         #[arg(long)]
@@ -276,7 +277,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Creds { command } => return creds(&settings, command).await,
         Command::Grants { command } => {
             let store = open(&settings).await?;
-            let res = grants(&store, command).await;
+            let res = grants(&store, &settings, command).await;
             store.close().await;
             return res;
         }
@@ -375,7 +376,11 @@ async fn apikey(store: &Store, command: ApikeyCommand) -> anyhow::Result<ExitCod
 }
 
 /// `cordon grants …`, audited as the CLI.
-async fn grants(store: &Store, command: GrantsCommand) -> anyhow::Result<ExitCode> {
+async fn grants(
+    store: &Store,
+    settings: &Settings,
+    command: GrantsCommand,
+) -> anyhow::Result<ExitCode> {
     use crate::grants::{self, GrantError};
     let outcome = match command {
         GrantsCommand::List { pending } => {
@@ -406,15 +411,21 @@ async fn grants(store: &Store, command: GrantsCommand) -> anyhow::Result<ExitCod
             id,
             expires_min,
             multi_use,
-        } => grants::approve(store, &Actor::Cli, &id, expires_min, !multi_use)
-            .await
-            .map(|t| {
-                println!(
-                    "grant request {id} approved: token {} expires in {expires_min} min ({})",
-                    t.jti,
-                    if multi_use { "multi-use" } else { "single use" }
-                );
-            }),
+        } => {
+            let expires_min = match expires_min {
+                Some(m) => m,
+                None => default_expiry(store, settings, &id).await?,
+            };
+            grants::approve(store, &Actor::Cli, &id, expires_min, !multi_use)
+                .await
+                .map(|t| {
+                    println!(
+                        "grant request {id} approved: token {} expires in {expires_min} min ({})",
+                        t.jti,
+                        if multi_use { "multi-use" } else { "single use" }
+                    );
+                })
+        }
         GrantsCommand::Deny { id } => grants::deny(store, &Actor::Cli, &id)
             .await
             .map(|()| println!("grant request {id} denied")),
@@ -572,4 +583,12 @@ async fn keys(settings: &Settings, command: KeysCommand) -> anyhow::Result<ExitC
         ),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The tenant's `grant_expiry_min`, else the default, for request `id`.
+async fn default_expiry(store: &Store, settings: &Settings, id: &str) -> anyhow::Result<u64> {
+    let tenant = store.grant_request_get(id).await?.map(|r| r.tenant_id);
+    Ok(tenant
+        .and_then(|t| settings.grant_expiry_min.get(&t).copied())
+        .unwrap_or(crate::grants::DEFAULT_EXPIRY_MIN))
 }

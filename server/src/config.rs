@@ -36,6 +36,7 @@ const ENV_KEYS: &[&str] = &[
     "exec_destroy",
     "master_key",
     "smoke_probes",
+    "grant_expiry_min",
 ];
 
 /// A check run after injecting a domain's cookies: load `url` and expect a
@@ -49,6 +50,22 @@ pub struct SmokeProbe {
     pub expect_status: Option<i64>,
     /// Text the page must show.
     pub expect_text: Option<String>,
+}
+
+/// A TOML table of tenant → minutes, or (from the environment) a JSON object.
+fn minutes_table<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<std::collections::BTreeMap<String, u64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        Table(std::collections::BTreeMap<String, u64>),
+        Json(String),
+    }
+    match Either::deserialize(d)? {
+        Either::Table(t) => Ok(t),
+        Either::Json(s) => serde_json::from_str(&s).map_err(serde::de::Error::custom),
+    }
 }
 
 /// A TOML table, or (from the environment) a JSON object.
@@ -152,6 +169,10 @@ pub struct Settings {
     /// Per-domain checks run after cookie injection (`[smoke_probes."example.com"]`).
     #[serde(default, deserialize_with = "probes_table")]
     pub smoke_probes: std::collections::BTreeMap<String, SmokeProbe>,
+    /// Per-tenant default lifetime of approved grant tokens, in minutes
+    /// (`[grant_expiry_min] acme = 60`; others get 15).
+    #[serde(default, deserialize_with = "minutes_table")]
+    pub grant_expiry_min: std::collections::BTreeMap<String, u64>,
     /// The vault's master key (32 bytes as 64 hex digits or base64). When
     /// unset, the key lives in `<data_dir>/master.key`, created with mode
     /// 0600 on first use. Shown as `***`.

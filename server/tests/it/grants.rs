@@ -560,3 +560,49 @@ async fn smoke_probes_tell_fresh_credentials_from_stale_ones() {
     assert!(!opened.to_string().contains(&fresh));
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approval_without_an_expiry_uses_the_tenants_setting() {
+    let db = crate::helpers::TestDb::new(Backend::Sqlite).await;
+    let store = db.store().await;
+    for t in ["acme", "globex"] {
+        store.tenant_create(&tenant(t), t).await.unwrap();
+    }
+    let ask = |t: &str| {
+        let owner = cordon::store::api_keys::ApiKeyOwner {
+            key_id: "k_test".into(),
+            tenant: tenant(t),
+        };
+        let store = store.clone();
+        async move {
+            let req = cordon::grants::NewGrantRequest {
+                domains: vec!["127.0.0.1".into()],
+                reason: "r".into(),
+            };
+            cordon::grants::request(&store, &owner, &req)
+                .await
+                .unwrap()
+                .request_id
+        }
+    };
+    let (acme_req, globex_req) = (ask("acme").await, ask("globex").await);
+    let approve = |id: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_cordon"))
+            .current_dir(db.dir.path())
+            .args(["grants", "approve", id])
+            .env("CORDON_LOG_LEVEL", "warn")
+            .env("CORDON_DATABASE_URL", &db.url)
+            .env("CORDON_DATA_DIR", db.dir.path().join("data"))
+            .env("CORDON_GRANT_EXPIRY_MIN", r#"{"acme": 60}"#)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert!(approve(&acme_req).contains("expires in 60 min"));
+    assert!(approve(&globex_req).contains("expires in 15 min"));
+}

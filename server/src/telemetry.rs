@@ -13,7 +13,11 @@ use crate::config::LogFormat;
 pub fn init_tracing(format: LogFormat, level: &str) {
     let filter = EnvFilter::try_from_default_env()
         .or_else(|_| EnvFilter::try_new(level))
-        .unwrap_or_else(|_| EnvFilter::new("info"));
+        .unwrap_or_else(|_| EnvFilter::new("info"))
+        // chromiumoxide logs raw CDP messages it cannot parse (cookie values,
+        // typed text) at debug level, and reports every killed browser as an
+        // error: its own logs are never shown. Cordon logs what matters.
+        .add_directive("chromiumoxide=off".parse().expect("static directive"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -77,7 +77,9 @@ impl BrowserConn {
                     if matches!(e, chromiumoxide::error::CdpError::Ws(_)) {
                         break;
                     }
-                    tracing::debug!(error = %e, "cdp handler event error");
+                    // Only the kind: some errors carry the raw CDP message,
+                    // which may hold cookie values or typed text.
+                    tracing::debug!(kind = error_kind(&e), "cdp handler event error");
                 }
             }
             flag.store(true, Ordering::SeqCst);
@@ -109,6 +111,20 @@ impl BrowserConn {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         Ok(self.browser.new_page("about:blank").await?)
+    }
+}
+
+/// A CDP error's variant name, safe to log.
+fn error_kind(e: &chromiumoxide::error::CdpError) -> &'static str {
+    use chromiumoxide::error::CdpError as E;
+    match e {
+        E::Ws(_) => "websocket",
+        E::Io(_) => "io",
+        E::Serde(_) | E::InvalidMessage(..) => "unparsed message",
+        E::Timeout => "timeout",
+        E::NoResponse => "no response",
+        E::ChromeMessage(_) => "chrome message",
+        _ => "other",
     }
 }
 

@@ -606,3 +606,121 @@ async fn approval_without_an_expiry_uses_the_tenants_setting() {
     assert!(approve(&acme_req).contains("expires in 60 min"));
     assert!(approve(&globex_req).contains("expires in 15 min"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn debug_logs_of_a_whole_operator_flow_never_hold_a_cookie_value_or_token() {
+    let site = site::start().await;
+    let value = secret();
+    site.accept(&value, "acme-user");
+    let dir = tempfile::tempdir().unwrap();
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_cordon"))
+            .current_dir(dir.path())
+            .args(args)
+            .env("CORDON_LOG_LEVEL", "debug")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+    cli(&["tenant", "create", "acme"]);
+    let (key, _) = cli(&["apikey", "create", "--tenant", "acme"]);
+    let key = key.trim().to_owned();
+    let file = dir.path().join("cookies.json");
+    std::fs::write(&file, session_cookie("127.0.0.1", &value)).unwrap();
+    let (_, import_log) = cli(&[
+        "creds",
+        "import",
+        "--tenant",
+        "acme",
+        "--domain",
+        "127.0.0.1",
+        file.to_str().unwrap(),
+    ]);
+    std::fs::remove_file(&file).unwrap();
+
+    let allow = site.allow();
+    let server = crate::helpers::ServeProcess::start(
+        dir.path(),
+        &[
+            ("CORDON_LOG_LEVEL", "debug"),
+            ("CORDON_POOL_SIZE", "0"),
+            ("CORDON_EGRESS_ALLOW", &allow),
+        ],
+    );
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let base = format!("http://{}", server.addr);
+    let req: Value = http
+        .post(format!("{base}/api/grants/requests"))
+        .bearer_auth(&key)
+        .json(&json!({ "domains": ["127.0.0.1"], "reason": "log test" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let rid = req["request_id"].as_str().unwrap().to_owned();
+    cli(&["grants", "approve", &rid]);
+    let polled: Value = http
+        .get(format!("{base}/api/grants/requests/{rid}"))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let token = polled["grant_token"].as_str().unwrap().to_owned();
+    let opened: Value = http
+        .post(format!("{base}/api/sessions"))
+        .bearer_auth(&key)
+        .json(&json!({ "credential_mode": "operator", "domains": ["127.0.0.1"], "grant_token": token }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(opened["injected"], json!({ "127.0.0.1": 1 }), "{opened}");
+    let sid = opened["session_id"].as_str().unwrap();
+    let nav: Value = http
+        .post(format!("{base}/api/sessions/{sid}/navigate"))
+        .bearer_auth(&key)
+        .json(&json!({ "url": site.url("/account") }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(nav["status"], 200, "{nav}");
+    let crate::helpers::ServeProcess { mut child, log, .. } = server;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap()),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let lines: Vec<String> = log.map_while(Result::ok).collect();
+    child.wait().unwrap();
+    assert!(lines.len() > 10, "debug logging ran");
+    let all = format!("{import_log}\n{}", lines.join("\n"));
+    let leaks: Vec<String> = all
+        .lines()
+        .filter(|l| l.contains(&value))
+        .map(|l| l.replace(&value, "<VALUE>").chars().take(300).collect())
+        .collect();
+    assert!(
+        leaks.is_empty(),
+        "a cookie value reached the logs: {leaks:?}"
+    );
+    assert!(!all.contains(&token), "a grant token reached the logs");
+    assert!(!all.contains(&key), "an API key reached the logs");
+}

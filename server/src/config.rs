@@ -52,33 +52,20 @@ pub struct SmokeProbe {
     pub expect_text: Option<String>,
 }
 
-/// A TOML table of tenant → minutes, or (from the environment) a JSON object.
-fn minutes_table<'de, D: serde::Deserializer<'de>>(
-    d: D,
-) -> Result<std::collections::BTreeMap<String, u64>, D::Error> {
+/// A TOML table keyed by name (tenant, domain), or, from the environment,
+/// the same as a JSON object.
+fn table_or_json<'de, D, V>(d: D) -> Result<std::collections::BTreeMap<String, V>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    V: serde::de::DeserializeOwned,
+{
     #[derive(Deserialize)]
     #[serde(untagged)]
-    enum Either {
-        Table(std::collections::BTreeMap<String, u64>),
+    enum Either<V> {
+        Table(std::collections::BTreeMap<String, V>),
         Json(String),
     }
-    match Either::deserialize(d)? {
-        Either::Table(t) => Ok(t),
-        Either::Json(s) => serde_json::from_str(&s).map_err(serde::de::Error::custom),
-    }
-}
-
-/// A TOML table, or (from the environment) a JSON object.
-fn probes_table<'de, D: serde::Deserializer<'de>>(
-    d: D,
-) -> Result<std::collections::BTreeMap<String, SmokeProbe>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Either {
-        Table(std::collections::BTreeMap<String, SmokeProbe>),
-        Json(String),
-    }
-    match Either::deserialize(d)? {
+    match Either::<V>::deserialize(d)? {
         Either::Table(t) => Ok(t),
         Either::Json(s) => serde_json::from_str(&s).map_err(serde::de::Error::custom),
     }
@@ -167,11 +154,11 @@ pub struct Settings {
     /// `exec` driver: the command that destroys one (idempotent).
     pub exec_destroy: Option<String>,
     /// Per-domain checks run after cookie injection (`[smoke_probes."example.com"]`).
-    #[serde(default, deserialize_with = "probes_table")]
+    #[serde(default, deserialize_with = "table_or_json")]
     pub smoke_probes: std::collections::BTreeMap<String, SmokeProbe>,
     /// Per-tenant default lifetime of approved grant tokens, in minutes
     /// (`[grant_expiry_min] acme = 60`; others get 15).
-    #[serde(default, deserialize_with = "minutes_table")]
+    #[serde(default, deserialize_with = "table_or_json")]
     pub grant_expiry_min: std::collections::BTreeMap<String, u64>,
     /// The vault's master key (32 bytes as 64 hex digits or base64). When
     /// unset, the key lives in `<data_dir>/master.key`, created with mode

@@ -149,8 +149,12 @@ impl TestApp {
             addr,
             state,
             db,
+            // A fresh connection per request: a connection the server closes
+            // after an early error answer (413 before the body was read) is
+            // never picked up again by a later request of the same test.
             http: reqwest::Client::builder()
                 .no_proxy()
+                .pool_max_idle_per_host(0)
                 .build()
                 .expect("client"),
             shutdown: Some(tx),

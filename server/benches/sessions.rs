@@ -99,6 +99,7 @@ async fn start_cordon(
     data: &std::path::Path,
     page: std::net::SocketAddr,
     pool: usize,
+    extra_env: &[(&str, String)],
 ) -> (
     Api,
     tokio::sync::oneshot::Sender<()>,
@@ -126,6 +127,8 @@ async fn start_cordon(
             std::env::var("BENCH_DRIVER").unwrap_or_else(|_| "auto".into()),
         ),
     ];
+    let mut env = env;
+    env.extend(extra_env.iter().map(|(k, v)| ((*k).to_owned(), v.clone())));
     let app = Application::build(Settings::load_from(None, env).unwrap())
         .await
         .unwrap();
@@ -155,12 +158,9 @@ async fn start_cordon(
     )
 }
 
-/// Raw: spawn Chromium with the same flags (no proxy), connect, load the page.
-async fn raw_cold(
-    page: &str,
-    dir: &std::path::Path,
-    i: usize,
-) -> (Duration, BrowserConn, std::process::Child) {
+/// Raw: spawn Chromium with the same flags (no proxy) and connect over CDP.
+/// Returns (spawn → connected, connection, child).
+async fn raw_spawn(dir: &std::path::Path, i: usize) -> (Instant, BrowserConn, std::process::Child) {
     use std::os::unix::process::CommandExt;
     let profile = dir.join(format!("raw-{i}"));
     std::fs::create_dir_all(&profile).unwrap();
@@ -189,6 +189,16 @@ async fn raw_cold(
     .await
     .unwrap();
     let conn = BrowserConn::connect(&ws).await.unwrap();
+    (t, conn, child)
+}
+
+/// Raw cold: spawn, connect, load the page.
+async fn raw_cold(
+    page: &str,
+    dir: &std::path::Path,
+    i: usize,
+) -> (Duration, BrowserConn, std::process::Child) {
+    let (t, conn, child) = raw_spawn(dir, i).await;
     let p = conn.first_page().await.unwrap();
     cordon::cdp::navigate(
         &p,
@@ -207,29 +217,79 @@ fn kill(mut child: std::process::Child) {
     let _ = child.wait();
 }
 
+/// The 20 cookies both sides inject: host-only, httpOnly, for 127.0.0.1.
+fn bench_cookies() -> Vec<Value> {
+    (0..20)
+        .map(|i| {
+            json!({ "name": format!("c{i}"), "value": format!("v{i}-{}", "x".repeat(40)),
+                    "domain": "127.0.0.1", "path": "/", "expires": -1, "httpOnly": true })
+        })
+        .collect()
+}
+
+/// Raw injection + smoke probe: a fresh Chromium (same flags, no proxy)
+/// left idle as long as a pooled one, then the same 20 cookies set over
+/// `Network.setCookies`, the probe page loaded and its text checked, with
+/// the same CDP helpers Cordon uses.
+async fn raw_inject_rounds(page: &str, dir: &std::path::Path, iters: usize) -> Stats {
+    let mut out = Vec::new();
+    for i in 0..iters {
+        let (_, conn, child) = raw_spawn(dir, 1000 + i).await;
+        let p = conn.first_page().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let params: Vec<_> = bench_cookies()
+            .iter()
+            .map(|c| {
+                let c: cordon::vault::Cookie = serde_json::from_value(c.clone()).unwrap();
+                cordon::sessions::cookie_param(&c).unwrap()
+            })
+            .collect();
+        let t = Instant::now();
+        p.execute(chromiumoxide::cdp::browser_protocol::network::SetCookiesParams::new(params))
+            .await
+            .unwrap();
+        let nav = cordon::cdp::navigate(
+            &p,
+            page,
+            cordon::cdp::WaitUntil::Load,
+            Duration::from_secs(20),
+        )
+        .await
+        .unwrap();
+        assert_eq!(nav.status, Some(200));
+        let found = cordon::cdp::evaluate(
+            &p,
+            "!!document.body && document.body.innerText.includes(\"Hello\")",
+        )
+        .await
+        .unwrap();
+        assert_eq!(found, Value::Bool(true));
+        out.push(t.elapsed());
+        drop(conn);
+        kill(child);
+    }
+    Stats(out)
+}
+
 /// Operator-mode opens from the warm pool: grant checked and consumed, 20
-/// cookies decrypted and set over CDP, then a smoke navigation. Returns
-/// (open → ready, open → page loaded).
+/// cookies decrypted and set over CDP, the configured smoke probe run (when
+/// `probe`), then the agent's first navigation. Returns (open → ready,
+/// open → agent's page loaded).
 async fn operator_rounds(
     api: &Api,
     state: &cordon::state::AppState,
     page: &str,
     iters: usize,
+    probe: bool,
 ) -> (Stats, Stats) {
     let tenant: cordon::domain::TenantId = "bench".parse().unwrap();
-    let cookies: Vec<Value> = (0..20)
-        .map(|i| {
-            json!({ "name": format!("c{i}"), "value": format!("v{i}-{}", "x".repeat(40)),
-                    "domain": "127.0.0.1", "path": "/", "expires": -1, "httpOnly": true })
-        })
-        .collect();
     state
         .vault
         .import(
             &cordon::audit::Actor::Cli,
             &tenant,
             &"127.0.0.1".parse().unwrap(),
-            &serde_json::to_vec(&cookies).unwrap(),
+            &serde_json::to_vec(&bench_cookies()).unwrap(),
             cordon::vault::ImportOptions::default(),
         )
         .await
@@ -269,6 +329,9 @@ async fn operator_rounds(
             .await;
         ready.push(t.elapsed());
         assert_eq!(opened["injected"]["127.0.0.1"], 20);
+        if probe {
+            assert_eq!(opened["smoke"]["127.0.0.1"], "ok", "{opened}");
+        }
         let sid = opened["session_id"].as_str().unwrap().to_owned();
         api.post(
             &format!("/api/sessions/{sid}/navigate"),
@@ -290,31 +353,52 @@ fn mem_available_kib() -> u64 {
         .unwrap()
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
-    let iters = env_usize("BENCH_ITER", 20);
-    let capacity = env_usize("BENCH_CAPACITY", 100);
-    let page_addr = page_server().await;
-    let page = format!("http://{page_addr}/");
-    let tmp = tempfile::tempdir().unwrap();
+/// Injection of 20 cookies plus a smoke probe (text and status checked):
+/// raw CDP on a fresh idle Chromium against Cordon's operator open with the
+/// probe configured, in the same run.
+async fn inject(page_addr: std::net::SocketAddr, page: &str, tmp: &std::path::Path, iters: usize) {
+    let raw = raw_inject_rounds(page, tmp, iters).await;
+    println!("raw  setCookies(20) + probe load + text    {}", raw.show());
+    let probes =
+        json!({ "127.0.0.1": { "url": page, "expect_status": 200, "expect_text": "Hello" } });
+    let (api, stop, task, state) = start_cordon(
+        &tmp.join("inject"),
+        page_addr,
+        2,
+        &[("CORDON_SMOKE_PROBES", probes.to_string())],
+    )
+    .await;
+    let (ready, nav) = operator_rounds(&api, &state, page, iters, true).await;
     println!(
-        "cordon session benchmark: {iters} rounds, {} cores",
-        std::thread::available_parallelism().unwrap()
+        "cordon operator open + probe → ready      {}   ratio to raw {:.2}",
+        ready.show(),
+        ms(ready.median()) / ms(raw.median())
     );
+    println!("  + agent's first navigation loaded       {}", nav.show());
+    let _ = stop.send(());
+    task.await.unwrap();
+    let (api, stop, task, state) = start_cordon(&tmp.join("inject-np"), page_addr, 2, &[]).await;
+    let (ready, nav) = operator_rounds(&api, &state, page, iters, false).await;
+    println!("cordon operator open, no probe → ready   {}", ready.show());
+    println!("  + agent's first navigation loaded       {}", nav.show());
+    let _ = stop.send(());
+    task.await.unwrap();
+}
 
+async fn engine(page_addr: std::net::SocketAddr, page: &str, tmp: &std::path::Path, iters: usize) {
     // --- raw CDP baselines ------------------------------------------------
     let mut raw_cold_t = Vec::new();
     let mut raw_nav = Vec::new();
     let mut raw_key = Vec::new();
     let mut raw_eval = Vec::new();
     for i in 0..iters {
-        let (t, conn, child) = raw_cold(&page, tmp.path(), i).await;
+        let (t, conn, child) = raw_cold(page, tmp, i).await;
         raw_cold_t.push(t);
         let p = conn.first_page().await.unwrap();
         let t = Instant::now();
         cordon::cdp::navigate(
             &p,
-            &page,
+            page,
             cordon::cdp::WaitUntil::Load,
             Duration::from_secs(20),
         )
@@ -360,7 +444,7 @@ async fn main() {
     );
 
     // --- Cordon cold (no pool) --------------------------------------------
-    let (api, stop, task, _) = start_cordon(&tmp.path().join("cold"), page_addr, 0).await;
+    let (api, stop, task, _) = start_cordon(&tmp.join("cold"), page_addr, 0, &[]).await;
     let mut cold_ready = Vec::new();
     let mut cold_nav = Vec::new();
     for _ in 0..iters {
@@ -389,7 +473,7 @@ async fn main() {
     );
 
     // --- Cordon warm pool ---------------------------------------------------
-    let (api, stop, task, state) = start_cordon(&tmp.path().join("warm"), page_addr, 2).await;
+    let (api, stop, task, state) = start_cordon(&tmp.join("warm"), page_addr, 2, &[]).await;
     let mut warm_ready = Vec::new();
     let mut warm_nav = Vec::new();
     let mut tool_key = Vec::new();
@@ -444,19 +528,38 @@ async fn main() {
         ms(tool_eval.median()) - ms(raw_eval.median())
     );
 
-    // --- operator session: grant + 20 cookies injected + smoke navigation ---
-    let (inject_ready, inject_nav) = operator_rounds(&api, &state, &page, iters).await;
+    let _ = stop.send(());
+    task.await.unwrap();
+    drop(state);
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let iters = env_usize("BENCH_ITER", 20);
+    let capacity = env_usize("BENCH_CAPACITY", 100);
+    let page_addr = page_server().await;
+    let page = format!("http://{page_addr}/");
+    let tmp = tempfile::tempdir().unwrap();
+    // BENCH_ONLY: comma-separated sections (engine, inject, capacity); all
+    // when unset.
+    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
+    let run = |name: &str| only.is_empty() || only.split(',').any(|s| s.trim() == name);
     println!(
-        "cordon operator open, 20 cookies (warm) {}",
-        inject_ready.show()
-    );
-    println!(
-        "  + smoke navigation                    {}",
-        inject_nav.show()
+        "cordon session benchmark: {iters} rounds, {} cores",
+        std::thread::available_parallelism().unwrap()
     );
 
+    if run("engine") {
+        engine(page_addr, &page, tmp.path(), iters).await;
+    }
+    if run("inject") {
+        inject(page_addr, &page, tmp.path(), iters).await;
+    }
+
     // --- memory per idle session and capacity -------------------------------
-    if capacity > 0 {
+    if capacity > 0 && run("capacity") {
+        let (api, stop, task, _) =
+            start_cordon(&tmp.path().join("capacity"), page_addr, 2, &[]).await;
         tokio::time::sleep(Duration::from_secs(3)).await;
         let base = mem_available_kib();
         let mut open = Vec::new();
@@ -497,7 +600,7 @@ async fn main() {
         for sid in &open {
             api.close(sid).await;
         }
+        let _ = stop.send(());
+        task.await.unwrap();
     }
-    let _ = stop.send(());
-    task.await.unwrap();
 }

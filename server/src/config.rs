@@ -23,6 +23,7 @@ const ENV_KEYS: &[&str] = &[
     "site_root",
     "sandbox_driver",
     "pool_size",
+    "pool_refill_delay_ms",
     "session_deadline_s",
     "session_deadline_max_s",
     "session_idle_s",
@@ -129,6 +130,10 @@ pub struct Settings {
     pub sandbox_driver: SandboxDriverSetting,
     /// Pre-started browsers waiting for sessions (0 disables the pool).
     pub pool_size: u32,
+    /// After a session takes a warm browser, the pool waits this long before
+    /// starting its replacement, so a browser's start does not compete for
+    /// CPU with the new session's first page loads.
+    pub pool_refill_delay_ms: u64,
     /// Default session lifetime in seconds.
     pub session_deadline_s: u64,
     /// Longest lifetime a client may ask for.
@@ -197,6 +202,7 @@ impl fmt::Debug for Settings {
             .field("site_root", &self.site_root)
             .field("sandbox_driver", &self.sandbox_driver)
             .field("pool_size", &self.pool_size)
+            .field("pool_refill_delay_ms", &self.pool_refill_delay_ms)
             .field("egress_allow", &self.egress_allow)
             .finish_non_exhaustive()
     }
@@ -213,6 +219,7 @@ struct Defaults {
     site_root: String,
     sandbox_driver: SandboxDriverSetting,
     pool_size: u32,
+    pool_refill_delay_ms: u64,
     session_deadline_s: u64,
     session_deadline_max_s: u64,
     session_idle_s: u64,
@@ -235,6 +242,7 @@ impl Default for Defaults {
             site_root: "target/site".into(),
             sandbox_driver: SandboxDriverSetting::Auto,
             pool_size: 2,
+            pool_refill_delay_ms: 1000,
             session_deadline_s: 600,
             session_deadline_max_s: 3600,
             session_idle_s: 120,
@@ -313,6 +321,9 @@ impl Settings {
                 self.max_sessions
             );
         }
+        if self.pool_refill_delay_ms > 60_000 {
+            bail!("pool_refill_delay_ms: must be at most 60000 (one minute)");
+        }
         tracing_subscriber::EnvFilter::try_new(&self.log_level)
             .with_context(|| format!("log_level: invalid filter {:?}", self.log_level))?;
         Ok(())
@@ -346,9 +357,10 @@ impl Settings {
             self.chromium_path.display().to_string(),
             self.site_root.display().to_string(),
         ) + &format!(
-            "sandbox_driver = {:?}\npool_size = {}\nsession_deadline_s = {}\nsession_deadline_max_s = {}\nsession_idle_s = {}\nmax_sessions_per_tenant = {}\nmax_sessions = {}\ntool_timeout_s = {}\negress_allow = {:?}\nrecording_retention_days = {}\negress_resolver = {:?}\n",
+            "sandbox_driver = {:?}\npool_size = {}\npool_refill_delay_ms = {}\nsession_deadline_s = {}\nsession_deadline_max_s = {}\nsession_idle_s = {}\nmax_sessions_per_tenant = {}\nmax_sessions = {}\ntool_timeout_s = {}\negress_allow = {:?}\nrecording_retention_days = {}\negress_resolver = {:?}\n",
             format!("{:?}", self.sandbox_driver).to_lowercase(),
             self.pool_size,
+            self.pool_refill_delay_ms,
             self.session_deadline_s,
             self.session_deadline_max_s,
             self.session_idle_s,
@@ -403,6 +415,7 @@ const ENV_SOURCE: &str = "environment";
 /// Settings whose environment values are numbers.
 const NUMERIC_KEYS: &[&str] = &[
     "pool_size",
+    "pool_refill_delay_ms",
     "session_deadline_s",
     "session_deadline_max_s",
     "session_idle_s",
@@ -585,6 +598,17 @@ mod tests {
         assert!(err.contains("CORDON_POOL_SIZE"), "{err}");
         let s = Settings::load_from(None, env(&[("CORDON_POOL_SIZE", "3")])).unwrap();
         assert_eq!(s.pool_size, 3);
+        assert_eq!(s.pool_refill_delay_ms, 1000, "the default");
+        let s = Settings::load_from(None, env(&[("CORDON_POOL_REFILL_DELAY_MS", "0")])).unwrap();
+        assert_eq!(s.pool_refill_delay_ms, 0);
+        let err = Settings::load_from(None, env(&[("CORDON_POOL_REFILL_DELAY_MS", "600000")]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("pool_refill_delay_ms"), "{err}");
+        let err = Settings::load_from(None, env(&[("CORDON_POOL_REFILL_DELAY_MS", "-1")]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("CORDON_POOL_REFILL_DELAY_MS"), "{err}");
     }
 
     #[test]

@@ -19,7 +19,7 @@ use crate::vault::{Cookie, PartitionKey, SameSite};
 /// The CDP form of a stored cookie. A host-only cookie (`example.com`, or
 /// any cookie of an IP address) is set through a URL so it stays host-only;
 /// a domain cookie (`.example.com`) through its domain.
-pub(super) fn cookie_param(c: &Cookie) -> anyhow::Result<CookieParam> {
+pub fn cookie_param(c: &Cookie) -> anyhow::Result<CookieParam> {
     let host = c.domain.strip_prefix('.').unwrap_or(&c.domain);
     if host.is_empty() {
         anyhow::bail!("a stored cookie has no domain");
@@ -65,8 +65,11 @@ pub(super) fn cookie_param(c: &Cookie) -> anyhow::Result<CookieParam> {
 }
 
 /// Sets the tenant's stored cookies for the session's domains on its
-/// browser over CDP, records the injection, and audits the counts (never
-/// a value). Nothing is read back from the browser into the vault.
+/// browser over CDP, runs the configured smoke probes, records the
+/// injection, and audits the counts (never a value). Nothing is read back
+/// from the browser into the vault. When a probe ran, the page is left on
+/// the probe's page: the caller resets it to `about:blank`
+/// ([`reset_to_blank`]) before the agent's first tool call.
 pub(super) async fn inject(
     inner: &Inner,
     owner: &ApiKeyOwner,
@@ -99,29 +102,30 @@ pub(super) async fn inject(
         .into_iter()
         .filter(|d| counts.get(d.as_str()).copied().unwrap_or(0) > 0)
         .collect();
-    if !injected.is_empty() {
+    // The probes load pages; recording the injection needs only the store:
+    // both at once.
+    let mark = async {
+        if injected.is_empty() {
+            return Ok(());
+        }
         inner
             .vault
             .mark_injected(&owner.tenant, &injected)
             .await
-            .map_err(|e| anyhow::anyhow!("vault: {e}"))?;
-    }
-    let mut smoke = BTreeMap::new();
-    for d in &injected {
-        if let Some(probe) = inner.cfg.smoke_probes.get(d.as_str()) {
-            smoke.insert(d.as_str().to_owned(), run_probe(page, probe).await);
+            .map(|_| ())
+            .map_err(|e| anyhow::anyhow!("vault: {e}"))
+    };
+    let probes = async {
+        let mut smoke = BTreeMap::new();
+        for d in &injected {
+            if let Some(probe) = inner.cfg.smoke_probes.get(d.as_str()) {
+                smoke.insert(d.as_str().to_owned(), run_probe(page, probe).await);
+            }
         }
-    }
-    if !smoke.is_empty() {
-        // The agent starts from a blank page, not the probe's.
-        let _ = crate::cdp::navigate(
-            page,
-            "about:blank",
-            crate::cdp::WaitUntil::Load,
-            PROBE_TIMEOUT,
-        )
-        .await;
-    }
+        smoke
+    };
+    let (marked, smoke) = tokio::join!(mark, probes);
+    marked?;
     inner
         .store
         .audit_append(
@@ -133,6 +137,30 @@ pub(super) async fn inject(
         )
         .await?;
     Ok((counts, smoke))
+}
+
+/// Takes the session's tab lock, then tells `locked` (so the caller can
+/// hand the session out knowing every tool call waits behind this), and
+/// navigates the page left on a probe's page back to `about:blank`.
+pub(super) async fn reset_to_blank(
+    live: std::sync::Arc<super::LiveSession>,
+    locked: tokio::sync::oneshot::Sender<()>,
+) {
+    let mut tabs = live.tabs.lock().await;
+    let _ = locked.send(());
+    let Ok(page) = live.page(&mut tabs).await else {
+        return;
+    };
+    if let Err(e) = crate::cdp::navigate(
+        &page,
+        "about:blank",
+        crate::cdp::WaitUntil::Load,
+        PROBE_TIMEOUT,
+    )
+    .await
+    {
+        tracing::warn!(session.id = %live.id, error = %e, "failed to leave the smoke probe's page");
+    }
 }
 
 /// Bound on one smoke probe.

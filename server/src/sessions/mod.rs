@@ -31,6 +31,7 @@ use crate::store::api_keys::ApiKeyOwner;
 use crate::store::audit::now_ms;
 use crate::store::sessions::SessionRow;
 
+pub use injection::cookie_param;
 pub use live::{LiveSession, Tabs};
 pub use reaper::ReapReport;
 pub use request::{CredentialMode, OpenRequest, OpenRequestError, Viewport};
@@ -40,6 +41,8 @@ pub use request::{CredentialMode, OpenRequest, OpenRequestError, Viewport};
 pub struct SessionConfig {
     /// Warm browsers kept ready.
     pub pool_size: usize,
+    /// Pause between a take and the replacement's start.
+    pub pool_refill_delay: Duration,
     /// Default lifetime.
     pub deadline_default_s: u64,
     /// Longest lifetime.
@@ -61,6 +64,7 @@ impl SessionConfig {
     pub fn from_settings(s: &Settings) -> Self {
         Self {
             pool_size: s.pool_size as usize,
+            pool_refill_delay: Duration::from_millis(s.pool_refill_delay_ms),
             deadline_default_s: s.session_deadline_s,
             deadline_max_s: s.session_deadline_max_s,
             idle: Duration::from_secs(s.session_idle_s),
@@ -310,6 +314,11 @@ impl SessionManager {
         self.0.pool.len()
     }
 
+    /// Warm browsers being started now.
+    pub fn pool_starting(&self) -> usize {
+        self.0.pool.starting()
+    }
+
     /// Open sessions on this host.
     pub fn open_count(&self) -> usize {
         self.0.live.lock().expect("live lock").len()
@@ -514,7 +523,15 @@ impl SessionManager {
             .live
             .lock()
             .expect("live lock")
-            .insert(id.clone(), live);
+            .insert(id.clone(), live.clone());
+        if let Ok(Some((_, smoke))) = &setup
+            && !smoke.is_empty()
+        {
+            // Off the open's critical path, but ahead of every tool call.
+            let (locked, is_locked) = tokio::sync::oneshot::channel();
+            tokio::spawn(injection::reset_to_blank(live, locked));
+            let _ = is_locked.await;
+        }
         let injected = match setup {
             Ok(injected) => injected,
             Err(e) => {

@@ -4,6 +4,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
 
 use chromiumoxide::Page;
 use tokio::sync::Notify;
@@ -28,6 +29,8 @@ pub(super) struct Warm {
 pub(super) struct Pool {
     ready: std::sync::Mutex<VecDeque<Warm>>,
     starting: AtomicUsize,
+    /// When a session last took a browser.
+    last_take: std::sync::Mutex<Option<Instant>>,
     pub wake: Notify,
 }
 
@@ -37,6 +40,9 @@ impl Pool {
         let mut ready = self.ready.lock().expect("pool lock");
         let warm = ready.pop_front();
         drop(ready);
+        if warm.is_some() {
+            *self.last_take.lock().expect("pool lock") = Some(Instant::now());
+        }
         self.wake.notify_one();
         warm
     }
@@ -108,12 +114,27 @@ async fn start_inner(inner: &Inner, id: String, state: &str) -> anyhow::Result<W
     }
 }
 
-/// Keeps `pool_size` browsers ready until shutdown.
+/// Keeps `pool_size` browsers ready until shutdown. A replacement starts
+/// `pool_refill_delay` after the last take: a Chromium start takes both
+/// cores of a small host for a quarter second, which would otherwise slow
+/// the new session's smoke probe and first page load by half.
 pub(super) async fn refill_loop(inner: Arc<Inner>) {
     let target = inner.cfg.pool_size;
     loop {
         if inner.shutting_down() {
             return;
+        }
+        let last_take = *inner.pool.last_take.lock().expect("pool lock");
+        if let Some(at) = last_take {
+            let since = at.elapsed();
+            // One pause per round, however many takes follow, so a steady
+            // stream of opens cannot starve the pool.
+            if since < inner.cfg.pool_refill_delay {
+                tokio::time::sleep(inner.cfg.pool_refill_delay - since).await;
+                if inner.shutting_down() {
+                    return;
+                }
+            }
         }
         while inner.pool.len() + inner.pool.starting.load(Ordering::SeqCst) < target
             && !inner.shutting_down()

@@ -671,9 +671,17 @@ async fn a_crashed_browser_fails_its_session_instead_of_hanging() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_warm_pool_hands_out_each_browser_once_and_refills() {
+async fn the_warm_pool_hands_out_each_browser_once_and_refills_after_its_delay() {
     let site = site::start().await;
-    let app = session_app(Backend::Sqlite, &site.allow(), &[("CORDON_POOL_SIZE", "1")]).await;
+    let app = session_app(
+        Backend::Sqlite,
+        &site.allow(),
+        &[
+            ("CORDON_POOL_SIZE", "1"),
+            ("CORDON_POOL_REFILL_DELAY_MS", "3000"),
+        ],
+    )
+    .await;
     let agent = app.agent("acme").await;
     let wait_ready = || async {
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -685,7 +693,19 @@ async fn the_warm_pool_hands_out_each_browser_once_and_refills() {
     wait_ready().await;
     let (_, first) = agent.post("/api/sessions", json!({})).await;
     assert_eq!(first["from_pool"], true);
+    // The replacement waits out the refill delay (3 s) instead of starting
+    // while the new session loads its first pages.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(
+        (
+            app.state.sessions.pool_ready(),
+            app.state.sessions.pool_starting()
+        ),
+        (0, 0),
+        "the replacement started before the refill delay"
+    );
     let (_, second) = agent.post("/api/sessions", json!({})).await;
+    assert_eq!(second["from_pool"], false, "the pool was still empty");
     let a = app
         .state
         .sessions

@@ -23,7 +23,10 @@ pub const BASE_FLAGS: &[&str] = &[
     "--disable-crash-reporter",
     "--disable-domain-reliability",
     "--disable-client-side-phishing-detection",
-    "--disable-features=Translate,OptimizationHints,MediaRouter,DialMediaRouteProvider,AutofillServerCommunication,CertificateTransparencyComponentUpdater,InterestFeedContentSuggestions,BackForwardCache,AudioServiceOutOfProcess",
+    // WebUIOmnibox*Popup: headless Chromium otherwise preloads the omnibox
+    // popup's WebUI in a renderer of its own (~34 MiB per browser, and CPU
+    // at every start) that a window-less browser never shows.
+    "--disable-features=Translate,OptimizationHints,MediaRouter,DialMediaRouteProvider,AutofillServerCommunication,CertificateTransparencyComponentUpdater,InterestFeedContentSuggestions,BackForwardCache,AudioServiceOutOfProcess,WebUIOmniboxPopup,WebUIOmniboxAimPopup",
     // Fewer processes per browser: ~90 MiB instead of ~160 MiB per idle
     // session here (BENCHMARKS.md). The driver's sandbox contains them all.
     "--enable-features=NetworkServiceInProcess2",

@@ -491,14 +491,20 @@ impl SessionManager {
             }
         };
         let setup = async {
-            inner
-                .store
-                .sandbox_assign(&warm.sandbox.id, id.as_str())
-                .await?;
-            warm.page
-                .execute(metrics_override(req.viewport))
-                .await
-                .context("failed to set the viewport")?;
+            let assign = async {
+                inner
+                    .store
+                    .sandbox_assign(&warm.sandbox.id, id.as_str())
+                    .await
+                    .map_err(anyhow::Error::from)
+            };
+            let viewport = async {
+                warm.page
+                    .execute(metrics_override(req.viewport))
+                    .await
+                    .context("failed to set the viewport")
+            };
+            tokio::try_join!(assign, viewport)?;
             let injected = if req.credential_mode == CredentialMode::Operator {
                 Some(injection::inject(inner, owner, id, req, &warm.page).await?)
             } else {

@@ -910,3 +910,47 @@ async fn pages_with_iframes_load_and_every_frame_request_passes_the_guard() {
     assert_eq!(status, StatusCode::OK);
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sessions_browser_runs_no_hidden_browser_ui_pages() {
+    use chromiumoxide::cdp::browser_protocol::target::{GetTargetsParams, TargetFilter};
+    let site = site::start().await;
+    let app = session_app(Backend::Sqlite, &site.allow(), &[]).await;
+    let agent = app.agent("acme").await;
+    let sid = agent.open(json!({})).await;
+    let live = app
+        .state
+        .sessions
+        .get(&"acme".parse().unwrap(), &sid)
+        .await
+        .unwrap();
+    let conn = cordon::cdp::BrowserConn::connect(&live.sandbox.cdp_url)
+        .await
+        .unwrap();
+    // Headless Chromium preloads the omnibox popup's WebUI (a renderer of
+    // ~34 MiB) unless its features are off; give it time to appear.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut params = GetTargetsParams::default();
+    // An empty filter entry matches every target type, hidden ones included.
+    params.filter = Some(TargetFilter::new(vec![Default::default()]));
+    let targets = conn.browser().execute(params).await.unwrap();
+    let listed: Vec<(String, String)> = targets
+        .result
+        .target_infos
+        .iter()
+        .map(|t| (t.r#type.clone(), t.url.clone()))
+        .collect();
+    assert!(
+        listed.iter().any(|(ty, _)| ty == "page"),
+        "the filter lists the session's page: {listed:?}"
+    );
+    assert!(
+        !listed
+            .iter()
+            .any(|(ty, url)| ty == "browser_ui" || url.starts_with("chrome://")),
+        "{listed:?}"
+    );
+    drop(conn);
+    drop(live);
+    app.stop().await;
+}

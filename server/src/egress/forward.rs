@@ -185,6 +185,16 @@ async fn open(
         }
     };
     let label = target.to_string();
+    if let Target::Name(name) = &target
+        && super::services::is_browser_service(name)
+    {
+        refuse(session, ts, &label, port, "browser_service");
+        return Err(refusal(
+            StatusCode::FORBIDDEN,
+            "browser_service",
+            "cordon egress: refused (a browser service endpoint)",
+        ));
+    }
     let addrs = match &target {
         Target::Ip(ip) => vec![*ip],
         Target::Name(name) => {

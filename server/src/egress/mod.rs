@@ -5,12 +5,14 @@
 //! names itself, refuses every address that is not the public Internet unless
 //! allowlisted ([`AddressPolicy`]), connects to the address it checked, and
 //! logs each connection or refusal per sandbox (host and port, never a URL).
+//! Chromium's own service endpoints are refused by name ([`is_browser_service`]).
 
 mod forward;
 mod io;
 mod policy;
 mod proxy;
 mod resolve;
+mod services;
 mod target;
 
 use std::net::SocketAddr;
@@ -20,6 +22,7 @@ pub use forward::REFUSAL_HEADER;
 pub use policy::{AddressPolicy, AllowEntry, AllowEntryError, Denied, classify};
 pub use proxy::{EgressGuard, EgressListener, Limits};
 pub use resolve::{Resolve, StaticResolver, SystemResolver};
+pub use services::is_browser_service;
 pub use target::{BadHost, Target, parse_target};
 
 /// The Chromium flags that send all of a browser's traffic through the proxy

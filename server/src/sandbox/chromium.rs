@@ -26,7 +26,9 @@ pub const BASE_FLAGS: &[&str] = &[
     // WebUIOmnibox*Popup: headless Chromium otherwise preloads the omnibox
     // popup's WebUI in a renderer of its own (~34 MiB per browser, and CPU
     // at every start) that a window-less browser never shows.
-    "--disable-features=Translate,OptimizationHints,MediaRouter,DialMediaRouteProvider,AutofillServerCommunication,CertificateTransparencyComponentUpdater,InterestFeedContentSuggestions,BackForwardCache,AudioServiceOutOfProcess,WebUIOmniboxPopup,WebUIOmniboxAimPopup",
+    // NetworkTimeServiceQuerying: a clock query to clients2.google.com at
+    // start-up (the guard refuses it anyway: egress::is_browser_service).
+    "--disable-features=Translate,OptimizationHints,MediaRouter,DialMediaRouteProvider,AutofillServerCommunication,CertificateTransparencyComponentUpdater,InterestFeedContentSuggestions,BackForwardCache,AudioServiceOutOfProcess,WebUIOmniboxPopup,WebUIOmniboxAimPopup,NetworkTimeServiceQuerying",
     // Fewer processes per browser: ~90 MiB instead of ~160 MiB per idle
     // session here (BENCHMARKS.md). The driver's sandbox contains them all.
     "--enable-features=NetworkServiceInProcess2",

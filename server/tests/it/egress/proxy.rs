@@ -357,3 +357,81 @@ async fn idle_tunnels_are_cut_and_close_flushes_the_log() {
         "the page server is unaffected"
     );
 }
+
+/// Counts lookups and answers every name with the page server's address.
+struct Counting(AtomicUsize);
+
+#[async_trait::async_trait]
+impl Resolve for Counting {
+    async fn resolve(&self, _name: &str) -> std::io::Result<Vec<IpAddr>> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Ok(vec![Ipv4Addr::LOCALHOST.into()])
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chromiums_own_service_endpoints_are_refused_before_any_lookup_even_if_allowlisted() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let store = db.store().await;
+    let canary = Canary::start().await;
+    let pages = Pages::start(canary.addr).await;
+    let p = pages.addr.port();
+    let resolver = Arc::new(Counting(AtomicUsize::new(0)));
+    // Even a name on the allowlist, resolving to the allowed page server.
+    let policy = AddressPolicy::with_allowlist([
+        pages.addr.to_string(),
+        format!("update.googleapis.com:{p}"),
+    ])
+    .unwrap();
+    let guard =
+        EgressGuard::with_resolver(policy, store.clone(), resolver.clone(), Limits::default());
+    let proxy = guard.listen("b_services".into()).await.unwrap();
+    let requests = [
+        format!("CONNECT update.googleapis.com:{p} HTTP/1.1\r\nConnection: close\r\n\r\n"),
+        "CONNECT UPDATE.googleapis.com.:443 HTTP/1.1\r\nConnection: close\r\n\r\n".to_owned(),
+        format!(
+            "POST http://update.googleapis.com:{p}/service/update2/json HTTP/1.1\r\n\
+             Content-Length: 2\r\nConnection: close\r\n\r\n{{}}"
+        ),
+        format!(
+            "GET http://clients2.google.com:{p}/time/1/current HTTP/1.1\r\nConnection: close\r\n\r\n"
+        ),
+    ];
+    for req in &requests {
+        let reply = exchange(proxy.addr, req.as_bytes()).await;
+        assert!(reply.starts_with("HTTP/1.1 403"), "{req} → {reply:?}");
+        assert!(
+            reply.contains("x-cordon-egress: browser_service\r\n"),
+            "{reply:?}"
+        );
+    }
+    // A look-alike name is not refused by name: it is resolved and allowed.
+    let reply = exchange(
+        proxy.addr,
+        format!("GET http://pages.test:{p}/hello HTTP/1.1\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await;
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply:?}");
+    assert_eq!(
+        resolver.0.load(Ordering::SeqCst),
+        1,
+        "only the ordinary name was looked up"
+    );
+    proxy.close().await;
+    let rows = store.egress_for_sandbox("b_services").await.unwrap();
+    let got: Vec<_> = rows
+        .iter()
+        .map(|r| (r.entry.host.as_str(), r.entry.reason.as_deref()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("update.googleapis.com", Some("browser_service")),
+            ("update.googleapis.com", Some("browser_service")),
+            ("update.googleapis.com", Some("browser_service")),
+            ("clients2.google.com", Some("browser_service")),
+            ("pages.test", None),
+        ]
+    );
+    assert_eq!(canary.hits(), 0);
+}

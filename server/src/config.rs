@@ -32,6 +32,7 @@ const ENV_KEYS: &[&str] = &[
     "tool_timeout_s",
     "egress_allow",
     "recording_retention_days",
+    "egress_log_retention_days",
     "egress_resolver",
     "exec_create",
     "exec_destroy",
@@ -152,6 +153,8 @@ pub struct Settings {
     pub egress_allow: Vec<String>,
     /// Days `audit` screenshots are kept.
     pub recording_retention_days: u64,
+    /// Egress log rows older than this many days are deleted (hourly).
+    pub egress_log_retention_days: u64,
     /// `system` or `loopback-only`.
     pub egress_resolver: EgressResolver,
     /// `exec` driver: the command that makes a browser and prints its CDP endpoint.
@@ -228,6 +231,7 @@ struct Defaults {
     tool_timeout_s: u64,
     egress_allow: Vec<String>,
     recording_retention_days: u64,
+    egress_log_retention_days: u64,
     egress_resolver: EgressResolver,
 }
 
@@ -251,6 +255,7 @@ impl Default for Defaults {
             tool_timeout_s: 30,
             egress_allow: Vec::new(),
             recording_retention_days: 7,
+            egress_log_retention_days: 30,
             egress_resolver: EgressResolver::System,
         }
     }
@@ -321,6 +326,9 @@ impl Settings {
                 self.max_sessions
             );
         }
+        if self.egress_log_retention_days == 0 {
+            bail!("egress_log_retention_days: must be at least 1");
+        }
         if self.pool_refill_delay_ms > 60_000 {
             bail!("pool_refill_delay_ms: must be at most 60000 (one minute)");
         }
@@ -357,7 +365,7 @@ impl Settings {
             self.chromium_path.display().to_string(),
             self.site_root.display().to_string(),
         ) + &format!(
-            "sandbox_driver = {:?}\npool_size = {}\npool_refill_delay_ms = {}\nsession_deadline_s = {}\nsession_deadline_max_s = {}\nsession_idle_s = {}\nmax_sessions_per_tenant = {}\nmax_sessions = {}\ntool_timeout_s = {}\negress_allow = {:?}\nrecording_retention_days = {}\negress_resolver = {:?}\n",
+            "sandbox_driver = {:?}\npool_size = {}\npool_refill_delay_ms = {}\nsession_deadline_s = {}\nsession_deadline_max_s = {}\nsession_idle_s = {}\nmax_sessions_per_tenant = {}\nmax_sessions = {}\ntool_timeout_s = {}\negress_allow = {:?}\nrecording_retention_days = {}\negress_log_retention_days = {}\negress_resolver = {:?}\n",
             format!("{:?}", self.sandbox_driver).to_lowercase(),
             self.pool_size,
             self.pool_refill_delay_ms,
@@ -369,6 +377,7 @@ impl Settings {
             self.tool_timeout_s,
             self.egress_allow,
             self.recording_retention_days,
+            self.egress_log_retention_days,
             match self.egress_resolver {
                 EgressResolver::System => "system",
                 EgressResolver::LoopbackOnly => "loopback-only",
@@ -423,6 +432,7 @@ const NUMERIC_KEYS: &[&str] = &[
     "max_sessions",
     "tool_timeout_s",
     "recording_retention_days",
+    "egress_log_retention_days",
 ];
 
 impl figment::Provider for EnvVars {
@@ -609,6 +619,12 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("CORDON_POOL_REFILL_DELAY_MS"), "{err}");
+        let s = Settings::load_from(None, env(&[])).unwrap();
+        assert_eq!(s.egress_log_retention_days, 30, "the default");
+        let err = Settings::load_from(None, env(&[("CORDON_EGRESS_LOG_RETENTION_DAYS", "0")]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("egress_log_retention_days"), "{err}");
     }
 
     #[test]

@@ -249,7 +249,7 @@ async fn open(
         }
         _ => {
             entry.reason = Some("connect_failed".into());
-            let _ = session.log.send(entry);
+            session.log.push(entry);
             Err(refusal(
                 StatusCode::BAD_GATEWAY,
                 "connect_failed",
@@ -279,7 +279,7 @@ fn refuse(session: &Session, ts: i64, host: &str, port: u16, reason: &str) {
         "egress refused"
     );
     metrics::counter!("cordon_egress_requests_total", "decision" => "denied").increment(1);
-    let _ = session.log.send(NewEgressEntry {
+    session.log.push(NewEgressEntry {
         sandbox_id: session.sandbox_id.to_string(),
         ts,
         host: host.to_owned(),

@@ -72,21 +72,37 @@ pub(super) async fn stopped(mut stop: watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;
 }
 
+/// Rows one listener may have waiting for the database; past this, rows
+/// are dropped and counted, so a page flooding the guard with requests
+/// cannot grow the control plane's memory without bound.
+pub(super) const LOG_QUEUE: usize = 4096;
+
+/// The sending end of one listener's log queue (bounded: [`LOG_QUEUE`]).
+#[derive(Clone)]
+pub(super) struct LogSender(pub(super) mpsc::Sender<NewEgressEntry>);
+
+impl LogSender {
+    /// Queues a row; when the queue is full the row is dropped and counted
+    /// (`cordon_egress_log_dropped_total`), never waited for.
+    pub(super) fn push(&self, entry: NewEgressEntry) {
+        if let Err(mpsc::error::TrySendError::Full(entry)) = self.0.try_send(entry) {
+            metrics::counter!("cordon_egress_log_dropped_total").increment(1);
+            tracing::debug!(sandbox.id = %entry.sandbox_id, "egress log queue full, row dropped");
+        }
+    }
+}
+
 /// The egress log row of one upstream connection. It is sent to the log
 /// writer when dropped, that is when the socket that owns it closes, so the
 /// byte counts are final whichever way the connection ended.
 pub(super) struct Flow {
     entry: Option<NewEgressEntry>,
     meter: Arc<Meter>,
-    log: mpsc::UnboundedSender<NewEgressEntry>,
+    log: LogSender,
 }
 
 impl Flow {
-    pub(super) fn new(
-        entry: NewEgressEntry,
-        meter: Arc<Meter>,
-        log: mpsc::UnboundedSender<NewEgressEntry>,
-    ) -> Self {
+    pub(super) fn new(entry: NewEgressEntry, meter: Arc<Meter>, log: LogSender) -> Self {
         Self {
             entry: Some(entry),
             meter,
@@ -100,7 +116,7 @@ impl Drop for Flow {
         if let Some(mut entry) = self.entry.take() {
             (entry.bytes_up, entry.bytes_down) = self.meter.totals();
             // The writer is gone only once the listener is closed and drained.
-            let _ = self.log.send(entry);
+            self.log.push(entry);
         }
     }
 }
@@ -202,5 +218,39 @@ pub(super) async fn tunnel<A, B>(
         }
         () = idle(&meter, limit) => tracing::debug!("egress tunnel idle, closing"),
         () = stopped(stop) => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::egress::Decision;
+
+    fn row(host: &str) -> NewEgressEntry {
+        NewEgressEntry {
+            sandbox_id: "b_q".into(),
+            ts: 1,
+            host: host.into(),
+            port: 80,
+            decision: Decision::Denied,
+            reason: Some("loopback".into()),
+            bytes_up: 0,
+            bytes_down: 0,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_full_log_queue_drops_rows_instead_of_growing() {
+        let (tx, mut rx) = mpsc::channel(2);
+        let log = LogSender(tx);
+        for h in ["a", "b", "c", "d"] {
+            log.push(row(h));
+        }
+        drop(log);
+        let mut got = Vec::new();
+        while let Some(r) = rx.recv().await {
+            got.push(r.host);
+        }
+        assert_eq!(got, ["a", "b"], "the first rows kept, the rest dropped");
     }
 }

@@ -13,7 +13,7 @@ use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::forward;
-use super::io::{Meter, Metered, idle, stopped};
+use super::io::{LOG_QUEUE, LogSender, Meter, Metered, idle, stopped};
 use super::policy::AddressPolicy;
 use super::resolve::{Resolve, SystemResolver};
 use crate::store::Store;
@@ -103,7 +103,8 @@ impl EgressGuard {
         let addr = listener
             .local_addr()
             .context("failed to read the egress proxy's address")?;
-        let (log, rows) = mpsc::unbounded_channel();
+        let (log, rows) = mpsc::channel(LOG_QUEUE);
+        let log = LogSender(log);
         let (stop_tx, stop) = watch::channel(false);
         let writer = tokio::spawn(write_log(self.inner.store.clone(), rows));
         let session = Arc::new(Session {
@@ -153,7 +154,7 @@ impl Drop for EgressListener {
 pub(super) struct Session {
     pub(super) guard: Arc<Inner>,
     pub(super) sandbox_id: Arc<str>,
-    pub(super) log: mpsc::UnboundedSender<NewEgressEntry>,
+    pub(super) log: LogSender,
     pub(super) stop: watch::Receiver<bool>,
 }
 
@@ -207,7 +208,7 @@ async fn serve_client(session: Arc<Session>, socket: TcpStream) {
     }
 }
 
-async fn write_log(store: Store, mut rows: mpsc::UnboundedReceiver<NewEgressEntry>) {
+async fn write_log(store: Store, mut rows: mpsc::Receiver<NewEgressEntry>) {
     while let Some(row) = rows.recv().await {
         if let Err(err) = store.egress_record(&row).await {
             tracing::warn!(error = format!("{err:#}"), sandbox.id = %row.sandbox_id, "failed to write an egress log row");

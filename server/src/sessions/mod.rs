@@ -57,6 +57,8 @@ pub struct SessionConfig {
     pub tool_timeout: Duration,
     /// Checks run after injecting a domain's cookies.
     pub smoke_probes: BTreeMap<String, crate::config::SmokeProbe>,
+    /// How long egress log rows are kept.
+    pub egress_log_retention: Duration,
 }
 
 impl SessionConfig {
@@ -72,6 +74,7 @@ impl SessionConfig {
             max_total: s.max_sessions as usize,
             tool_timeout: Duration::from_secs(s.tool_timeout_s),
             smoke_probes: s.smoke_probes.clone(),
+            egress_log_retention: Duration::from_secs(s.egress_log_retention_days * 24 * 3600),
         }
     }
 }
@@ -732,6 +735,13 @@ impl SessionManager {
                         tracing::info!(removed = n, "recording: expired screenshot folders removed")
                     }
                     Err(e) => tracing::error!(error = %format!("{e:#}"), "recording GC failed"),
+                }
+                let keep_ms =
+                    i64::try_from(self.0.cfg.egress_log_retention.as_millis()).unwrap_or(i64::MAX);
+                match self.0.store.egress_prune(now.saturating_sub(keep_ms)).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(removed = n, "egress log: expired rows removed"),
+                    Err(e) => tracing::error!(error = %format!("{e:#}"), "egress log GC failed"),
                 }
             }
         }

@@ -125,4 +125,33 @@ impl Store {
             .collect::<anyhow::Result<_>>()
             .context("malformed egress log row")
     }
+
+    /// Deletes the rows older than `before_ms` (Unix ms), in batches so a
+    /// large backlog never holds the database's write lock for long.
+    /// Returns how many went.
+    pub async fn egress_prune(&self, before_ms: i64) -> anyhow::Result<u64> {
+        self.egress_prune_in_batches(before_ms, 5000).await
+    }
+
+    /// [`Store::egress_prune`] with its batch size (at least 1).
+    pub async fn egress_prune_in_batches(&self, before_ms: i64, batch: u32) -> anyhow::Result<u64> {
+        let batch = i64::from(batch.max(1));
+        let mut total = 0;
+        loop {
+            let done = sqlx::query(
+                "DELETE FROM egress_log WHERE id IN \
+                 (SELECT id FROM egress_log WHERE ts < $1 ORDER BY id LIMIT $2)",
+            )
+            .bind(before_ms)
+            .bind(batch)
+            .execute(self.pool())
+            .await
+            .context("failed to prune the egress log")?
+            .rows_affected();
+            total += done;
+            if done < u64::try_from(batch).unwrap_or(0) {
+                return Ok(total);
+            }
+        }
+    }
 }

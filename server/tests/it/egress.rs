@@ -27,6 +27,40 @@ mod browser;
 mod proxy;
 
 both_backends!(the_egress_log_keeps_each_sandboxs_rows_in_order);
+both_backends!(pruning_removes_only_rows_older_than_the_cutoff);
+
+async fn pruning_removes_only_rows_older_than_the_cutoff(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let store = db.store().await;
+    let cutoff = 1_700_000_000_000_i64;
+    for i in 0..10 {
+        for ts in [cutoff - 1000 + i, cutoff + i] {
+            store
+                .egress_record(&NewEgressEntry {
+                    sandbox_id: "b_old".into(),
+                    ts,
+                    host: "example.com".into(),
+                    port: 443,
+                    decision: Decision::Allowed,
+                    reason: None,
+                    bytes_up: 1,
+                    bytes_down: 2,
+                })
+                .await
+                .unwrap();
+        }
+    }
+    // Batches of 3: four rounds for ten rows, none of them past the cutoff.
+    assert_eq!(store.egress_prune_in_batches(cutoff, 3).await.unwrap(), 10);
+    let left = store.egress_for_sandbox("b_old").await.unwrap();
+    assert_eq!(left.len(), 10);
+    assert!(left.iter().all(|r| r.entry.ts >= cutoff), "{left:?}");
+    assert_eq!(
+        store.egress_prune(cutoff).await.unwrap(),
+        0,
+        "nothing left to prune"
+    );
+}
 
 async fn the_egress_log_keeps_each_sandboxs_rows_in_order(backend: Backend) {
     let db = TestDb::new(backend).await;

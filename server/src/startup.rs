@@ -183,6 +183,7 @@ fn router(state: AppState) -> Router {
         )
         .fallback(file_and_error_handler::<AppState, _>(shell))
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
+        .layer(middleware::from_fn(close_after_error_with_body))
         .layer(middleware::from_fn(log_errors))
         .layer(middleware::from_fn(track_metrics))
         .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
@@ -197,6 +198,26 @@ fn router(state: AppState) -> Router {
 
 async fn api_not_found() -> ApiError {
     ApiError::NotFound("route")
+}
+
+/// An error answer to a request with a body (a 413 above all) may leave
+/// that body unread, and the server then closes the connection; a client
+/// that reused the connection at that moment sees it reset. Saying
+/// `Connection: close` on such answers tells clients not to reuse it.
+async fn close_after_error_with_body(req: Request, next: Next) -> Response {
+    use axum::http::{HeaderValue, header};
+    let has_body = req.headers().contains_key(header::TRANSFER_ENCODING)
+        || req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+            .is_some_and(|n| n > 0);
+    let mut res = next.run(req).await;
+    if has_body && (res.status().is_client_error() || res.status().is_server_error()) {
+        res.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    res
 }
 
 /// Logs the cause of every 5xx once, inside the request's span.

@@ -185,6 +185,22 @@ async fn oversized_bodies_are_refused_with_413() {
         .await
         .unwrap();
     assert_eq!(res.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(
+        res.headers().get("connection").map(|v| v.as_bytes()),
+        Some(&b"close"[..]),
+        "clients are told not to reuse a connection whose body went unread"
+    );
+    // A successful request with a body keeps its connection.
+    let res = app
+        .http
+        .post(app.url("/ui/fn/recent_audit"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("limit=5")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    assert!(res.headers().get("connection").is_none());
 }
 
 #[tokio::test]

@@ -930,9 +930,10 @@ async fn a_sessions_browser_runs_no_hidden_browser_ui_pages() {
     // Headless Chromium preloads the omnibox popup's WebUI (a renderer of
     // ~34 MiB) unless its features are off; give it time to appear.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let mut params = GetTargetsParams::default();
     // An empty filter entry matches every target type, hidden ones included.
-    params.filter = Some(TargetFilter::new(vec![Default::default()]));
+    let params = GetTargetsParams {
+        filter: Some(TargetFilter::new(vec![Default::default()])),
+    };
     let targets = conn.browser().execute(params).await.unwrap();
     let listed: Vec<(String, String)> = targets
         .result

@@ -1,0 +1,200 @@
+//! The end of sessions: closing one, the ticker (deadlines, idle, dead
+//! browsers, reaper, GC), and shutdown.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::{LiveSession, REAP_EVERY, SessionManager, TICK};
+use crate::audit::{Actor, NewEvent};
+use crate::domain::SessionId;
+use crate::store::audit::now_ms;
+
+impl SessionManager {
+    /// Ends a live session: audit, stop the sandbox, keep or drop screenshots,
+    /// record the outcome. Safe to call twice (the second does nothing).
+    pub(super) async fn end(
+        &self,
+        id: &SessionId,
+        reason: &str,
+        error: Option<String>,
+        actor: Actor,
+    ) {
+        let inner = &self.0;
+        let Some(live) = inner.live.lock().expect("live lock").remove(id) else {
+            return;
+        };
+        let failed = error.is_some();
+        let _ = inner.store.session_closing(id.as_str()).await;
+        if let Err(e) = inner
+            .store
+            .audit_append(
+                NewEvent::new(actor, "session.close")
+                    .tenant(&live.tenant)
+                    .session(id.as_str())
+                    .params(json!({ "reason": reason }))
+                    .outcome("requested"),
+            )
+            .await
+        {
+            tracing::error!(error = %format!("{e:#}"), "failed to audit a session close");
+        }
+        // Wait for a running tool call to let go of the tabs, but not forever.
+        let _tabs = tokio::time::timeout(Duration::from_secs(2), live.tabs.lock()).await;
+        if let Err(e) = inner.driver.stop(&live.sandbox).await {
+            tracing::error!(error = %format!("{e:#}"), sandbox.id = %live.sandbox.id, "failed to stop a sandbox");
+        }
+        inner
+            .known
+            .lock()
+            .expect("known lock")
+            .remove(&live.sandbox.id);
+        if let Some(egress) = live.egress.lock().await.take() {
+            egress.close().await;
+        }
+        let _ = inner.store.sandbox_stopped(&live.sandbox.id).await;
+        if let Err(e) = inner
+            .recorder
+            .finish(live.record, live.tenant.as_str(), id.as_str())
+            .await
+        {
+            tracing::error!(error = %format!("{e:#}"), "failed to remove transient screenshots");
+        }
+        if let Err(e) = inner
+            .store
+            .session_end(
+                id.as_str(),
+                failed,
+                reason,
+                error.as_deref(),
+                live.last_activity(),
+            )
+            .await
+        {
+            tracing::error!(error = %format!("{e:#}"), "failed to record a session's end");
+        }
+        self.release(&live.tenant);
+        metrics::counter!("cordon_sessions_closed_total", "reason" => reason.to_owned())
+            .increment(1);
+    }
+
+    /// Closes sessions past their deadline or idle timeout, fails those
+    /// whose browser died, runs the reaper every minute and the screenshot
+    /// GC every hour.
+    pub(super) async fn ticker(self) {
+        let mut since_reap = Duration::ZERO;
+        let mut since_gc = Duration::from_secs(3600);
+        while !self.0.shutting_down() {
+            tokio::time::sleep(TICK).await;
+            let now = now_ms();
+            let idle_ms = i64::try_from(self.0.cfg.idle.as_millis()).unwrap_or(i64::MAX);
+            let sessions: Vec<Arc<LiveSession>> = self
+                .0
+                .live
+                .lock()
+                .expect("live lock")
+                .values()
+                .cloned()
+                .collect();
+            for s in sessions {
+                if s.browser_gone() {
+                    self.fail(&s.id, "browser_exited", "the browser exited unexpectedly")
+                        .await;
+                } else if now >= s.deadline_at {
+                    self.end(&s.id, "deadline", None, Actor::System).await;
+                } else if now - s.last_activity() >= idle_ms {
+                    self.end(&s.id, "idle", None, Actor::System).await;
+                }
+            }
+            since_reap += TICK;
+            if since_reap >= REAP_EVERY {
+                since_reap = Duration::ZERO;
+                if let Err(e) = self.reap().await {
+                    tracing::error!(error = %format!("{e:#}"), "reaper failed");
+                }
+                match crate::grants::gc(&self.0.store).await {
+                    Ok((0, 0)) => {}
+                    Ok((tokens, requests)) => {
+                        tracing::info!(tokens, requests, "grants: expired rows collected")
+                    }
+                    Err(e) => tracing::error!(error = %format!("{e:#}"), "grant GC failed"),
+                }
+            }
+            since_gc += TICK;
+            if since_gc >= Duration::from_secs(3600) {
+                since_gc = Duration::ZERO;
+                match self.0.recorder.gc(self.retention()).await {
+                    Ok(0) => {}
+                    Ok(n) => {
+                        tracing::info!(removed = n, "recording: expired screenshot folders removed")
+                    }
+                    Err(e) => tracing::error!(error = %format!("{e:#}"), "recording GC failed"),
+                }
+                let keep_ms =
+                    i64::try_from(self.0.cfg.egress_log_retention.as_millis()).unwrap_or(i64::MAX);
+                match self.0.store.egress_prune(now.saturating_sub(keep_ms)).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(removed = n, "egress log: expired rows removed"),
+                    Err(e) => tracing::error!(error = %format!("{e:#}"), "egress log GC failed"),
+                }
+            }
+        }
+    }
+
+    fn retention(&self) -> Duration {
+        self.0.retention
+    }
+
+    /// Kills every browser this manager runs, at once and without waiting
+    /// (SIGKILL to each process group). For a process that is going away
+    /// without a graceful shutdown, such as a test that panicked.
+    pub fn kill_all_now(&self) {
+        self.0.shutdown.store(true, Ordering::SeqCst);
+        let mut sandboxes: Vec<crate::sandbox::Sandbox> = self
+            .0
+            .live
+            .lock()
+            .expect("live lock")
+            .values()
+            .map(|s| s.sandbox.clone())
+            .collect();
+        sandboxes.extend(self.0.pool.drain().into_iter().map(|w| w.sandbox));
+        for sb in sandboxes {
+            if let Some(pid) = sb.pid
+                && crate::sandbox::is_alive(pid, &sb.marker)
+            {
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
+    }
+
+    /// Stops everything: open sessions (reason `shutdown`) and the warm pool.
+    pub async fn shutdown(&self) {
+        self.0.shutdown.store(true, Ordering::SeqCst);
+        self.0.pool.wake.notify_one();
+        let ids: Vec<SessionId> = self
+            .0
+            .live
+            .lock()
+            .expect("live lock")
+            .keys()
+            .cloned()
+            .collect();
+        for id in ids {
+            self.end(&id, "shutdown", None, Actor::System).await;
+        }
+        // Let browsers that are still starting finish, then stop them too.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while self.0.pool.starting() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        for warm in self.0.pool.drain() {
+            self.0.dispose(warm).await;
+        }
+    }
+}

@@ -1,0 +1,245 @@
+//! Opening a session: limits, the pool or a cold start, the viewport,
+//! operator-mode injection, and the hand-out.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use serde_json::json;
+
+use super::{
+    CredentialMode, LiveSession, OpenRequest, SessionError, SessionInfo, SessionManager, injection,
+    metrics_override, pool,
+};
+use crate::audit::{Actor, NewEvent};
+use crate::domain::{SessionId, TenantId};
+use crate::store::api_keys::ApiKeyOwner;
+use crate::store::audit::now_ms;
+use crate::store::sessions::SessionRow;
+
+impl SessionManager {
+    fn reserve(&self, tenant: &TenantId) -> Result<(), SessionError> {
+        let mut slots = self.0.slots.lock().expect("slots lock");
+        if slots.total >= self.0.cfg.max_total {
+            return Err(SessionError::Limit {
+                message: format!(
+                    "this host runs its maximum of {} sessions",
+                    self.0.cfg.max_total
+                ),
+                retry_after_s: 5,
+            });
+        }
+        let mine = slots.per_tenant.get(tenant).copied().unwrap_or(0);
+        if mine >= self.0.cfg.max_per_tenant {
+            return Err(SessionError::Limit {
+                message: format!(
+                    "tenant {tenant} has its maximum of {} open sessions",
+                    self.0.cfg.max_per_tenant
+                ),
+                retry_after_s: 5,
+            });
+        }
+        slots.total += 1;
+        *slots.per_tenant.entry(tenant.clone()).or_default() += 1;
+        Ok(())
+    }
+
+    pub(super) fn release(&self, tenant: &TenantId) {
+        let mut slots = self.0.slots.lock().expect("slots lock");
+        slots.total = slots.total.saturating_sub(1);
+        if let Some(n) = slots.per_tenant.get_mut(tenant) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                slots.per_tenant.remove(tenant);
+            }
+        }
+    }
+
+    /// Opens a session for the key's tenant.
+    #[tracing::instrument(skip_all, fields(tenant.id = %owner.tenant))]
+    pub async fn open(
+        &self,
+        owner: &ApiKeyOwner,
+        req: OpenRequest,
+    ) -> Result<SessionInfo, SessionError> {
+        let deadline_s = req.validate(self.0.cfg.deadline_default_s, self.0.cfg.deadline_max_s)?;
+        if self.0.shutting_down() {
+            return Err(SessionError::Limit {
+                message: "the server is shutting down".into(),
+                retry_after_s: 5,
+            });
+        }
+        self.reserve(&owner.tenant)?;
+        let id = SessionId::generate();
+        self.0
+            .opening
+            .lock()
+            .expect("opening lock")
+            .insert(id.to_string());
+        let result = async {
+            // The grant is checked (and a single-use one consumed) before
+            // any browser starts, so losers of a race are refused at once.
+            if req.credential_mode == CredentialMode::Operator {
+                let domains = req.vault_domains()?;
+                let token = req.grant_token.as_deref().unwrap_or_default();
+                crate::grants::redeem(&self.0.store, owner, id.as_str(), token, &domains).await?;
+            }
+            self.open_reserved(owner, &req, &id, deadline_s).await
+        }
+        .await;
+        self.0
+            .opening
+            .lock()
+            .expect("opening lock")
+            .remove(id.as_str());
+        if result.is_err() {
+            self.release(&owner.tenant);
+        }
+        result
+    }
+
+    async fn open_reserved(
+        &self,
+        owner: &ApiKeyOwner,
+        req: &OpenRequest,
+        id: &SessionId,
+        deadline_s: u64,
+    ) -> Result<SessionInfo, SessionError> {
+        let inner = &self.0;
+        let now = now_ms();
+        let domains = serde_json::to_string(&req.domains).unwrap_or_else(|_| "[]".into());
+        inner
+            .store
+            .audit_append(
+                NewEvent::new(Actor::Agent(owner.key_id.clone()), "session.open")
+                    .tenant(&owner.tenant)
+                    .session(id.as_str())
+                    .params(json!({
+                        "credential_mode": req.credential_mode.as_str(),
+                        "domains": req.domains,
+                        "record": req.record.as_str(),
+                        "deadline_s": deadline_s,
+                        "viewport": req.viewport,
+                    }))
+                    .outcome("requested"),
+            )
+            .await?;
+        let mut row = SessionRow {
+            id: id.to_string(),
+            tenant_id: owner.tenant.to_string(),
+            api_key_id: Some(owner.key_id.clone()),
+            state: "starting".into(),
+            close_reason: None,
+            error: None,
+            credential_mode: req.credential_mode.as_str().into(),
+            domains,
+            record: req.record.as_str().into(),
+            viewport_w: i64::from(req.viewport.width),
+            viewport_h: i64::from(req.viewport.height),
+            sandbox_id: None,
+            host: inner.host.clone(),
+            created_at: now,
+            ready_at: None,
+            closed_at: None,
+            deadline_at: now + i64::try_from(deadline_s).unwrap_or(i64::MAX / 2) * 1000,
+            last_activity_at: now,
+        };
+        inner.store.session_insert(&row).await?;
+        let (warm, from_pool) = match inner.pool.take() {
+            Some(w) if !w.conn.is_closed() => (w, true),
+            stale => {
+                if let Some(w) = stale {
+                    inner.dispose(w).await;
+                }
+                match pool::start_browser(inner, "assigned").await {
+                    Ok(w) => (w, false),
+                    Err(e) => {
+                        tracing::error!(error = %format!("{e:#}"), "session open: browser start failed");
+                        let msg = "the browser could not be started";
+                        let _ = inner
+                            .store
+                            .session_end(id.as_str(), true, "start_failed", Some(msg), now)
+                            .await;
+                        let _ = inner
+                            .store
+                            .audit_append(
+                                NewEvent::new(Actor::System, "session.open")
+                                    .tenant(&owner.tenant)
+                                    .session(id.as_str())
+                                    .outcome("failed: browser start"),
+                            )
+                            .await;
+                        return Err(SessionError::StartFailed(e));
+                    }
+                }
+            }
+        };
+        let setup = async {
+            let assign = async {
+                inner
+                    .store
+                    .sandbox_assign(&warm.sandbox.id, id.as_str())
+                    .await
+            };
+            let viewport = async {
+                warm.page
+                    .execute(metrics_override(req.viewport))
+                    .await
+                    .context("failed to set the viewport")
+            };
+            tokio::try_join!(assign, viewport)?;
+            let injected = if req.credential_mode == CredentialMode::Operator {
+                Some(injection::inject(inner, owner, id, req, &warm.page).await?)
+            } else {
+                None
+            };
+            inner
+                .store
+                .session_ready(id.as_str(), &warm.sandbox.id)
+                .await?;
+            anyhow::Ok(injected)
+        }
+        .await;
+        let live = Arc::new(LiveSession::new(
+            id.clone(),
+            owner.tenant.clone(),
+            req.record,
+            req.viewport,
+            row.deadline_at,
+            warm,
+        ));
+        inner
+            .live
+            .lock()
+            .expect("live lock")
+            .insert(id.clone(), live.clone());
+        if let Ok(Some((_, smoke))) = &setup
+            && !smoke.is_empty()
+        {
+            // Off the open's critical path, but ahead of every tool call.
+            let (locked, is_locked) = tokio::sync::oneshot::channel();
+            tokio::spawn(injection::reset_to_blank(live, locked));
+            let _ = is_locked.await;
+        }
+        let injected = match setup {
+            Ok(injected) => injected,
+            Err(e) => {
+                self.end(
+                    id,
+                    "start_failed",
+                    Some("the browser could not be prepared".into()),
+                    Actor::System,
+                )
+                .await;
+                return Err(SessionError::StartFailed(e));
+            }
+        };
+        row.state = "ready".into();
+        let mut info = SessionInfo::from_row(&row);
+        info.from_pool = Some(from_pool);
+        if let Some((counts, smoke)) = injected {
+            info.injected = Some(counts);
+            info.smoke = (!smoke.is_empty()).then_some(smoke);
+        }
+        Ok(info)
+    }
+}

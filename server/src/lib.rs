@@ -11,6 +11,7 @@ pub mod domain;
 pub mod egress;
 pub mod error;
 pub mod grants;
+pub mod peer;
 pub mod recording;
 pub mod sandbox;
 pub mod sessions;

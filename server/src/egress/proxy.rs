@@ -95,8 +95,24 @@ impl EgressGuard {
     /// Binds a proxy on `127.0.0.1:0` for one sandbox and serves it until the
     /// returned listener is dropped or closed. Every request it refuses or
     /// forwards is logged under `sandbox_id`.
-    #[tracing::instrument(skip_all, err, fields(sandbox.id = %sandbox_id))]
     pub async fn listen(&self, sandbox_id: String) -> anyhow::Result<EgressListener> {
+        self.listen_for(sandbox_id, false).await
+    }
+
+    /// Like [`EgressGuard::listen`], but the listener takes connections only
+    /// from this process ([`crate::peer::opened_by_this_process`]): for a
+    /// sandbox whose browser reaches it through the control plane's own
+    /// forwarder (bwrap), so no other local process can use it.
+    pub async fn listen_private(&self, sandbox_id: String) -> anyhow::Result<EgressListener> {
+        self.listen_for(sandbox_id, true).await
+    }
+
+    #[tracing::instrument(skip_all, err, fields(sandbox.id = %sandbox_id))]
+    async fn listen_for(
+        &self,
+        sandbox_id: String,
+        this_process_only: bool,
+    ) -> anyhow::Result<EgressListener> {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
             .await
             .context("failed to bind the egress proxy")?;
@@ -112,6 +128,7 @@ impl EgressGuard {
             sandbox_id: sandbox_id.into(),
             log,
             stop,
+            this_process_only,
         });
         let accept = tokio::spawn(accept_loop(listener, session));
         tracing::debug!(egress.addr = %addr, "egress proxy listening");
@@ -156,9 +173,11 @@ pub(super) struct Session {
     pub(super) sandbox_id: Arc<str>,
     pub(super) log: LogSender,
     pub(super) stop: watch::Receiver<bool>,
+    this_process_only: bool,
 }
 
 async fn accept_loop(listener: TcpListener, session: Arc<Session>) {
+    let local = listener.local_addr().ok();
     let permits = Arc::new(Semaphore::new(session.guard.limits.max_connections));
     loop {
         let accepted = tokio::select! {
@@ -169,6 +188,12 @@ async fn accept_loop(listener: TcpListener, session: Arc<Session>) {
             } => accepted,
         };
         match accepted {
+            (Ok(_), Ok((_, peer)))
+                if session.this_process_only
+                    && !local.is_some_and(|l| crate::peer::opened_by_this_process(l, peer)) =>
+            {
+                tracing::warn!(sandbox.id = %session.sandbox_id, "egress proxy refused a connection from another process");
+            }
             (Ok(permit), Ok((socket, _peer))) => {
                 let session = session.clone();
                 tokio::spawn(async move {

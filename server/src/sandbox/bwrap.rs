@@ -42,7 +42,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UnixListener};
 use tokio::task::JoinHandle;
 
-use super::relay::{tcp_to_unix, unix_to_tcp};
+use super::relay::{Clients, tcp_to_unix, unix_to_tcp};
 use super::{Driver, DriverKind, Sandbox, SandboxSpec, chromium, kill_group};
 
 /// The in-sandbox port Chromium's `--proxy-server` points at.
@@ -459,7 +459,13 @@ impl BwrapDriver {
             .local_addr()
             .map_err(|e| fail(e.into(), &sandbox))?
             .port();
-        tasks.push(tokio::spawn(tcp_to_unix(cdp, sock_dir.join("cdp.sock"))));
+        // Only this process may use it: another local process that found the
+        // port could otherwise drive the browser and read its cookies.
+        tasks.push(tokio::spawn(tcp_to_unix(
+            cdp,
+            sock_dir.join("cdp.sock"),
+            Clients::ThisProcess,
+        )));
 
         let no_sandbox = nix::unistd::geteuid().is_root();
         let layout = Layout {

@@ -65,7 +65,7 @@ pub async fn run(args: RelayArgs) -> anyhow::Result<ExitCode> {
         .spawn()
         .with_context(|| format!("relay: cannot start {}", program.to_string_lossy()))?;
     let forwarders = [
-        tokio::spawn(tcp_to_unix(proxy, args.egress_socket)),
+        tokio::spawn(tcp_to_unix(proxy, args.egress_socket, Clients::Any)),
         tokio::spawn(unix_to_tcp(cdp, args.cdp_target)),
     ];
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -92,14 +92,36 @@ fn exit_code(status: std::process::ExitStatus) -> ExitCode {
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 
+/// Who may connect to a [`tcp_to_unix`] listener.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Clients {
+    /// Anyone who can reach the port (inside a sandbox: its Chromium).
+    Any,
+    /// Only this process ([`crate::peer::opened_by_this_process`]): the
+    /// host side of a sandbox's DevTools socket.
+    ThisProcess,
+}
+
 /// Accepts TCP connections on `listener` and joins each to a new connection
 /// to the unix socket `to`. Runs until aborted; aborting it also ends every
 /// connection it carries.
-pub async fn tcp_to_unix(listener: TcpListener, to: PathBuf) {
+pub async fn tcp_to_unix(listener: TcpListener, to: PathBuf, clients: Clients) {
     let mut conns = JoinSet::new();
+    let local = listener.local_addr().ok();
     loop {
         let mut inbound = match listener.accept().await {
-            Ok((s, _)) => s,
+            Ok((s, peer)) => {
+                if clients == Clients::ThisProcess
+                    && !local.is_some_and(|l| crate::peer::opened_by_this_process(l, peer))
+                {
+                    tracing::warn!(
+                        port = local.map(|l| l.port()),
+                        "refused a connection to a sandbox's DevTools from another process"
+                    );
+                    continue;
+                }
+                s
+            }
             Err(e) => {
                 accept_failed(&e).await;
                 continue;
@@ -169,7 +191,7 @@ mod tests {
         let inner = tokio::spawn(unix_to_tcp(UnixListener::bind(&sock).unwrap(), echo_addr));
         let front = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let front_addr = front.local_addr().unwrap();
-        let outer = tokio::spawn(tcp_to_unix(front, sock));
+        let outer = tokio::spawn(tcp_to_unix(front, sock, Clients::ThisProcess));
 
         let mut c = TcpStream::connect(front_addr).await.unwrap();
         c.write_all(b"ping through two relays").await.unwrap();

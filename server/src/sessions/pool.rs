@@ -73,7 +73,13 @@ pub(super) async fn start_browser(inner: &Inner, state: &str) -> anyhow::Result<
 }
 
 async fn start_inner(inner: &Inner, id: String, state: &str) -> anyhow::Result<Warm> {
-    let egress = inner.egress.listen(id.clone()).await?;
+    // A bwrap browser reaches its listener only through this process's own
+    // forwarder; any other client of that port is someone else.
+    let egress = if inner.driver.kind() == crate::sandbox::DriverKind::Bwrap {
+        inner.egress.listen_private(id.clone()).await?
+    } else {
+        inner.egress.listen(id.clone()).await?
+    };
     let spec = SandboxSpec {
         id: id.clone(),
         proxy: egress.addr,

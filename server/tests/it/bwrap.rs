@@ -397,3 +397,64 @@ async fn readyz_reports_bwrap_when_auto_finds_it_usable() {
     assert_eq!(body["checks"]["sandbox"]["driver"], "process", "{body}");
     app.stop().await;
 }
+
+/// Sends `GET /json/version` to `port` from a child process (bash's
+/// `/dev/tcp`), as another local program would, and returns what came back.
+fn fetch_from_another_process(port: u16) -> String {
+    let out = std::process::Command::new("timeout")
+        .args(["10", "bash", "-c"])
+        .arg(format!(
+            "exec 3<>/dev/tcp/127.0.0.1/{port} || exit 0; \
+             printf 'GET /json/version HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\nConnection: close\\r\\n\\r\\n' >&3; \
+             cat <&3"
+        ))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_local_process_cannot_reach_a_bwrap_sessions_devtools() {
+    let site = site::start().await;
+    let app = session_app(
+        Backend::Sqlite,
+        &site.allow(),
+        &[("CORDON_SANDBOX_DRIVER", "bwrap")],
+    )
+    .await;
+    let agent = app.agent("acme").await;
+    let sid = agent.open(json!({ "record": "off" })).await;
+    let sandbox = sandbox_of(&app, &sid).await;
+    let port: u16 = sandbox
+        .cdp_url
+        .trim_start_matches("ws://127.0.0.1:")
+        .split('/')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    // This process (the control plane) gets an answer on the same port.
+    let mine = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .get(format!("http://127.0.0.1:{port}/json/version"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(mine.contains("webSocketDebuggerUrl"), "{mine}");
+    let theirs = fetch_from_another_process(port);
+    assert!(
+        !theirs.contains("webSocketDebuggerUrl") && !theirs.contains("HTTP/1.1"),
+        "another process reached DevTools: {theirs}"
+    );
+    // The session is unharmed.
+    let (status, nav) = agent
+        .tool(&sid, "navigate", json!({ "url": site.url("/show-state") }))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{nav}");
+    app.stop().await;
+}

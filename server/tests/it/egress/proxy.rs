@@ -435,3 +435,37 @@ async fn chromiums_own_service_endpoints_are_refused_before_any_lookup_even_if_a
     );
     assert_eq!(canary.hits(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_private_listener_serves_only_this_process() {
+    let f = fixture("b_private_unused", Limits::default()).await;
+    let proxy = super::guard(f.store.clone(), f.pages.addr, Limits::default())
+        .listen_private("b_private".into())
+        .await
+        .unwrap();
+    let p = f.pages.addr.port();
+    let request = format!("GET http://127.0.0.1:{p}/hello HTTP/1.1\r\nConnection: close\r\n\r\n");
+    let mine = exchange(proxy.addr, request.as_bytes()).await;
+    assert!(mine.starts_with("HTTP/1.1 200"), "{mine:?}");
+    // The same request from another process gets no answer at all.
+    let out = std::process::Command::new("timeout")
+        .args(["10", "bash", "-c"])
+        .arg(format!(
+            "exec 3<>/dev/tcp/127.0.0.1/{} || exit 0; \
+             printf 'GET http://127.0.0.1:{p}/hello HTTP/1.1\\r\\nConnection: close\\r\\n\\r\\n' >&3; \
+             cat <&3",
+            proxy.addr.port()
+        ))
+        .output()
+        .unwrap();
+    let theirs = String::from_utf8_lossy(&out.stdout);
+    assert!(theirs.is_empty(), "{theirs:?}");
+    proxy.close().await;
+    let rows = f.store.egress_for_sandbox("b_private").await.unwrap();
+    assert_eq!(
+        rows.len(),
+        1,
+        "only this process's request was forwarded and logged"
+    );
+    assert_eq!(f.pages.seen.lock().unwrap().len(), 1);
+}

@@ -20,7 +20,7 @@ use std::net::SocketAddr;
 pub use crate::store::egress::{Decision, EgressEntry, NewEgressEntry};
 pub use forward::REFUSAL_HEADER;
 pub use policy::{AddressPolicy, AllowEntry, AllowEntryError, Denied, classify};
-pub use proxy::{EgressGuard, EgressListener, Limits};
+pub use proxy::{EgressGuard, EgressListener, EgressPort, Limits};
 pub use resolve::{Resolve, StaticResolver, SystemResolver};
 pub use services::is_browser_service;
 pub use target::{BadHost, Target, parse_target};

@@ -8,7 +8,8 @@ use anyhow::Context;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
 
@@ -129,11 +130,14 @@ impl EgressGuard {
             log,
             stop,
             this_process_only,
+            permits: Arc::new(Semaphore::new(self.inner.limits.max_connections)),
         });
+        let port = EgressPort(session.clone());
         let accept = tokio::spawn(accept_loop(listener, session));
         tracing::debug!(egress.addr = %addr, "egress proxy listening");
         Ok(EgressListener {
             addr,
+            port: Some(port),
             stop: stop_tx,
             tasks: Some((accept, writer)),
         })
@@ -144,6 +148,7 @@ impl EgressGuard {
 pub struct EgressListener {
     /// Where the sandbox's browser must send everything (`--proxy-server`).
     pub addr: SocketAddr,
+    port: Option<EgressPort>,
     stop: watch::Sender<bool>,
     tasks: Option<(JoinHandle<()>, JoinHandle<()>)>,
 }
@@ -153,10 +158,51 @@ impl EgressListener {
     /// connection's log row is written.
     pub async fn close(mut self) {
         self.stop.send_replace(true);
+        self.port = None;
         if let Some((accept, writer)) = self.tasks.take() {
             let _ = accept.await;
             let _ = writer.await;
         }
+    }
+}
+
+impl EgressListener {
+    /// A handle that serves connections to this listener from inside this
+    /// process, with no TCP hop (the bwrap driver's forwarder uses it).
+    pub fn port(&self) -> Option<EgressPort> {
+        self.port.clone()
+    }
+}
+
+/// Serves proxy connections of one listener that arrive inside this
+/// process (from a unix socket, say). Same policy, log and limits as the
+/// listener's TCP port.
+#[derive(Clone)]
+pub struct EgressPort(Arc<Session>);
+
+impl std::fmt::Debug for EgressPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("EgressPort").field(&self.0.sandbox_id).finish()
+    }
+}
+
+impl EgressPort {
+    /// Serves one client connection until it ends or the listener stops.
+    pub fn serve<S>(&self, stream: S)
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let session = self.0.clone();
+        tokio::spawn(async move {
+            let permit = tokio::select! {
+                p = session.permits.clone().acquire_owned() => p,
+                () = stopped(session.stop.clone()) => return,
+            };
+            if let Ok(permit) = permit {
+                serve_client(session, stream).await;
+                drop(permit);
+            }
+        });
     }
 }
 
@@ -174,11 +220,13 @@ pub(super) struct Session {
     pub(super) log: LogSender,
     pub(super) stop: watch::Receiver<bool>,
     this_process_only: bool,
+    /// Client connections being served, TCP and in-process together.
+    permits: Arc<Semaphore>,
 }
 
 async fn accept_loop(listener: TcpListener, session: Arc<Session>) {
     let local = listener.local_addr().ok();
-    let permits = Arc::new(Semaphore::new(session.guard.limits.max_connections));
+    let permits = session.permits.clone();
     loop {
         let accepted = tokio::select! {
             () = stopped(session.stop.clone()) => break,
@@ -195,6 +243,7 @@ async fn accept_loop(listener: TcpListener, session: Arc<Session>) {
                 tracing::warn!(sandbox.id = %session.sandbox_id, "egress proxy refused a connection from another process");
             }
             (Ok(permit), Ok((socket, _peer))) => {
+                let _ = socket.set_nodelay(true);
                 let session = session.clone();
                 tokio::spawn(async move {
                     serve_client(session, socket).await;
@@ -211,8 +260,10 @@ async fn accept_loop(listener: TcpListener, session: Arc<Session>) {
     }
 }
 
-async fn serve_client(session: Arc<Session>, socket: TcpStream) {
-    let _ = socket.set_nodelay(true);
+async fn serve_client<S>(session: Arc<Session>, socket: S)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let limits = session.guard.limits;
     let meter = Meter::new();
     let io = TokioIo::new(Metered::new(socket, meter.clone(), None));

@@ -403,6 +403,20 @@ impl Driver for BwrapDriver {
     }
 }
 
+/// Accepts the sandbox's egress connections on `listener` and serves each
+/// with the guard in this process. Runs until aborted.
+async fn unix_to_guard(listener: UnixListener, port: crate::egress::EgressPort) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => port.serve(stream),
+            Err(e) => {
+                tracing::debug!(error = %e, "bwrap egress: accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
 /// Waits up to `grace` for our child to exit and collects its status.
 async fn wait_exit(child: &mut Child, grace: Duration) -> bool {
     let deadline = tokio::time::Instant::now() + grace;
@@ -449,7 +463,11 @@ impl BwrapDriver {
                 )
             })
             .map_err(|e| fail(e, &sandbox))?;
-        tasks.push(tokio::spawn(unix_to_tcp(egress, spec.proxy)));
+        tasks.push(match spec.egress.clone() {
+            // Straight into the guard: no TCP hop, no port to share.
+            Some(port) => tokio::spawn(unix_to_guard(egress, port)),
+            None => tokio::spawn(unix_to_tcp(egress, spec.proxy)),
+        });
         // Host side of CDP: a loopback port → the sandbox's cdp.sock.
         let cdp = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
             .await

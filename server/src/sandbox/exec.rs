@@ -153,6 +153,7 @@ mod tests {
 
     fn spec(dir: &std::path::Path) -> SandboxSpec {
         SandboxSpec {
+            egress: None,
             id: "b_test".into(),
             proxy: "127.0.0.1:1".parse().unwrap(),
             runtime_dir: dir.join("b_test"),

@@ -49,6 +49,10 @@ pub struct SandboxSpec {
     pub id: String,
     /// The egress proxy this browser must use.
     pub proxy: SocketAddr,
+    /// The same proxy, served inside this process: a driver that forwards
+    /// the browser's connections itself (bwrap) hands them here instead of
+    /// opening a TCP connection to `proxy`.
+    pub egress: Option<crate::egress::EgressPort>,
     /// Host directory for this sandbox's runtime files (profile, pid file);
     /// removed at stop.
     pub runtime_dir: PathBuf,

@@ -81,6 +81,7 @@ async fn start_inner(inner: &Inner, id: String, state: &str) -> anyhow::Result<W
         inner.egress.listen(id.clone()).await?
     };
     let spec = SandboxSpec {
+        egress: egress.port(),
         id: id.clone(),
         proxy: egress.addr,
         runtime_dir: inner.run_dir.join(&id),

@@ -182,7 +182,9 @@ pub struct EgressPort(Arc<Session>);
 
 impl std::fmt::Debug for EgressPort {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("EgressPort").field(&self.0.sandbox_id).finish()
+        f.debug_tuple("EgressPort")
+            .field(&self.0.sandbox_id)
+            .finish()
     }
 }
 

@@ -398,21 +398,6 @@ async fn readyz_reports_bwrap_when_auto_finds_it_usable() {
     app.stop().await;
 }
 
-/// Sends `GET /json/version` to `port` from a child process (bash's
-/// `/dev/tcp`), as another local program would, and returns what came back.
-fn fetch_from_another_process(port: u16) -> String {
-    let out = std::process::Command::new("timeout")
-        .args(["10", "bash", "-c"])
-        .arg(format!(
-            "exec 3<>/dev/tcp/127.0.0.1/{port} || exit 0; \
-             printf 'GET /json/version HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\nConnection: close\\r\\n\\r\\n' >&3; \
-             cat <&3"
-        ))
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_local_process_cannot_reach_a_bwrap_sessions_devtools() {
     let site = site::start().await;
@@ -446,7 +431,10 @@ async fn another_local_process_cannot_reach_a_bwrap_sessions_devtools() {
         .await
         .unwrap();
     assert!(mine.contains("webSocketDebuggerUrl"), "{mine}");
-    let theirs = fetch_from_another_process(port);
+    let theirs = crate::helpers::send_from_another_process(
+        port,
+        "GET /json/version HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+    );
     assert!(
         !theirs.contains("webSocketDebuggerUrl") && !theirs.contains("HTTP/1.1"),
         "another process reached DevTools: {theirs}"

@@ -431,3 +431,19 @@ impl ServeProcess {
         }
     }
 }
+
+/// Sends `request` (raw HTTP, `\r\n` line ends) to `127.0.0.1:port` from a
+/// child process (bash's `/dev/tcp`), as another local program would, and
+/// returns all it got back (empty when the connection was refused or cut).
+pub fn send_from_another_process(port: u16, request: &str) -> String {
+    let out = std::process::Command::new("timeout")
+        .args(["10", "bash", "-c"])
+        .arg(format!(
+            "exec 3<>/dev/tcp/127.0.0.1/{port} || exit 0; printf '%s' \"$1\" >&3; cat <&3"
+        ))
+        .arg("send")
+        .arg(request)
+        .output()
+        .expect("bash runs");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

@@ -448,17 +448,7 @@ async fn a_private_listener_serves_only_this_process() {
     let mine = exchange(proxy.addr, request.as_bytes()).await;
     assert!(mine.starts_with("HTTP/1.1 200"), "{mine:?}");
     // The same request from another process gets no answer at all.
-    let out = std::process::Command::new("timeout")
-        .args(["10", "bash", "-c"])
-        .arg(format!(
-            "exec 3<>/dev/tcp/127.0.0.1/{} || exit 0; \
-             printf 'GET http://127.0.0.1:{p}/hello HTTP/1.1\\r\\nConnection: close\\r\\n\\r\\n' >&3; \
-             cat <&3",
-            proxy.addr.port()
-        ))
-        .output()
-        .unwrap();
-    let theirs = String::from_utf8_lossy(&out.stdout);
+    let theirs = crate::helpers::send_from_another_process(proxy.addr.port(), &request);
     assert!(theirs.is_empty(), "{theirs:?}");
     proxy.close().await;
     let rows = f.store.egress_for_sandbox("b_private").await.unwrap();

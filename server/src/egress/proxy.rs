@@ -159,9 +159,17 @@ impl EgressListener {
     pub async fn close(mut self) {
         self.stop.send_replace(true);
         self.port = None;
-        if let Some((accept, writer)) = self.tasks.take() {
+        if let Some((accept, mut writer)) = self.tasks.take() {
             let _ = accept.await;
-            let _ = writer.await;
+            // The writer ends once every connection has let go of the log;
+            // a connection that never does must not hold a session's end.
+            if tokio::time::timeout(Duration::from_secs(10), &mut writer)
+                .await
+                .is_err()
+            {
+                tracing::warn!("egress log writer still busy after close; rows may be lost");
+                writer.abort();
+            }
         }
     }
 }

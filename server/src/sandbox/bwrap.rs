@@ -225,6 +225,17 @@ struct Running {
     tasks: Vec<JoinHandle<()>>,
 }
 
+/// Tasks aborted when dropped.
+struct AbortOnDrop(Vec<JoinHandle<()>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        for t in &self.0 {
+            t.abort();
+        }
+    }
+}
+
 impl Drop for Running {
     fn drop(&mut self) {
         for t in &self.tasks {
@@ -450,7 +461,9 @@ impl BwrapDriver {
         sock_dir: &Path,
         mut sandbox: Sandbox,
     ) -> Result<Sandbox, (anyhow::Error, Sandbox)> {
-        let mut tasks = Vec::new();
+        // Aborted if this returns early: a forwarder left running would
+        // keep the egress listener's log open (and its close waiting).
+        let mut tasks = AbortOnDrop(Vec::new());
         let fail = |e: anyhow::Error, sandbox: &Sandbox| (e, sandbox.clone());
 
         // Host side of egress: the sandbox's egress.sock → the guard.
@@ -463,7 +476,7 @@ impl BwrapDriver {
                 )
             })
             .map_err(|e| fail(e, &sandbox))?;
-        tasks.push(match spec.egress.clone() {
+        tasks.0.push(match spec.egress.clone() {
             // Straight into the guard: no TCP hop, no port to share.
             Some(port) => tokio::spawn(unix_to_guard(egress, port)),
             None => tokio::spawn(unix_to_tcp(egress, spec.proxy)),
@@ -479,7 +492,7 @@ impl BwrapDriver {
             .port();
         // Only this process may use it: another local process that found the
         // port could otherwise drive the browser and read its cookies.
-        tasks.push(tokio::spawn(tcp_to_unix(
+        tasks.0.push(tokio::spawn(tcp_to_unix(
             cdp,
             sock_dir.join("cdp.sock"),
             Clients::ThisProcess,
@@ -519,7 +532,7 @@ impl BwrapDriver {
             Running {
                 child,
                 init: None,
-                tasks,
+                tasks: std::mem::take(&mut tasks.0),
             },
         );
         let _ = tokio::fs::write(spec.runtime_dir.join("pid"), pid.to_string()).await;

@@ -473,7 +473,7 @@ async fn engine(page_addr: std::net::SocketAddr, page: &str, tmp: &std::path::Pa
     );
 
     // --- Cordon warm pool ---------------------------------------------------
-    let (api, stop, task, state) = start_cordon(&tmp.join("warm"), page_addr, 2, &[]).await;
+    let (api, stop, task, _) = start_cordon(&tmp.join("warm"), page_addr, 2, &[]).await;
     let mut warm_ready = Vec::new();
     let mut warm_nav = Vec::new();
     let mut tool_key = Vec::new();
@@ -530,7 +530,6 @@ async fn engine(page_addr: std::net::SocketAddr, page: &str, tmp: &std::path::Pa
 
     let _ = stop.send(());
     task.await.unwrap();
-    drop(state);
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

@@ -512,6 +512,13 @@ mod tests {
             .collect()
     }
 
+    /// The one-line error of settings that must not load.
+    fn load_err(pairs: &[(&str, &str)]) -> String {
+        Settings::load_from(None, env(pairs))
+            .unwrap_err()
+            .to_string()
+    }
+
     #[test]
     fn defaults_apply_when_nothing_is_set() {
         let s = Settings::load_from(None, env(&[])).unwrap();
@@ -598,32 +605,22 @@ mod tests {
 
     #[test]
     fn inconsistent_session_limits_are_refused() {
-        let err = Settings::load_from(None, env(&[("CORDON_SESSION_DEADLINE_S", "99999")]))
-            .unwrap_err()
-            .to_string();
+        let err = load_err(&[("CORDON_SESSION_DEADLINE_S", "99999")]);
         assert!(err.starts_with("session_deadline_s"), "{err}");
-        let err = Settings::load_from(None, env(&[("CORDON_POOL_SIZE", "x")]))
-            .unwrap_err()
-            .to_string();
+        let err = load_err(&[("CORDON_POOL_SIZE", "x")]);
         assert!(err.contains("CORDON_POOL_SIZE"), "{err}");
         let s = Settings::load_from(None, env(&[("CORDON_POOL_SIZE", "3")])).unwrap();
         assert_eq!(s.pool_size, 3);
         assert_eq!(s.pool_refill_delay_ms, 1000, "the default");
         let s = Settings::load_from(None, env(&[("CORDON_POOL_REFILL_DELAY_MS", "0")])).unwrap();
         assert_eq!(s.pool_refill_delay_ms, 0);
-        let err = Settings::load_from(None, env(&[("CORDON_POOL_REFILL_DELAY_MS", "600000")]))
-            .unwrap_err()
-            .to_string();
+        let err = load_err(&[("CORDON_POOL_REFILL_DELAY_MS", "600000")]);
         assert!(err.starts_with("pool_refill_delay_ms"), "{err}");
-        let err = Settings::load_from(None, env(&[("CORDON_POOL_REFILL_DELAY_MS", "-1")]))
-            .unwrap_err()
-            .to_string();
+        let err = load_err(&[("CORDON_POOL_REFILL_DELAY_MS", "-1")]);
         assert!(err.contains("CORDON_POOL_REFILL_DELAY_MS"), "{err}");
         let s = Settings::load_from(None, env(&[])).unwrap();
         assert_eq!(s.egress_log_retention_days, 30, "the default");
-        let err = Settings::load_from(None, env(&[("CORDON_EGRESS_LOG_RETENTION_DAYS", "0")]))
-            .unwrap_err()
-            .to_string();
+        let err = load_err(&[("CORDON_EGRESS_LOG_RETENTION_DAYS", "0")]);
         assert!(err.starts_with("egress_log_retention_days"), "{err}");
     }
 

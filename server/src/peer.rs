@@ -35,7 +35,8 @@ pub fn opened_by_this_process(local: SocketAddr, peer: SocketAddr) -> bool {
 /// The inode of the socket whose local address is `client` and remote
 /// address is `server`, from the text of `/proc/net/tcp[6]`.
 fn client_inode(table: &str, client: SocketAddr, server: SocketAddr) -> Option<u64> {
-    let (want_local, want_remote) = (hex_addr(client)?, hex_addr(server)?);
+    let (want_local, want_remote) = (hex_addr(client), hex_addr(server));
+    // The first line is the column header.
     table.lines().skip(1).find_map(|line| {
         let cols: Vec<&str> = line.split_whitespace().collect();
         // sl local rem st tx:rx tr:when retrnsmt uid timeout inode …
@@ -49,7 +50,7 @@ fn client_inode(table: &str, client: SocketAddr, server: SocketAddr) -> Option<u
 
 /// An address as the kernel prints it in `/proc/net/tcp[6]`: each 32-bit
 /// word of the address in host byte order as hex, then the port in hex.
-fn hex_addr(addr: SocketAddr) -> Option<String> {
+fn hex_addr(addr: SocketAddr) -> String {
     let ip = match addr.ip() {
         IpAddr::V4(v4) => format!("{:08X}", u32::from_ne_bytes(v4.octets())),
         IpAddr::V6(v6) => v6
@@ -58,7 +59,7 @@ fn hex_addr(addr: SocketAddr) -> Option<String> {
             .map(|w| format!("{:08X}", u32::from_ne_bytes([w[0], w[1], w[2], w[3]])))
             .collect(),
     };
-    Some(format!("{ip}:{:04X}", addr.port()))
+    format!("{ip}:{:04X}", addr.port())
 }
 
 #[cfg(test)]

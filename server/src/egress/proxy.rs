@@ -154,6 +154,12 @@ pub struct EgressListener {
 }
 
 impl EgressListener {
+    /// A handle that serves connections to this listener from inside this
+    /// process, with no TCP hop (the bwrap driver's forwarder uses it).
+    pub fn port(&self) -> Option<EgressPort> {
+        self.port.clone()
+    }
+
     /// Stops accepting, cuts open connections, and returns once every
     /// connection's log row is written.
     pub async fn close(mut self) {
@@ -171,14 +177,6 @@ impl EgressListener {
                 writer.abort();
             }
         }
-    }
-}
-
-impl EgressListener {
-    /// A handle that serves connections to this listener from inside this
-    /// process, with no TCP hop (the bwrap driver's forwarder uses it).
-    pub fn port(&self) -> Option<EgressPort> {
-        self.port.clone()
     }
 }
 

@@ -391,7 +391,7 @@ async fn grants(
                         "revoked"
                     } else if t.consumed_at.is_some() {
                         "consumed"
-                    } else if t.expires_at <= crate::store::audit::now_ms() {
+                    } else if t.expires_at <= crate::time::now_ms() {
                         "expired"
                     } else if t.delivered_at.is_some() {
                         "delivered"
@@ -498,14 +498,7 @@ async fn creds_with(vault: &Vault, command: CredsCommand) -> anyhow::Result<Exit
         CredsCommand::List { tenant } => {
             let tenant = tenant.as_deref().map(tenant_arg).transpose()?;
             let when = |ms: Option<i64>, none: &str| {
-                ms.and_then(|ms| {
-                    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).ok()
-                })
-                .and_then(|t| {
-                    t.format(&time::format_description::well_known::Rfc3339)
-                        .ok()
-                })
-                .unwrap_or_else(|| none.to_owned())
+                ms.map_or_else(|| none.to_owned(), crate::time::rfc3339_ms)
             };
             for c in vault.list(tenant.as_ref()).await? {
                 println!(

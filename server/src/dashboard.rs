@@ -6,14 +6,7 @@ use crate::audit::{self, Verification};
 use crate::config::DatabaseKind;
 use crate::sandbox::chromium_runnable;
 use crate::state::AppState;
-
-/// Unix milliseconds as RFC 3339 UTC (`2026-11-21T22:40:00.123Z`).
-pub fn rfc3339_ms(ms: i64) -> String {
-    let t = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
-        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
-    t.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
-}
+use crate::time::rfc3339_ms;
 
 fn safe(what: &str, err: anyhow::Error) -> String {
     tracing::error!(error = %format!("{err:#}"), "dashboard: {what} failed");
@@ -43,7 +36,7 @@ impl Dashboard for AppState {
             chromium_path: self.settings.chromium_path.display().to_string(),
             chromium_ok: chromium_runnable(&self.settings.chromium_path),
             audit_events,
-            checked_at: rfc3339_ms(crate::store::audit::now_ms()),
+            checked_at: rfc3339_ms(crate::time::now_ms()),
         })
     }
 
@@ -90,13 +83,3 @@ impl Dashboard for AppState {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn timestamps_render_as_utc_rfc3339() {
-        assert_eq!(rfc3339_ms(0), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339_ms(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
-    }
-}

@@ -15,12 +15,31 @@ pub enum ApiError {
     /// Malformed or invalid input.
     #[error("{0}")]
     BadRequest(String),
+    /// Invalid input of a kind the caller can act on by its code.
+    #[error("{message}")]
+    BadInput {
+        /// Machine-readable reason (`invalid_selector`, `unknown_key`).
+        code: &'static str,
+        /// What is wrong.
+        message: String,
+    },
     /// Missing or wrong credentials.
     #[error("missing or invalid API key")]
     Unauthorized,
     /// No such resource (or not this caller's).
     #[error("{0} not found")]
     NotFound(&'static str),
+    /// A named part of a resource does not exist (a tab of a session).
+    #[error("{message}")]
+    Missing {
+        /// Machine-readable reason (`tab_not_found`).
+        code: &'static str,
+        /// What is missing.
+        message: String,
+    },
+    /// The path exists, but not with this method.
+    #[error("method not allowed here")]
+    MethodNotAllowed,
     /// The resource existed but is finished.
     #[error("{0}")]
     Gone(String),
@@ -33,8 +52,13 @@ pub enum ApiError {
         message: String,
     },
     /// The request conflicts with the current state.
-    #[error("{0}")]
-    Conflict(String),
+    #[error("{message}")]
+    Conflict {
+        /// Machine-readable reason (`already_decided`, `last_tab`).
+        code: &'static str,
+        /// What conflicts.
+        message: String,
+    },
     /// The body or a field is too large.
     #[error("{0}")]
     PayloadTooLarge(String),
@@ -76,12 +100,13 @@ impl ApiError {
     /// The HTTP status for this error.
     pub fn status(&self) -> StatusCode {
         match self {
-            Self::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Self::BadRequest(_) | Self::BadInput { .. } => StatusCode::BAD_REQUEST,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
-            Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::NotFound(_) | Self::Missing { .. } => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::Gone(_) => StatusCode::GONE,
             Self::Forbidden { .. } => StatusCode::FORBIDDEN,
-            Self::Conflict(_) => StatusCode::CONFLICT,
+            Self::Conflict { .. } => StatusCode::CONFLICT,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
@@ -96,11 +121,14 @@ impl ApiError {
     pub fn code(&self) -> &'static str {
         match self {
             Self::BadRequest(_) => "bad_request",
+            Self::BadInput { code, .. } | Self::Missing { code, .. } | Self::Conflict { code, .. } => {
+                code
+            }
             Self::Unauthorized => "unauthorized",
             Self::NotFound(_) => "not_found",
+            Self::MethodNotAllowed => "method_not_allowed",
             Self::Gone(_) => "gone",
             Self::Forbidden { code, .. } => code,
-            Self::Conflict(_) => "conflict",
             Self::PayloadTooLarge(_) => "payload_too_large",
             Self::TooManyRequests { .. } => "too_many_requests",
             Self::Timeout(_) => "timeout",
@@ -168,12 +196,62 @@ impl From<crate::grants::GrantError> for ApiError {
         match e {
             G::Invalid(m) => Self::BadRequest(m),
             G::NotFound => Self::NotFound("grant request"),
-            e @ G::NotPending(_) => Self::Conflict(e.to_string()),
+            e @ G::NotPending(_) => Self::Conflict {
+                code: "already_decided",
+                message: e.to_string(),
+            },
             G::Internal(cause) => Self::Internal(cause),
             refused => Self::Forbidden {
                 code: refused.code(),
                 message: refused.to_string(),
             },
+        }
+    }
+}
+
+impl From<crate::sessions::ToolError> for ApiError {
+    fn from(e: crate::sessions::ToolError) -> Self {
+        use crate::sessions::ToolError as T;
+        let message = e.to_string();
+        match e {
+            T::Invalid(m) => Self::BadRequest(m),
+            T::TooLarge(m) => Self::PayloadTooLarge(m),
+            T::InvalidSelector(_) => Self::BadInput {
+                code: "invalid_selector",
+                message,
+            },
+            T::UnknownKey(_) => Self::BadInput {
+                code: "unknown_key",
+                message,
+            },
+            T::ElementNotFound(_) => Self::Unprocessable {
+                code: "element_not_found",
+                message,
+            },
+            T::TabNotFound(_) => Self::Missing {
+                code: "tab_not_found",
+                message,
+            },
+            T::LastTab => Self::Conflict {
+                code: "last_tab",
+                message,
+            },
+            T::ActionFailed(_) => Self::Unprocessable {
+                code: "action_failed",
+                message,
+            },
+            T::TabCrashed => Self::Unprocessable {
+                code: "tab_crashed",
+                message,
+            },
+            T::Timeout(m) => Self::Timeout(m),
+            T::BrowserFailed => Self::BrowserFailed(message),
+            T::Protocol(_) => Self::Unprocessable {
+                code: "browser_error",
+                message,
+            },
+            T::Session(s) => s.into(),
+            T::Internal(cause) => Self::Internal(cause),
         }
     }
 }

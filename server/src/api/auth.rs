@@ -23,6 +23,10 @@ impl FromRequestParts<AppState> for Agent {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
+        // Looked up (and hashed) once per request, whichever extractor asks first.
+        if let Some(agent) = parts.extensions.get::<Self>() {
+            return Ok(agent.clone());
+        }
         let header = parts
             .headers
             .get(AUTHORIZATION)
@@ -41,6 +45,7 @@ impl FromRequestParts<AppState> for Agent {
             .api_key_lookup(key)
             .await?
             .ok_or(ApiError::Unauthorized)?;
+        parts.extensions.insert(Self(owner.clone()));
         Ok(Self(owner))
     }
 }

@@ -8,7 +8,7 @@ use axum::routing::{get, post};
 
 use crate::api::auth::Agent;
 use crate::api::json::ApiJson;
-use crate::api::openapi::Route;
+use crate::api::openapi::{AUTH, BODY, Route};
 use crate::error::ApiError;
 use crate::grants::{self, GrantStatus, NewGrantRequest};
 use crate::state::AppState;
@@ -48,7 +48,9 @@ pub fn routes() -> Vec<Route> {
             path: "/api/grants/requests",
             summary: "Ask an operator for the credentials of some domains",
             request: Some(new_request_schema),
+            success: 201,
             response: Some(status_schema),
+            errors: &[AUTH, BODY],
             handler: post(create),
         },
         Route {
@@ -56,7 +58,9 @@ pub fn routes() -> Vec<Route> {
             path: "/api/grants/requests/{id}",
             summary: "A grant request's state; the token on the first poll after approval only",
             request: None,
+            success: 200,
             response: Some(status_schema),
+            errors: &[AUTH, &[(404, "not_found")]],
             handler: get(show),
         },
     ]

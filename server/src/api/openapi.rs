@@ -12,6 +12,29 @@ use crate::state::AppState;
 /// A schema for a type, registered in the generator.
 pub type SchemaFn = fn(&mut SchemaGenerator) -> Schema;
 
+/// Error answers a route may give: (status, code) pairs.
+pub type Errors = &'static [(u16, &'static str)];
+
+/// Every route: no key, a wrong key, an outage.
+pub const AUTH: Errors = &[(401, "unauthorized"), (500, "internal")];
+/// Routes with a JSON body.
+pub const BODY: Errors = &[(400, "bad_request"), (413, "payload_too_large")];
+/// Routes of one session (`{id}`).
+pub const SESSION: Errors = &[(404, "not_found"), (410, "gone")];
+/// Routes that reach the session's browser.
+pub const BROWSER: Errors = &[
+    (422, "browser_error"),
+    (422, "tab_crashed"),
+    (502, "browser_failed"),
+    (504, "timeout"),
+];
+/// Tools that act on an element.
+pub const ELEMENT: Errors = &[
+    (400, "invalid_selector"),
+    (422, "element_not_found"),
+    (422, "action_failed"),
+];
+
 /// One operation: how it is served and how it is documented.
 pub struct Route {
     /// `get`, `post`, `delete`.
@@ -22,27 +45,55 @@ pub struct Route {
     pub summary: &'static str,
     /// The JSON body, if any.
     pub request: Option<SchemaFn>,
-    /// The 2xx JSON answer, if typed.
+    /// The success status.
+    pub success: u16,
+    /// The success answer's JSON, if typed.
     pub response: Option<SchemaFn>,
+    /// Every error it may answer, declared beside its handler.
+    pub errors: &'static [Errors],
     /// The handler.
     pub handler: MethodRouter<AppState>,
 }
 
-/// Errors every authenticated operation may answer, with the shared shape.
-const ERRORS: &[(&str, &str)] = &[
-    ("400", "malformed or invalid input"),
-    ("401", "missing or invalid API key"),
-    ("404", "no such session for this tenant"),
-    ("410", "the session has ended"),
-    ("413", "body or field too large"),
-    (
-        "422",
-        "the page could not do it (no such element, navigation failed)",
-    ),
-    ("429", "a session limit is reached; see Retry-After"),
-    ("502", "the browser failed; the session is now failed"),
-    ("504", "the call ran out of time"),
-];
+impl Route {
+    /// The (status, code) pairs it may answer with an error.
+    pub fn error_codes(&self) -> impl Iterator<Item = (u16, &'static str)> + '_ {
+        self.errors.iter().flat_map(|e| e.iter().copied())
+    }
+}
+
+/// What each error code means, for the document.
+pub fn describe(code: &str) -> &'static str {
+    match code {
+        "unauthorized" => "missing or invalid API key",
+        "internal" => "a bug or an outage; the cause is logged, never shown",
+        "bad_request" => "malformed or invalid input (the message names the field)",
+        "payload_too_large" => "the body (over 1 MiB) or a field is too large",
+        "not_found" => "no such resource for this tenant",
+        "gone" => "the session has ended",
+        "browser_error" => "the browser answered with a protocol error",
+        "tab_crashed" => "the active tab's renderer crashed; the session stays open",
+        "browser_failed" => "the browser exited; the session is now failed",
+        "timeout" => "the call ran out of time (timeout_ms or tool_timeout_s)",
+        "invalid_selector" => "the CSS selector does not parse",
+        "element_not_found" => "no element matches the selector, ref or point",
+        "action_failed" => "the page could not do it (navigation error, no matching option)",
+        "unknown_key" => "not a KeyboardEvent.key name press can send",
+        "tab_not_found" => "no tab with this id in the session",
+        "last_tab" => "the session's last tab cannot be closed",
+        "too_many_requests" => "a session limit is reached; see Retry-After",
+        "unavailable" => "the browser could not be started; retry later",
+        "already_decided" => "the grant request was already decided",
+        "grant_required" => "operator mode needs a grant token",
+        "grant_unknown" => "no such grant token",
+        "grant_expired" => "the grant token has expired",
+        "grant_revoked" => "the grant token was revoked",
+        "grant_consumed" => "the single-use grant token was already used",
+        "grant_wrong_tenant" => "the grant token belongs to another tenant",
+        "grant_too_narrow" => "the grant does not cover every domain asked for",
+        _ => "",
+    }
+}
 
 /// Builds the OpenAPI 3.0 document for `routes`.
 pub fn document(routes: &[Route]) -> Value {
@@ -88,17 +139,38 @@ pub fn document(routes: &[Route]) -> Value {
             }
             None => json!({ "description": "success" }),
         };
-        responses.insert(
-            if r.method == "post" && r.path == "/api/sessions" {
-                "201"
-            } else {
-                "200"
+        responses.insert(r.success.to_string(), ok);
+        let mut by_status: std::collections::BTreeMap<u16, Vec<&str>> = Default::default();
+        for (status, code) in r.error_codes() {
+            let codes = by_status.entry(status).or_default();
+            if !codes.contains(&code) {
+                codes.push(code);
             }
-            .into(),
-            ok,
-        );
-        for (code, text) in ERRORS {
-            responses.insert((*code).into(), json!({ "description": text, "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Error" } } } }));
+        }
+        for (status, codes) in by_status {
+            let text = codes
+                .iter()
+                .map(|c| format!("`{c}`: {}", describe(c)))
+                .collect::<Vec<_>>()
+                .join("; ");
+            responses.insert(
+                status.to_string(),
+                json!({
+                    "description": text,
+                    "content": { "application/json": { "schema": {
+                        "type": "object",
+                        "required": ["error"],
+                        "properties": { "error": {
+                            "type": "object",
+                            "required": ["code", "message"],
+                            "properties": {
+                                "code": { "type": "string", "enum": codes },
+                                "message": { "type": "string" }
+                            }
+                        } }
+                    } } }
+                }),
+            );
         }
         op.insert("responses".into(), Value::Object(responses));
         paths

@@ -52,12 +52,25 @@ pub async fn insert_text(page: &Page, text: &str) -> Result<(), CdpError> {
     Ok(())
 }
 
+/// Whether `key` names a key `press` can send.
+pub fn is_known_key(key: &str) -> bool {
+    get_key_definition(key).is_some()
+}
+
+/// The message for a key `press` cannot send.
+pub fn unknown_key(key: &str) -> String {
+    format!(
+        "unknown key {:?}: use a KeyboardEvent.key name such as Enter, Tab, ArrowDown or a",
+        key.chars().take(32).collect::<String>()
+    )
+}
+
 /// Presses and releases one key named as in `KeyboardEvent.key`
 /// (`Enter`, `Tab`, `ArrowDown`, `a`, …), with optional modifiers
 /// (Alt=1, Ctrl=2, Meta=4, Shift=8).
 pub async fn press(page: &Page, key: &str, modifiers: i64) -> Result<(), CdpError> {
     let def = get_key_definition(key)
-        .ok_or_else(|| CdpError::NotFound(format!("unknown key {key:?}")))?;
+        .ok_or_else(|| CdpError::UnknownKey(unknown_key(key)))?;
     let text = def.text.or((def.key.len() == 1).then_some(def.key));
     let base = |kind| {
         let mut ev = DispatchKeyEventParams::new(kind);

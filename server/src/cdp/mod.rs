@@ -8,10 +8,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use chromiumoxide::cdp::browser_protocol::target::EventTargetCrashed;
 use chromiumoxide::handler::HandlerConfig;
 use chromiumoxide::{Browser, Page};
 use futures::StreamExt;
 
+pub use input::{is_known_key, unknown_key};
 pub use tools::*;
 
 /// What a CDP call can fail with, typed so the API can answer precisely.
@@ -20,9 +22,21 @@ pub enum CdpError {
     /// The call did not finish within its bound.
     #[error("{0} timed out after {1} ms")]
     Timeout(&'static str, u64),
-    /// A selector, ref or tab matched nothing.
+    /// A selector or ref matched no element.
     #[error("{0}")]
     NotFound(String),
+    /// A CSS selector the browser cannot parse.
+    #[error("{0}")]
+    InvalidSelector(String),
+    /// A key name the keyboard does not know.
+    #[error("{0}")]
+    UnknownKey(String),
+    /// No tab has this id.
+    #[error("{0}")]
+    TabNotFound(String),
+    /// The tab's renderer crashed while the call ran (the browser lives on).
+    #[error("the tab's renderer crashed")]
+    TabCrashed,
     /// The page refused or failed the action (navigation error, bad input).
     #[error("{0}")]
     Failed(String),
@@ -39,18 +53,75 @@ impl From<chromiumoxide::error::CdpError> for CdpError {
         use chromiumoxide::error::CdpError as E;
         match e {
             E::Ws(_) | E::Io(_) | E::ChannelSendError(_) | E::NoResponse => Self::BrowserGone,
-            E::Timeout => Self::Protocol("request timed out".into()),
+            // chromiumoxide's own bound on one CDP request: the call ran out
+            // of time, whichever bound was hit first.
+            E::Timeout => Self::Timeout("the browser call", REQUEST_TIMEOUT_MS),
             E::ChromeMessage(m) => Self::Failed(m),
             other => Self::Protocol(other.to_string()),
         }
     }
 }
 
+/// chromiumoxide's bound on one CDP request, in ms: above the longest tool
+/// bound (`tool_timeout_s` ≤ 300), so a tool's own bound fires first.
+const REQUEST_TIMEOUT_MS: u64 = 310_000;
+
 /// A CDP connection to one browser, with its event loop running.
 pub struct BrowserConn {
     browser: Browser,
     closed: Arc<AtomicBool>,
     handler: tokio::task::JoinHandle<()>,
+    crashes: Crashes,
+    watcher: tokio::task::JoinHandle<()>,
+}
+
+/// Tabs whose renderer crashed, and a generation that moves at each crash.
+#[derive(Clone, Default)]
+pub struct Crashes(Arc<CrashState>);
+
+#[derive(Default)]
+struct CrashState {
+    crashed: std::sync::Mutex<std::collections::HashSet<String>>,
+    generation: tokio::sync::Notify,
+}
+
+impl Crashes {
+    fn note(&self, target: String) {
+        self.0.crashed.lock().expect("crash lock").insert(target);
+        self.0.generation.notify_waiters();
+    }
+
+    /// Whether the tab `target` crashed and was not navigated since.
+    pub fn has_crashed(&self, target: &str) -> bool {
+        self.0.crashed.lock().expect("crash lock").contains(target)
+    }
+
+    /// Forgets a crash (a new navigation brings the tab back).
+    pub fn clear(&self, target: &str) {
+        self.0.crashed.lock().expect("crash lock").remove(target);
+    }
+
+    /// Runs `fut`, but answers [`CdpError::TabCrashed`] at once when the
+    /// renderer of tab `target` crashes meanwhile.
+    pub async fn guard<T>(
+        &self,
+        target: &str,
+        fut: impl Future<Output = Result<T, CdpError>>,
+    ) -> Result<T, CdpError> {
+        let crashed = async {
+            loop {
+                let notified = self.0.generation.notified();
+                if self.has_crashed(target) {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        tokio::select! {
+            res = fut => res,
+            () = crashed => Err(CdpError::TabCrashed),
+        }
+    }
 }
 
 impl BrowserConn {
@@ -60,7 +131,7 @@ impl BrowserConn {
             // Certificate errors stay errors: an agent's browser must not be
             // silently man-in-the-middled.
             ignore_https_errors: false,
-            request_timeout: Duration::from_secs(30),
+            request_timeout: Duration::from_millis(REQUEST_TIMEOUT_MS),
             viewport: None,
             ..HandlerConfig::default()
         };
@@ -84,16 +155,35 @@ impl BrowserConn {
             }
             flag.store(true, Ordering::SeqCst);
         });
+        let crashes = Crashes::default();
+        let mut events = browser
+            .event_listener::<EventTargetCrashed>()
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot watch the browser's tabs: {e}"))?;
+        let seen = crashes.clone();
+        let watcher = tokio::spawn(async move {
+            while let Some(ev) = events.next().await {
+                tracing::warn!(status = %ev.status, "a tab's renderer crashed");
+                seen.note(ev.target_id.inner().clone());
+            }
+        });
         Ok(Self {
             browser,
             closed,
             handler,
+            crashes,
+            watcher,
         })
     }
 
     /// Whether the connection has ended (browser exited or crashed).
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst) || self.handler.is_finished()
+    }
+
+    /// Crashed tabs.
+    pub fn crashes(&self) -> &Crashes {
+        &self.crashes
     }
 
     /// The browser.
@@ -131,5 +221,6 @@ fn error_kind(e: &chromiumoxide::error::CdpError) -> &'static str {
 impl Drop for BrowserConn {
     fn drop(&mut self) {
         self.handler.abort();
+        self.watcher.abort();
     }
 }

@@ -44,7 +44,7 @@ pub struct Snapshot {
 }
 
 /// Limits on a snapshot's size.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Deepest level kept (root = 1).
     pub max_depth: usize,

@@ -146,6 +146,15 @@ async fn navigate_inner(
     .await
 }
 
+/// What the tab shows now (no status: nothing was loaded).
+pub async fn current(page: &Page) -> Result<Navigation, CdpError> {
+    Ok(Navigation {
+        status: None,
+        final_url: page.url().await?.unwrap_or_default(),
+        title: title(page).await?,
+    })
+}
+
 /// The document's title, read in the page's current main-world context
 /// (chromiumoxide's `get_title` can hold a context a navigation destroyed).
 pub async fn title(page: &Page) -> Result<String, CdpError> {
@@ -167,6 +176,16 @@ pub enum ImageFormat {
     Png,
     /// Lossy, smaller.
     Jpeg,
+}
+
+impl ImageFormat {
+    /// The file extension.
+    pub fn extension(self) -> &'static str {
+        match self {
+            Self::Png => "png",
+            Self::Jpeg => "jpg",
+        }
+    }
 }
 
 /// Captures the viewport (or the whole page) as PNG or JPEG bytes.
@@ -284,8 +303,10 @@ async fn object_for(page: &Page, locator: &Locator) -> Result<Option<RemoteObjec
                         .map_err(CdpError::Protocol)?,
                 )
                 .await?;
-            if let Some(ex) = &res.result.exception_details {
-                return Err(CdpError::Failed(format!("invalid selector: {}", ex.text)));
+            // The expression is one `querySelector` call: it throws only
+            // when the selector does not parse.
+            if res.result.exception_details.is_some() {
+                return Err(invalid_selector(sel));
             }
             Ok(res.result.result.object_id.clone())
         }
@@ -299,6 +320,13 @@ async fn object_for(page: &Page, locator: &Locator) -> Result<Option<RemoteObjec
             }
         }
     }
+}
+
+fn invalid_selector(sel: &str) -> CdpError {
+    CdpError::InvalidSelector(format!(
+        "invalid CSS selector {:?}",
+        sel.chars().take(200).collect::<String>()
+    ))
 }
 
 fn not_found(locator: &Locator) -> CdpError {
@@ -486,14 +514,18 @@ pub async fn wait_for(
             serde_json::to_string(t).unwrap_or_default()
         ),
         WaitTarget::Selector(s) => format!(
-            "!!document.querySelector({})",
+            "(() => {{ try {{ return !!document.querySelector({}); }} catch (e) {{ return 'invalid selector'; }} }})()",
             serde_json::to_string(s).unwrap_or_default()
         ),
     };
     bounded("wait_for", timeout, async {
         loop {
-            if evaluate(page, &expr).await? == serde_json::Value::Bool(true) {
+            let found = evaluate(page, &expr).await?;
+            if found == serde_json::Value::Bool(true) {
                 return Ok(u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX));
+            }
+            if let (Some("invalid selector"), WaitTarget::Selector(s)) = (found.as_str(), target) {
+                return Err(invalid_selector(s));
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

@@ -17,7 +17,7 @@ use tokio::net::TcpStream;
 use super::io::{Flow, Meter, Metered, idle, stopped, tunnel};
 use super::proxy::Session;
 use super::target::{Target, parse_target};
-use crate::store::audit::now_ms;
+use crate::time::now_ms;
 use crate::store::egress::{Decision, NewEgressEntry};
 
 type Body = BoxBody<Bytes, hyper::Error>;
@@ -188,7 +188,7 @@ async fn open(
     if let Target::Name(name) = &target
         && super::services::is_browser_service(name)
     {
-        refuse(session, ts, &label, port, "browser_service");
+        refuse(session, ts, &label, port, super::services::REASON);
         return Err(refusal(
             StatusCode::FORBIDDEN,
             "browser_service",
@@ -271,13 +271,25 @@ async fn connect_any(addrs: &[IpAddr], port: u16) -> std::io::Result<TcpStream> 
 }
 
 fn refuse(session: &Session, ts: i64, host: &str, port: u16, reason: &str) {
-    tracing::info!(
-        sandbox.id = %session.sandbox_id,
-        egress.host = host,
-        egress.port = port,
-        egress.reason = reason,
-        "egress refused"
-    );
+    if reason == super::services::REASON {
+        // Every fresh browser asks for these at start: not news, and not
+        // the agent's doing.
+        tracing::debug!(sandbox.id = %session.sandbox_id, egress.host = host, "egress refused a browser service");
+        metrics::counter!("cordon_egress_browser_service_refused_total").increment(1);
+    } else {
+        tracing::info!(
+            sandbox.id = %session.sandbox_id,
+            egress.host = host,
+            egress.port = port,
+            egress.reason = reason,
+            "egress refused"
+        );
+        session.refusals.record(super::Refusal {
+            host: host.to_owned(),
+            port,
+            reason: reason.to_owned(),
+        });
+    }
     metrics::counter!("cordon_egress_requests_total", "decision" => "denied").increment(1);
     session.log.push(NewEgressEntry {
         sandbox_id: session.sandbox_id.to_string(),

@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 use super::forward;
 use super::io::{LOG_QUEUE, LogSender, Meter, Metered, idle, stopped};
 use super::policy::AddressPolicy;
+use super::refusals::Refusals;
 use super::resolve::{Resolve, SystemResolver};
 use crate::store::Store;
 use crate::store::egress::NewEgressEntry;
@@ -131,13 +132,16 @@ impl EgressGuard {
             stop,
             this_process_only,
             permits: Arc::new(Semaphore::new(self.inner.limits.max_connections)),
+            refusals: Refusals::default(),
         });
+        let refusals = session.refusals.clone();
         let port = EgressPort(session.clone());
         let accept = tokio::spawn(accept_loop(listener, session));
         tracing::debug!(egress.addr = %addr, "egress proxy listening");
         Ok(EgressListener {
             addr,
             port: Some(port),
+            refusals,
             stop: stop_tx,
             tasks: Some((accept, writer)),
         })
@@ -149,6 +153,7 @@ pub struct EgressListener {
     /// Where the sandbox's browser must send everything (`--proxy-server`).
     pub addr: SocketAddr,
     port: Option<EgressPort>,
+    refusals: Refusals,
     stop: watch::Sender<bool>,
     tasks: Option<(JoinHandle<()>, JoinHandle<()>)>,
 }
@@ -158,6 +163,11 @@ impl EgressListener {
     /// process, with no TCP hop (the bwrap driver's forwarder uses it).
     pub fn port(&self) -> Option<EgressPort> {
         self.port.clone()
+    }
+
+    /// What this listener refused lately (for tool results).
+    pub fn refusals(&self) -> Refusals {
+        self.refusals.clone()
     }
 
     /// Stops accepting, cuts open connections, and returns once every
@@ -230,6 +240,8 @@ pub(super) struct Session {
     this_process_only: bool,
     /// Client connections being served, TCP and in-process together.
     permits: Arc<Semaphore>,
+    /// Recent refusals, for the session engine.
+    pub(super) refusals: Refusals,
 }
 
 async fn accept_loop(listener: TcpListener, session: Arc<Session>) {

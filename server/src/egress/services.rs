@@ -25,6 +25,9 @@ const HOSTS: &[&str] = &[
     "safebrowsingohttpgateway.googleapis.com",
 ];
 
+/// The refusal reason for these hosts.
+pub const REASON: &str = "browser_service";
+
 /// Whether `host` (as the guard parsed it: lower case, no trailing dot) is
 /// one of Chromium's service endpoints.
 pub fn is_browser_service(host: &str) -> bool {

@@ -17,7 +17,7 @@ use crate::audit::{Actor, NewEvent};
 use crate::domain::{TenantId, random_id};
 use crate::store::Store;
 use crate::store::api_keys::{ApiKeyOwner, hash_key};
-use crate::store::audit::now_ms;
+use crate::time::now_ms;
 use crate::store::grants::{GrantRequestRow, GrantTokenRow};
 use crate::vault::Domain;
 

@@ -10,7 +10,7 @@ use serde_json::json;
 use super::{LiveSession, REAP_EVERY, SessionManager, TICK};
 use crate::audit::{Actor, NewEvent};
 use crate::domain::SessionId;
-use crate::store::audit::now_ms;
+use crate::time::now_ms;
 
 impl SessionManager {
     /// Ends a live session: audit, stop the sandbox, keep or drop screenshots,

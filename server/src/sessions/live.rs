@@ -10,10 +10,10 @@ use tokio::sync::Mutex;
 
 use crate::cdp::{BrowserConn, CdpError};
 use crate::domain::{SessionId, TenantId};
-use crate::egress::EgressListener;
+use crate::egress::{EgressListener, Refusals};
 use crate::recording::RecordMode;
 use crate::sandbox::Sandbox;
-use crate::store::audit::now_ms;
+use crate::time::now_ms;
 
 use super::request::Viewport;
 
@@ -45,6 +45,8 @@ pub struct LiveSession {
     pub sandbox: Sandbox,
     pub(super) conn: BrowserConn,
     pub(super) egress: Mutex<Option<EgressListener>>,
+    /// What its egress listener refused lately.
+    pub(super) refusals: Refusals,
     /// Tab state; lock it for the duration of a tool call.
     pub tabs: Mutex<Tabs>,
 }
@@ -72,6 +74,7 @@ impl LiveSession {
             }),
             sandbox: warm.sandbox,
             conn: warm.conn,
+            refusals: warm.egress.refusals(),
             egress: Mutex::new(Some(warm.egress)),
         }
     }

@@ -9,6 +9,7 @@ mod open;
 mod pool;
 mod reaper;
 pub mod request;
+pub mod tool;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
@@ -35,6 +36,7 @@ pub use injection::cookie_param;
 pub use live::{LiveSession, Tabs};
 pub use reaper::ReapReport;
 pub use request::{CredentialMode, OpenRequest, OpenRequestError, Viewport};
+pub use tool::{Tool, ToolCall, ToolError, ToolOutput};
 
 /// Session settings, from [`Settings`].
 #[derive(Debug, Clone)]
@@ -156,7 +158,7 @@ pub struct SessionInfo {
 impl SessionInfo {
     /// From a stored row.
     pub fn from_row(r: &SessionRow) -> Self {
-        use crate::dashboard::rfc3339_ms;
+        use crate::time::rfc3339_ms;
         Self {
             session_id: r.id.clone(),
             state: r.state.clone(),

@@ -13,7 +13,7 @@ use super::{
 use crate::audit::{Actor, NewEvent};
 use crate::domain::{SessionId, TenantId};
 use crate::store::api_keys::ApiKeyOwner;
-use crate::store::audit::now_ms;
+use crate::time::now_ms;
 use crate::store::sessions::SessionRow;
 
 impl SessionManager {

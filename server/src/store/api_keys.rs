@@ -6,7 +6,7 @@ use sha2::{Digest, Sha256};
 use sqlx::Row;
 
 use super::Store;
-use super::audit::now_ms;
+use crate::time::now_ms;
 use crate::domain::{TenantId, random_id};
 
 /// What a valid key resolves to.

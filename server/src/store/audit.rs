@@ -26,13 +26,6 @@ fn from_row(row: &AnyRow) -> Result<Event, sqlx::Error> {
 }
 
 /// Unix milliseconds now.
-pub(crate) fn now_ms() -> i64 {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    i64::try_from(now.as_millis()).unwrap_or(i64::MAX)
-}
-
 impl Store {
     /// Appends an event to the chain and returns it as stored. Appends are
     /// serialised: in this process by a mutex, across processes by the row
@@ -56,7 +49,7 @@ impl Store {
         let prev_hash: String = head.try_get("hash")?;
         let mut stored = Event {
             seq: prev_seq + 1,
-            ts: now_ms(),
+            ts: crate::time::now_ms(),
             tenant: event.tenant.map(String::from),
             session: event.session,
             actor: event.actor.as_stored(),

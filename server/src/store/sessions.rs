@@ -5,7 +5,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::Store;
-use super::audit::now_ms;
+use crate::time::now_ms;
 
 /// A session as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,7 +4,7 @@ use anyhow::Context;
 use sqlx::Row;
 
 use super::Store;
-use super::audit::now_ms;
+use crate::time::now_ms;
 use crate::domain::TenantId;
 
 /// A tenant as stored.

@@ -13,7 +13,7 @@ use crate::audit::{Actor, NewEvent};
 use crate::crypto::{AssociatedData, CryptoError, KeyId, MasterKey};
 use crate::domain::{TenantId, random_id};
 use crate::store::Store;
-use crate::store::audit::now_ms;
+use crate::time::now_ms;
 use crate::store::vault::{CredentialInfo, CredentialRow};
 
 /// How a credential got its cookies.

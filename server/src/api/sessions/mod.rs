@@ -1,19 +1,28 @@
 //! `/api/sessions`: open, inspect and close sessions, and drive them with
-//! tools. One table drives both the router and the OpenAPI document.
+//! tools. One table drives the router and the OpenAPI document; each route
+//! declares the errors its handler can answer.
 
 mod lifecycle;
-mod tabs;
-mod target;
+mod session_ref;
 mod tools;
 
 use axum::Router;
+use axum::extract::{Path, State};
 use axum::routing::{delete, get, post};
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 
-use crate::api::openapi::{self, Route};
-use crate::cdp::Navigation;
-use crate::sessions::{OpenRequest, SessionInfo};
+use crate::api::json::ApiJson;
+use crate::api::openapi::{self, AUTH, BODY, BROWSER, ELEMENT, Errors, Route, SESSION};
+use crate::sessions::tool::input::{
+    ElementReq, NavigateReq, OpenTabReq, PressReq, ReadDomReq, ScreenshotReq, ScrollReq,
+    SelectReq, SnapshotReq, TypeReq, WaitForReq,
+};
+use crate::sessions::tool::output::{
+    Dom, Done, Navigated, Pdf, Screenshot, Selected, SnapshotResult, TabClosed, TabInfo, Waited,
+};
+use crate::sessions::{OpenRequest, SessionInfo, Tool};
 use crate::state::AppState;
+use session_ref::SessionRef;
 
 fn s<T: JsonSchema>(g: &mut SchemaGenerator) -> Schema {
     g.subschema_for::<T>()
@@ -23,16 +32,62 @@ fn list_of<T: JsonSchema>(g: &mut SchemaGenerator) -> Schema {
     g.subschema_for::<Vec<T>>()
 }
 
+/// Opening: limits, a browser that does not start, grant refusals.
+const OPEN: Errors = &[
+    (429, "too_many_requests"),
+    (503, "unavailable"),
+    (403, "grant_required"),
+    (403, "grant_unknown"),
+    (403, "grant_expired"),
+    (403, "grant_revoked"),
+    (403, "grant_consumed"),
+    (403, "grant_wrong_tenant"),
+    (403, "grant_too_narrow"),
+];
+const TABS: Errors = &[(404, "tab_not_found")];
+const TAB_CLOSE: Errors = &[(404, "tab_not_found"), (409, "last_tab")];
+const PRESS: Errors = &[(400, "unknown_key")];
+const NAVIGATION: Errors = &[(422, "action_failed")];
+const WAIT: Errors = &[(400, "invalid_selector")];
+const LIST: Errors = &[(400, "bad_request")];
+
+/// A tool whose JSON body becomes a call through `$parse`.
+macro_rules! body_tool {
+    ($t:ty, $parse:expr) => {
+        |State(state): State<AppState>, r: SessionRef, body: ApiJson<$t>| {
+            tools::with_body(state, r, body, $parse)
+        }
+    };
+}
+
+/// A tool without a body.
+macro_rules! plain_tool {
+    ($tool:expr) => {
+        |state: State<AppState>, r: SessionRef| tools::plain(state, r, $tool)
+    };
+}
+
+/// A tool on the `{tab}` path segment.
+macro_rules! tab_tool {
+    ($tool:expr) => {
+        |state: State<AppState>, r: SessionRef, p: Path<(String, String)>| {
+            tools::on_tab(state, r, p, $tool)
+        }
+    };
+}
+
 /// Every agent API operation.
 pub fn routes() -> Vec<Route> {
     macro_rules! route {
-        ($m:ident, $path:literal, $summary:literal, $handler:expr, $req:expr, $res:expr) => {
+        ($m:ident, $path:literal, $summary:literal, $handler:expr, $req:expr, $ok:literal, $res:expr, $errors:expr) => {
             Route {
                 method: stringify!($m),
                 path: $path,
                 summary: $summary,
                 request: $req,
+                success: $ok,
                 response: $res,
+                errors: $errors,
                 handler: $m($handler),
             }
         };
@@ -44,7 +99,9 @@ pub fn routes() -> Vec<Route> {
             "Open a session (clean, from the warm pool when one is ready)",
             lifecycle::open,
             Some(s::<OpenRequest>),
-            Some(s::<SessionInfo>)
+            201,
+            Some(s::<SessionInfo>),
+            &[AUTH, BODY, OPEN]
         ),
         route!(
             get,
@@ -52,7 +109,9 @@ pub fn routes() -> Vec<Route> {
             "List this tenant's sessions, newest first (?limit=1..500)",
             lifecycle::list,
             None,
-            Some(list_of::<SessionInfo>)
+            200,
+            Some(list_of::<SessionInfo>),
+            &[AUTH, LIST]
         ),
         route!(
             get,
@@ -60,7 +119,9 @@ pub fn routes() -> Vec<Route> {
             "A session's state",
             lifecycle::show,
             None,
-            Some(s::<SessionInfo>)
+            200,
+            Some(s::<SessionInfo>),
+            &[AUTH, &[(404, "not_found")]]
         ),
         route!(
             delete,
@@ -68,159 +129,199 @@ pub fn routes() -> Vec<Route> {
             "Close a session: its browser and profile are destroyed",
             lifecycle::close,
             None,
-            Some(s::<SessionInfo>)
+            200,
+            Some(s::<SessionInfo>),
+            &[AUTH, SESSION]
         ),
         route!(
             post,
             "/api/sessions/{id}/navigate",
-            "Load a URL (http/https only) and wait for load, domcontentloaded or networkidle",
-            tools::navigate,
-            Some(s::<tools::NavigateReq>),
-            Some(s::<Navigation>)
+            "Load a URL (http/https only) and wait for load, domcontentloaded or networkidle; a main frame the egress guard refused is named in egress_refused",
+            body_tool!(NavigateReq, NavigateReq::into_call),
+            Some(s::<NavigateReq>),
+            200,
+            Some(s::<Navigated>),
+            &[AUTH, BODY, SESSION, BROWSER, NAVIGATION]
         ),
         route!(
             post,
             "/api/sessions/{id}/screenshot",
             "Capture the viewport or the full page as PNG or JPEG",
-            tools::screenshot,
-            Some(s::<tools::ScreenshotReq>),
-            Some(s::<tools::ScreenshotRes>)
+            body_tool!(ScreenshotReq, ScreenshotReq::into_call),
+            Some(s::<ScreenshotReq>),
+            200,
+            Some(s::<Screenshot>),
+            &[AUTH, BODY, SESSION, BROWSER]
         ),
         route!(
             post,
             "/api/sessions/{id}/click",
             "Click a point, a CSS selector or a snapshot ref",
-            tools::click,
-            Some(s::<tools::ElementReq>),
-            Some(s::<tools::Done>)
+            body_tool!(ElementReq, ElementReq::into_click),
+            Some(s::<ElementReq>),
+            200,
+            Some(s::<Done>),
+            &[AUTH, BODY, SESSION, BROWSER, ELEMENT]
         ),
         route!(
             post,
             "/api/sessions/{id}/hover",
             "Move the mouse over a point, selector or ref",
-            tools::hover,
-            Some(s::<tools::ElementReq>),
-            Some(s::<tools::Done>)
+            body_tool!(ElementReq, ElementReq::into_hover),
+            Some(s::<ElementReq>),
+            200,
+            Some(s::<Done>),
+            &[AUTH, BODY, SESSION, BROWSER, ELEMENT]
         ),
         route!(
             post,
             "/api/sessions/{id}/type",
             "Type text into the focus, a selector or a ref (audited as its length only)",
-            tools::type_text,
-            Some(s::<tools::TypeReq>),
-            Some(s::<tools::Done>)
+            body_tool!(TypeReq, TypeReq::into_call),
+            Some(s::<TypeReq>),
+            200,
+            Some(s::<Done>),
+            &[AUTH, BODY, SESSION, BROWSER, ELEMENT]
         ),
         route!(
             post,
             "/api/sessions/{id}/press",
             "Press one key (KeyboardEvent.key name)",
-            tools::press,
-            Some(s::<tools::PressReq>),
-            Some(s::<tools::Done>)
+            body_tool!(PressReq, PressReq::into_call),
+            Some(s::<PressReq>),
+            200,
+            Some(s::<Done>),
+            &[AUTH, BODY, SESSION, BROWSER, PRESS]
         ),
         route!(
             post,
             "/api/sessions/{id}/scroll",
             "Wheel-scroll at the viewport centre or an element",
-            tools::scroll,
-            Some(s::<tools::ScrollReq>),
-            Some(s::<tools::Done>)
+            body_tool!(ScrollReq, ScrollReq::into_call),
+            Some(s::<ScrollReq>),
+            200,
+            Some(s::<Done>),
+            &[AUTH, BODY, SESSION, BROWSER, ELEMENT]
         ),
         route!(
             post,
             "/api/sessions/{id}/select",
             "Choose options of a <select> by value or text",
-            tools::select,
-            Some(s::<tools::SelectReq>),
-            None
+            body_tool!(SelectReq, SelectReq::into_call),
+            Some(s::<SelectReq>),
+            200,
+            Some(s::<Selected>),
+            &[AUTH, BODY, SESSION, BROWSER, ELEMENT]
         ),
         route!(
             post,
             "/api/sessions/{id}/wait_for",
             "Wait until text or a selector is present",
-            tools::wait_for,
-            Some(s::<tools::WaitForReq>),
-            None
+            body_tool!(WaitForReq, WaitForReq::into_call),
+            Some(s::<WaitForReq>),
+            200,
+            Some(s::<Waited>),
+            &[AUTH, BODY, SESSION, BROWSER, WAIT]
         ),
         route!(
             post,
             "/api/sessions/{id}/read_dom",
             "The page's HTML, truncated to max_chars",
-            tools::read_dom,
-            Some(s::<tools::ReadDomReq>),
-            None
+            body_tool!(ReadDomReq, ReadDomReq::into_call),
+            Some(s::<ReadDomReq>),
+            200,
+            Some(s::<Dom>),
+            &[AUTH, BODY, SESSION, BROWSER]
         ),
         route!(
             post,
             "/api/sessions/{id}/snapshot",
             "Accessibility snapshot with refs (password values never included)",
-            tools::snapshot,
-            Some(s::<tools::SnapshotReq>),
-            None
+            body_tool!(SnapshotReq, SnapshotReq::into_call),
+            Some(s::<SnapshotReq>),
+            200,
+            Some(s::<SnapshotResult>),
+            &[AUTH, BODY, SESSION, BROWSER]
         ),
         route!(
             post,
             "/api/sessions/{id}/back",
-            "Go back in the tab's history",
-            tools::back,
+            "Go back in the tab's history (moved: false at its start)",
+            plain_tool!(Tool::Back),
             None,
-            None
+            200,
+            Some(s::<Navigated>),
+            &[AUTH, SESSION, BROWSER]
         ),
         route!(
             post,
             "/api/sessions/{id}/forward",
-            "Go forward in the tab's history",
-            tools::forward,
+            "Go forward in the tab's history (moved: false at its end)",
+            plain_tool!(Tool::Forward),
             None,
-            None
+            200,
+            Some(s::<Navigated>),
+            &[AUTH, SESSION, BROWSER]
         ),
         route!(
             post,
             "/api/sessions/{id}/reload",
             "Reload the tab",
-            tools::reload,
+            plain_tool!(Tool::Reload),
             None,
-            Some(s::<tools::Done>)
+            200,
+            Some(s::<Navigated>),
+            &[AUTH, SESSION, BROWSER]
         ),
         route!(
             post,
             "/api/sessions/{id}/pdf",
             "Print the tab to PDF (base64)",
-            tools::pdf,
+            plain_tool!(Tool::Pdf),
             None,
-            None
+            200,
+            Some(s::<Pdf>),
+            &[AUTH, SESSION, BROWSER]
         ),
         route!(
             get,
             "/api/sessions/{id}/tabs",
             "List tabs",
-            tabs::list,
+            plain_tool!(Tool::TabsList),
             None,
-            Some(list_of::<tabs::TabInfo>)
+            200,
+            Some(list_of::<TabInfo>),
+            &[AUTH, SESSION, BROWSER]
         ),
         route!(
             post,
             "/api/sessions/{id}/tabs",
             "Open a tab (optionally at a URL) and make it active",
-            tabs::open,
-            Some(s::<tabs::OpenTabReq>),
-            Some(s::<tabs::TabInfo>)
+            body_tool!(OpenTabReq, OpenTabReq::into_call),
+            Some(s::<OpenTabReq>),
+            200,
+            Some(s::<TabInfo>),
+            &[AUTH, BODY, SESSION, BROWSER, NAVIGATION]
         ),
         route!(
             post,
             "/api/sessions/{id}/tabs/{tab}/focus",
             "Make a tab the one tools act on",
-            tabs::focus,
+            tab_tool!(|tab| Tool::TabFocus { tab }),
             None,
-            Some(s::<tabs::TabInfo>)
+            200,
+            Some(s::<TabInfo>),
+            &[AUTH, SESSION, BROWSER, TABS]
         ),
         route!(
             delete,
             "/api/sessions/{id}/tabs/{tab}",
             "Close a tab (not the last)",
-            tabs::close,
+            tab_tool!(|tab| Tool::TabClose { tab }),
             None,
-            None
+            200,
+            Some(s::<TabClosed>),
+            &[AUTH, SESSION, BROWSER, TAB_CLOSE]
         ),
     ];
     routes.extend(crate::api::grants::routes());
@@ -266,5 +367,30 @@ mod tests {
         assert!(
             doc["paths"]["/api/sessions/{id}/navigate"]["post"]["responses"]["401"].is_object()
         );
+        assert!(
+            doc["paths"]["/api/grants/requests"]["post"]["responses"]["201"].is_object(),
+            "creating a grant request answers 201"
+        );
+        let forbidden = &doc["paths"]["/api/sessions"]["post"]["responses"]["403"];
+        let codes = &forbidden["content"]["application/json"]["schema"]["properties"]["error"]
+            ["properties"]["code"]["enum"];
+        assert!(
+            codes.as_array().is_some_and(|c| c.len() == 7),
+            "{forbidden}"
+        );
+    }
+
+    #[test]
+    fn every_declared_error_code_is_described() {
+        for r in routes() {
+            for (status, code) in r.error_codes() {
+                assert!(
+                    !openapi::describe(code).is_empty(),
+                    "{} {}: {status} {code} has no description",
+                    r.method,
+                    r.path
+                );
+            }
+        }
     }
 }

@@ -1,0 +1,338 @@
+//! Each tool as CDP calls on the session's active tab, with the tab lock held.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::output::{
+    Dom, Done, Navigated, Pdf, Screenshot, Selected, SnapshotResult, TabClosed, TabInfo, Waited,
+};
+use super::{ElementTarget, Tool, ToolError, ToolOutput};
+use crate::audit::redact;
+use crate::cdp::{self, CdpError, Locator, WaitTarget, snapshot};
+use crate::sessions::{LiveSession, Tabs};
+
+/// The audit row's params: what was targeted, never typed text (its length)
+/// or a URL's secrets.
+pub(super) fn audit_params(tool: &Tool) -> Value {
+    let target = |t: &Option<ElementTarget>| match t {
+        None => json!({}),
+        Some(ElementTarget::Point(x, y)) => json!({ "x": x, "y": y }),
+        Some(ElementTarget::Selector(s)) => json!({ "selector": s }),
+        Some(ElementTarget::Ref(r)) => json!({ "ref": r }),
+    };
+    match tool {
+        Tool::Navigate { url, wait } => {
+            json!({ "url": redact::url(url.as_str()), "wait": wait })
+        }
+        Tool::Screenshot {
+            full_page, format, ..
+        } => json!({ "full_page": full_page, "format": format }),
+        Tool::Click(t) | Tool::Hover(t) => target(&Some(t.clone())),
+        Tool::Type {
+            text,
+            target: t,
+            submit,
+        } => {
+            let mut v = target(t);
+            v["text"] = json!(redact::typed_text(text));
+            v["submit"] = json!(submit);
+            v
+        }
+        // A single printable key is typed text: audited redacted.
+        Tool::Press { key } if key.chars().count() == 1 => {
+            json!({ "key": redact::typed_text(key) })
+        }
+        Tool::Press { key } => json!({ "key": key }),
+        Tool::Scroll { dx, dy, target: t } => {
+            let mut v = target(t);
+            v["dx"] = json!(dx);
+            v["dy"] = json!(dy);
+            v
+        }
+        Tool::Select { target: t, values } => {
+            let mut v = target(&Some(t.clone()));
+            v["values"] = json!(values.len());
+            v
+        }
+        Tool::WaitFor(WaitTarget::Text(t)) => json!({ "text": redact::typed_text(t) }),
+        Tool::WaitFor(WaitTarget::Selector(s)) => json!({ "selector": s }),
+        Tool::ReadDom { max_chars } => json!({ "max_chars": max_chars }),
+        Tool::Snapshot(l) => json!({ "max_depth": l.max_depth, "max_nodes": l.max_nodes }),
+        Tool::TabOpen { url } => json!({ "url": url.as_ref().map(|u| redact::url(u.as_str())) }),
+        Tool::TabFocus { tab } | Tool::TabClose { tab } => json!({ "tab": tab }),
+        Tool::Back | Tool::Forward | Tool::Reload | Tool::Pdf | Tool::TabsList => json!({}),
+    }
+}
+
+/// Resolves a target against the session's viewport and last snapshot.
+fn locate(
+    target: &ElementTarget,
+    tabs: &Tabs,
+    viewport: (u32, u32),
+) -> Result<Locator, ToolError> {
+    match target {
+        ElementTarget::Point(x, y) => {
+            if *x > f64::from(viewport.0) || *y > f64::from(viewport.1) {
+                return Err(ToolError::Invalid(
+                    "x and y must lie inside the viewport".into(),
+                ));
+            }
+            Ok(Locator::Point(*x, *y))
+        }
+        ElementTarget::Selector(s) => Ok(Locator::Selector(s.clone())),
+        ElementTarget::Ref(r) => match tabs.refs.get(r) {
+            Some(id) => Ok(Locator::Node(*id, r.clone())),
+            None => Err(ToolError::ElementNotFound(format!(
+                "unknown ref {r:?}; take a snapshot first"
+            ))),
+        },
+    }
+}
+
+const DONE: ToolOutput = ToolOutput::Done(Done { success: true });
+
+/// Runs `tool` on the active tab. A crash of that tab's renderer while it
+/// runs ends the call at once with [`ToolError::TabCrashed`].
+pub(super) async fn run(
+    session: &LiveSession,
+    tabs: &mut Tabs,
+    tool: &Tool,
+    timeout: Duration,
+) -> Result<ToolOutput, ToolError> {
+    let viewport = (session.viewport.width, session.viewport.height);
+    let locator = match tool {
+        Tool::Click(t) | Tool::Hover(t) | Tool::Select { target: t, .. } => {
+            Some(locate(t, tabs, viewport)?)
+        }
+        Tool::Type { target: Some(t), .. } | Tool::Scroll { target: Some(t), .. } => {
+            Some(locate(t, tabs, viewport)?)
+        }
+        _ => None,
+    };
+    // Tab tools act on the browser, not on the active tab.
+    match tool {
+        Tool::TabsList => return tabs_list(session, tabs).await,
+        Tool::TabOpen { url } => {
+            let page = session
+                .open_tab(tabs, url.as_ref().map(|u| u.as_str()))
+                .await?;
+            let id = page.target_id().inner().clone();
+            return describe(vec![page], Some(&id))
+                .await?
+                .pop()
+                .map(ToolOutput::Tab)
+                .ok_or_else(|| ToolError::ActionFailed("the new tab closed at once".into()));
+        }
+        Tool::TabFocus { tab } => return tab_focus(session, tabs, tab).await,
+        Tool::TabClose { tab } => return tab_close(session, tabs, tab).await,
+        _ => {}
+    }
+    let page = session.page(tabs).await?;
+    let target = page.target_id().inner().clone();
+    let crashes = session.conn.crashes().clone();
+    if tool.navigates() {
+        crashes.clear(&target);
+    } else if crashes.has_crashed(&target) {
+        return Err(ToolError::TabCrashed);
+    }
+    if tool.navigates() {
+        tabs.refs.clear();
+    }
+    let page = &page;
+    let locator = locator.as_ref();
+    let work = async {
+        Ok(match tool {
+            Tool::Navigate { url, wait } => {
+                match cdp::navigate(page, url.as_str(), *wait, timeout).await {
+                    Ok(nav) => ToolOutput::Navigated(Navigated::from_navigation(nav, None)),
+                    // Possibly the guard's refusal of a CONNECT: told apart
+                    // once the refusals are read (`run_tool`).
+                    Err(CdpError::Failed(m)) => {
+                        let mut nav = cdp::current(page).await?;
+                        if nav.final_url.is_empty() || nav.final_url == "about:blank" {
+                            nav.final_url = url.as_str().to_owned();
+                        }
+                        let mut nav = Navigated::from_navigation(nav, None);
+                        nav.failure = Some(m);
+                        ToolOutput::Navigated(nav)
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            Tool::Back | Tool::Forward => {
+                let delta = if matches!(tool, Tool::Back) { -1 } else { 1 };
+                let moved = cdp::history(page, delta, timeout).await?;
+                let nav = cdp::current(page).await?;
+                ToolOutput::Navigated(Navigated::from_navigation(nav, Some(moved)))
+            }
+            Tool::Reload => {
+                cdp::reload(page, timeout).await?;
+                let nav = cdp::current(page).await?;
+                ToolOutput::Navigated(Navigated::from_navigation(nav, None))
+            }
+            Tool::Screenshot {
+                full_page,
+                format,
+                quality,
+            } => {
+                let bytes = cdp::screenshot(page, *format, *quality, *full_page, timeout).await?;
+                let (width, height) = image::ImageReader::new(std::io::Cursor::new(&bytes))
+                    .with_guessed_format()
+                    .ok()
+                    .and_then(|r| r.into_dimensions().ok())
+                    .unwrap_or_default();
+                ToolOutput::Screenshot(Screenshot {
+                    bytes,
+                    format: *format,
+                    width,
+                    height,
+                    captured_at: crate::time::rfc3339_ms(crate::time::now_ms()),
+                    persisted_path: None,
+                })
+            }
+            Tool::Click(_) => {
+                cdp::click(page, locator.expect("located"), timeout).await?;
+                DONE
+            }
+            Tool::Hover(_) => {
+                cdp::hover(page, locator.expect("located"), timeout).await?;
+                DONE
+            }
+            Tool::Type { text, submit, .. } => {
+                cdp::type_text(page, locator, text, *submit, timeout).await?;
+                DONE
+            }
+            Tool::Press { key } => {
+                cdp::press(page, key, timeout).await?;
+                DONE
+            }
+            Tool::Scroll { dx, dy, .. } => {
+                cdp::scroll(page, locator, *dx, *dy, viewport, timeout).await?;
+                DONE
+            }
+            Tool::Select { values, .. } => {
+                let selected =
+                    cdp::select(page, locator.expect("located"), values, timeout).await?;
+                ToolOutput::Selected(Selected { selected })
+            }
+            Tool::WaitFor(target) => ToolOutput::Waited(Waited {
+                waited_ms: cdp::wait_for(page, target, timeout).await?,
+            }),
+            Tool::ReadDom { max_chars } => {
+                let (html, truncated_to) = cdp::read_dom(page, *max_chars, timeout).await?;
+                ToolOutput::Dom(Dom { html, truncated_to })
+            }
+            Tool::Snapshot(limits) => {
+                let snap = match tokio::time::timeout(timeout, snapshot::take(page, *limits)).await
+                {
+                    Ok(r) => r?,
+                    Err(_) => {
+                        return Err(CdpError::Timeout(
+                            "snapshot",
+                            u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+                        ));
+                    }
+                };
+                tabs.refs = snap.refs;
+                ToolOutput::Snapshot(SnapshotResult {
+                    nodes: snap.nodes,
+                    truncated: snap.truncated,
+                    count: snap.count,
+                })
+            }
+            Tool::Pdf => ToolOutput::Pdf(Pdf {
+                bytes: cdp::pdf(page, timeout).await?,
+            }),
+            Tool::TabsList | Tool::TabOpen { .. } | Tool::TabFocus { .. } | Tool::TabClose { .. } => {
+                unreachable!("tab tools are handled above")
+            }
+        })
+    };
+    Ok(crashes.guard(&target, work).await?)
+}
+
+async fn describe(
+    pages: Vec<chromiumoxide::Page>,
+    active: Option<&str>,
+) -> Result<Vec<TabInfo>, CdpError> {
+    let mut out = Vec::with_capacity(pages.len());
+    for p in pages {
+        let id = p.target_id().inner().clone();
+        // A tab that is closing answers with errors; it is not listed.
+        let (Ok(url), Ok(title)) = (p.url().await, cdp::title(&p).await) else {
+            continue;
+        };
+        out.push(TabInfo {
+            active: active == Some(id.as_str()),
+            url: url.unwrap_or_default(),
+            title,
+            tab_id: id,
+        });
+    }
+    Ok(out)
+}
+
+async fn tabs_list(session: &LiveSession, tabs: &mut Tabs) -> Result<ToolOutput, ToolError> {
+    let active = session.page(tabs).await?.target_id().inner().clone();
+    Ok(ToolOutput::Tabs(
+        describe(session.pages().await?, Some(&active)).await?,
+    ))
+}
+
+async fn tab_focus(
+    session: &LiveSession,
+    tabs: &mut Tabs,
+    tab: &str,
+) -> Result<ToolOutput, ToolError> {
+    let page = session
+        .pages()
+        .await?
+        .into_iter()
+        .find(|p| p.target_id().inner() == tab)
+        .ok_or_else(|| CdpError::TabNotFound(format!("no tab {tab:?} in this session")))?;
+    page.bring_to_front().await.map_err(CdpError::from)?;
+    tabs.active = Some(page.target_id().clone());
+    tabs.refs.clear();
+    describe(vec![page], Some(tab))
+        .await?
+        .pop()
+        .map(ToolOutput::Tab)
+        .ok_or_else(|| ToolError::TabNotFound(format!("tab {tab:?} closed meanwhile")))
+}
+
+async fn tab_close(
+    session: &LiveSession,
+    tabs: &mut Tabs,
+    tab: &str,
+) -> Result<ToolOutput, ToolError> {
+    let pages = session.pages().await?;
+    let count = pages.len();
+    let page = pages
+        .into_iter()
+        .find(|p| p.target_id().inner() == tab)
+        .ok_or_else(|| CdpError::TabNotFound(format!("no tab {tab:?} in this session")))?;
+    if count <= 1 {
+        return Err(ToolError::LastTab);
+    }
+    page.close().await.map_err(CdpError::from)?;
+    // Wait (briefly) until the browser no longer lists it.
+    for _ in 0..100 {
+        if !session
+            .pages()
+            .await?
+            .iter()
+            .any(|p| p.target_id().inner() == tab)
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    if tabs.active.as_ref().is_some_and(|a| a.inner() == tab) {
+        tabs.active = None;
+        tabs.refs.clear();
+    }
+    Ok(ToolOutput::TabClosed(TabClosed {
+        closed: tab.to_owned(),
+    }))
+}

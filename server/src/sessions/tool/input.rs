@@ -1,0 +1,481 @@
+//! The tools' inputs as callers send them (JSON bodies of the HTTP API, and
+//! the same types for MCP's schemas), each parsed once into a [`ToolCall`].
+//! Shape and size are checked here, before anything is audited or run.
+
+use serde::Deserialize;
+
+use super::{ElementTarget, Tool, ToolCall, ToolError};
+use crate::cdp::{ImageFormat, WaitTarget, WaitUntil, snapshot};
+use crate::domain::{TargetUrl, TargetUrlError};
+
+/// The longest selector accepted.
+pub const MAX_SELECTOR: usize = 2048;
+/// The longest text `type` accepts, in characters.
+pub const MAX_TYPE_CHARS: usize = 64 * 1024;
+/// The longest ref accepted.
+const MAX_REF: usize = 16;
+
+fn url_error(e: TargetUrlError) -> ToolError {
+    match e {
+        TargetUrlError::TooLong => ToolError::TooLarge(e.to_string()),
+        other => ToolError::Invalid(other.to_string()),
+    }
+}
+
+/// Where an element tool acts: exactly one of a point, a selector or a ref.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+pub struct TargetSpec {
+    /// Viewport x (with `y`).
+    pub x: Option<f64>,
+    /// Viewport y (with `x`).
+    pub y: Option<f64>,
+    /// CSS selector.
+    pub selector: Option<String>,
+    /// Ref from the last snapshot (`e12`).
+    #[serde(rename = "ref")]
+    pub r#ref: Option<String>,
+}
+
+impl TargetSpec {
+    /// The target, or `None` when nothing was given.
+    pub fn parse(self) -> Result<Option<ElementTarget>, ToolError> {
+        match (self.x, self.y, self.selector, self.r#ref) {
+            (None, None, None, None) => Ok(None),
+            (Some(x), Some(y), None, None) => {
+                if !(x.is_finite() && y.is_finite() && x >= 0.0 && y >= 0.0) {
+                    return Err(ToolError::Invalid(
+                        "x and y must lie inside the viewport".into(),
+                    ));
+                }
+                Ok(Some(ElementTarget::Point(x, y)))
+            }
+            (None, None, Some(sel), None) => {
+                if sel.is_empty() || sel.len() > MAX_SELECTOR {
+                    return Err(ToolError::Invalid(format!(
+                        "selector must be 1 to {MAX_SELECTOR} bytes"
+                    )));
+                }
+                Ok(Some(ElementTarget::Selector(sel)))
+            }
+            (None, None, None, Some(r)) => {
+                if r.is_empty() || r.len() > MAX_REF {
+                    return Err(ToolError::Invalid(format!(
+                        "ref must be 1 to {MAX_REF} bytes, as a snapshot gave it (e12)"
+                    )));
+                }
+                Ok(Some(ElementTarget::Ref(r)))
+            }
+            _ => Err(ToolError::Invalid(
+                "give exactly one of {x, y}, selector or ref".into(),
+            )),
+        }
+    }
+
+    /// The target, which must be given.
+    fn required(self, what: &str) -> Result<ElementTarget, ToolError> {
+        self.parse()?
+            .ok_or_else(|| ToolError::Invalid(format!("give {what}")))
+    }
+
+    fn selector_or_ref(selector: Option<String>, r#ref: Option<String>) -> Self {
+        Self {
+            selector,
+            r#ref,
+            ..Self::default()
+        }
+    }
+}
+
+/// Body of `navigate`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NavigateReq {
+    /// An http or https URL.
+    pub url: String,
+    /// When the navigation counts as done.
+    #[serde(default)]
+    pub wait: WaitUntil,
+    /// Bound in ms (capped by the server's `tool_timeout_s`).
+    pub timeout_ms: Option<u64>,
+}
+
+impl NavigateReq {
+    /// The call.
+    pub fn into_call(self) -> Result<ToolCall, ToolError> {
+        let url = TargetUrl::parse(&self.url).map_err(url_error)?;
+        Ok(ToolCall {
+            tool: Tool::Navigate {
+                url,
+                wait: self.wait,
+            },
+            timeout_ms: self.timeout_ms,
+        })
+    }
+}
+
+/// Body of `screenshot`.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScreenshotReq {
+    /// The whole page, not only the viewport.
+    #[serde(default)]
+    pub full_page: bool,
+    /// `png` (default) or `jpeg`.
+    #[serde(default)]
+    pub format: ImageFormat,
+    /// JPEG quality, 1–100.
+    pub quality: Option<i64>,
+}
+
+impl ScreenshotReq {
+    /// The call.
+    pub fn into_call(self) -> Result<ToolCall, ToolError> {
+        if self.quality.is_some_and(|q| !(1..=100).contains(&q)) {
+            return Err(ToolError::Invalid(
+                "quality must be between 1 and 100".into(),
+            ));
+        }
+        Ok(ToolCall::new(Tool::Screenshot {
+            full_page: self.full_page,
+            format: self.format,
+            quality: self.quality,
+        }))
+    }
+}
+
+/// Body of element tools (`click`, `hover`).
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ElementReq {
+    /// Exactly one of {x, y}, selector or ref.
+    #[serde(flatten)]
+    pub target: TargetSpec,
+    /// Bound in ms.
+    pub timeout_ms: Option<u64>,
+}
+
+impl ElementReq {
+    /// A `click`.
+    pub fn into_click(self) -> Result<ToolCall, ToolError> {
+        self.into_call(Tool::Click)
+    }
+
+    /// A `hover`.
+    pub fn into_hover(self) -> Result<ToolCall, ToolError> {
+        self.into_call(Tool::Hover)
+    }
+
+    fn into_call(self, tool: fn(ElementTarget) -> Tool) -> Result<ToolCall, ToolError> {
+        let target = self
+            .target
+            .required("exactly one of {x, y}, selector or ref")?;
+        Ok(ToolCall {
+            tool: tool(target),
+            timeout_ms: self.timeout_ms,
+        })
+    }
+}
+
+/// Body of `type`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TypeReq {
+    /// The text (never logged; audited as its length).
+    pub text: String,
+    /// Focus this element first.
+    pub selector: Option<String>,
+    /// Or this ref.
+    #[serde(rename = "ref")]
+    pub r#ref: Option<String>,
+    /// Press Enter afterwards.
+    #[serde(default)]
+    pub submit: bool,
+    /// Bound in ms.
+    pub timeout_ms: Option<u64>,
+}
+
+impl TypeReq {
+    /// The call.
+    pub fn into_call(self) -> Result<ToolCall, ToolError> {
+        if self.text.chars().count() > MAX_TYPE_CHARS {
+            return Err(ToolError::TooLarge(format!(
+                "text is longer than {MAX_TYPE_CHARS} characters"
+            )));
+        }
+        let target = TargetSpec::selector_or_ref(self.selector, self.r#ref).parse()?;
+        Ok(ToolCall {
+            tool: Tool::Type {
+                text: self.text,
+                target,
+                submit: self.submit,
+            },
+            timeout_ms: self.timeout_ms,
+        })
+    }
+}
+
+/// Body of `press`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PressReq {
+    /// A `KeyboardEvent.key` name: `Enter`, `Tab`, `ArrowDown`, `a` …
+    pub key: String,
+}
+
+impl PressReq {
+    /// The call.
+    pub fn into_call(self) -> Result<ToolCall, ToolError> {
+        if self.key.is_empty() || self.key.len() > 32 {
+            return Err(ToolError::Invalid("key must be 1 to 32 bytes".into()));
+        }
+        if !crate::cdp::is_known_key(&self.key) {
+            return Err(ToolError::UnknownKey(crate::cdp::unknown_key(&self.key)));
+        }
+        Ok(ToolCall::new(Tool::Press { key: self.key }))
+    }
+}
+
+/// Body of `scroll`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScrollReq {
+    /// Horizontal pixels.
+    #[serde(default)]
+    pub dx: f64,
+    /// Vertical pixels.
+    #[serde(default)]
+    pub dy: f64,
+    /// Scroll at this element (else the viewport centre).
+    pub selector: Option<String>,
+    /// Or this ref.
+    #[serde(rename = "ref")]
+    pub r#ref: Option<String>,
+}
+
+impl ScrollReq {
+    /// The call.
+    pub fn into_call(self) -> Result<ToolCall, ToolError> {
+        let ok = |d: f64| d.is_finite() && d.abs() <= 100_000.0;
+        if !ok(self.dx) || !ok(self.dy) {
+            return Err(ToolError::Invalid(
+                "dx and dy must be finite and at most 100000 in size".into(),
+            ));
+        }
+        let target = TargetSpec::selector_or_ref(self.selector, self.r#ref).parse()?;
+        Ok(ToolCall::new(Tool::Scroll {
+            dx: self.dx,
+            dy: self.dy,
+            target,
+        }))
+    }
+}
+
+/// Body of `select`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SelectReq {
+    /// The `<select>` by CSS selector.
+    pub selector: Option<String>,
+    /// Or by ref.
+    #[serde(rename = "ref")]
+    pub r#ref: Option<String>,
+    /// Option values or visible texts.
+    pub values: Vec<String>,
+    /// Bound in ms.
+    pub timeout_ms: Option<u64>,
+}
+
+impl SelectReq {
+    /// The call.
+    pub fn into_call(self) -> Result<ToolCall, ToolError> {
+        if self.values.is_empty()
+            || self.values.len() > 100
+            || self.values.iter().any(|v| v.len() > 1024)
+        {
+            return Err(ToolError::Invalid(
+                "values must hold 1 to 100 strings of at most 1024 bytes".into(),
+            ));
+        }
+        let target =
+            TargetSpec::selector_or_ref(self.selector, self.r#ref).required("a selector or a ref")?;
+        Ok(ToolCall {
+            tool: Tool::Select {
+                target,
+                values: self.values,
+            },
+            timeout_ms: self.timeout_ms,
+        })
+    }
+}
+
+/// Body of `wait_for`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WaitForReq {
+    /// Text anywhere in the page.
+    pub text: Option<String>,
+    /// Or an element matching this selector.
+    pub selector: Option<String>,
+    /// Bound in ms (default 5000).
+    pub timeout_ms: Option<u64>,
+}
+
+impl WaitForReq {
+    /// The call.
+    pub fn into_call(self) -> Result<ToolCall, ToolError> {
+        let target = match (self.text, self.selector) {
+            (Some(t), None) if !t.is_empty() && t.len() <= 4096 => WaitTarget::Text(t),
+            (None, Some(s)) if !s.is_empty() && s.len() <= MAX_SELECTOR => WaitTarget::Selector(s),
+            _ => {
+                return Err(ToolError::Invalid(
+                    "give exactly one of text (1–4096 bytes) or selector".into(),
+                ));
+            }
+        };
+        Ok(ToolCall {
+            tool: Tool::WaitFor(target),
+            timeout_ms: Some(self.timeout_ms.unwrap_or(5000)),
+        })
+    }
+}
+
+/// Body of `read_dom`.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadDomReq {
+    /// Cut the HTML to this many characters (1–1000000, default 20000).
+    pub max_chars: Option<usize>,
+}
+
+impl ReadDomReq {
+    /// The call.
+    pub fn into_call(self) -> Result<ToolCall, ToolError> {
+        let max_chars = self.max_chars.unwrap_or(20_000);
+        if !(1..=1_000_000).contains(&max_chars) {
+            return Err(ToolError::Invalid(
+                "max_chars must be between 1 and 1000000".into(),
+            ));
+        }
+        Ok(ToolCall::new(Tool::ReadDom { max_chars }))
+    }
+}
+
+/// Body of `snapshot`.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotReq {
+    /// Deepest level kept (1–200, default 40).
+    pub max_depth: Option<usize>,
+    /// Most nodes kept (1–20000, default 1500).
+    pub max_nodes: Option<usize>,
+}
+
+impl SnapshotReq {
+    /// The call.
+    pub fn into_call(self) -> Result<ToolCall, ToolError> {
+        let limits = snapshot::Limits {
+            max_depth: self.max_depth.unwrap_or(40),
+            max_nodes: self.max_nodes.unwrap_or(1500),
+        };
+        if !(1..=200).contains(&limits.max_depth) || !(1..=20_000).contains(&limits.max_nodes) {
+            return Err(ToolError::Invalid(
+                "max_depth must be 1–200 and max_nodes 1–20000".into(),
+            ));
+        }
+        Ok(ToolCall::new(Tool::Snapshot(limits)))
+    }
+}
+
+/// Body of opening a tab.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OpenTabReq {
+    /// Load this http(s) URL in it.
+    pub url: Option<String>,
+}
+
+impl OpenTabReq {
+    /// The call.
+    pub fn into_call(self) -> Result<ToolCall, ToolError> {
+        let url = self
+            .url
+            .as_deref()
+            .map(TargetUrl::parse)
+            .transpose()
+            .map_err(url_error)?;
+        Ok(ToolCall::new(Tool::TabOpen { url }))
+    }
+}
+
+/// A tab id from a path.
+pub fn tab_id(raw: String) -> Result<String, ToolError> {
+    if raw.is_empty() || raw.len() > 64 || !raw.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return Err(ToolError::TabNotFound("no such tab".into()));
+    }
+    Ok(raw)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_target_is_exactly_one_of_point_selector_or_ref() {
+        let both = TargetSpec {
+            x: Some(1.0),
+            y: Some(1.0),
+            selector: Some("a".into()),
+            r#ref: None,
+        };
+        assert!(matches!(both.parse(), Err(ToolError::Invalid(_))));
+        let half = TargetSpec {
+            x: Some(1.0),
+            ..TargetSpec::default()
+        };
+        assert!(matches!(half.parse(), Err(ToolError::Invalid(_))));
+        let nan = TargetSpec {
+            x: Some(f64::NAN),
+            y: Some(1.0),
+            ..TargetSpec::default()
+        };
+        assert!(matches!(nan.parse(), Err(ToolError::Invalid(_))));
+        assert_eq!(TargetSpec::default().parse().unwrap(), None);
+        let r = TargetSpec::selector_or_ref(None, Some("e3".into()));
+        assert_eq!(r.parse().unwrap(), Some(ElementTarget::Ref("e3".into())));
+    }
+
+    #[test]
+    fn an_unknown_key_is_refused_before_anything_runs() {
+        let err = PressReq {
+            key: "NotAKey".into(),
+        }
+        .into_call()
+        .unwrap_err();
+        assert!(matches!(err, ToolError::UnknownKey(_)), "{err:?}");
+        assert!(PressReq { key: "Enter".into() }.into_call().is_ok());
+    }
+
+    #[test]
+    fn over_long_text_is_too_large_not_invalid() {
+        let err = TypeReq {
+            text: "x".repeat(MAX_TYPE_CHARS + 1),
+            selector: None,
+            r#ref: None,
+            submit: false,
+            timeout_ms: None,
+        }
+        .into_call()
+        .unwrap_err();
+        assert!(matches!(err, ToolError::TooLarge(_)), "{err:?}");
+    }
+
+    #[test]
+    fn tab_ids_are_plain_hex_like_tokens() {
+        assert!(tab_id("ABCDEF0123".into()).is_ok());
+        assert!(matches!(
+            tab_id("../x".into()),
+            Err(ToolError::TabNotFound(_))
+        ));
+        assert!(tab_id(String::new()).is_err());
+    }
+}

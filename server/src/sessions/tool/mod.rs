@@ -1,0 +1,335 @@
+//! The one path every tool call takes, whoever asks (the HTTP API today;
+//! MCP, `run_task` and an operator's live input next): bound → audit →
+//! (policy) → tab lock → CDP, with a crashed tab answered at once → a dead
+//! browser fails the session → recording → result. Callers only parse their
+//! input into a [`ToolCall`] and shape the [`ToolOutput`].
+
+mod exec;
+pub mod input;
+pub mod output;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::audit::{Actor, NewEvent};
+use crate::cdp::{CdpError, ImageFormat, WaitTarget, WaitUntil, snapshot};
+use crate::domain::TargetUrl;
+
+use super::{LiveSession, SessionError, SessionManager};
+
+pub use input::TargetSpec;
+pub use output::ToolOutput;
+
+/// Where an element tool acts, checked for shape at the edge (the viewport
+/// bound and refs are checked against the session when the call runs).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ElementTarget {
+    /// Viewport coordinates in CSS pixels.
+    Point(f64, f64),
+    /// A CSS selector (its first match).
+    Selector(String),
+    /// A ref from the last snapshot (`e12`).
+    Ref(String),
+}
+
+/// One browser tool with its checked arguments.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Tool {
+    /// Load a URL and wait.
+    Navigate {
+        /// Where.
+        url: TargetUrl,
+        /// Until when.
+        wait: WaitUntil,
+    },
+    /// Capture the viewport or the whole page.
+    Screenshot {
+        /// The whole page, not just the viewport.
+        full_page: bool,
+        /// PNG or JPEG.
+        format: ImageFormat,
+        /// JPEG quality 1–100.
+        quality: Option<i64>,
+    },
+    /// Click an element or point.
+    Click(ElementTarget),
+    /// Move the mouse over an element or point.
+    Hover(ElementTarget),
+    /// Type text at the focus or into an element.
+    Type {
+        /// The text (audited as its length only).
+        text: String,
+        /// Focus this first.
+        target: Option<ElementTarget>,
+        /// Press Enter afterwards.
+        submit: bool,
+    },
+    /// Press one key.
+    Press {
+        /// A `KeyboardEvent.key` name.
+        key: String,
+    },
+    /// Wheel-scroll at an element or the viewport centre.
+    Scroll {
+        /// Horizontal pixels.
+        dx: f64,
+        /// Vertical pixels.
+        dy: f64,
+        /// Where to scroll.
+        target: Option<ElementTarget>,
+    },
+    /// Choose options of a `<select>`.
+    Select {
+        /// The select element.
+        target: ElementTarget,
+        /// Values or visible texts.
+        values: Vec<String>,
+    },
+    /// Wait for text or a selector.
+    WaitFor(WaitTarget),
+    /// The page's HTML.
+    ReadDom {
+        /// Cut to this many characters.
+        max_chars: usize,
+    },
+    /// The accessibility snapshot with refs.
+    Snapshot(snapshot::Limits),
+    /// One step back in history.
+    Back,
+    /// One step forward in history.
+    Forward,
+    /// Reload the tab.
+    Reload,
+    /// Print to PDF.
+    Pdf,
+    /// List the tabs.
+    TabsList,
+    /// Open a tab (optionally at a URL) and make it active.
+    TabOpen {
+        /// Where.
+        url: Option<TargetUrl>,
+    },
+    /// Make a tab active.
+    TabFocus {
+        /// Its id.
+        tab: String,
+    },
+    /// Close a tab.
+    TabClose {
+        /// Its id.
+        tab: String,
+    },
+}
+
+impl Tool {
+    /// The audit action (`tool.navigate`, …).
+    pub fn action(&self) -> &'static str {
+        match self {
+            Self::Navigate { .. } => "tool.navigate",
+            Self::Screenshot { .. } => "tool.screenshot",
+            Self::Click(_) => "tool.click",
+            Self::Hover(_) => "tool.hover",
+            Self::Type { .. } => "tool.type",
+            Self::Press { .. } => "tool.press",
+            Self::Scroll { .. } => "tool.scroll",
+            Self::Select { .. } => "tool.select",
+            Self::WaitFor(_) => "tool.wait_for",
+            Self::ReadDom { .. } => "tool.read_dom",
+            Self::Snapshot(_) => "tool.snapshot",
+            Self::Back => "tool.back",
+            Self::Forward => "tool.forward",
+            Self::Reload => "tool.reload",
+            Self::Pdf => "tool.pdf",
+            Self::TabsList => "tool.tabs.list",
+            Self::TabOpen { .. } => "tool.tabs.open",
+            Self::TabFocus { .. } => "tool.tabs.focus",
+            Self::TabClose { .. } => "tool.tabs.close",
+        }
+    }
+
+    /// Whether the tool loads a new document in the active tab (which also
+    /// brings a crashed tab back).
+    fn navigates(&self) -> bool {
+        matches!(
+            self,
+            Self::Navigate { .. } | Self::Back | Self::Forward | Self::Reload
+        )
+    }
+}
+
+/// A tool and its caller's time bound.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    /// What to do.
+    pub tool: Tool,
+    /// The caller's bound in ms (the server's `tool_timeout_s` caps it).
+    pub timeout_ms: Option<u64>,
+}
+
+impl ToolCall {
+    /// A call with the server's bound.
+    pub fn new(tool: Tool) -> Self {
+        Self {
+            tool,
+            timeout_ms: None,
+        }
+    }
+}
+
+/// What a tool call can fail with; each variant is one cause with one
+/// status and code at the API (`error.rs`).
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    /// Malformed or out-of-range input.
+    #[error("{0}")]
+    Invalid(String),
+    /// A field is too large.
+    #[error("{0}")]
+    TooLarge(String),
+    /// A CSS selector the browser cannot parse.
+    #[error("{0}")]
+    InvalidSelector(String),
+    /// A key `press` cannot send.
+    #[error("{0}")]
+    UnknownKey(String),
+    /// No element matches (selector, ref, point).
+    #[error("{0}")]
+    ElementNotFound(String),
+    /// No tab has this id.
+    #[error("{0}")]
+    TabNotFound(String),
+    /// The last tab cannot be closed.
+    #[error("cannot close the last tab; close the session instead")]
+    LastTab,
+    /// The page refused or failed the action (navigation error, no option matches).
+    #[error("{0}")]
+    ActionFailed(String),
+    /// The active tab's renderer crashed; the session is still open.
+    #[error(
+        "the tab's renderer crashed; the session is still open: navigate again or open a new tab"
+    )]
+    TabCrashed,
+    /// The call ran out of time.
+    #[error("{0}")]
+    Timeout(String),
+    /// The browser is gone; the session is now failed.
+    #[error("the browser exited unexpectedly; the session is now failed")]
+    BrowserFailed,
+    /// Another protocol error from the browser.
+    #[error("{0}")]
+    Protocol(String),
+    /// The session cannot be used (ended meanwhile).
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    /// A bug or an outage (the audit row could not be written).
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+impl From<CdpError> for ToolError {
+    fn from(e: CdpError) -> Self {
+        match e {
+            CdpError::Timeout(what, ms) => {
+                Self::Timeout(format!("{what} did not finish within {ms} ms"))
+            }
+            CdpError::NotFound(m) => Self::ElementNotFound(m),
+            CdpError::InvalidSelector(m) => Self::InvalidSelector(m),
+            CdpError::UnknownKey(m) => Self::UnknownKey(m),
+            CdpError::TabNotFound(m) => Self::TabNotFound(m),
+            CdpError::TabCrashed => Self::TabCrashed,
+            CdpError::Failed(m) => Self::ActionFailed(m),
+            CdpError::BrowserGone => Self::BrowserFailed,
+            CdpError::Protocol(m) => Self::Protocol(m),
+        }
+    }
+}
+
+impl SessionManager {
+    /// Runs one tool call on `session` as `actor`: the only way a tool
+    /// reaches a browser. The audit row is written before anything is sent
+    /// to the browser; tool calls on one session run one at a time.
+    #[tracing::instrument(skip_all, fields(session.id = %session.id, tool = call.tool.action()))]
+    pub async fn run_tool(
+        &self,
+        session: &Arc<LiveSession>,
+        actor: Actor,
+        call: ToolCall,
+    ) -> Result<ToolOutput, ToolError> {
+        let timeout = self.bound(call.timeout_ms)?;
+        let tool = call.tool;
+        self.0
+            .store
+            .audit_append(
+                NewEvent::new(actor, tool.action())
+                    .tenant(&session.tenant)
+                    .session(session.id.as_str())
+                    .params(exec::audit_params(&tool))
+                    .outcome("requested"),
+            )
+            .await?;
+        session.touch();
+        let mut tabs = session.tabs.lock().await;
+        let refusals = session.refusals.mark();
+        let res = exec::run(session, &mut tabs, &tool, timeout).await;
+        drop(tabs);
+        session.touch();
+        let out = match res {
+            Ok(out) => out,
+            Err(e) => return Err(self.map_failure(session, e).await),
+        };
+        let out = match out {
+            ToolOutput::Navigated(mut nav) => {
+                nav.note_refusals(session.refusals.since(refusals));
+                if let Some(failure) = nav.failure.take()
+                    && nav.egress_refused.is_none()
+                {
+                    return Err(ToolError::ActionFailed(failure));
+                }
+                ToolOutput::Navigated(nav)
+            }
+            ToolOutput::Screenshot(mut shot) => {
+                let seq = session.next_screenshot_seq();
+                shot.persisted_path = self
+                    .recorder()
+                    .save(
+                        session.record,
+                        session.tenant.as_str(),
+                        session.id.as_str(),
+                        seq,
+                        shot.format.extension(),
+                        &shot.bytes,
+                    )
+                    .await?
+                    .map(|p| p.display().to_string());
+                ToolOutput::Screenshot(shot)
+            }
+            other => other,
+        };
+        Ok(out)
+    }
+
+    /// A tool call's bound: the caller's `timeout_ms` or the server's, whichever is smaller.
+    fn bound(&self, timeout_ms: Option<u64>) -> Result<Duration, ToolError> {
+        let max = self.tool_timeout();
+        match timeout_ms {
+            None => Ok(max),
+            Some(0) => Err(ToolError::Invalid("timeout_ms must be positive".into())),
+            Some(ms) => Ok(Duration::from_millis(ms).min(max)),
+        }
+    }
+
+    /// A dead browser fails the session, whatever the call reported.
+    async fn map_failure(&self, session: &LiveSession, e: ToolError) -> ToolError {
+        if matches!(e, ToolError::BrowserFailed) || session.browser_gone() {
+            tracing::warn!(error = %e, "tool failed: the browser is gone");
+            self.fail(
+                &session.id,
+                "browser_exited",
+                "the browser exited unexpectedly",
+            )
+            .await;
+            return ToolError::BrowserFailed;
+        }
+        e
+    }
+}

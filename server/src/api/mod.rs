@@ -9,3 +9,8 @@ mod sessions;
 
 pub use ops::router as ops_router;
 pub use sessions::router as sessions_router;
+
+/// The agent API's OpenAPI document (what `/api/openapi.json` serves).
+pub fn openapi_document() -> serde_json::Value {
+    openapi::document(&sessions::routes())
+}

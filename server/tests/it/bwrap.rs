@@ -12,7 +12,7 @@ use cordon::sandbox::{DriverKind, Sandbox};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{Backend, CHROMIUM, TestApp, session_app};
+use crate::helpers::{Backend, CHROMIUM, PATIENCE, TestApp, session_app, wait_until};
 use crate::site::{self, Canary};
 
 const BWRAP: &[(&str, &str)] = &[("CORDON_SANDBOX_DRIVER", "bwrap")];
@@ -166,8 +166,7 @@ async fn bwrap_session_browses_through_the_guard_and_leaves_nothing_behind() {
     assert!(!sandbox.runtime_dir.exists());
 
     // The guard saw (and allowed) the site's request.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
+    wait_until("an allowed request in the egress log", PATIENCE, || async {
         let log = app
             .state
             .store
@@ -178,11 +177,12 @@ async fn bwrap_session_browses_through_the_guard_and_leaves_nothing_behind() {
             .iter()
             .any(|e| e.entry.port == site.addr.port() && e.entry.decision == Decision::Allowed)
         {
-            break;
+            Ok(())
+        } else {
+            Err(format!("{log:?}"))
         }
-        assert!(Instant::now() < deadline, "no allowed request in {log:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await;
     app.stop().await;
 }
 

@@ -8,7 +8,7 @@
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::extract::ws::{Message, WebSocketUpgrade};
 use axum::http::{StatusCode, header};
@@ -21,7 +21,7 @@ use cordon::egress::{
 use cordon::store::Store;
 use tokio::net::TcpListener;
 
-use crate::helpers::{Backend, TestDb, both_backends};
+use crate::helpers::{Backend, PATIENCE, TestDb, both_backends, wait_until};
 
 mod browser;
 mod proxy;
@@ -188,8 +188,12 @@ impl Pages {
     }
 
     async fn wait_for(&self, path: &str) {
-        wait_until(&format!("the page server to see {path}"), || async {
-            self.saw(path)
+        wait_until(&format!("the page server to see {path}"), PATIENCE, || async {
+            if self.saw(path) {
+                Ok(())
+            } else {
+                Err(format!("{:?}", self.seen.lock().unwrap()))
+            }
         })
         .await;
     }
@@ -226,36 +230,21 @@ const get = url => fetch(url, {{ mode: 'no-cors', cache: 'no-store' }}).then(() 
     )
 }
 
-async fn wait_until<F, Fut>(what: &str, mut ready: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !ready().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// A sandbox's rows once `pred` holds for them.
 async fn rows_when(
     store: &Store,
     sandbox: &str,
     pred: impl Fn(&[EgressEntry]) -> bool,
 ) -> Vec<EgressEntry> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+    wait_until("the egress log to match", PATIENCE, || async {
         let rows = store.egress_for_sandbox(sandbox).await.unwrap();
         if pred(&rows) {
-            return rows;
+            Ok(rows)
+        } else {
+            Err(format!("{rows:#?}"))
         }
-        assert!(
-            Instant::now() < deadline,
-            "egress log never matched: {rows:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await
 }
 
 fn on_port(rows: &[EgressEntry], port: u16, decision: Decision) -> Vec<&NewEgressEntry> {

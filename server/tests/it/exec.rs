@@ -86,14 +86,18 @@ async fn an_exec_sandbox_browses_through_the_guard_and_is_destroyed_at_close() {
         "the page went through the guard"
     );
     agent.close(&sid).await;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while cordon::sandbox::is_alive(pid, &marker) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "destroy did not stop the browser"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    crate::helpers::wait_until(
+        "the destroy command to stop the browser",
+        crate::helpers::PATIENCE,
+        || async {
+            if cordon::sandbox::is_alive(pid, &marker) {
+                Err(format!("pid {pid} still runs"))
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .await;
     app.stop().await;
 }
 

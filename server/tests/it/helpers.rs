@@ -11,6 +11,32 @@ use cordon::store::Store;
 use secrecy::SecretString;
 use tokio::sync::oneshot;
 
+/// How long a test waits for a state before it gives up: generous, so a
+/// slow or busy machine passes as long as the state is reached at all.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Polls `check` until it answers `Ok`, and returns that value. `Err`
+/// carries what was seen instead; after `within` the test fails naming
+/// `what` and the last thing seen. The one way tests wait: never a sleep
+/// followed by an assertion.
+pub async fn wait_until<T, F, Fut>(what: &str, within: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let deadline = Instant::now() + within;
+    loop {
+        match check().await {
+            Ok(v) => return v,
+            Err(seen) => assert!(
+                Instant::now() < deadline,
+                "waited {within:?} for {what}; last seen: {seen}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Which storage backend a test runs against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
@@ -301,6 +327,8 @@ impl TestApp {
 }
 
 impl AgentClient {
+    /// One request; the answer must be one its route documents (status, and
+    /// for an error its code), or the test fails.
     pub async fn call(
         &self,
         method: reqwest::Method,
@@ -309,7 +337,7 @@ impl AgentClient {
     ) -> (reqwest::StatusCode, serde_json::Value) {
         let mut req = self
             .http
-            .request(method, format!("{}{path}", self.base))
+            .request(method.clone(), format!("{}{path}", self.base))
             .bearer_auth(&self.key);
         if let Some(b) = body {
             req = req.json(&b);
@@ -318,6 +346,7 @@ impl AgentClient {
         let status = res.status();
         let text = res.text().await.unwrap();
         let value = serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text));
+        documented(&method, path, status, &value);
         (status, value)
     }
 
@@ -358,6 +387,55 @@ impl AgentClient {
             None,
         )
         .await
+    }
+}
+
+/// The agent API's OpenAPI document, as the server serves it.
+static OPENAPI: std::sync::LazyLock<serde_json::Value> =
+    std::sync::LazyLock::new(cordon::api::openapi_document);
+
+/// Fails the test unless `status` (and, for an error, its code) is
+/// documented for the route `path` matches. Paths no route documents
+/// (a typo'd route, say) are not checked here.
+pub fn documented(
+    method: &reqwest::Method,
+    path: &str,
+    status: reqwest::StatusCode,
+    body: &serde_json::Value,
+) {
+    let path = path.split('?').next().unwrap_or(path);
+    let method = method.as_str().to_ascii_lowercase();
+    let Some(paths) = OPENAPI["paths"].as_object() else {
+        panic!("no paths in the OpenAPI document");
+    };
+    let matches = |template: &str| {
+        let (t, p): (Vec<&str>, Vec<&str>) = (template.split('/').collect(), path.split('/').collect());
+        t.len() == p.len()
+            && t.iter().zip(&p).all(|(t, p)| t.starts_with('{') || t == p)
+    };
+    let Some(op) = paths
+        .iter()
+        .filter(|(t, _)| matches(t))
+        // A literal segment beats a parameter (`/tabs` before `/{tab}`).
+        .min_by_key(|(t, _)| t.matches('{').count())
+        .map(|(_, item)| &item[&method])
+        .filter(|op| op.is_object())
+    else {
+        return;
+    };
+    let answer = &op["responses"][status.as_str()];
+    assert!(
+        answer.is_object(),
+        "{method} {path} answered {status}, which its route does not document: {body}"
+    );
+    if !status.is_success() {
+        let code = &body["error"]["code"];
+        let codes = &answer["content"]["application/json"]["schema"]["properties"]["error"]
+            ["properties"]["code"]["enum"];
+        assert!(
+            codes.as_array().is_some_and(|c| c.contains(code)),
+            "{method} {path} answered {status} with code {code}, not among its documented {codes}: {body}"
+        );
     }
 }
 

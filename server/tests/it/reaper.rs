@@ -6,7 +6,7 @@ use std::path::Path;
 use reqwest::StatusCode;
 use serde_json::json;
 
-use crate::helpers::ServeProcess;
+use crate::helpers::{PATIENCE, ServeProcess, wait_until};
 
 fn cordon(dir: &Path, args: &[&str]) -> String {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_cordon"))
@@ -46,6 +46,19 @@ async fn sandboxes(dir: &Path) -> Vec<(i32, String, String)> {
         .collect()
 }
 
+/// Waits until at least `n` sandbox rows are running with a live browser.
+async fn running_sandboxes(dir: &Path, n: usize) {
+    wait_until("the warm pool's browser to run", PATIENCE, || async {
+        let rows = sandboxes(dir).await;
+        let running = rows
+            .iter()
+            .filter(|(p, m, st)| st != "stopped" && cordon::sandbox::is_alive(*p, m))
+            .count();
+        if running >= n { Ok(()) } else { Err(format!("{rows:?}")) }
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crashed_server_leaves_browsers_the_next_start_reaps_idempotently() {
     crash_and_restart("process").await;
@@ -77,7 +90,7 @@ async fn crash_and_restart(driver: &str) {
         .unwrap()
         .to_owned();
     // Let the pool refill so a warm browser is orphaned too.
-    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    running_sandboxes(dir.path(), 2).await;
     server.kill_hard();
 
     let before = sandboxes(dir.path()).await;
@@ -95,17 +108,14 @@ async fn crash_and_restart(driver: &str) {
         );
     } else {
         // bwrap's --die-with-parent takes them down with the server.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while before
-            .iter()
-            .any(|(p, m, _)| cordon::sandbox::is_alive(*p, m))
-        {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "a bwrap sandbox outlived its server"
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
+        wait_until("every bwrap sandbox to die with its server", PATIENCE, || async {
+            let alive: Vec<_> = before
+                .iter()
+                .filter(|(p, m, _)| cordon::sandbox::is_alive(*p, m))
+                .collect();
+            if alive.is_empty() { Ok(()) } else { Err(format!("{alive:?}")) }
+        })
+        .await;
     }
 
     // Restart: the reaper runs before anything else.
@@ -144,7 +154,7 @@ async fn crash_and_restart(driver: &str) {
 
     // A second crash and start: the first run's rows stay as they are (nothing
     // reaped twice), and this run's warm browser is reaped.
-    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    running_sandboxes(dir.path(), 1).await;
     server.kill_hard();
     let server = ServeProcess::start(dir.path(), &env);
     let s = store(dir.path()).await;

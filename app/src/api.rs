@@ -104,7 +104,7 @@ pub async fn get_status() -> Result<SystemStatus, ServerFnError> {
 #[server(prefix = "/ui/fn", endpoint = "recent_audit")]
 pub async fn recent_audit(limit: i64) -> Result<Vec<AuditRow>, ServerFnError> {
     if !(1..=AUDIT_PAGE_MAX).contains(&limit) {
-        return Err(ServerFnError::new(format!(
+        return Err(ServerFnError::Args(format!(
             "limit must be between 1 and {AUDIT_PAGE_MAX}"
         )));
     }

@@ -39,6 +39,7 @@ const ENV_KEYS: &[&str] = &[
     "master_key",
     "smoke_probes",
     "grant_expiry_min",
+    "public_url",
 ];
 
 /// A check run after injecting a domain's cookies: load `url` and expect a
@@ -172,6 +173,10 @@ pub struct Settings {
     /// unset, the key lives in `<data_dir>/master.key`, created with mode
     /// 0600 on first use. Shown as `***`.
     pub master_key: Option<SecretString>,
+    /// The URL operators reach the dashboard at (`https://cordon.example.com`);
+    /// its host is accepted in `Host` and `Origin` besides `localhost`,
+    /// `127.0.0.1` and `[::1]` on the bound port.
+    pub public_url: Option<String>,
 }
 
 /// Accepts a TOML list or a comma-separated string (for the environment).
@@ -329,12 +334,29 @@ impl Settings {
         if self.egress_log_retention_days == 0 {
             bail!("egress_log_retention_days: must be at least 1");
         }
+        if let Some(raw) = &self.public_url {
+            let url = url::Url::parse(raw)
+                .map_err(|e| anyhow::anyhow!("public_url: {e} (expected http(s)://host[:port])"))?;
+            if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+                bail!("public_url: must be an http:// or https:// URL with a host");
+            }
+        }
+        if self.tool_timeout_s > 300 {
+            bail!("tool_timeout_s: must be at most 300 (five minutes)");
+        }
         if self.pool_refill_delay_ms > 60_000 {
             bail!("pool_refill_delay_ms: must be at most 60000 (one minute)");
         }
         tracing_subscriber::EnvFilter::try_new(&self.log_level)
             .with_context(|| format!("log_level: invalid filter {:?}", self.log_level))?;
         Ok(())
+    }
+
+    /// `public_url`, parsed (checked at load).
+    pub fn public_url(&self) -> Option<url::Url> {
+        self.public_url
+            .as_deref()
+            .and_then(|u| url::Url::parse(u).ok())
     }
 
     /// The database URL in force, defaulted from `data_dir`.
@@ -382,7 +404,10 @@ impl Settings {
                 EgressResolver::System => "system",
                 EgressResolver::LoopbackOnly => "loopback-only",
             },
-        ) + if self.master_key.is_some() {
+        ) + &match &self.public_url {
+            Some(u) => format!("public_url = {u:?}\n"),
+            None => String::new(),
+        } + if self.master_key.is_some() {
             "master_key = \"***\"\n"
         } else {
             ""

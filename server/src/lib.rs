@@ -8,6 +8,7 @@ pub mod config;
 pub mod crypto;
 pub mod dashboard;
 pub mod domain;
+pub mod edge;
 pub mod egress;
 pub mod error;
 pub mod grants;

@@ -23,6 +23,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::api;
 use crate::config::EgressResolver;
+use crate::edge::{self, Origins};
 use crate::config::Settings;
 use crate::crypto::Keyring;
 use crate::egress::{AddressPolicy, EgressGuard, Limits, StaticResolver};
@@ -55,6 +56,14 @@ impl Application {
             );
         }
         prepare_data_dir(&settings.data_dir)?;
+        // Bound before anything starts browsers: a port in use must not
+        // leave the warm pool's browsers behind.
+        let listener = TcpListener::bind(settings.bind)
+            .await
+            .with_context(|| format!("bind: cannot listen on {}", settings.bind))?;
+        let bound = listener
+            .local_addr()
+            .context("bind: the listener has no address")?;
         let store = Store::connect(&settings.database_url()).await?;
         store.migrate().await?;
         // The vault's key is checked at start: a key file readable by others
@@ -97,10 +106,8 @@ impl Application {
             sessions,
             vault,
         });
-        let router = router(state.clone());
-        let listener = TcpListener::bind(state.settings.bind)
-            .await
-            .with_context(|| format!("bind: cannot listen on {}", state.settings.bind))?;
+        let origins = Origins::new(bound, state.settings.public_url().as_ref());
+        let router = router(state.clone(), origins);
         Ok(Self {
             listener,
             router,
@@ -165,7 +172,7 @@ fn prepare_data_dir(dir: &Path) -> anyhow::Result<()> {
 }
 
 /// The whole HTTP surface.
-fn router(state: AppState) -> Router {
+fn router(state: AppState, origins: Origins) -> Router {
     let routes = generate_route_list(App);
     let dashboard: DashboardHandle = Arc::new(state.clone());
     let leptos = state.leptos.clone();
@@ -183,6 +190,12 @@ fn router(state: AppState) -> Router {
         )
         .fallback(file_and_error_handler::<AppState, _>(shell))
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
+        .layer(middleware::from_fn(server_fn_status))
+        .layer(middleware::from_fn(edge::json_errors))
+        .layer(middleware::from_fn_with_state(
+            origins,
+            edge::check_host_and_origin,
+        ))
         .layer(middleware::from_fn(close_after_error_with_body))
         .layer(middleware::from_fn(log_errors))
         .layer(middleware::from_fn(track_metrics))
@@ -218,6 +231,26 @@ async fn close_after_error_with_body(req: Request, next: Next) -> Response {
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     res
+}
+
+/// A server function whose arguments do not parse or are out of range
+/// (`ServerFnError::Args`) answers 400, not server_fn's 500.
+async fn server_fn_status(req: Request, next: Next) -> Response {
+    if !req.uri().path().starts_with("/ui/fn/") {
+        return next.run(req).await;
+    }
+    let res = next.run(req).await;
+    if res.status() != axum::http::StatusCode::INTERNAL_SERVER_ERROR {
+        return res;
+    }
+    let (mut parts, body) = res.into_parts();
+    let bytes = axum::body::to_bytes(body, 64 * 1024)
+        .await
+        .unwrap_or_default();
+    if bytes.starts_with(b"Args|") || bytes.starts_with(b"Deserialization|") {
+        parts.status = axum::http::StatusCode::BAD_REQUEST;
+    }
+    Response::from_parts(parts, axum::body::Body::from(bytes))
 }
 
 /// Logs the cause of every 5xx once, inside the request's span.

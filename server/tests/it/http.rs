@@ -150,20 +150,19 @@ async fn server_functions_refuse_out_of_range_and_malformed_input() {
     let post = |body: &'static str| {
         app.http
             .post(app.url("/ui/fn/recent_audit"))
+            .header("origin", app.url(""))
             .header("content-type", "application/x-www-form-urlencoded")
             .body(body)
             .send()
     };
     let res = post("limit=0").await.unwrap();
-    assert!(res.status().is_server_error() || res.status().is_client_error());
-    assert!(
-        res.text()
-            .await
-            .unwrap()
-            .contains("limit must be between 1 and 200")
-    );
+    assert_eq!(res.status(), StatusCode::BAD_REQUEST);
+    let text = res.text().await.unwrap();
+    assert!(text.contains("limit must be between 1 and 200"), "{text}");
     let res = post("limit=not-a-number").await.unwrap();
-    assert!(!res.status().is_success());
+    assert_eq!(res.status(), StatusCode::BAD_REQUEST);
+    let res = post("nothing=here").await.unwrap();
+    assert_eq!(res.status(), StatusCode::BAD_REQUEST);
     let res = post("limit=5").await.unwrap();
     assert_eq!(res.status(), StatusCode::OK);
     assert_eq!(res.json::<Vec<Value>>().await.unwrap().len(), 0);
@@ -179,6 +178,7 @@ async fn oversized_bodies_are_refused_with_413() {
     let res = app
         .http
         .post(app.url("/ui/fn/recent_audit"))
+            .header("origin", app.url(""))
         .header("content-type", "application/x-www-form-urlencoded")
         .body(big)
         .send()
@@ -194,6 +194,7 @@ async fn oversized_bodies_are_refused_with_413() {
     let res = app
         .http
         .post(app.url("/ui/fn/recent_audit"))
+            .header("origin", app.url(""))
         .header("content-type", "application/x-www-form-urlencoded")
         .body("limit=5")
         .send()
@@ -217,6 +218,7 @@ async fn the_dashboard_lists_audit_events_through_its_server_function() {
     let res = app
         .http
         .post(app.url("/ui/fn/recent_audit"))
+            .header("origin", app.url(""))
         .header("content-type", "application/x-www-form-urlencoded")
         .body("limit=10")
         .send()
@@ -226,4 +228,134 @@ async fn the_dashboard_lists_audit_events_through_its_server_function() {
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0]["action"], "test.visible");
     assert_eq!(rows[0]["seq"], 1);
+}
+
+#[tokio::test]
+async fn the_dashboard_refuses_foreign_hosts_and_origins_and_runs_nothing() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    app.state
+        .store
+        .audit_append(cordon::audit::NewEvent::new(
+            cordon::audit::Actor::System,
+            "test.secret-ish",
+        ))
+        .await
+        .unwrap();
+    let fn_url = app.url("/ui/fn/recent_audit");
+    let post = |origin: Option<&'static str>, host: Option<&'static str>| {
+        let mut req = app
+            .http
+            .post(&fn_url)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body("limit=10");
+        if let Some(o) = origin {
+            req = req.header("origin", o);
+        }
+        if let Some(h) = host {
+            req = req.header("host", h);
+        }
+        req.send()
+    };
+    // DNS rebinding: a page of another site whose name now points here.
+    let port = app.addr.port();
+    let rebound: &'static str = Box::leak(format!("attacker.test:{port}").into_boxed_str());
+    let rebound_origin: &'static str =
+        Box::leak(format!("http://attacker.test:{port}").into_boxed_str());
+    for (origin, host) in [
+        (Some(rebound_origin), Some(rebound)),
+        (Some("http://attacker.test"), None),
+        (None, None),
+        (Some("null"), None),
+    ] {
+        let res = post(origin, host).await.unwrap();
+        let status = res.status();
+        let body = res.text().await.unwrap();
+        assert_eq!(status, StatusCode::FORBIDDEN, "{origin:?} {host:?}: {body}");
+        assert!(!body.contains("test.secret-ish"), "{body}");
+    }
+    // Pages too are refused under a foreign Host.
+    let res = app
+        .http
+        .get(app.url("/audit"))
+        .header("host", rebound)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::FORBIDDEN);
+    // Cordon's own names work, for pages and server functions alike.
+    for host in ["localhost", "127.0.0.1"] {
+        let own: &'static str = Box::leak(format!("{host}:{port}").into_boxed_str());
+        let origin: &'static str = Box::leak(format!("http://{host}:{port}").into_boxed_str());
+        let res = post(Some(origin), Some(own)).await.unwrap();
+        assert_eq!(res.status(), StatusCode::OK, "{host}");
+    }
+    // The agent API is reached by any name (it authenticates by key).
+    let res = app
+        .http
+        .get(app.url("/api/sessions"))
+        .header("host", rebound)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn every_agent_api_error_is_json_whoever_produced_it() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let agent = app.agent("acme").await;
+    let check = |status: StatusCode, code: &str, res: (StatusCode, Value)| {
+        assert_eq!(
+            (res.0, res.1["error"]["code"].as_str()),
+            (status, Some(code)),
+            "{}",
+            res.1
+        );
+        assert!(res.1["error"]["message"].is_string(), "{}", res.1);
+    };
+    // A body over 1 MiB announced by Content-Length.
+    let big = "x".repeat(cordon::startup::MAX_BODY_BYTES + 10);
+    let res = app
+        .http
+        .post(app.url("/api/sessions"))
+        .bearer_auth(&agent.key)
+        .header("content-type", "application/json")
+        .body(big)
+        .send()
+        .await
+        .unwrap();
+    let status = res.status();
+    check(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "payload_too_large",
+        (status, res.json().await.unwrap()),
+    );
+    // A query string that does not parse.
+    check(
+        StatusCode::BAD_REQUEST,
+        "bad_request",
+        agent.get("/api/sessions?limit=abc").await,
+    );
+    // A method the route does not have.
+    let res = app
+        .http
+        .put(app.url("/api/sessions"))
+        .bearer_auth(&agent.key)
+        .send()
+        .await
+        .unwrap();
+    let status = res.status();
+    check(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        (status, res.json().await.unwrap()),
+    );
+    // No such route.
+    check(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        agent.get("/api/nothing/here").await,
+    );
+    app.stop().await;
 }

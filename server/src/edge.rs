@@ -1,0 +1,226 @@
+//! Checks at the edge of the HTTP surface, before any handler runs.
+//!
+//! - The dashboard (everything outside `/api/` and the operability routes)
+//!   answers only requests whose `Host` is one of Cordon's own names, so a
+//!   page on another site cannot read it through DNS rebinding.
+//! - Its server functions and WebSocket upgrades under `/ui/`, and every
+//!   other non-GET request to it, need an `Origin` that is Cordon's own, so
+//!   a page in another tab cannot post to them.
+//! - Every error under `/api/` is the API's JSON shape, whoever produced it
+//!   (a 413 from the body limit, a query string that does not parse, a
+//!   method the route does not have).
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::error::ApiError;
+
+/// The names and origins the dashboard answers to.
+#[derive(Debug, Clone)]
+pub struct Origins(Arc<Inner>);
+
+#[derive(Debug)]
+struct Inner {
+    /// `host[:port]` values accepted in `Host`, lower case.
+    hosts: HashSet<String>,
+    /// `scheme://host[:port]` values accepted in `Origin`, lower case.
+    origins: HashSet<String>,
+}
+
+impl Origins {
+    /// Cordon's own names: `localhost`, `127.0.0.1` and `[::1]` on the bound
+    /// port, and the host of `public_url` when one is set.
+    pub fn new(bound: SocketAddr, public_url: Option<&url::Url>) -> Self {
+        let port = bound.port();
+        let mut hosts: HashSet<String> = [
+            format!("localhost:{port}"),
+            format!("127.0.0.1:{port}"),
+            format!("[::1]:{port}"),
+        ]
+        .into_iter()
+        .collect();
+        let mut origins: HashSet<String> = hosts.iter().map(|h| format!("http://{h}")).collect();
+        if let Some(url) = public_url
+            && let Some(host) = url.host_str()
+        {
+            let host = host.to_ascii_lowercase();
+            let with_port = match url.port() {
+                Some(p) => format!("{host}:{p}"),
+                None => host.clone(),
+            };
+            origins.insert(format!("{}://{with_port}", url.scheme()));
+            if url.port().is_none() {
+                // `Host` may or may not name the scheme's default port.
+                let default = url.port_or_known_default().unwrap_or(80);
+                hosts.insert(format!("{host}:{default}"));
+            }
+            hosts.insert(with_port);
+        }
+        Self(Arc::new(Inner { hosts, origins }))
+    }
+
+    fn host_ok(&self, headers: &HeaderMap) -> bool {
+        headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .is_some_and(|h| self.0.hosts.contains(&h.to_ascii_lowercase()))
+    }
+
+    fn origin_ok(&self, headers: &HeaderMap) -> bool {
+        headers
+            .get(header::ORIGIN)
+            .and_then(|h| h.to_str().ok())
+            .is_some_and(|o| self.0.origins.contains(&o.to_ascii_lowercase()))
+    }
+}
+
+/// Paths that are not the dashboard: the agent API (key-authenticated,
+/// reached by any name) and the probes of whoever runs Cordon.
+fn outside_dashboard(path: &str) -> bool {
+    path == "/api"
+        || path.starts_with("/api/")
+        || matches!(path, "/healthz" | "/readyz" | "/metrics")
+}
+
+/// Refuses dashboard requests with a foreign `Host`, and state-changing or
+/// upgrading ones with a foreign or missing `Origin`: 403, nothing runs.
+pub async fn check_host_and_origin(
+    State(origins): State<Origins>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let path = req.uri().path();
+    if outside_dashboard(path) {
+        return next.run(req).await;
+    }
+    if !origins.host_ok(req.headers()) {
+        tracing::warn!(
+            "dashboard request refused: Host is not one of Cordon's names (DNS rebinding?)"
+        );
+        return refused("this host name is not Cordon's; use its public URL");
+    }
+    // Browsers send `Origin` on every request that is not a plain read
+    // (a POST of a server function) and on WebSocket upgrades.
+    let upgrade = req.headers().contains_key(header::UPGRADE);
+    let read = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    if (upgrade || !read) && !origins.origin_ok(req.headers()) {
+        tracing::warn!("dashboard request refused: Origin missing or foreign");
+        return refused("cross-origin request refused");
+    }
+    next.run(req).await
+}
+
+fn refused(message: &'static str) -> Response {
+    (
+        StatusCode::FORBIDDEN,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        message,
+    )
+        .into_response()
+}
+
+/// The largest error body of another layer that is carried into the JSON
+/// message.
+const MAX_CARRIED: usize = 300;
+
+/// Turns any error answer under `/api/` that is not already JSON into the
+/// API's `{error: {code, message}}`.
+pub async fn json_errors(req: Request, next: Next) -> Response {
+    let path = req.uri().path();
+    if path != "/api" && !path.starts_with("/api/") {
+        return next.run(req).await;
+    }
+    let res = next.run(req).await;
+    let status = res.status();
+    let is_json = res
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return res;
+    }
+    let (parts, body) = res.into_parts();
+    let text = match axum::body::to_bytes(body, 64 * 1024).await {
+        Ok(b) => String::from_utf8_lossy(&b).trim().to_owned(),
+        Err(_) => String::new(),
+    };
+    let error = match status {
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge(format!(
+            "request body is larger than {} bytes",
+            crate::startup::MAX_BODY_BYTES
+        )),
+        StatusCode::METHOD_NOT_ALLOWED => ApiError::MethodNotAllowed,
+        StatusCode::BAD_REQUEST | StatusCode::UNSUPPORTED_MEDIA_TYPE => {
+            let text = text
+                .strip_prefix("Failed to deserialize query string: ")
+                .map(|t| format!("invalid query string: {t}"))
+                .unwrap_or(text);
+            ApiError::BadRequest(if text.is_empty() {
+                "malformed request".into()
+            } else {
+                text.chars().take(MAX_CARRIED).collect()
+            })
+        }
+        StatusCode::NOT_FOUND => ApiError::NotFound("route"),
+        _ => ApiError::Internal(anyhow::anyhow!("{status}: {text}")),
+    };
+    let mut out = error.into_response();
+    // Keep what the other layer said about the connection and methods.
+    for name in [header::CONNECTION, header::ALLOW] {
+        if let Some(v) = parts.headers.get(&name) {
+            out.headers_mut().insert(name, v.clone());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(header::HeaderName, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(k.clone(), v.parse().unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn only_cordons_own_names_are_accepted_as_host() {
+        let o = Origins::new("127.0.0.1:8080".parse().unwrap(), None);
+        assert!(o.host_ok(&headers(&[(header::HOST, "localhost:8080")])));
+        assert!(o.host_ok(&headers(&[(header::HOST, "127.0.0.1:8080")])));
+        assert!(o.host_ok(&headers(&[(header::HOST, "[::1]:8080")])));
+        assert!(!o.host_ok(&headers(&[(header::HOST, "evil.test:8080")])));
+        assert!(!o.host_ok(&headers(&[(header::HOST, "localhost:9999")])));
+        assert!(!o.host_ok(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn the_public_url_adds_its_host_and_origin() {
+        let url = url::Url::parse("https://cordon.example.com/").unwrap();
+        let o = Origins::new("127.0.0.1:8080".parse().unwrap(), Some(&url));
+        assert!(o.host_ok(&headers(&[(header::HOST, "cordon.example.com")])));
+        assert!(o.host_ok(&headers(&[(header::HOST, "cordon.example.com:443")])));
+        assert!(o.origin_ok(&headers(&[(header::ORIGIN, "https://cordon.example.com")])));
+        assert!(!o.origin_ok(&headers(&[(header::ORIGIN, "http://cordon.example.com")])));
+        assert!(!o.origin_ok(&headers(&[(header::ORIGIN, "null")])));
+    }
+
+    #[test]
+    fn the_agent_api_and_probes_are_not_the_dashboard() {
+        assert!(outside_dashboard("/api/sessions"));
+        assert!(outside_dashboard("/healthz"));
+        assert!(!outside_dashboard("/apix"));
+        assert!(!outside_dashboard("/ui/fn/recent_audit"));
+        assert!(!outside_dashboard("/"));
+    }
+}

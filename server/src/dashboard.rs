@@ -82,4 +82,3 @@ impl Dashboard for AppState {
         })
     }
 }
-

@@ -121,9 +121,9 @@ impl ApiError {
     pub fn code(&self) -> &'static str {
         match self {
             Self::BadRequest(_) => "bad_request",
-            Self::BadInput { code, .. } | Self::Missing { code, .. } | Self::Conflict { code, .. } => {
-                code
-            }
+            Self::BadInput { code, .. }
+            | Self::Missing { code, .. }
+            | Self::Conflict { code, .. } => code,
             Self::Unauthorized => "unauthorized",
             Self::NotFound(_) => "not_found",
             Self::MethodNotAllowed => "method_not_allowed",

@@ -23,9 +23,9 @@ use tower_http::trace::TraceLayer;
 
 use crate::api;
 use crate::config::EgressResolver;
-use crate::edge::{self, Origins};
 use crate::config::Settings;
 use crate::crypto::Keyring;
+use crate::edge::{self, Origins};
 use crate::egress::{AddressPolicy, EgressGuard, Limits, StaticResolver};
 use crate::error::{ApiError, ErrorCause};
 use crate::sessions::SessionManager;

@@ -69,8 +69,7 @@ pub fn unknown_key(key: &str) -> String {
 /// (`Enter`, `Tab`, `ArrowDown`, `a`, …), with optional modifiers
 /// (Alt=1, Ctrl=2, Meta=4, Shift=8).
 pub async fn press(page: &Page, key: &str, modifiers: i64) -> Result<(), CdpError> {
-    let def = get_key_definition(key)
-        .ok_or_else(|| CdpError::UnknownKey(unknown_key(key)))?;
+    let def = get_key_definition(key).ok_or_else(|| CdpError::UnknownKey(unknown_key(key)))?;
     let text = def.text.or((def.key.len() == 1).then_some(def.key));
     let base = |kind| {
         let mut ev = DispatchKeyEventParams::new(kind);

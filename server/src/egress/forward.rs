@@ -17,8 +17,8 @@ use tokio::net::TcpStream;
 use super::io::{Flow, Meter, Metered, idle, stopped, tunnel};
 use super::proxy::Session;
 use super::target::{Target, parse_target};
-use crate::time::now_ms;
 use crate::store::egress::{Decision, NewEgressEntry};
+use crate::time::now_ms;
 
 type Body = BoxBody<Bytes, hyper::Error>;
 type Upstream = Metered<TcpStream>;

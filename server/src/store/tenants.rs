@@ -4,8 +4,8 @@ use anyhow::Context;
 use sqlx::Row;
 
 use super::Store;
-use crate::time::now_ms;
 use crate::domain::TenantId;
+use crate::time::now_ms;
 
 /// A tenant as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,8 +13,8 @@ use crate::audit::{Actor, NewEvent};
 use crate::crypto::{AssociatedData, CryptoError, KeyId, MasterKey};
 use crate::domain::{TenantId, random_id};
 use crate::store::Store;
-use crate::time::now_ms;
 use crate::store::vault::{CredentialInfo, CredentialRow};
+use crate::time::now_ms;
 
 /// How a credential got its cookies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

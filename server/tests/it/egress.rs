@@ -188,13 +188,17 @@ impl Pages {
     }
 
     async fn wait_for(&self, path: &str) {
-        wait_until(&format!("the page server to see {path}"), PATIENCE, || async {
-            if self.saw(path) {
-                Ok(())
-            } else {
-                Err(format!("{:?}", self.seen.lock().unwrap()))
-            }
-        })
+        wait_until(
+            &format!("the page server to see {path}"),
+            PATIENCE,
+            || async {
+                if self.saw(path) {
+                    Ok(())
+                } else {
+                    Err(format!("{:?}", self.seen.lock().unwrap()))
+                }
+            },
+        )
         .await;
     }
 }

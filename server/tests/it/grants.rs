@@ -129,14 +129,18 @@ async fn an_operator_session_with_a_grant_lands_logged_in_and_a_clean_one_does_n
     }
     let (status, _) = acme.tool(&sid, "click", json!({ "selector": "#go" })).await;
     assert_eq!(status, StatusCode::OK);
-    crate::helpers::wait_until("the login form to log in", crate::helpers::PATIENCE, || async {
-        let dom = read_dom(&acme, &sid).await;
-        if dom.contains("logged in as alice") {
-            Ok(())
-        } else {
-            Err(dom.chars().take(300).collect())
-        }
-    })
+    crate::helpers::wait_until(
+        "the login form to log in",
+        crate::helpers::PATIENCE,
+        || async {
+            let dom = read_dom(&acme, &sid).await;
+            if dom.contains("logged in as alice") {
+                Ok(())
+            } else {
+                Err(dom.chars().take(300).collect())
+            }
+        },
+    )
     .await;
     acme.close(&sid).await;
 

@@ -409,9 +409,9 @@ pub fn documented(
         panic!("no paths in the OpenAPI document");
     };
     let matches = |template: &str| {
-        let (t, p): (Vec<&str>, Vec<&str>) = (template.split('/').collect(), path.split('/').collect());
-        t.len() == p.len()
-            && t.iter().zip(&p).all(|(t, p)| t.starts_with('{') || t == p)
+        let (t, p): (Vec<&str>, Vec<&str>) =
+            (template.split('/').collect(), path.split('/').collect());
+        t.len() == p.len() && t.iter().zip(&p).all(|(t, p)| t.starts_with('{') || t == p)
     };
     let Some(op) = paths
         .iter()
@@ -430,8 +430,8 @@ pub fn documented(
     );
     if !status.is_success() {
         let code = &body["error"]["code"];
-        let codes = &answer["content"]["application/json"]["schema"]["properties"]["error"]
-            ["properties"]["code"]["enum"];
+        let codes = &answer["content"]["application/json"]["schema"]["properties"]["error"]["properties"]
+            ["code"]["enum"];
         assert!(
             codes.as_array().is_some_and(|c| c.contains(code)),
             "{method} {path} answered {status} with code {code}, not among its documented {codes}: {body}"

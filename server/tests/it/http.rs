@@ -178,7 +178,7 @@ async fn oversized_bodies_are_refused_with_413() {
     let res = app
         .http
         .post(app.url("/ui/fn/recent_audit"))
-            .header("origin", app.url(""))
+        .header("origin", app.url(""))
         .header("content-type", "application/x-www-form-urlencoded")
         .body(big)
         .send()
@@ -194,7 +194,7 @@ async fn oversized_bodies_are_refused_with_413() {
     let res = app
         .http
         .post(app.url("/ui/fn/recent_audit"))
-            .header("origin", app.url(""))
+        .header("origin", app.url(""))
         .header("content-type", "application/x-www-form-urlencoded")
         .body("limit=5")
         .send()
@@ -218,7 +218,7 @@ async fn the_dashboard_lists_audit_events_through_its_server_function() {
     let res = app
         .http
         .post(app.url("/ui/fn/recent_audit"))
-            .header("origin", app.url(""))
+        .header("origin", app.url(""))
         .header("content-type", "application/x-www-form-urlencoded")
         .body("limit=10")
         .send()

@@ -15,4 +15,5 @@ mod reaper;
 mod sessions;
 mod site;
 mod storage;
+mod tools;
 mod vault;

@@ -54,7 +54,11 @@ async fn running_sandboxes(dir: &Path, n: usize) {
             .iter()
             .filter(|(p, m, st)| st != "stopped" && cordon::sandbox::is_alive(*p, m))
             .count();
-        if running >= n { Ok(()) } else { Err(format!("{rows:?}")) }
+        if running >= n {
+            Ok(())
+        } else {
+            Err(format!("{rows:?}"))
+        }
     })
     .await;
 }
@@ -108,13 +112,21 @@ async fn crash_and_restart(driver: &str) {
         );
     } else {
         // bwrap's --die-with-parent takes them down with the server.
-        wait_until("every bwrap sandbox to die with its server", PATIENCE, || async {
-            let alive: Vec<_> = before
-                .iter()
-                .filter(|(p, m, _)| cordon::sandbox::is_alive(*p, m))
-                .collect();
-            if alive.is_empty() { Ok(()) } else { Err(format!("{alive:?}")) }
-        })
+        wait_until(
+            "every bwrap sandbox to die with its server",
+            PATIENCE,
+            || async {
+                let alive: Vec<_> = before
+                    .iter()
+                    .filter(|(p, m, _)| cordon::sandbox::is_alive(*p, m))
+                    .collect();
+                if alive.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!("{alive:?}"))
+                }
+            },
+        )
         .await;
     }
 

@@ -188,7 +188,11 @@ async fn element_tools_fill_and_submit_a_form_without_leaking_the_typed_text() {
     let (status, back) = agent.tool(&sid, "back", json!({})).await;
     assert_eq!(
         (status, back["final_url"].as_str(), &back["moved"]),
-        (StatusCode::OK, Some(site.url("/form").as_str()), &json!(true)),
+        (
+            StatusCode::OK,
+            Some(site.url("/form").as_str()),
+            &json!(true)
+        ),
         "{back}"
     );
     let (_, fwd) = agent.tool(&sid, "forward", json!({})).await;
@@ -985,7 +989,10 @@ async fn a_sessions_browser_runs_no_hidden_browser_ui_pages() {
         .no_proxy()
         .build()
         .unwrap()
-        .get(format!("http://127.0.0.1:{}/json/version", control.devtools_port))
+        .get(format!(
+            "http://127.0.0.1:{}/json/version",
+            control.devtools_port
+        ))
         .send()
         .await
         .unwrap()
@@ -995,10 +1002,18 @@ async fn a_sessions_browser_runs_no_hidden_browser_ui_pages() {
     let conn = cordon::cdp::BrowserConn::connect(version["webSocketDebuggerUrl"].as_str().unwrap())
         .await
         .unwrap();
-    wait_until("the control browser's hidden WebUI page", PATIENCE, || async {
-        let listed = all_targets(&conn).await;
-        if browser_ui(&listed) { Ok(()) } else { Err(format!("{listed:?}")) }
-    })
+    wait_until(
+        "the control browser's hidden WebUI page",
+        PATIENCE,
+        || async {
+            let listed = all_targets(&conn).await;
+            if browser_ui(&listed) {
+                Ok(())
+            } else {
+                Err(format!("{listed:?}"))
+            }
+        },
+    )
     .await;
     let shows_up_within = started.elapsed();
     drop(conn);

@@ -20,6 +20,8 @@ pub struct Site {
     pub addr: SocketAddr,
     /// Live login sessions: cookie value → user name.
     pub logins: Logins,
+    /// Requests of `/hang` received so far.
+    pub hangs: Arc<AtomicUsize>,
     _task: tokio::task::JoinHandle<()>,
 }
 
@@ -135,6 +137,8 @@ struct To {
 /// Serves the test pages on a free loopback port.
 pub async fn start() -> Site {
     let logins: Logins = Arc::default();
+    let hangs = Arc::new(AtomicUsize::new(0));
+    let hung = hangs.clone();
     let auth = Router::new()
         .route("/login", get(|| async { Html(LOGIN) }).post(login))
         .route("/account", get(account))
@@ -165,6 +169,34 @@ pub async fn start() -> Site {
             }),
         )
         .route(
+            "/hang",
+            get(move || async move {
+                hung.fetch_add(1, Ordering::SeqCst);
+                // Never answers within any test's patience.
+                tokio::time::sleep(Duration::from_secs(600)).await;
+                Html("<title>Late</title>late")
+            }),
+        )
+        .route(
+            "/with-refused-images",
+            get(|| async {
+                // Two images on loopback addresses the guard refuses.
+                Html(
+                    "<!doctype html><title>Images</title><p>page</p>\
+                     <img src=\"http://127.0.0.2:8089/a.png\"><img src=\"http://127.0.0.3:8089/b.png\">",
+                )
+            }),
+        )
+        .route(
+            "/refresh-to",
+            get(|Query(q): Query<To>| async move {
+                (
+                    [(header::REFRESH, format!("0; url={}", q.to))],
+                    Html("<title>Refreshing</title>moving on".to_owned()),
+                )
+            }),
+        )
+        .route(
             "/missing",
             get(|| async {
                 (
@@ -186,6 +218,7 @@ pub async fn start() -> Site {
     Site {
         addr,
         logins,
+        hangs,
         _task: task,
     }
 }

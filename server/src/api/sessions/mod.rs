@@ -14,8 +14,8 @@ use schemars::{JsonSchema, Schema, SchemaGenerator};
 use crate::api::json::ApiJson;
 use crate::api::openapi::{self, AUTH, BODY, BROWSER, ELEMENT, Errors, Route, SESSION};
 use crate::sessions::tool::input::{
-    ElementReq, NavigateReq, OpenTabReq, PressReq, ReadDomReq, ScreenshotReq, ScrollReq,
-    SelectReq, SnapshotReq, TypeReq, WaitForReq,
+    ElementReq, NavigateReq, OpenTabReq, PressReq, ReadDomReq, ScreenshotReq, ScrollReq, SelectReq,
+    SnapshotReq, TypeReq, WaitForReq,
 };
 use crate::sessions::tool::output::{
     Dom, Done, Navigated, Pdf, Screenshot, Selected, SnapshotResult, TabClosed, TabInfo, Waited,
@@ -372,8 +372,8 @@ mod tests {
             "creating a grant request answers 201"
         );
         let forbidden = &doc["paths"]["/api/sessions"]["post"]["responses"]["403"];
-        let codes = &forbidden["content"]["application/json"]["schema"]["properties"]["error"]
-            ["properties"]["code"]["enum"];
+        let codes = &forbidden["content"]["application/json"]["schema"]["properties"]["error"]["properties"]
+            ["code"]["enum"];
         assert!(
             codes.as_array().is_some_and(|c| c.len() == 7),
             "{forbidden}"

@@ -22,7 +22,9 @@ pub async fn run(
 ) -> Result<Json<ToolOutput>, ApiError> {
     let call = call?;
     let actor = Actor::Agent(r.owner.key_id.clone());
-    Ok(Json(state.sessions.run_tool(&r.session, actor, call).await?))
+    Ok(Json(
+        state.sessions.run_tool(&r.session, actor, call).await?,
+    ))
 }
 
 /// A tool whose JSON body `T` becomes a call through `parse`.

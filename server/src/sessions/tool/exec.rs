@@ -66,11 +66,7 @@ pub(super) fn audit_params(tool: &Tool) -> Value {
 }
 
 /// Resolves a target against the session's viewport and last snapshot.
-fn locate(
-    target: &ElementTarget,
-    tabs: &Tabs,
-    viewport: (u32, u32),
-) -> Result<Locator, ToolError> {
+fn locate(target: &ElementTarget, tabs: &Tabs, viewport: (u32, u32)) -> Result<Locator, ToolError> {
     match target {
         ElementTarget::Point(x, y) => {
             if *x > f64::from(viewport.0) || *y > f64::from(viewport.1) {
@@ -105,9 +101,12 @@ pub(super) async fn run(
         Tool::Click(t) | Tool::Hover(t) | Tool::Select { target: t, .. } => {
             Some(locate(t, tabs, viewport)?)
         }
-        Tool::Type { target: Some(t), .. } | Tool::Scroll { target: Some(t), .. } => {
-            Some(locate(t, tabs, viewport)?)
+        Tool::Type {
+            target: Some(t), ..
         }
+        | Tool::Scroll {
+            target: Some(t), ..
+        } => Some(locate(t, tabs, viewport)?),
         _ => None,
     };
     // Tab tools act on the browser, not on the active tab.
@@ -128,14 +127,21 @@ pub(super) async fn run(
         Tool::TabClose { tab } => return tab_close(session, tabs, tab).await,
         _ => {}
     }
-    let page = session.page(tabs).await?;
-    let target = page.target_id().inner().clone();
+    let mut page = session.page(tabs).await?;
     let crashes = session.conn.crashes().clone();
-    if tool.navigates() {
-        crashes.clear(&target);
-    } else if crashes.has_crashed(&target) {
-        return Err(ToolError::TabCrashed);
+    let crashed = page.target_id().inner().clone();
+    if crashes.has_crashed(&crashed) {
+        if !tool.navigates() {
+            return Err(ToolError::TabCrashed);
+        }
+        // A crashed tab cannot be driven again (chromiumoxide keeps its
+        // pending navigation): a fresh tab takes its place.
+        let old = page.clone();
+        let _ = tokio::time::timeout(Duration::from_secs(2), old.close()).await;
+        crashes.clear(&crashed);
+        page = session.open_tab(tabs, None).await?;
     }
+    let target = page.target_id().inner().clone();
     if tool.navigates() {
         tabs.refs.clear();
     }
@@ -150,9 +156,8 @@ pub(super) async fn run(
                     // once the refusals are read (`run_tool`).
                     Err(CdpError::Failed(m)) => {
                         let mut nav = cdp::current(page).await?;
-                        if nav.final_url.is_empty() || nav.final_url == "about:blank" {
-                            nav.final_url = url.as_str().to_owned();
-                        }
+                        // The tab shows an error page for the URL asked for.
+                        nav.final_url = url.as_str().to_owned();
                         let mut nav = Navigated::from_navigation(nav, None);
                         nav.failure = Some(m);
                         ToolOutput::Navigated(nav)
@@ -244,7 +249,10 @@ pub(super) async fn run(
             Tool::Pdf => ToolOutput::Pdf(Pdf {
                 bytes: cdp::pdf(page, timeout).await?,
             }),
-            Tool::TabsList | Tool::TabOpen { .. } | Tool::TabFocus { .. } | Tool::TabClose { .. } => {
+            Tool::TabsList
+            | Tool::TabOpen { .. }
+            | Tool::TabFocus { .. }
+            | Tool::TabClose { .. } => {
                 unreachable!("tab tools are handled above")
             }
         })

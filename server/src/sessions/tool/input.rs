@@ -296,8 +296,8 @@ impl SelectReq {
                 "values must hold 1 to 100 strings of at most 1024 bytes".into(),
             ));
         }
-        let target =
-            TargetSpec::selector_or_ref(self.selector, self.r#ref).required("a selector or a ref")?;
+        let target = TargetSpec::selector_or_ref(self.selector, self.r#ref)
+            .required("a selector or a ref")?;
         Ok(ToolCall {
             tool: Tool::Select {
                 target,
@@ -452,7 +452,13 @@ mod tests {
         .into_call()
         .unwrap_err();
         assert!(matches!(err, ToolError::UnknownKey(_)), "{err:?}");
-        assert!(PressReq { key: "Enter".into() }.into_call().is_ok());
+        assert!(
+            PressReq {
+                key: "Enter".into()
+            }
+            .into_call()
+            .is_ok()
+        );
     }
 
     #[test]

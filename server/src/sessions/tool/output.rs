@@ -95,12 +95,16 @@ impl Navigated {
             let host = u.host_str()?.trim_matches(['[', ']']).to_ascii_lowercase();
             Some((host, u.port_or_known_default()?))
         });
-        let main = shown.and_then(|(host, port)| {
-            refused
-                .iter()
-                .rev()
-                .find(|r| r.host.trim_matches(['[', ']']) == host && r.port == port)
-        });
+        let main = shown
+            .and_then(|(host, port)| {
+                refused
+                    .iter()
+                    .rev()
+                    .find(|r| r.host.trim_matches(['[', ']']) == host && r.port == port)
+            })
+            // A navigation that failed on a refused tunnel after a redirect
+            // shows the URL asked for: the hop refused last is the one.
+            .or_else(|| self.failure.as_ref().and_then(|_| refused.last()));
         // A refused CONNECT leaves Chromium's error page at the URL asked
         // for; a refused plain request leaves the guard's 403 there.
         let main_frame_failed = self.status.is_none_or(|s| s == 403);

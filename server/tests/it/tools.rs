@@ -1,0 +1,226 @@
+//! How tools fail: one code per cause, a crashed tab answered at once, the
+//! egress guard's refusals as typed fields of a navigation.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::helpers::{Backend, PATIENCE, session_app, wait_until};
+use crate::site;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_navigation_that_never_finishes_is_a_504_timeout_whichever_bound_ends_it() {
+    let site = site::start().await;
+    let app = session_app(
+        Backend::Sqlite,
+        &site.allow(),
+        &[("CORDON_TOOL_TIMEOUT_S", "3")],
+    )
+    .await;
+    let agent = app.agent("acme").await;
+    let sid = agent.open(json!({})).await;
+    for body in [
+        json!({ "url": site.url("/hang") }),
+        json!({ "url": site.url("/hang"), "timeout_ms": 1500 }),
+    ] {
+        let (status, err) = agent.tool(&sid, "navigate", body.clone()).await;
+        assert_eq!(
+            (status, err["error"]["code"].as_str()),
+            (StatusCode::GATEWAY_TIMEOUT, Some("timeout")),
+            "{body}: {err}"
+        );
+    }
+    // The tab is usable again at once.
+    let (status, nav) = agent
+        .tool(&sid, "navigate", json!({ "url": site.url("/form") }))
+        .await;
+    assert_eq!(
+        (status, nav["title"].as_str()),
+        (StatusCode::OK, Some("Login")),
+        "{nav}"
+    );
+    app.stop().await;
+}
+
+/// Every process below `root`, with its command line.
+fn descendants(root: i32) -> Vec<(i32, String)> {
+    let mut parent = std::collections::HashMap::new();
+    let mut cmdline = std::collections::HashMap::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid …`; comm may hold spaces and parentheses.
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            continue;
+        };
+        let ppid = rest
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse::<i32>().ok());
+        if let Some(ppid) = ppid {
+            parent.insert(pid, ppid);
+        }
+        let cmd = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        cmdline.insert(pid, String::from_utf8_lossy(&cmd).replace('\0', " "));
+    }
+    let below = |mut pid: i32| {
+        while let Some(&p) = parent.get(&pid) {
+            if p == root {
+                return true;
+            }
+            if p <= 1 {
+                return false;
+            }
+            pid = p;
+        }
+        false
+    };
+    cmdline
+        .iter()
+        .filter(|(pid, _)| below(**pid))
+        .map(|(pid, cmd)| (*pid, cmd.clone()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_renderer_is_answered_at_once_and_the_session_stays_usable() {
+    let site = site::start().await;
+    let app = session_app(Backend::Sqlite, &site.allow(), &[]).await;
+    let agent = app.agent("acme").await;
+    let sid = agent.open(json!({})).await;
+    let pid = app
+        .state
+        .sessions
+        .get(&"acme".parse().unwrap(), &sid)
+        .await
+        .unwrap()
+        .sandbox
+        .pid
+        .expect("a local sandbox has a pid");
+    // A navigation that would hang for the whole tool bound (30 s) …
+    let url = site.url("/hang");
+    let pending = {
+        let agent = crate::helpers::AgentClient {
+            http: agent.http.clone(),
+            base: agent.base.clone(),
+            key: agent.key.clone(),
+        };
+        let sid = sid.clone();
+        tokio::spawn(async move {
+            let start = Instant::now();
+            let res = agent.tool(&sid, "navigate", json!({ "url": url })).await;
+            (res, start.elapsed())
+        })
+    };
+    wait_until("the navigation to reach the site", PATIENCE, || async {
+        match site.hangs.load(Ordering::SeqCst) {
+            0 => Err("no request of /hang yet".into()),
+            _ => Ok(()),
+        }
+    })
+    .await;
+    // … while only the tab's renderer is killed, not the browser.
+    let renderers: Vec<(i32, String)> = descendants(pid)
+        .into_iter()
+        .filter(|(_, cmd)| cmd.contains("--type=renderer"))
+        .collect();
+    assert!(!renderers.is_empty(), "{:?}", descendants(pid));
+    let killed_at = Instant::now();
+    for (r, _) in &renderers {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*r),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    let ((status, err), _) = pending.await.unwrap();
+    assert_eq!(
+        (status, err["error"]["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("tab_crashed")),
+        "{err}"
+    );
+    let answered_after = killed_at.elapsed();
+    assert!(
+        answered_after < Duration::from_secs(10),
+        "answered {answered_after:?} after the crash, not at once"
+    );
+    // The session lives on: another tool call until navigation says so,
+    // then a navigation brings the tab back.
+    let (status, err) = agent.tool(&sid, "read_dom", json!({})).await;
+    assert_eq!(
+        (status, err["error"]["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("tab_crashed")),
+        "{err}"
+    );
+    let (status, nav) = agent
+        .tool(&sid, "navigate", json!({ "url": site.url("/form") }))
+        .await;
+    assert_eq!(
+        (status, nav["title"].as_str()),
+        (StatusCode::OK, Some("Login")),
+        "{nav}"
+    );
+    let (_, info) = agent.get(&format!("/api/sessions/{sid}")).await;
+    assert_eq!(info["state"], "ready", "{info}");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_guards_refusals_are_typed_fields_of_a_navigation() {
+    let site = site::start().await;
+    let canary = site::Canary::start().await;
+    let app = session_app(Backend::Sqlite, &site.allow(), &[]).await;
+    let agent = app.agent("acme").await;
+    let sid = agent.open(json!({})).await;
+    let port = canary.addr.port();
+    let navigate = |url: String, wait: &'static str| {
+        let agent = &agent;
+        let sid = &sid;
+        async move {
+            let (status, nav) = agent
+                .tool(sid, "navigate", json!({ "url": url, "wait": wait }))
+                .await;
+            assert_eq!(status, StatusCode::OK, "{url}: {nav}");
+            nav
+        }
+    };
+    // Plain http to a loopback address that is not allowed (the canary's):
+    // the guard's page, named as the guard's.
+    let nav = navigate(format!("http://127.0.0.1:{port}/x"), "load").await;
+    assert_eq!(nav["status"], 403, "{nav}");
+    assert_eq!(
+        nav["egress_refused"],
+        json!({ "host": "127.0.0.1", "port": port, "reason": "loopback" }),
+        "{nav}"
+    );
+    // A redirect hop to it.
+    let hop = format!("http://127.0.0.1:{port}/hop");
+    let nav = navigate(site.url(&format!("/redirect?to={hop}")), "load").await;
+    assert_eq!(nav["egress_refused"]["port"], port, "{nav}");
+    // A refresh hop (Refresh header) within the call.
+    let nav = navigate(site.url(&format!("/refresh-to?to={hop}")), "networkidle").await;
+    assert_eq!(nav["egress_refused"]["port"], port, "{nav}");
+    // https: a refused CONNECT leaves no page of the guard's, only the field.
+    let nav = navigate(format!("https://127.0.0.1:{port}/"), "load").await;
+    assert_eq!(nav["egress_refused"]["reason"], "loopback", "{nav}");
+    assert_eq!(nav["status"], json!(null), "{nav}");
+    // A page that loaded: only its refused images are counted.
+    let nav = navigate(site.url("/with-refused-images"), "load").await;
+    assert_eq!(
+        (nav["status"].clone(), nav["egress_refused"].clone()),
+        (json!(200), json!(null)),
+        "{nav}"
+    );
+    assert_eq!(nav["egress_refused_subresources"], 2, "{nav}");
+    assert_eq!(
+        canary.hits.load(Ordering::SeqCst),
+        0,
+        "nothing reached the canary"
+    );
+    app.stop().await;
+}

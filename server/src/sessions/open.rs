@@ -7,8 +7,8 @@ use anyhow::Context;
 use serde_json::json;
 
 use super::{
-    CredentialMode, LiveSession, OpenRequest, SessionError, SessionInfo, SessionManager, injection,
-    metrics_override, pool,
+    CredentialMode, LiveSession, OpenRequest, OpenRequestError, SessionError, SessionInfo,
+    SessionManager, injection, metrics_override, pool,
 };
 use crate::audit::{Actor, NewEvent};
 use crate::domain::{SessionId, TenantId};
@@ -61,14 +61,46 @@ impl SessionManager {
         owner: &ApiKeyOwner,
         req: OpenRequest,
     ) -> Result<SessionInfo, SessionError> {
-        let deadline_s = req.validate(self.0.cfg.deadline_default_s, self.0.cfg.deadline_max_s)?;
-        if self.0.shutting_down() {
-            return Err(SessionError::Limit {
-                message: "the server is shutting down".into(),
-                retry_after_s: 5,
-            });
+        let checked = async {
+            let deadline_s =
+                req.validate(self.0.cfg.deadline_default_s, self.0.cfg.deadline_max_s)?;
+            if self.0.shutting_down() {
+                return Err(SessionError::Limit {
+                    message: "the server is shutting down".into(),
+                    retry_after_s: 5,
+                });
+            }
+            self.reserve(&owner.tenant)?;
+            Ok(deadline_s)
         }
-        self.reserve(&owner.tenant)?;
+        .await;
+        let deadline_s = match checked {
+            Ok(d) => d,
+            Err(e) => {
+                // Refused before anything started: audited all the same,
+                // as a refusal after the grant check is.
+                let outcome = match &e {
+                    SessionError::Invalid(OpenRequestError::GrantRequired) => {
+                        "refused: grant_required"
+                    }
+                    SessionError::Invalid(_) => "refused: invalid request",
+                    _ => "refused: limit",
+                };
+                self.0
+                    .store
+                    .audit_append(
+                        NewEvent::new(Actor::Agent(owner.key_id.clone()), "session.open")
+                            .tenant(&owner.tenant)
+                            .params(json!({
+                                "credential_mode": req.credential_mode.as_str(),
+                                "domains": req.domains.len(),
+                            }))
+                            .outcome(outcome),
+                    )
+                    .await?;
+                return Err(e);
+            }
+        };
         let id = SessionId::generate();
         self.0
             .opening

@@ -490,6 +490,26 @@ async fn bad_input_gets_typed_errors_and_changes_nothing() {
         (status, err["error"]["code"].as_str()),
         (StatusCode::FORBIDDEN, Some("grant_required"))
     );
+    // Refusals before the grant check are audited like later ones.
+    let outcomes: Vec<String> = app
+        .state
+        .store
+        .audit_page(0, 10_000)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.action == "session.open" && e.outcome.starts_with("refused"))
+        .map(|e| e.outcome)
+        .collect();
+    assert!(
+        outcomes.iter().any(|o| o == "refused: grant_required")
+            && outcomes
+                .iter()
+                .filter(|o| *o == "refused: invalid request")
+                .count()
+                >= 3,
+        "{outcomes:?}"
+    );
 
     // The session survived all of it.
     let (status, nav) = agent

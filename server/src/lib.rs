@@ -12,6 +12,7 @@ pub mod edge;
 pub mod egress;
 pub mod error;
 pub mod grants;
+pub mod housekeeping;
 pub mod peer;
 pub mod recording;
 pub mod sandbox;

@@ -28,6 +28,7 @@ use crate::crypto::Keyring;
 use crate::edge::{self, Origins};
 use crate::egress::{AddressPolicy, EgressGuard, Limits, StaticResolver};
 use crate::error::{ApiError, ErrorCause};
+use crate::housekeeping::{self, Housekeeping};
 use crate::sessions::SessionManager;
 use crate::state::{AppState, Inner};
 use crate::store::Store;
@@ -97,6 +98,13 @@ impl Application {
             .site_pkg_dir("pkg")
             .site_addr(settings.bind)
             .build();
+        let days = |d: u64| std::time::Duration::from_secs(d * 24 * 3600);
+        let housekeeping = Housekeeping::start(housekeeping::Parts {
+            sessions: sessions.clone(),
+            store: store.clone(),
+            recording_retention: days(settings.recording_retention_days),
+            egress_log_retention: days(settings.egress_log_retention_days),
+        });
         let state = AppState::new(Inner {
             settings,
             store,
@@ -105,6 +113,7 @@ impl Application {
             egress,
             sessions,
             vault,
+            housekeeping,
         });
         let origins = Origins::new(bound, state.settings.public_url().as_ref());
         let router = router(state.clone(), origins);
@@ -139,6 +148,7 @@ impl Application {
             .with_graceful_shutdown(shutdown)
             .await
             .context("server failed")?;
+        self.state.housekeeping.stop();
         self.state.sessions.shutdown().await;
         self.state.store.close().await;
         tracing::info!("cordon stopped");

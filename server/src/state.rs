@@ -32,6 +32,8 @@ pub struct Inner {
     pub sessions: SessionManager,
     /// Encrypted site credentials.
     pub vault: crate::vault::Vault,
+    /// The periodic jobs (reaper, GC); stopped at shutdown.
+    pub housekeeping: crate::housekeeping::Housekeeping,
 }
 
 impl AppState {

@@ -1,5 +1,5 @@
 //! The end of sessions: closing one, the ticker (deadlines, idle, dead
-//! browsers, reaper, GC), and shutdown.
+//! browsers), and shutdown.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{LiveSession, REAP_EVERY, SessionManager, TICK};
+use super::{LiveSession, SessionManager, TICK};
 use crate::audit::{Actor, NewEvent};
 use crate::domain::SessionId;
 use crate::time::now_ms;
@@ -27,7 +27,9 @@ impl SessionManager {
             return;
         };
         let failed = error.is_some();
-        let _ = inner.store.session_closing(id.as_str()).await;
+        if let Err(e) = inner.store.session_closing(id.as_str()).await {
+            tracing::error!(error = %format!("{e:#}"), "failed to mark a session closing");
+        }
         if let Err(e) = inner
             .store
             .audit_append(
@@ -54,7 +56,9 @@ impl SessionManager {
         if let Some(egress) = live.egress.lock().await.take() {
             egress.close().await;
         }
-        let _ = inner.store.sandbox_stopped(&live.sandbox.id).await;
+        if let Err(e) = inner.store.sandbox_stopped(&live.sandbox.id).await {
+            tracing::error!(error = %format!("{e:#}"), sandbox.id = %live.sandbox.id, "failed to record a sandbox's stop");
+        }
         if let Err(e) = inner
             .recorder
             .finish(live.record, live.tenant.as_str(), id.as_str())
@@ -80,12 +84,9 @@ impl SessionManager {
             .increment(1);
     }
 
-    /// Closes sessions past their deadline or idle timeout, fails those
-    /// whose browser died, runs the reaper every minute and the screenshot
-    /// GC every hour.
+    /// Closes sessions past their deadline or idle timeout and fails those
+    /// whose browser died. (The periodic jobs live in `housekeeping`.)
     pub(super) async fn ticker(self) {
-        let mut since_reap = Duration::ZERO;
-        let mut since_gc = Duration::from_secs(3600);
         while !self.0.shutting_down() {
             tokio::time::sleep(TICK).await;
             let now = now_ms();
@@ -108,43 +109,7 @@ impl SessionManager {
                     self.end(&s.id, "idle", None, Actor::System).await;
                 }
             }
-            since_reap += TICK;
-            if since_reap >= REAP_EVERY {
-                since_reap = Duration::ZERO;
-                if let Err(e) = self.reap().await {
-                    tracing::error!(error = %format!("{e:#}"), "reaper failed");
-                }
-                match crate::grants::gc(&self.0.store).await {
-                    Ok((0, 0)) => {}
-                    Ok((tokens, requests)) => {
-                        tracing::info!(tokens, requests, "grants: expired rows collected")
-                    }
-                    Err(e) => tracing::error!(error = %format!("{e:#}"), "grant GC failed"),
-                }
-            }
-            since_gc += TICK;
-            if since_gc >= Duration::from_secs(3600) {
-                since_gc = Duration::ZERO;
-                match self.0.recorder.gc(self.retention()).await {
-                    Ok(0) => {}
-                    Ok(n) => {
-                        tracing::info!(removed = n, "recording: expired screenshot folders removed")
-                    }
-                    Err(e) => tracing::error!(error = %format!("{e:#}"), "recording GC failed"),
-                }
-                let keep_ms =
-                    i64::try_from(self.0.cfg.egress_log_retention.as_millis()).unwrap_or(i64::MAX);
-                match self.0.store.egress_prune(now.saturating_sub(keep_ms)).await {
-                    Ok(0) => {}
-                    Ok(n) => tracing::info!(removed = n, "egress log: expired rows removed"),
-                    Err(e) => tracing::error!(error = %format!("{e:#}"), "egress log GC failed"),
-                }
-            }
         }
-    }
-
-    fn retention(&self) -> Duration {
-        self.0.retention
     }
 
     /// Kills every browser this manager runs, at once and without waiting

@@ -59,8 +59,6 @@ pub struct SessionConfig {
     pub tool_timeout: Duration,
     /// Checks run after injecting a domain's cookies.
     pub smoke_probes: BTreeMap<String, crate::config::SmokeProbe>,
-    /// How long egress log rows are kept.
-    pub egress_log_retention: Duration,
 }
 
 impl SessionConfig {
@@ -76,7 +74,6 @@ impl SessionConfig {
             max_total: s.max_sessions as usize,
             tool_timeout: Duration::from_secs(s.tool_timeout_s),
             smoke_probes: s.smoke_probes.clone(),
-            egress_log_retention: Duration::from_secs(s.egress_log_retention_days * 24 * 3600),
         }
     }
 }
@@ -204,8 +201,6 @@ pub(crate) struct Inner {
     opening: std::sync::Mutex<HashSet<String>>,
     pool: pool::Pool,
     shutdown: AtomicBool,
-    /// How long `audit` screenshots are kept.
-    retention: Duration,
 }
 
 impl Inner {
@@ -237,8 +232,6 @@ pub struct SessionManager(Arc<Inner>);
 
 /// How often deadlines, idle timeouts and crashed browsers are checked.
 const TICK: Duration = Duration::from_millis(500);
-/// How often the reaper runs after start.
-const REAP_EVERY: Duration = Duration::from_secs(60);
 
 impl SessionManager {
     /// Picks the driver, reaps what a previous run left behind, and starts
@@ -297,7 +290,6 @@ impl SessionManager {
             opening: Default::default(),
             pool: Default::default(),
             shutdown: AtomicBool::new(false),
-            retention: Duration::from_secs(settings.recording_retention_days * 24 * 3600),
         });
         let manager = Self(inner.clone());
         let report = manager.reap().await?;

@@ -1,0 +1,139 @@
+//! The periodic jobs, in one place: the orphan reaper and grant GC every
+//! minute, screenshot GC and egress-log pruning every hour. Each runs in its
+//! own task, logs what it removed (and its failures) once, and stops when
+//! the server does.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::sessions::SessionManager;
+use crate::store::Store;
+
+/// One job's work: how many things it removed.
+type Work =
+    Arc<dyn Fn() -> Pin<Box<dyn Future<Output = anyhow::Result<usize>> + Send>> + Send + Sync>;
+
+/// The running jobs; dropping or stopping it ends them.
+pub struct Housekeeping {
+    stop: watch::Sender<bool>,
+}
+
+/// What the jobs need.
+pub struct Parts {
+    /// Runs the reaper and owns the recorder.
+    pub sessions: SessionManager,
+    /// Grants and the egress log.
+    pub store: Store,
+    /// How long `audit` screenshots are kept.
+    pub recording_retention: Duration,
+    /// How long egress log rows are kept.
+    pub egress_log_retention: Duration,
+}
+
+const MINUTE: Duration = Duration::from_secs(60);
+const HOUR: Duration = Duration::from_secs(3600);
+
+impl Housekeeping {
+    /// Starts every job. The reaper's first pass already ran when the
+    /// session engine started; the hourly jobs run once at start.
+    pub fn start(parts: Parts) -> Self {
+        let (stop, stopped) = watch::channel(false);
+        let Parts {
+            sessions,
+            store,
+            recording_retention,
+            egress_log_retention,
+        } = parts;
+        let reaper: Work = {
+            let sessions = sessions.clone();
+            Arc::new(move || {
+                let sessions = sessions.clone();
+                Box::pin(async move {
+                    let r = sessions.reap().await?;
+                    Ok(r.sessions_closed + r.sandboxes_killed)
+                })
+            })
+        };
+        let grants: Work = {
+            let store = store.clone();
+            Arc::new(move || {
+                let store = store.clone();
+                Box::pin(async move {
+                    let (tokens, requests) = crate::grants::gc(&store).await?;
+                    Ok(usize::try_from(tokens + requests).unwrap_or(usize::MAX))
+                })
+            })
+        };
+        let recording: Work = {
+            let sessions = sessions.clone();
+            Arc::new(move || {
+                let sessions = sessions.clone();
+                Box::pin(async move { sessions.recorder().gc(recording_retention).await })
+            })
+        };
+        let egress: Work = {
+            let store = store.clone();
+            Arc::new(move || {
+                let store = store.clone();
+                Box::pin(async move {
+                    let keep = i64::try_from(egress_log_retention.as_millis()).unwrap_or(i64::MAX);
+                    let cutoff = crate::time::now_ms().saturating_sub(keep);
+                    Ok(usize::try_from(store.egress_prune(cutoff).await?).unwrap_or(usize::MAX))
+                })
+            })
+        };
+        for (name, every, first_at_start, work) in [
+            ("reaper", MINUTE, false, reaper),
+            ("grant gc", MINUTE, false, grants),
+            ("screenshot gc", HOUR, true, recording),
+            ("egress log pruning", HOUR, true, egress),
+        ] {
+            tokio::spawn(run(name, every, first_at_start, work, stopped.clone()));
+        }
+        Self { stop }
+    }
+
+    /// Ends every job (a job already running finishes first).
+    pub fn stop(&self) {
+        self.stop.send_replace(true);
+    }
+}
+
+impl Drop for Housekeeping {
+    fn drop(&mut self) {
+        self.stop.send_replace(true);
+    }
+}
+
+async fn run(
+    name: &'static str,
+    every: Duration,
+    first_at_start: bool,
+    work: Work,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let mut first = first_at_start;
+    loop {
+        if !first {
+            tokio::select! {
+                () = tokio::time::sleep(every) => {}
+                _ = stopped.wait_for(|s| *s) => return,
+            }
+        }
+        first = false;
+        if *stopped.borrow() {
+            return;
+        }
+        match work().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(job = name, removed = n, "housekeeping: {name} done"),
+            Err(e) => {
+                tracing::error!(job = name, error = %format!("{e:#}"), "housekeeping: {name} failed")
+            }
+        }
+    }
+}

@@ -15,7 +15,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
 use super::io::{Flow, Meter, Metered, idle, stopped, tunnel};
-use super::proxy::Session;
+use super::shared::Session;
 use super::target::{Target, parse_target};
 use crate::store::egress::{Decision, NewEgressEntry};
 use crate::time::now_ms;

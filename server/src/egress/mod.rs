@@ -14,6 +14,7 @@ mod proxy;
 mod refusals;
 mod resolve;
 mod services;
+mod shared;
 mod target;
 
 use std::net::SocketAddr;

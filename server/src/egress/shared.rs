@@ -1,0 +1,67 @@
+//! What the guard's listeners and the request handling share: the guard's
+//! policy, resolver and limits, and each listener's session. (Kept apart
+//! so `proxy` (accepting) and `forward` (handling) depend on it, not on
+//! each other.)
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{Semaphore, watch};
+
+use super::io::LogSender;
+use super::policy::AddressPolicy;
+use super::refusals::Refusals;
+use super::resolve::Resolve;
+use crate::store::Store;
+
+/// Bounds on what one client of the proxy can hold or take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Request line plus headers, in bytes; more is answered 431.
+    pub max_header_bytes: usize,
+    /// Time to send a complete request head.
+    pub header_timeout: Duration,
+    /// Time to resolve a name.
+    pub resolve_timeout: Duration,
+    /// Time to connect to the upstream, all its addresses together.
+    pub connect_timeout: Duration,
+    /// A connection or tunnel with no bytes either way for this long is closed.
+    pub idle_timeout: Duration,
+    /// Simultaneous client connections per listener; more wait to be accepted.
+    pub max_connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_header_bytes: 16 * 1024,
+            header_timeout: Duration::from_secs(10),
+            resolve_timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(120),
+            max_connections: 256,
+        }
+    }
+}
+
+/// The guard's shared state.
+pub(super) struct Inner {
+    pub(super) policy: AddressPolicy,
+    pub(super) store: Store,
+    pub(super) resolver: Arc<dyn Resolve>,
+    pub(super) limits: Limits,
+}
+
+/// What every task of one listener shares. The log sender inside keeps the
+/// writer alive: it ends once the last task holding a `Session` or a `Flow` has.
+pub(super) struct Session {
+    pub(super) guard: Arc<Inner>,
+    pub(super) sandbox_id: Arc<str>,
+    pub(super) log: LogSender,
+    pub(super) stop: watch::Receiver<bool>,
+    pub(super) this_process_only: bool,
+    /// Client connections being served, TCP and in-process together.
+    pub(super) permits: Arc<Semaphore>,
+    /// Recent refusals, for the session engine.
+    pub(super) refusals: Refusals,
+}

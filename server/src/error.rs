@@ -168,7 +168,7 @@ impl From<crate::sessions::SessionError> for ApiError {
         use crate::sessions::{OpenRequestError, SessionError as S};
         match e {
             S::NotFound => Self::NotFound("session"),
-            S::Gone { state, reason } => Self::Gone(format!("session is {state} ({reason})")),
+            e @ S::Gone { .. } => Self::Gone(e.to_string()),
             S::Limit {
                 message,
                 retry_after_s,

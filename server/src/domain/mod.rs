@@ -1,9 +1,11 @@
 //! Domain types parsed once at the edge; the rest of the code trusts them.
 
 mod session_id;
+mod session_state;
 mod target_url;
 mod tenant_id;
 
 pub use session_id::{SessionId, SessionIdError, random_id};
+pub use session_state::{CloseReason, SessionState, UnknownValue};
 pub use target_url::{MAX_URL_LEN, TargetUrl, TargetUrlError};
 pub use tenant_id::{TenantId, TenantIdError};

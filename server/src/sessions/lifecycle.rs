@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::{LiveSession, SessionManager, TICK};
 use crate::audit::{Actor, NewEvent};
-use crate::domain::SessionId;
+use crate::domain::{CloseReason, SessionId};
 use crate::time::now_ms;
 
 impl SessionManager {
@@ -18,7 +18,7 @@ impl SessionManager {
     pub(super) async fn end(
         &self,
         id: &SessionId,
-        reason: &str,
+        reason: CloseReason,
         error: Option<String>,
         actor: Actor,
     ) {
@@ -36,7 +36,7 @@ impl SessionManager {
                 NewEvent::new(actor, "session.close")
                     .tenant(&live.tenant)
                     .session(id.as_str())
-                    .params(json!({ "reason": reason }))
+                    .params(json!({ "reason": reason.as_str() }))
                     .outcome("requested"),
             )
             .await
@@ -80,8 +80,7 @@ impl SessionManager {
             tracing::error!(error = %format!("{e:#}"), "failed to record a session's end");
         }
         self.release(&live.tenant);
-        metrics::counter!("cordon_sessions_closed_total", "reason" => reason.to_owned())
-            .increment(1);
+        metrics::counter!("cordon_sessions_closed_total", "reason" => reason.as_str()).increment(1);
     }
 
     /// Closes sessions past their deadline or idle timeout and fails those
@@ -101,12 +100,18 @@ impl SessionManager {
                 .collect();
             for s in sessions {
                 if s.browser_gone() {
-                    self.fail(&s.id, "browser_exited", "the browser exited unexpectedly")
-                        .await;
+                    self.fail(
+                        &s.id,
+                        CloseReason::BrowserExited,
+                        "the browser exited unexpectedly",
+                    )
+                    .await;
                 } else if now >= s.deadline_at {
-                    self.end(&s.id, "deadline", None, Actor::System).await;
+                    self.end(&s.id, CloseReason::Deadline, None, Actor::System)
+                        .await;
                 } else if now - s.last_activity() >= idle_ms {
-                    self.end(&s.id, "idle", None, Actor::System).await;
+                    self.end(&s.id, CloseReason::Idle, None, Actor::System)
+                        .await;
                 }
             }
         }
@@ -151,7 +156,8 @@ impl SessionManager {
             .cloned()
             .collect();
         for id in ids {
-            self.end(&id, "shutdown", None, Actor::System).await;
+            self.end(&id, CloseReason::Shutdown, None, Actor::System)
+                .await;
         }
         // Let browsers that are still starting finish, then stop them too.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);

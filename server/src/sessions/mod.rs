@@ -22,7 +22,7 @@ use chromiumoxide::cdp::browser_protocol::emulation::SetDeviceMetricsOverridePar
 
 use crate::audit::Actor;
 use crate::config::{SandboxDriverSetting, Settings};
-use crate::domain::{SessionId, TenantId};
+use crate::domain::{CloseReason, SessionId, SessionState, TenantId};
 use crate::egress::EgressGuard;
 use crate::recording::Recorder;
 use crate::sandbox::bwrap::BwrapDriver;
@@ -85,12 +85,12 @@ pub enum SessionError {
     #[error("session not found")]
     NotFound,
     /// The session has ended.
-    #[error("session is {state} ({reason})")]
+    #[error("session is {state} ({})", reason.map_or("closing", CloseReason::as_str))]
     Gone {
-        /// `closed` or `failed`.
-        state: String,
-        /// Why.
-        reason: String,
+        /// `closing`, `closed` or `failed`.
+        state: SessionState,
+        /// Why (none while it is still closing).
+        reason: Option<CloseReason>,
     },
     /// A limit is reached.
     #[error("{message}")]
@@ -120,7 +120,7 @@ pub struct SessionInfo {
     /// Id.
     pub session_id: String,
     /// State.
-    pub state: String,
+    pub state: SessionState,
     /// `clean` or `operator`.
     pub credential_mode: String,
     /// Domains asked for.
@@ -136,7 +136,7 @@ pub struct SessionInfo {
     /// RFC 3339, once ended.
     pub closed_at: Option<String>,
     /// Why it ended.
-    pub close_reason: Option<String>,
+    pub close_reason: Option<CloseReason>,
     /// A failure's message.
     pub error: Option<String>,
     /// Whether it came from the warm pool (only on open).
@@ -158,7 +158,7 @@ impl SessionInfo {
         use crate::time::rfc3339_ms;
         Self {
             session_id: r.id.clone(),
-            state: r.state.clone(),
+            state: r.state,
             credential_mode: r.credential_mode.clone(),
             domains: serde_json::from_str(&r.domains).unwrap_or_default(),
             record: r.record.clone(),
@@ -169,7 +169,7 @@ impl SessionInfo {
             created_at: rfc3339_ms(r.created_at),
             deadline_at: rfc3339_ms(r.deadline_at),
             closed_at: r.closed_at.map(rfc3339_ms),
-            close_reason: r.close_reason.clone(),
+            close_reason: r.close_reason,
             error: r.error.clone(),
             from_pool: None,
             injected: None,
@@ -348,14 +348,10 @@ impl SessionManager {
                 .session_get(tenant.as_str(), sid.as_str())
                 .await?
             {
-                Some(row)
-                    if row.state == "closed" || row.state == "failed" || row.state == "closing" =>
-                {
-                    Err(SessionError::Gone {
-                        state: row.state,
-                        reason: row.close_reason.unwrap_or_else(|| "closing".into()),
-                    })
-                }
+                Some(row) if row.state.is_ended() => Err(SessionError::Gone {
+                    state: row.state,
+                    reason: row.close_reason,
+                }),
                 // Starting on another request, or owned by a crashed run
                 // the reaper has not seen yet.
                 Some(_) | None => Err(SessionError::NotFound),
@@ -379,13 +375,18 @@ impl SessionManager {
     /// Closes a session at its owner's request.
     pub async fn close(&self, owner: &ApiKeyOwner, id: &str) -> Result<SessionInfo, SessionError> {
         let live = self.get(&owner.tenant, id).await?;
-        self.end(&live.id, "client", None, Actor::Agent(owner.key_id.clone()))
-            .await;
+        self.end(
+            &live.id,
+            CloseReason::Client,
+            None,
+            Actor::Agent(owner.key_id.clone()),
+        )
+        .await;
         self.info(&owner.tenant, id).await
     }
 
     /// Marks a session failed because its browser is gone, and stops it.
-    pub async fn fail(&self, id: &SessionId, reason: &str, error: &str) {
+    pub async fn fail(&self, id: &SessionId, reason: CloseReason, error: &str) {
         self.end(id, reason, Some(error.to_owned()), Actor::System)
             .await;
     }

@@ -11,7 +11,7 @@ use super::{
     SessionManager, injection, metrics_override, pool,
 };
 use crate::audit::{Actor, NewEvent};
-use crate::domain::{SessionId, TenantId};
+use crate::domain::{CloseReason, SessionId, SessionState, TenantId};
 use crate::store::api_keys::ApiKeyOwner;
 use crate::store::sessions::SessionRow;
 use crate::time::now_ms;
@@ -159,7 +159,7 @@ impl SessionManager {
             id: id.to_string(),
             tenant_id: owner.tenant.to_string(),
             api_key_id: Some(owner.key_id.clone()),
-            state: "starting".into(),
+            state: SessionState::Starting,
             close_reason: None,
             error: None,
             credential_mode: req.credential_mode.as_str().into(),
@@ -189,7 +189,13 @@ impl SessionManager {
                         let msg = "the browser could not be started";
                         let _ = inner
                             .store
-                            .session_end(id.as_str(), true, "start_failed", Some(msg), now)
+                            .session_end(
+                                id.as_str(),
+                                true,
+                                CloseReason::StartFailed,
+                                Some(msg),
+                                now,
+                            )
                             .await;
                         let _ = inner
                             .store
@@ -257,7 +263,7 @@ impl SessionManager {
             Err(e) => {
                 self.end(
                     id,
-                    "start_failed",
+                    CloseReason::StartFailed,
                     Some("the browser could not be prepared".into()),
                     Actor::System,
                 )
@@ -265,7 +271,7 @@ impl SessionManager {
                 return Err(SessionError::StartFailed(e));
             }
         };
-        row.state = "ready".into();
+        row.state = SessionState::Ready;
         let mut info = SessionInfo::from_row(&row);
         info.from_pool = Some(from_pool);
         if let Some((counts, smoke)) = injected {

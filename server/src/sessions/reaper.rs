@@ -5,6 +5,7 @@
 use serde_json::json;
 
 use crate::audit::{Actor, NewEvent};
+use crate::domain::CloseReason;
 use crate::sandbox::{DriverKind, Sandbox, kill_group};
 
 use super::SessionManager;
@@ -48,7 +49,7 @@ impl SessionManager {
                 .session_end(
                     &row.id,
                     true,
-                    "orphaned",
+                    CloseReason::Orphaned,
                     Some("the control plane lost this session (restart or crash)"),
                     row.last_activity_at,
                 )
@@ -62,7 +63,7 @@ impl SessionManager {
                             NewEvent::new(Actor::System, "session.reap")
                                 .tenant(&tenant)
                                 .session(row.id.clone())
-                                .params(json!({ "previous_state": row.state }))
+                                .params(json!({ "previous_state": row.state.as_str() }))
                                 .outcome("ok"),
                         )
                         .await?;

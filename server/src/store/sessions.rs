@@ -5,6 +5,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::Store;
+use crate::domain::{CloseReason, SessionState};
 use crate::time::now_ms;
 
 /// A session as stored.
@@ -16,10 +17,10 @@ pub struct SessionRow {
     pub tenant_id: String,
     /// The API key that opened it.
     pub api_key_id: Option<String>,
-    /// `starting`, `ready`, `closing`, `closed`, `failed`.
-    pub state: String,
-    /// Why it closed (`client`, `deadline`, `idle`, `browser_exited`, `orphaned`, `shutdown`, …).
-    pub close_reason: Option<String>,
+    /// Where it is in its lifecycle.
+    pub state: SessionState,
+    /// Why it ended.
+    pub close_reason: Option<CloseReason>,
     /// A failure's message.
     pub error: Option<String>,
     /// `clean` or `operator`.
@@ -51,13 +52,24 @@ pub struct SessionRow {
 const SESSION_COLUMNS: &str = "id, tenant_id, api_key_id, state, close_reason, error, credential_mode, domains, record, \
      viewport_w, viewport_h, sandbox_id, host, created_at, ready_at, closed_at, deadline_at, last_activity_at";
 
+/// A stored name as its enum; an unknown one is a decode error (a row
+/// written by a newer version, say), never a silent default.
+fn parsed<T: std::str::FromStr<Err = crate::domain::UnknownValue>>(
+    s: String,
+) -> Result<T, sqlx::Error> {
+    s.parse().map_err(|e| sqlx::Error::Decode(Box::new(e)))
+}
+
 fn session_from(r: &AnyRow) -> Result<SessionRow, sqlx::Error> {
     Ok(SessionRow {
         id: r.try_get("id")?,
         tenant_id: r.try_get("tenant_id")?,
         api_key_id: r.try_get("api_key_id")?,
-        state: r.try_get("state")?,
-        close_reason: r.try_get("close_reason")?,
+        state: parsed(r.try_get::<String, _>("state")?)?,
+        close_reason: r
+            .try_get::<Option<String>, _>("close_reason")?
+            .map(parsed)
+            .transpose()?,
         error: r.try_get("error")?,
         credential_mode: r.try_get("credential_mode")?,
         domains: r.try_get("domains")?,
@@ -104,8 +116,8 @@ impl Store {
         .bind(s.id.clone())
         .bind(s.tenant_id.clone())
         .bind(s.api_key_id.clone())
-        .bind(s.state.clone())
-        .bind(s.close_reason.clone())
+        .bind(s.state.as_str())
+        .bind(s.close_reason.map(CloseReason::as_str))
         .bind(s.error.clone())
         .bind(s.credential_mode.clone())
         .bind(s.domains.clone())
@@ -153,7 +165,7 @@ impl Store {
         &self,
         id: &str,
         failed: bool,
-        reason: &str,
+        reason: CloseReason,
         error: Option<&str>,
         last_activity_at: i64,
     ) -> anyhow::Result<bool> {
@@ -161,8 +173,13 @@ impl Store {
             "UPDATE sessions SET state = $1, close_reason = $2, error = $3, closed_at = $4, last_activity_at = $5 \
              WHERE id = $6 AND state NOT IN ('closed', 'failed')",
         )
-        .bind(if failed { "failed" } else { "closed" })
-        .bind(reason.to_owned())
+        .bind(if failed {
+            SessionState::Failed
+        } else {
+            SessionState::Closed
+        }
+        .as_str())
+        .bind(reason.as_str())
         .bind(error.map(str::to_owned))
         .bind(now_ms())
         .bind(last_activity_at)

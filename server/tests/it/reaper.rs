@@ -141,7 +141,7 @@ async fn crash_and_restart(driver: &str) {
     let s = store(dir.path()).await;
     let row = s.session_get("acme", &sid).await.unwrap().unwrap();
     assert_eq!(
-        (row.state.as_str(), row.close_reason.as_deref()),
+        (row.state.as_str(), row.close_reason.map(|r| r.as_str())),
         ("failed", Some("orphaned"))
     );
     let reaped = s

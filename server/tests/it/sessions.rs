@@ -919,7 +919,7 @@ async fn shutdown_stops_every_browser() {
     assert!(!cordon::sandbox::is_alive(pid, &marker));
     let row = store.session_get("acme", &sid).await.unwrap().unwrap();
     assert_eq!(
-        (row.state.as_str(), row.close_reason.as_deref()),
+        (row.state.as_str(), row.close_reason.map(|r| r.as_str())),
         ("closed", Some("shutdown"))
     );
 }

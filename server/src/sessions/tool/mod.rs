@@ -324,7 +324,7 @@ impl SessionManager {
             tracing::warn!(error = %e, "tool failed: the browser is gone");
             self.fail(
                 &session.id,
-                "browser_exited",
+                crate::domain::CloseReason::BrowserExited,
                 "the browser exited unexpectedly",
             )
             .await;

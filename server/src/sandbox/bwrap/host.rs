@@ -1,0 +1,121 @@
+//! Host-side process plumbing of the driver: spawning bwrap from one
+//! long-lived thread, reading `/proc`, finding the binaries.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Child, Command};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use anyhow::{Context, bail};
+
+use super::STDERR_TAIL;
+
+/// Keeps the last [`STDERR_TAIL`] bytes of `pipe` in `tail`, on a thread
+/// that ends when every writer (bwrap and all inside) has exited.
+pub(super) fn keep_tail(mut pipe: std::process::ChildStderr, tail: Arc<Mutex<Vec<u8>>>) {
+    let _ = std::thread::Builder::new()
+        .name("cordon-bwrap-stderr".into())
+        .spawn(move || {
+            let mut chunk = [0u8; 4096];
+            while let Ok(n) = pipe.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                let mut t = tail.lock().expect("stderr lock");
+                t.extend_from_slice(&chunk[..n]);
+                if t.len() > STDERR_TAIL {
+                    let cut = t.len() - STDERR_TAIL;
+                    t.drain(..cut);
+                }
+            }
+        });
+}
+
+/// The first child of `pid` (bwrap's child is the sandbox's pid 1).
+pub(super) fn first_child(pid: i32) -> Option<i32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// The start time (clock ticks after boot) of `pid`, unless it is gone or
+/// a zombie.
+pub(super) fn running_since(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
+    // After the command: state, ppid, … starttime is the 20th.
+    if fields.next()? == "Z" {
+        return None;
+    }
+    fields.nth(18)?.parse().ok()
+}
+
+type SpawnJob = (
+    Command,
+    tokio::sync::oneshot::Sender<std::io::Result<Child>>,
+);
+
+/// Spawns `cmd` from one thread that lives as long as the process.
+/// `--die-with-parent` is `PR_SET_PDEATHSIG`, which fires when the *thread*
+/// that forked bwrap ends, not the process: spawned from a runtime thread
+/// (which may come and go), a healthy sandbox could be killed at random.
+pub(super) async fn spawn_on_keeper(cmd: Command) -> std::io::Result<Child> {
+    static KEEPER: OnceLock<std::sync::mpsc::Sender<SpawnJob>> = OnceLock::new();
+    let keeper = KEEPER.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<SpawnJob>();
+        std::thread::Builder::new()
+            .name("cordon-sandbox-spawner".into())
+            .spawn(move || {
+                for (mut cmd, reply) in rx {
+                    let _ = reply.send(cmd.spawn());
+                }
+            })
+            .expect("cannot start the sandbox spawner thread");
+        tx
+    });
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    keeper
+        .send((cmd, tx))
+        .map_err(|_| std::io::Error::other("the sandbox spawner thread is gone"))?;
+    rx.await
+        .map_err(|_| std::io::Error::other("the sandbox spawner thread is gone"))?
+}
+
+/// Finds `bwrap` on `PATH`.
+pub(super) fn find_bwrap() -> anyhow::Result<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
+    std::env::split_paths(&path)
+        .map(|d| d.join("bwrap"))
+        .find(|p| crate::sandbox::chromium_runnable(p))
+        .context("bwrap (bubblewrap) is not installed (apt-get install bubblewrap)")
+}
+
+/// The `cordon` binary, which runs the relay inside. Normally the running
+/// executable; when that is a test harness in cargo's `target/<profile>/deps`,
+/// the `cordon` binary cargo built next to it.
+pub(super) fn relay_binary() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe().context("cannot find the running executable")?;
+    if exe.file_name().is_some_and(|n| n == "cordon") {
+        return Ok(exe);
+    }
+    if let Some(dir) = exe.parent()
+        && dir.file_name().is_some_and(|n| n == "deps")
+        && let Some(bin) = dir.parent().map(|p| p.join("cordon"))
+        && crate::sandbox::chromium_runnable(&bin)
+    {
+        return Ok(bin);
+    }
+    bail!(
+        "the bwrap driver runs its relay from the `cordon` binary, but this process is {}",
+        exe.display()
+    )
+}
+
+/// Collects the exit status of a child we no longer hold.
+pub(super) fn reap(pid: i32) {
+    use nix::sys::wait::{WaitPidFlag, waitpid};
+    let _ = waitpid(nix::unistd::Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG));
+}

@@ -433,13 +433,12 @@ async fn grants(
             .await
             .map(|()| println!("grant token {jti} revoked")),
     };
+    // A refused step (not found, already decided) is an error like any
+    // other: one line on stderr and exit code 2, as the README promises.
     match outcome {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(GrantError::Internal(e)) => Err(e),
-        Err(e) => {
-            eprintln!("{e}");
-            Ok(ExitCode::from(1))
-        }
+        Err(e) => Err(e.into()),
     }
 }
 

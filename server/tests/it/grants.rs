@@ -481,14 +481,28 @@ async fn the_cli_lists_approves_denies_and_revokes() {
             .status
             .success()
     );
-    let again = run(&["grants", "deny", &second.request_id]);
-    assert_eq!(
-        again.status.code(),
-        Some(1),
-        "a decided request stays decided"
+    // A decided request stays decided: like every CLI error, one line on
+    // stderr and exit code 2.
+    let one_line_error = |out: &std::process::Output, needle: &str| {
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(needle), "expected {needle:?} in {err:?}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err:?}");
+    };
+    one_line_error(
+        &run(&["grants", "deny", &second.request_id]),
+        "grant request is denied, not pending",
+    );
+    one_line_error(
+        &run(&["grants", "approve", &second.request_id]),
+        "grant request is denied, not pending",
+    );
+    one_line_error(
+        &run(&["grants", "approve", &first.request_id]),
+        "grant request is approved, not pending",
     );
     assert!(run(&["grants", "revoke", &tok.jti]).status.success());
-    assert_eq!(run(&["grants", "revoke", "gt_nope"]).status.code(), Some(1));
+    one_line_error(&run(&["grants", "revoke", "gt_nope"]), "not found");
     let out = run(&["grants", "list"]);
     let listed = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(

@@ -91,7 +91,11 @@ pub enum ApikeyCommand {
         label: String,
     },
     /// List keys (ids and labels, never the keys).
-    List,
+    List {
+        /// Only this tenant's.
+        #[arg(long)]
+        tenant: Option<String>,
+    },
     /// Revoke a key by id.
     Revoke {
         /// The key's id (`k_…`).
@@ -347,8 +351,12 @@ async fn apikey(store: &Store, command: ApikeyCommand) -> anyhow::Result<ExitCod
             eprintln!("API key {id} created for tenant {tenant}. It is shown once; store it now:");
             println!("{key}");
         }
-        ApikeyCommand::List => {
-            for k in store.api_key_list().await? {
+        ApikeyCommand::List { tenant } => {
+            let tenant: Option<TenantId> = tenant
+                .map(|t| t.parse())
+                .transpose()
+                .map_err(|e| anyhow::anyhow!("tenant id: {e}"))?;
+            for k in store.api_key_list(tenant.as_ref()).await? {
                 let state = if k.revoked_at.is_some() {
                     "revoked"
                 } else {

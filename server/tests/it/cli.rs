@@ -214,3 +214,30 @@ fn serve_refuses_a_master_key_file_readable_by_others() {
     let out = cordon(dir.path(), &[], &["serve"]);
     assert_clean_failure(&out, "master.key");
 }
+
+#[test]
+fn apikey_list_with_a_tenant_shows_only_that_tenants_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    for t in ["acme", "globex"] {
+        let out = cordon(dir.path(), &[], &["tenant", "create", t]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let label = format!("{t}-agent");
+        let out = cordon(
+            dir.path(),
+            &[],
+            &["apikey", "create", "--tenant", t, "--label", &label],
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+
+    let out = cordon(dir.path(), &[], &["apikey", "list", "--tenant", "acme"]);
+
+    assert!(out.status.success(), "{}", stderr(&out));
+    let listed = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(listed.lines().count(), 1, "{listed}");
+    assert!(listed.contains("\tacme\tactive\tacme-agent"), "{listed}");
+    let out = cordon(dir.path(), &[], &["apikey", "list"]);
+    assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), 2);
+    let out = cordon(dir.path(), &[], &["apikey", "list", "--tenant", "../Evil"]);
+    assert_clean_failure(&out, "tenant id");
+}

@@ -241,3 +241,19 @@ fn apikey_list_with_a_tenant_shows_only_that_tenants_keys() {
     let out = cordon(dir.path(), &[], &["apikey", "list", "--tenant", "../Evil"]);
     assert_clean_failure(&out, "tenant id");
 }
+
+#[test]
+fn logs_written_to_a_pipe_carry_no_colour_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    // The first use of the vault creates the master key and logs it (INFO).
+    let out = cordon(
+        dir.path(),
+        &[("CORDON_LOG_LEVEL", "info"), ("CORDON_LOG_FORMAT", "text")],
+        &["creds", "list"],
+    );
+
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("created a new master key"), "{err:?}");
+    assert!(!err.contains("\x1b["), "{err:?}");
+}

@@ -292,12 +292,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 async fn open(settings: &Settings) -> anyhow::Result<Store> {
-    std::fs::create_dir_all(&settings.data_dir).map_err(|e| {
-        anyhow::anyhow!(
-            "data_dir: cannot create {}: {e}",
-            settings.data_dir.display()
-        )
-    })?;
+    crate::startup::prepare_data_dir(&settings.data_dir)?;
     let store = Store::connect(&settings.database_url()).await?;
     store.migrate().await?;
     Ok(store)

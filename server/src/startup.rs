@@ -154,9 +154,27 @@ pub fn shutdown_signal() -> anyhow::Result<impl Future<Output = ()> + Send + 'st
     })
 }
 
-fn prepare_data_dir(dir: &Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir)
+/// Creates the data dir (mode 0700: it holds the database and, by default,
+/// the master key) and checks it is writable. An existing dir is left as
+/// it is, with a warning if others may look inside.
+pub(crate) fn prepare_data_dir(dir: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
         .with_context(|| format!("data_dir: cannot create {}", dir.display()))?;
+    let mode = std::fs::metadata(dir)
+        .with_context(|| format!("data_dir: cannot read {}", dir.display()))?
+        .permissions()
+        .mode();
+    if mode & 0o077 != 0 {
+        tracing::warn!(
+            data_dir = %dir.display(),
+            mode = format!("{:04o}", mode & 0o7777),
+            "the data dir is open to other users; it holds the database: chmod 700 it"
+        );
+    }
     let probe = dir.join(".cordon-write-test");
     std::fs::write(&probe, b"")
         .with_context(|| format!("data_dir: {} is not writable", dir.display()))?;

@@ -257,3 +257,45 @@ fn logs_written_to_a_pipe_carry_no_colour_codes() {
     assert!(err.contains("created a new master key"), "{err:?}");
     assert!(!err.contains("\x1b["), "{err:?}");
 }
+
+fn mode(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .permissions()
+        .mode()
+        & 0o777
+}
+
+#[test]
+fn the_data_dir_and_the_database_files_are_private_to_their_owner() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+
+    let out = cordon(dir.path(), &[], &["migrate"]);
+
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(mode(&data), 0o700);
+    assert_eq!(mode(&data.join("cordon.db")), 0o600);
+    // A running server has the WAL files open: SQLite gives them the
+    // database file's mode.
+    let server = ServeProcess::start(dir.path(), &[("CORDON_POOL_SIZE", "0")]);
+    for name in ["cordon.db", "cordon.db-wal", "cordon.db-shm"] {
+        assert_eq!(mode(&data.join(name)), 0o600, "{name}");
+    }
+    assert!(server.stop().success());
+}
+
+#[test]
+fn a_database_file_left_readable_by_others_is_made_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("data/cordon.db");
+    assert!(cordon(dir.path(), &[], &["migrate"]).status.success());
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
+
+    let out = cordon(dir.path(), &[], &["tenant", "list"]);
+
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(mode(&db), 0o600);
+}

@@ -24,7 +24,7 @@ use tower_http::trace::TraceLayer;
 use crate::api;
 use crate::config::EgressResolver;
 use crate::config::Settings;
-use crate::crypto::Keyring;
+use crate::crypto::{KeySource, Keyring};
 use crate::egress::{AddressPolicy, EgressGuard, Limits, StaticResolver};
 use crate::error::{ApiError, ErrorCause};
 use crate::sessions::SessionManager;
@@ -60,6 +60,16 @@ impl Application {
         // The vault's key is checked at start: a key file readable by others
         // or a key that did not seal the stored credentials stops startup.
         let keyring = Keyring::load(&settings)?;
+        if let KeySource::File(path) = keyring.source()
+            && lies_inside(path, &settings.data_dir)
+        {
+            tracing::warn!(
+                key_file = %path.display(),
+                data_dir = %settings.data_dir.display(),
+                "the master key file is inside the data dir, so a backup or copy of the data dir \
+                 can decrypt the vault: keep the key elsewhere (master_key_file setting)"
+            );
+        }
         let vault = Vault::new(store.clone(), keyring.key().clone());
         vault.check_keys().await?;
         let policy = AddressPolicy::with_allowlist(&settings.egress_allow)
@@ -180,6 +190,15 @@ pub(crate) fn prepare_data_dir(dir: &Path) -> anyhow::Result<()> {
         .with_context(|| format!("data_dir: {} is not writable", dir.display()))?;
     let _ = std::fs::remove_file(probe);
     Ok(())
+}
+
+/// Whether `path` lies inside `dir`, symbolic links and `..` resolved
+/// (both exist once the data dir is prepared and the key loaded).
+fn lies_inside(path: &Path, dir: &Path) -> bool {
+    match (path.canonicalize(), dir.canonicalize()) {
+        (Ok(path), Ok(dir)) => path.starts_with(dir),
+        _ => path.starts_with(dir),
+    }
 }
 
 /// The whole HTTP surface.

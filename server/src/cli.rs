@@ -419,15 +419,29 @@ async fn grants(
                 Some(m) => m,
                 None => default_expiry(store, settings, &id).await?,
             };
-            grants::approve(store, &Actor::Cli, &id, expires_min, !multi_use)
-                .await
-                .map(|t| {
+            match grants::approve(store, &Actor::Cli, &id, expires_min, !multi_use).await {
+                Ok(t) => {
                     println!(
                         "grant request {id} approved: token {} expires in {expires_min} min ({})",
                         t.jti,
                         if multi_use { "multi-use" } else { "single use" }
                     );
-                })
+                    // The approval stands (the credential may be imported
+                    // before the session opens), but the operator should know
+                    // that, as of now, it lets nothing in for these.
+                    let missing = grants::domains_without_credentials(store, &t).await?;
+                    if !missing.is_empty() {
+                        eprintln!(
+                            "warning: tenant {} has no stored credential for {}: a session opened \
+                             with this grant gets no cookies for them (store them with `cordon creds import`)",
+                            t.tenant_id,
+                            missing.join(", ")
+                        );
+                    }
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            }
         }
         GrantsCommand::Deny { id } => grants::deny(store, &Actor::Cli, &id)
             .await

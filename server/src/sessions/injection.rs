@@ -74,6 +74,17 @@ pub fn cookie_param(c: &Cookie) -> anyhow::Result<CookieParam> {
     })
 }
 
+/// What an injection did, for the open's answer (counts and names only).
+pub(super) struct Injected {
+    /// Cookies set per domain asked for: 0 where the tenant stores none
+    /// (or only expired ones).
+    pub counts: BTreeMap<String, usize>,
+    /// Each configured smoke probe's result for the injected domains.
+    pub smoke: BTreeMap<String, String>,
+    /// Domains asked for that the tenant has no stored credential for.
+    pub missing_credentials: Vec<String>,
+}
+
 /// Sets the tenant's stored cookies for the session's domains on its
 /// browser over CDP, runs the configured smoke probes, records the
 /// injection, and audits the counts (never a value). Nothing is read back
@@ -86,7 +97,7 @@ pub(super) async fn inject(
     id: &SessionId,
     req: &OpenRequest,
     page: &chromiumoxide::Page,
-) -> anyhow::Result<(BTreeMap<String, usize>, BTreeMap<String, String>)> {
+) -> anyhow::Result<Injected> {
     let domains = req.vault_domains()?;
     let selected = inner
         .vault
@@ -107,6 +118,11 @@ pub(super) async fn inject(
             .await
             .context("failed to set cookies over CDP")?;
     }
+    let missing_credentials: Vec<String> = domains
+        .iter()
+        .filter(|d| !selected.iter().any(|(stored, _)| stored == *d))
+        .map(|d| d.as_str().to_owned())
+        .collect();
     drop(selected);
     let injected: Vec<crate::vault::Domain> = domains
         .into_iter()
@@ -142,11 +158,19 @@ pub(super) async fn inject(
             NewEvent::new(Actor::System, "session.inject")
                 .tenant(&owner.tenant)
                 .session(id.as_str())
-                .params(json!({ "cookies": counts, "smoke": smoke }))
+                .params(json!({
+                    "cookies": counts,
+                    "smoke": smoke,
+                    "missing_credentials": missing_credentials,
+                }))
                 .outcome("ok"),
         )
         .await?;
-    Ok((counts, smoke))
+    Ok(Injected {
+        counts,
+        smoke,
+        missing_credentials,
+    })
 }
 
 /// Takes the session's tab lock, then tells `locked` (so the caller can

@@ -17,8 +17,8 @@ use crate::audit::{Actor, NewEvent};
 use crate::domain::{TenantId, random_id};
 use crate::store::Store;
 use crate::store::api_keys::{ApiKeyOwner, hash_key};
-use crate::time::now_ms;
 use crate::store::grants::{GrantRequestRow, GrantTokenRow};
+use crate::time::now_ms;
 use crate::vault::Domain;
 
 /// The prefix of every grant token, so a leaked one is recognisable.

@@ -13,8 +13,8 @@ use super::{
 use crate::audit::{Actor, NewEvent};
 use crate::domain::{SessionId, TenantId};
 use crate::store::api_keys::ApiKeyOwner;
-use crate::time::now_ms;
 use crate::store::sessions::SessionRow;
+use crate::time::now_ms;
 
 impl SessionManager {
     fn reserve(&self, tenant: &TenantId) -> Result<(), SessionError> {

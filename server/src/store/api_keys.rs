@@ -6,8 +6,8 @@ use sha2::{Digest, Sha256};
 use sqlx::Row;
 
 use super::Store;
-use crate::time::now_ms;
 use crate::domain::{TenantId, random_id};
+use crate::time::now_ms;
 
 /// What a valid key resolves to.
 #[derive(Debug, Clone, PartialEq, Eq)]

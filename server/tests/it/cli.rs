@@ -302,7 +302,10 @@ fn a_database_file_left_readable_by_others_is_made_private() {
 
 /// Starts `cordon serve` in `dir` and returns it with its log lines up to
 /// the one that reports the address it listens on.
-fn serve_logging(dir: &std::path::Path, env: &[(&str, &str)]) -> (std::process::Child, Vec<String>) {
+fn serve_logging(
+    dir: &std::path::Path,
+    env: &[(&str, &str)],
+) -> (std::process::Child, Vec<String>) {
     use std::io::{BufRead, BufReader};
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_cordon"));
     cmd.current_dir(dir)
@@ -328,7 +331,8 @@ fn serve_logging(dir: &std::path::Path, env: &[(&str, &str)]) -> (std::process::
             return (child, lines);
         }
     }
-    panic!("serve exited before listening: {lines:?}");
+    let status = child.wait().expect("wait");
+    panic!("serve exited ({status}) before listening: {lines:?}");
 }
 
 fn stop(mut child: std::process::Child) {
@@ -367,7 +371,10 @@ fn a_master_key_file_outside_the_data_dir_is_created_there_and_used() {
     assert!(!dir.path().join("data/master.key").exists());
     let shown = cordon(dir.path(), &env, &["config", "show"]);
     let shown = String::from_utf8(shown.stdout).unwrap();
-    assert!(shown.contains(&format!("master_key_file = {key_arg:?}")), "{shown}");
+    assert!(
+        shown.contains(&format!("master_key_file = {key_arg:?}")),
+        "{shown}"
+    );
     // The server uses that key and sees no reason to warn.
     let (child, log) = serve_logging(dir.path(), &env);
     stop(child);

@@ -8,7 +8,6 @@
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use axum::extract::ws::{Message, WebSocketUpgrade};
 use axum::http::{StatusCode, header};

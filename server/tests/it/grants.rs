@@ -443,7 +443,11 @@ async fn an_operator_open_names_the_domains_without_a_stored_credential() {
         json!({ "127.0.0.1": 1, "localhost": 0 }),
         "{opened}"
     );
-    assert_eq!(opened["missing_credentials"], json!(["localhost"]), "{opened}");
+    assert_eq!(
+        opened["missing_credentials"],
+        json!(["localhost"]),
+        "{opened}"
+    );
     acme.close(opened["session_id"].as_str().unwrap()).await;
     // Every domain has a credential: the field is left out.
     let (status, opened) = open_operator(&acme, &["127.0.0.1"], &token).await;
@@ -455,7 +459,13 @@ async fn an_operator_open_names_the_domains_without_a_stored_credential() {
         .iter()
         .find(|e| e.action == "session.inject")
         .expect("injection audited");
-    assert!(inject.params.contains("\"missing_credentials\":[\"localhost\"]"), "{}", inject.params);
+    assert!(
+        inject
+            .params
+            .contains("\"missing_credentials\":[\"localhost\"]"),
+        "{}",
+        inject.params
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -499,9 +509,19 @@ async fn the_cli_lists_approves_denies_and_revokes() {
     std::fs::write(&cookies, session_cookie("127.0.0.1", &secret())).unwrap();
     let file = cookies.display().to_string();
     let out = run(&[
-        "creds", "import", "--tenant", "acme", "--domain", "127.0.0.1", &file,
+        "creds",
+        "import",
+        "--tenant",
+        "acme",
+        "--domain",
+        "127.0.0.1",
+        &file,
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = run(&[
         "grants",
         "approve",
@@ -517,9 +537,15 @@ async fn the_cli_lists_approves_denies_and_revokes() {
     );
     // The operator hears which domains the grant lets no cookies in for.
     let warned = String::from_utf8_lossy(&out.stderr).into_owned();
-    let warning: Vec<&str> = warned.lines().filter(|l| l.starts_with("warning:")).collect();
+    let warning: Vec<&str> = warned
+        .lines()
+        .filter(|l| l.starts_with("warning:"))
+        .collect();
     assert_eq!(warning.len(), 1, "{warned}");
-    assert!(warning[0].contains("no stored credential for localhost:"), "{warned}");
+    assert!(
+        warning[0].contains("no stored credential for localhost:"),
+        "{warned}"
+    );
     assert!(!warning[0].contains("127.0.0.1"), "{warned}");
     let tok = store
         .grant_token_of_request(&first.request_id)

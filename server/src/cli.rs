@@ -91,7 +91,11 @@ pub enum ApikeyCommand {
         label: String,
     },
     /// List keys (ids and labels, never the keys).
-    List,
+    List {
+        /// Only this tenant's.
+        #[arg(long)]
+        tenant: Option<String>,
+    },
     /// Revoke a key by id.
     Revoke {
         /// The key's id (`k_…`).
@@ -288,12 +292,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 async fn open(settings: &Settings) -> anyhow::Result<Store> {
-    std::fs::create_dir_all(&settings.data_dir).map_err(|e| {
-        anyhow::anyhow!(
-            "data_dir: cannot create {}: {e}",
-            settings.data_dir.display()
-        )
-    })?;
+    crate::startup::prepare_data_dir(&settings.data_dir)?;
     let store = Store::connect(&settings.database_url()).await?;
     store.migrate().await?;
     Ok(store)
@@ -347,8 +346,12 @@ async fn apikey(store: &Store, command: ApikeyCommand) -> anyhow::Result<ExitCod
             eprintln!("API key {id} created for tenant {tenant}. It is shown once; store it now:");
             println!("{key}");
         }
-        ApikeyCommand::List => {
-            for k in store.api_key_list().await? {
+        ApikeyCommand::List { tenant } => {
+            let tenant: Option<TenantId> = tenant
+                .map(|t| t.parse())
+                .transpose()
+                .map_err(|e| anyhow::anyhow!("tenant id: {e}"))?;
+            for k in store.api_key_list(tenant.as_ref()).await? {
                 let state = if k.revoked_at.is_some() {
                     "revoked"
                 } else {
@@ -416,15 +419,29 @@ async fn grants(
                 Some(m) => m,
                 None => default_expiry(store, settings, &id).await?,
             };
-            grants::approve(store, &Actor::Cli, &id, expires_min, !multi_use)
-                .await
-                .map(|t| {
+            match grants::approve(store, &Actor::Cli, &id, expires_min, !multi_use).await {
+                Ok(t) => {
                     println!(
                         "grant request {id} approved: token {} expires in {expires_min} min ({})",
                         t.jti,
                         if multi_use { "multi-use" } else { "single use" }
                     );
-                })
+                    // The approval stands (the credential may be imported
+                    // before the session opens), but the operator should know
+                    // that, as of now, it lets nothing in for these.
+                    let missing = grants::domains_without_credentials(store, &t).await?;
+                    if !missing.is_empty() {
+                        eprintln!(
+                            "warning: tenant {} has no stored credential for {}: a session opened \
+                             with this grant gets no cookies for them (store them with `cordon creds import`)",
+                            t.tenant_id,
+                            missing.join(", ")
+                        );
+                    }
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            }
         }
         GrantsCommand::Deny { id } => grants::deny(store, &Actor::Cli, &id)
             .await
@@ -433,13 +450,12 @@ async fn grants(
             .await
             .map(|()| println!("grant token {jti} revoked")),
     };
+    // A refused step (not found, already decided) is an error like any
+    // other: one line on stderr and exit code 2, as the README promises.
     match outcome {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(GrantError::Internal(e)) => Err(e),
-        Err(e) => {
-            eprintln!("{e}");
-            Ok(ExitCode::from(1))
-        }
+        Err(e) => Err(e.into()),
     }
 }
 

@@ -37,6 +37,7 @@ const ENV_KEYS: &[&str] = &[
     "exec_create",
     "exec_destroy",
     "master_key",
+    "master_key_file",
     "smoke_probes",
     "grant_expiry_min",
     "public_url",
@@ -177,6 +178,10 @@ pub struct Settings {
     /// its host is accepted in `Host` and `Origin` besides `localhost`,
     /// `127.0.0.1` and `[::1]` on the bound port.
     pub public_url: Option<String>,
+    /// Where the master key file lives when `master_key` is unset; defaults
+    /// to `<data_dir>/master.key`. Keep it outside the data dir so a backup
+    /// or copy of the data dir is not a decryptable vault.
+    pub master_key_file: Option<PathBuf>,
 }
 
 /// Accepts a TOML list or a comma-separated string (for the environment).
@@ -367,6 +372,13 @@ impl Settings {
         }
     }
 
+    /// The master key file in force, defaulted from `data_dir`.
+    pub fn master_key_file(&self) -> PathBuf {
+        self.master_key_file
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join(crate::crypto::KEY_FILE))
+    }
+
     /// The database URL with any password replaced by `***`.
     pub fn database_url_display(&self) -> String {
         crate::audit::redact::url(self.database_url().expose_secret())
@@ -387,7 +399,7 @@ impl Settings {
             self.chromium_path.display().to_string(),
             self.site_root.display().to_string(),
         ) + &format!(
-            "sandbox_driver = {:?}\npool_size = {}\npool_refill_delay_ms = {}\nsession_deadline_s = {}\nsession_deadline_max_s = {}\nsession_idle_s = {}\nmax_sessions_per_tenant = {}\nmax_sessions = {}\ntool_timeout_s = {}\negress_allow = {:?}\nrecording_retention_days = {}\negress_log_retention_days = {}\negress_resolver = {:?}\n",
+            "sandbox_driver = {:?}\npool_size = {}\npool_refill_delay_ms = {}\nsession_deadline_s = {}\nsession_deadline_max_s = {}\nsession_idle_s = {}\nmax_sessions_per_tenant = {}\nmax_sessions = {}\ntool_timeout_s = {}\negress_allow = {:?}\nrecording_retention_days = {}\negress_log_retention_days = {}\negress_resolver = {:?}\nmaster_key_file = {:?}\n",
             format!("{:?}", self.sandbox_driver).to_lowercase(),
             self.pool_size,
             self.pool_refill_delay_ms,
@@ -404,6 +416,7 @@ impl Settings {
                 EgressResolver::System => "system",
                 EgressResolver::LoopbackOnly => "loopback-only",
             },
+            self.master_key_file().display().to_string(),
         ) + &match &self.public_url {
             Some(u) => format!("public_url = {u:?}\n"),
             None => String::new(),
@@ -647,6 +660,29 @@ mod tests {
         assert_eq!(s.egress_log_retention_days, 30, "the default");
         let err = load_err(&[("CORDON_EGRESS_LOG_RETENTION_DAYS", "0")]);
         assert!(err.starts_with("egress_log_retention_days"), "{err}");
+    }
+
+    #[test]
+    fn the_master_key_file_defaults_into_the_data_dir_and_can_be_moved() {
+        let s = Settings::load_from(None, env(&[("CORDON_DATA_DIR", "/srv/cordon")])).unwrap();
+        assert_eq!(s.master_key_file(), PathBuf::from("/srv/cordon/master.key"));
+        assert!(
+            s.show()
+                .contains("master_key_file = \"/srv/cordon/master.key\""),
+            "{}",
+            s.show()
+        );
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        writeln!(file, "master_key_file = \"/etc/cordon/key\"").unwrap();
+        let s = Settings::load_from(Some(file.path()), env(&[])).unwrap();
+        assert_eq!(s.master_key_file(), PathBuf::from("/etc/cordon/key"));
+        let s = Settings::load_from(
+            Some(file.path()),
+            env(&[("CORDON_MASTER_KEY_FILE", "/run/keys/cordon")]),
+        )
+        .unwrap();
+        assert_eq!(s.master_key_file(), PathBuf::from("/run/keys/cordon"));
+        assert!(s.show().contains("master_key_file = \"/run/keys/cordon\""));
     }
 
     #[test]

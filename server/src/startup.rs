@@ -24,7 +24,7 @@ use tower_http::trace::TraceLayer;
 use crate::api;
 use crate::config::EgressResolver;
 use crate::config::Settings;
-use crate::crypto::Keyring;
+use crate::crypto::{KeySource, Keyring};
 use crate::edge::{self, Origins};
 use crate::egress::{AddressPolicy, EgressGuard, Limits, StaticResolver};
 use crate::error::{ApiError, ErrorCause};
@@ -70,6 +70,16 @@ impl Application {
         // The vault's key is checked at start: a key file readable by others
         // or a key that did not seal the stored credentials stops startup.
         let keyring = Keyring::load(&settings)?;
+        if let KeySource::File(path) = keyring.source()
+            && lies_inside(path, &settings.data_dir)
+        {
+            tracing::warn!(
+                key_file = %path.display(),
+                data_dir = %settings.data_dir.display(),
+                "the master key file is inside the data dir, so a backup or copy of the data dir \
+                 can decrypt the vault: keep the key elsewhere (master_key_file setting)"
+            );
+        }
         let vault = Vault::new(store.clone(), keyring.key().clone());
         vault.check_keys().await?;
         let policy = AddressPolicy::with_allowlist(&settings.egress_allow)
@@ -171,14 +181,41 @@ pub fn shutdown_signal() -> anyhow::Result<impl Future<Output = ()> + Send + 'st
     })
 }
 
-fn prepare_data_dir(dir: &Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir)
+/// Creates the data dir (mode 0700: it holds the database and, by default,
+/// the master key) and checks it is writable. An existing dir is left as
+/// it is, with a warning if others may look inside.
+pub(crate) fn prepare_data_dir(dir: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
         .with_context(|| format!("data_dir: cannot create {}", dir.display()))?;
+    let mode = std::fs::metadata(dir)
+        .with_context(|| format!("data_dir: cannot read {}", dir.display()))?
+        .permissions()
+        .mode();
+    if mode & 0o077 != 0 {
+        tracing::warn!(
+            data_dir = %dir.display(),
+            mode = format!("{:04o}", mode & 0o7777),
+            "the data dir is open to other users; it holds the database: chmod 700 it"
+        );
+    }
     let probe = dir.join(".cordon-write-test");
     std::fs::write(&probe, b"")
         .with_context(|| format!("data_dir: {} is not writable", dir.display()))?;
     let _ = std::fs::remove_file(probe);
     Ok(())
+}
+
+/// Whether `path` lies inside `dir`, symbolic links and `..` resolved
+/// (both exist once the data dir is prepared and the key loaded).
+fn lies_inside(path: &Path, dir: &Path) -> bool {
+    match (path.canonicalize(), dir.canonicalize()) {
+        (Ok(path), Ok(dir)) => path.starts_with(dir),
+        _ => path.starts_with(dir),
+    }
 }
 
 /// The whole HTTP surface.

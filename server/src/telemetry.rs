@@ -1,5 +1,6 @@
 //! Tracing set-up and the Prometheus recorder.
 
+use std::io::IsTerminal;
 use std::sync::OnceLock;
 
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
@@ -18,8 +19,12 @@ pub fn init_tracing(format: LogFormat, level: &str) {
         // typed text) at debug level, and reports every killed browser as an
         // error: its own logs are never shown. Cordon logs what matters.
         .add_directive("chromiumoxide=off".parse().expect("static directive"));
+    // Colour codes help a person at a terminal and litter a log file or a
+    // journal: only a terminal gets them.
+    let ansi = std::io::stderr().is_terminal();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr)
         .with_span_events(FmtSpan::NONE);
     let _ = match format {

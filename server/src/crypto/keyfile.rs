@@ -1,9 +1,10 @@
 //! Where the master key comes from: the `master_key` setting, or the key
-//! file `<data_dir>/master.key` (created with mode 0600 on first use).
+//! file of the `master_key_file` setting, by default `<data_dir>/master.key`
+//! (created with mode 0600 on first use).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use secrecy::ExposeSecret;
@@ -12,7 +13,7 @@ use zeroize::Zeroizing;
 use super::key::MasterKey;
 use crate::config::Settings;
 
-/// The key file's name inside the data directory.
+/// The key file's name inside the data directory, where it is by default.
 pub const KEY_FILE: &str = "master.key";
 
 /// Where a rotation stages the new key until the database has committed.
@@ -77,8 +78,9 @@ pub struct Keyring {
 }
 
 impl Keyring {
-    /// The key from the `master_key` setting if set, otherwise from
-    /// `<data_dir>/master.key`, which is created (mode 0600) if missing and
+    /// The key from the `master_key` setting if set, otherwise from the
+    /// `master_key_file` (default `<data_dir>/master.key`), which is created
+    /// (mode 0600, in a 0700 directory if that is new too) if missing and
     /// refused if its mode is wider than 0600.
     pub fn load(settings: &Settings) -> Result<Self, KeyError> {
         if let Some(text) = &settings.master_key {
@@ -89,7 +91,7 @@ impl Keyring {
                 source: KeySource::Setting,
             });
         }
-        let path = settings.data_dir.join(KEY_FILE);
+        let path = settings.master_key_file();
         let key = load_or_create(&path)?;
         Ok(Self {
             key,
@@ -194,7 +196,11 @@ fn load_or_create(path: &Path) -> Result<MasterKey, KeyError> {
         other => return other,
     }
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        fs::create_dir_all(dir).map_err(io_err(dir))?;
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(io_err(dir))?;
     }
     let key = MasterKey::generate();
     match write_new(path, &key) {
@@ -282,6 +288,30 @@ mod tests {
         }
         fs::set_permissions(&path, fs::Permissions::from_mode(0o400)).unwrap();
         assert!(Keyring::load(&settings(dir.path(), None)).is_ok());
+    }
+
+    #[test]
+    fn a_key_file_outside_the_data_dir_is_created_and_used_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = dir.path().join("keys").join("cordon.key");
+        let env = vec![
+            (
+                "CORDON_DATA_DIR".to_string(),
+                dir.path().join("data").display().to_string(),
+            ),
+            (
+                "CORDON_MASTER_KEY_FILE".to_string(),
+                elsewhere.display().to_string(),
+            ),
+        ];
+        let settings = Settings::load_from(None, env).unwrap();
+        let first = Keyring::load(&settings).unwrap();
+        assert_eq!(first.source(), &KeySource::File(elsewhere.clone()));
+        assert_eq!(mode(&elsewhere), 0o600);
+        assert_eq!(mode(&dir.path().join("keys")), 0o700);
+        assert!(!dir.path().join("data").join(KEY_FILE).exists());
+        let again = Keyring::load(&settings).unwrap();
+        assert_eq!(first.key().id(), again.key().id());
     }
 
     #[test]

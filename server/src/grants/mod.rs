@@ -308,6 +308,29 @@ pub async fn approve(
     Ok(token)
 }
 
+/// The domains of an approved grant for which its tenant has no stored
+/// credential: a session opened with the grant gets no cookies for them,
+/// which the operator approving it should hear about.
+pub async fn domains_without_credentials(
+    store: &Store,
+    token: &GrantTokenRow,
+) -> Result<Vec<String>, GrantError> {
+    let tenant: TenantId = token
+        .tenant_id
+        .parse()
+        .map_err(|e| anyhow::anyhow!("bad tenant id on grant token: {e}"))?;
+    let stored: BTreeSet<String> = store
+        .vault_list(Some(&tenant))
+        .await?
+        .into_iter()
+        .map(|c| c.domain)
+        .collect();
+    Ok(domains_of(&token.allowed_domains)
+        .into_iter()
+        .filter(|d| !stored.contains(d))
+        .collect())
+}
+
 /// An operator denies a pending request.
 pub async fn deny(store: &Store, actor: &Actor, request_id: &str) -> Result<(), GrantError> {
     let req = store

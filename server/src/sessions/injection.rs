@@ -24,7 +24,17 @@ pub fn cookie_param(c: &Cookie) -> anyhow::Result<CookieParam> {
     if host.is_empty() {
         anyhow::bail!("a stored cookie has no domain");
     }
-    let is_ip = host.parse::<std::net::IpAddr>().is_ok();
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    let ip = bare.parse::<std::net::IpAddr>().ok();
+    let is_ip = ip.is_some();
+    // An IPv6 address is written in brackets in a URL.
+    let url_host = match ip {
+        Some(std::net::IpAddr::V6(v6)) => format!("[{v6}]"),
+        _ => host.to_owned(),
+    };
     let scheme = if c.secure { "https" } else { "http" };
     let path = if c.path.starts_with('/') {
         c.path.clone()
@@ -34,7 +44,7 @@ pub fn cookie_param(c: &Cookie) -> anyhow::Result<CookieParam> {
     let (url, domain) = if c.domain.starts_with('.') && !is_ip {
         (None, Some(c.domain.clone()))
     } else {
-        (Some(format!("{scheme}://{host}{path}")), None)
+        (Some(format!("{scheme}://{url_host}{path}")), None)
     };
     Ok(CookieParam {
         name: c.name.clone(),
@@ -64,6 +74,17 @@ pub fn cookie_param(c: &Cookie) -> anyhow::Result<CookieParam> {
     })
 }
 
+/// What an injection did, for the open's answer (counts and names only).
+pub(super) struct Injected {
+    /// Cookies set per domain asked for: 0 where the tenant stores none
+    /// (or only expired ones).
+    pub counts: BTreeMap<String, usize>,
+    /// Each configured smoke probe's result for the injected domains.
+    pub smoke: BTreeMap<String, String>,
+    /// Domains asked for that the tenant has no stored credential for.
+    pub missing_credentials: Vec<String>,
+}
+
 /// Sets the tenant's stored cookies for the session's domains on its
 /// browser over CDP, runs the configured smoke probes, records the
 /// injection, and audits the counts (never a value). Nothing is read back
@@ -76,7 +97,7 @@ pub(super) async fn inject(
     id: &SessionId,
     req: &OpenRequest,
     page: &chromiumoxide::Page,
-) -> anyhow::Result<(BTreeMap<String, usize>, BTreeMap<String, String>)> {
+) -> anyhow::Result<Injected> {
     let domains = req.vault_domains()?;
     let selected = inner
         .vault
@@ -97,6 +118,11 @@ pub(super) async fn inject(
             .await
             .context("failed to set cookies over CDP")?;
     }
+    let missing_credentials: Vec<String> = domains
+        .iter()
+        .filter(|d| !selected.iter().any(|(stored, _)| stored == *d))
+        .map(|d| d.as_str().to_owned())
+        .collect();
     drop(selected);
     let injected: Vec<crate::vault::Domain> = domains
         .into_iter()
@@ -132,11 +158,19 @@ pub(super) async fn inject(
             NewEvent::new(Actor::System, "session.inject")
                 .tenant(&owner.tenant)
                 .session(id.as_str())
-                .params(json!({ "cookies": counts, "smoke": smoke }))
+                .params(json!({
+                    "cookies": counts,
+                    "smoke": smoke,
+                    "missing_credentials": missing_credentials,
+                }))
                 .outcome("ok"),
         )
         .await?;
-    Ok((counts, smoke))
+    Ok(Injected {
+        counts,
+        smoke,
+        missing_credentials,
+    })
 }
 
 /// Takes the session's tab lock, then tells `locked` (so the caller can
@@ -196,4 +230,28 @@ async fn run_probe(page: &chromiumoxide::Page, probe: &crate::config::SmokeProbe
         }
     }
     "ok".into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cookie(domain: &str) -> Cookie {
+        serde_json::from_value(json!({
+            "name": "sid", "value": "v", "domain": domain, "path": "/",
+            "expires": -1.0, "httpOnly": true, "secure": false,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn an_ipv6_cookie_is_set_through_a_bracketed_url() {
+        for domain in ["::1", "[::1]"] {
+            let p = cookie_param(&cookie(domain)).unwrap();
+            assert_eq!(p.url.as_deref(), Some("http://[::1]/"), "{domain}");
+            assert_eq!(p.domain, None);
+        }
+        let p = cookie_param(&cookie("127.0.0.1")).unwrap();
+        assert_eq!(p.url.as_deref(), Some("http://127.0.0.1/"));
+    }
 }

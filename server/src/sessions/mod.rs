@@ -150,6 +150,11 @@ pub struct SessionInfo {
     /// (`ok`, or what failed) for the injected domains.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub smoke: Option<BTreeMap<String, String>>,
+    /// Operator mode, on open only: domains asked for that the tenant has
+    /// no stored credential for, so nothing was injected for them (present
+    /// only when there are some).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing_credentials: Vec<String>,
 }
 
 impl SessionInfo {
@@ -174,6 +179,7 @@ impl SessionInfo {
             from_pool: None,
             injected: None,
             smoke: None,
+            missing_credentials: Vec::new(),
         }
     }
 }

@@ -250,8 +250,8 @@ impl SessionManager {
             .lock()
             .expect("live lock")
             .insert(id.clone(), live.clone());
-        if let Ok(Some((_, smoke))) = &setup
-            && !smoke.is_empty()
+        if let Ok(Some(injected)) = &setup
+            && !injected.smoke.is_empty()
         {
             // Off the open's critical path, but ahead of every tool call.
             let (locked, is_locked) = tokio::sync::oneshot::channel();
@@ -274,9 +274,10 @@ impl SessionManager {
         row.state = SessionState::Ready;
         let mut info = SessionInfo::from_row(&row);
         info.from_pool = Some(from_pool);
-        if let Some((counts, smoke)) = injected {
-            info.injected = Some(counts);
-            info.smoke = (!smoke.is_empty()).then_some(smoke);
+        if let Some(injected) = injected {
+            info.injected = Some(injected.counts);
+            info.smoke = (!injected.smoke.is_empty()).then_some(injected.smoke);
+            info.missing_credentials = injected.missing_credentials;
         }
         Ok(info)
     }

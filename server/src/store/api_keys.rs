@@ -89,13 +89,24 @@ impl Store {
         .transpose()
     }
 
-    /// All keys, newest first.
-    pub async fn api_key_list(&self) -> anyhow::Result<Vec<ApiKeyInfo>> {
-        let rows = sqlx::query(
-            "SELECT id, tenant_id, label, created_at, revoked_at FROM api_keys ORDER BY created_at DESC, id",
-        )
-        .fetch_all(self.pool())
-        .await
+    /// All keys, or one tenant's, newest first.
+    pub async fn api_key_list(&self, tenant: Option<&TenantId>) -> anyhow::Result<Vec<ApiKeyInfo>> {
+        const COLUMNS: &str = "id, tenant_id, label, created_at, revoked_at";
+        let rows = match tenant {
+            Some(t) => sqlx::query(&format!(
+                "SELECT {COLUMNS} FROM api_keys WHERE tenant_id = $1 ORDER BY created_at DESC, id"
+            ))
+            .bind(t.as_str().to_owned())
+            .fetch_all(self.pool())
+            .await,
+            None => {
+                sqlx::query(&format!(
+                    "SELECT {COLUMNS} FROM api_keys ORDER BY created_at DESC, id"
+                ))
+                .fetch_all(self.pool())
+                .await
+            }
+        }
         .context("failed to list api keys")?;
         rows.iter()
             .map(|r| {

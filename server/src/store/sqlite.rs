@@ -1,5 +1,6 @@
 //! SQLite specifics: file creation, WAL, busy timeout, migrations.
 
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
@@ -44,15 +45,37 @@ pub(super) async fn connect(url: &str) -> anyhow::Result<AnyPool> {
     Ok(pool)
 }
 
+/// Creates the database file (and its directory) readable by its owner
+/// only: it holds tokens' hashes, the audit log and sealed credentials.
+/// SQLite gives the `-wal` and `-shm` files the database file's mode; ones
+/// left by an older run are tightened too.
 fn create_file(file: &Path) -> anyhow::Result<()> {
     if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
             .with_context(|| format!("cannot create directory {}", dir.display()))?;
     }
     std::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .mode(0o600)
         .open(file)
         .with_context(|| format!("cannot create or open {}", file.display()))?;
+    for suffix in ["", "-wal", "-shm"] {
+        let mut path = file.as_os_str().to_owned();
+        path.push(suffix);
+        match std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)) {
+            // Someone else's file that this process may still use: its owner
+            // chose its mode.
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => tracing::warn!(
+                file = %Path::new(&path).display(),
+                error = %e,
+                "cannot make the database file private (mode 0600)"
+            ),
+            _ => {}
+        }
+    }
     Ok(())
 }

@@ -214,3 +214,173 @@ fn serve_refuses_a_master_key_file_readable_by_others() {
     let out = cordon(dir.path(), &[], &["serve"]);
     assert_clean_failure(&out, "master.key");
 }
+
+#[test]
+fn apikey_list_with_a_tenant_shows_only_that_tenants_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    for t in ["acme", "globex"] {
+        let out = cordon(dir.path(), &[], &["tenant", "create", t]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let label = format!("{t}-agent");
+        let out = cordon(
+            dir.path(),
+            &[],
+            &["apikey", "create", "--tenant", t, "--label", &label],
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+
+    let out = cordon(dir.path(), &[], &["apikey", "list", "--tenant", "acme"]);
+
+    assert!(out.status.success(), "{}", stderr(&out));
+    let listed = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(listed.lines().count(), 1, "{listed}");
+    assert!(listed.contains("\tacme\tactive\tacme-agent"), "{listed}");
+    let out = cordon(dir.path(), &[], &["apikey", "list"]);
+    assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), 2);
+    let out = cordon(dir.path(), &[], &["apikey", "list", "--tenant", "../Evil"]);
+    assert_clean_failure(&out, "tenant id");
+}
+
+#[test]
+fn logs_written_to_a_pipe_carry_no_colour_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    // The first use of the vault creates the master key and logs it (INFO).
+    let out = cordon(
+        dir.path(),
+        &[("CORDON_LOG_LEVEL", "info"), ("CORDON_LOG_FORMAT", "text")],
+        &["creds", "list"],
+    );
+
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("created a new master key"), "{err:?}");
+    assert!(!err.contains("\x1b["), "{err:?}");
+}
+
+fn mode(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .permissions()
+        .mode()
+        & 0o777
+}
+
+#[test]
+fn the_data_dir_and_the_database_files_are_private_to_their_owner() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+
+    let out = cordon(dir.path(), &[], &["migrate"]);
+
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(mode(&data), 0o700);
+    assert_eq!(mode(&data.join("cordon.db")), 0o600);
+    // A running server has the WAL files open: SQLite gives them the
+    // database file's mode.
+    let server = ServeProcess::start(dir.path(), &[("CORDON_POOL_SIZE", "0")]);
+    for name in ["cordon.db", "cordon.db-wal", "cordon.db-shm"] {
+        assert_eq!(mode(&data.join(name)), 0o600, "{name}");
+    }
+    assert!(server.stop().success());
+}
+
+#[test]
+fn a_database_file_left_readable_by_others_is_made_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("data/cordon.db");
+    assert!(cordon(dir.path(), &[], &["migrate"]).status.success());
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
+
+    let out = cordon(dir.path(), &[], &["tenant", "list"]);
+
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(mode(&db), 0o600);
+}
+
+/// Starts `cordon serve` in `dir` and returns it with its log lines up to
+/// the one that reports the address it listens on.
+fn serve_logging(
+    dir: &std::path::Path,
+    env: &[(&str, &str)],
+) -> (std::process::Child, Vec<String>) {
+    use std::io::{BufRead, BufReader};
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cordon"));
+    cmd.current_dir(dir)
+        .arg("serve")
+        .env("CORDON_BIND", "127.0.0.1:0")
+        .env("CORDON_POOL_SIZE", "0")
+        .env("CORDON_LOG_FORMAT", "json")
+        .env("CORDON_LOG_LEVEL", "info")
+        .env("CORDON_EGRESS_RESOLVER", "loopback-only")
+        .env_remove("CORDON_MASTER_KEY")
+        .env_remove("CORDON_DATA_DIR")
+        .stderr(std::process::Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("cordon serve starts");
+    let mut lines = Vec::new();
+    for line in BufReader::new(child.stderr.take().expect("stderr")).lines() {
+        let line = line.expect("utf-8 log");
+        let listening = line.contains("\"addr\"");
+        lines.push(line);
+        if listening {
+            return (child, lines);
+        }
+    }
+    let status = child.wait().expect("wait");
+    panic!("serve exited ({status}) before listening: {lines:?}");
+}
+
+fn stop(mut child: std::process::Child) {
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn serve_warns_when_the_master_key_file_is_inside_the_data_dir() {
+    let dir = tempfile::tempdir().unwrap();
+
+    let (child, log) = serve_logging(dir.path(), &[]);
+    stop(child);
+
+    let warning: Vec<&String> = log
+        .iter()
+        .filter(|l| l.contains("WARN") && l.contains("master key file is inside the data dir"))
+        .collect();
+    assert_eq!(warning.len(), 1, "{log:#?}");
+    assert!(warning[0].contains("master_key_file"), "{}", warning[0]);
+}
+
+#[test]
+fn a_master_key_file_outside_the_data_dir_is_created_there_and_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("secrets/cordon.key");
+    let key_arg = key.display().to_string();
+    let env = [("CORDON_MASTER_KEY_FILE", key_arg.as_str())];
+
+    let out = cordon(dir.path(), &env, &["creds", "list"]);
+
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(mode(&key), 0o600);
+    assert!(dir.path().join("data").is_dir());
+    assert!(!dir.path().join("data/master.key").exists());
+    let shown = cordon(dir.path(), &env, &["config", "show"]);
+    let shown = String::from_utf8(shown.stdout).unwrap();
+    assert!(
+        shown.contains(&format!("master_key_file = {key_arg:?}")),
+        "{shown}"
+    );
+    // The server uses that key and sees no reason to warn.
+    let (child, log) = serve_logging(dir.path(), &env);
+    stop(child);
+    assert!(
+        !log.iter().any(|l| l.contains("master key file is inside")),
+        "{log:#?}"
+    );
+    assert!(!dir.path().join("data/master.key").exists());
+}

@@ -422,6 +422,57 @@ async fn fifty_concurrent_opens_with_one_single_use_token_yield_one_session(back
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_open_names_the_domains_without_a_stored_credential() {
+    let site = site::start().await;
+    let app = session_app(Backend::Sqlite, &site.allow(), &[]).await;
+    let acme = app.agent("acme").await;
+    app.state
+        .vault
+        .import(
+            &Actor::Cli,
+            &tenant("acme"),
+            &domain("127.0.0.1"),
+            &session_cookie("127.0.0.1", &secret()),
+            ImportOptions::default(),
+        )
+        .await
+        .unwrap();
+    let (_, token, _) = granted(&app, &acme, &["127.0.0.1", "localhost"], false).await;
+
+    let (status, opened) = open_operator(&acme, &["127.0.0.1", "localhost"], &token).await;
+
+    assert_eq!(status, StatusCode::CREATED, "{opened}");
+    assert_eq!(
+        opened["injected"],
+        json!({ "127.0.0.1": 1, "localhost": 0 }),
+        "{opened}"
+    );
+    assert_eq!(
+        opened["missing_credentials"],
+        json!(["localhost"]),
+        "{opened}"
+    );
+    acme.close(opened["session_id"].as_str().unwrap()).await;
+    // Every domain has a credential: the field is left out.
+    let (status, opened) = open_operator(&acme, &["127.0.0.1"], &token).await;
+    assert_eq!(status, StatusCode::CREATED, "{opened}");
+    assert!(opened.get("missing_credentials").is_none(), "{opened}");
+    acme.close(opened["session_id"].as_str().unwrap()).await;
+    let events = app.state.store.audit_page(0, 10_000).await.unwrap();
+    let inject = events
+        .iter()
+        .find(|e| e.action == "session.inject")
+        .expect("injection audited");
+    assert!(
+        inject
+            .params
+            .contains("\"missing_credentials\":[\"localhost\"]"),
+        "{}",
+        inject.params
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_lists_approves_denies_and_revokes() {
     let db = crate::helpers::TestDb::new(Backend::Sqlite).await;
     let store = db.store().await;
@@ -431,14 +482,14 @@ async fn the_cli_lists_approves_denies_and_revokes() {
         key_id: "k_test".into(),
         tenant: acme,
     };
-    let ask = |reason: &str| cordon::grants::NewGrantRequest {
-        domains: vec!["127.0.0.1".into()],
+    let ask = |reason: &str, domains: &[&str]| cordon::grants::NewGrantRequest {
+        domains: domains.iter().map(|d| (*d).to_owned()).collect(),
         reason: reason.into(),
     };
-    let first = cordon::grants::request(&store, &owner, &ask("first"))
+    let first = cordon::grants::request(&store, &owner, &ask("first", &["127.0.0.1", "localhost"]))
         .await
         .unwrap();
-    let second = cordon::grants::request(&store, &owner, &ask("second"))
+    let second = cordon::grants::request(&store, &owner, &ask("second", &["127.0.0.1"]))
         .await
         .unwrap();
     let data = db.dir.path().join("data");
@@ -457,6 +508,24 @@ async fn the_cli_lists_approves_denies_and_revokes() {
     let listed = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(listed.contains(&first.request_id) && listed.contains(&second.request_id));
 
+    // A credential is stored for one of the two domains asked for.
+    let cookies = db.dir.path().join("cookies.json");
+    std::fs::write(&cookies, session_cookie("127.0.0.1", &secret())).unwrap();
+    let file = cookies.display().to_string();
+    let out = run(&[
+        "creds",
+        "import",
+        "--tenant",
+        "acme",
+        "--domain",
+        "127.0.0.1",
+        &file,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = run(&[
         "grants",
         "approve",
@@ -470,6 +539,18 @@ async fn the_cli_lists_approves_denies_and_revokes() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The operator hears which domains the grant lets no cookies in for.
+    let warned = String::from_utf8_lossy(&out.stderr).into_owned();
+    let warning: Vec<&str> = warned
+        .lines()
+        .filter(|l| l.starts_with("warning:"))
+        .collect();
+    assert_eq!(warning.len(), 1, "{warned}");
+    assert!(
+        warning[0].contains("no stored credential for localhost:"),
+        "{warned}"
+    );
+    assert!(!warning[0].contains("127.0.0.1"), "{warned}");
     let tok = store
         .grant_token_of_request(&first.request_id)
         .await
@@ -485,14 +566,28 @@ async fn the_cli_lists_approves_denies_and_revokes() {
             .status
             .success()
     );
-    let again = run(&["grants", "deny", &second.request_id]);
-    assert_eq!(
-        again.status.code(),
-        Some(1),
-        "a decided request stays decided"
+    // A decided request stays decided: like every CLI error, one line on
+    // stderr and exit code 2.
+    let one_line_error = |out: &std::process::Output, needle: &str| {
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(needle), "expected {needle:?} in {err:?}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err:?}");
+    };
+    one_line_error(
+        &run(&["grants", "deny", &second.request_id]),
+        "grant request is denied, not pending",
+    );
+    one_line_error(
+        &run(&["grants", "approve", &second.request_id]),
+        "grant request is denied, not pending",
+    );
+    one_line_error(
+        &run(&["grants", "approve", &first.request_id]),
+        "grant request is approved, not pending",
     );
     assert!(run(&["grants", "revoke", &tok.jti]).status.success());
-    assert_eq!(run(&["grants", "revoke", "gt_nope"]).status.code(), Some(1));
+    one_line_error(&run(&["grants", "revoke", "gt_nope"]), "not found");
     let out = run(&["grants", "list"]);
     let listed = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(

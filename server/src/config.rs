@@ -7,45 +7,15 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use figment::Figment;
-use figment::providers::{Format, Serialized, Toml};
+use figment::providers::{Format, Toml};
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 
-/// Environment keys read as settings (lowercased, without the `CORDON_` prefix).
-/// Other `CORDON_*` variables (the test harness's, say) are ignored.
-const ENV_KEYS: &[&str] = &[
-    "bind",
-    "data_dir",
-    "database_url",
-    "log_format",
-    "log_level",
-    "chromium_path",
-    "site_root",
-    "sandbox_driver",
-    "pool_size",
-    "pool_refill_delay_ms",
-    "session_deadline_s",
-    "session_deadline_max_s",
-    "session_idle_s",
-    "max_sessions_per_tenant",
-    "max_sessions",
-    "tool_timeout_s",
-    "egress_allow",
-    "recording_retention_days",
-    "egress_log_retention_days",
-    "egress_resolver",
-    "exec_create",
-    "exec_destroy",
-    "master_key",
-    "master_key_file",
-    "smoke_probes",
-    "grant_expiry_min",
-    "public_url",
-];
+use crate::egress::AllowEntry;
 
 /// A check run after injecting a domain's cookies: load `url` and expect a
 /// status and/or a text, to tell fresh credentials from expired ones.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SmokeProbe {
     /// An http(s) URL on the domain.
@@ -76,7 +46,7 @@ where
 }
 
 /// How the egress guard resolves host names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum EgressResolver {
     /// The host's resolver (production).
@@ -87,7 +57,7 @@ pub enum EgressResolver {
 }
 
 /// Which sandbox driver runs browsers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SandboxDriverSetting {
     /// `bwrap` where it works, else `process`.
@@ -101,7 +71,7 @@ pub enum SandboxDriverSetting {
 }
 
 /// How log lines are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum LogFormat {
     /// Human-readable lines.
@@ -110,58 +80,90 @@ pub enum LogFormat {
     Json,
 }
 
-/// All of Cordon's settings.
-#[derive(Clone, Deserialize)]
+/// All of Cordon's settings. Each is declared once, here: its type, its
+/// default (`d::…` below), its documentation. The environment keys
+/// (`CORDON_<NAME>`), which of them are numbers, `config show` and `Debug`
+/// are all derived from this declaration.
+#[derive(Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Settings {
     /// Address the HTTP server listens on; port 0 picks a free port.
+    #[serde(default = "d::bind")]
+    #[schemars(with = "String")]
     pub bind: SocketAddr,
-    /// Directory for the SQLite database, key file and screenshots.
+    /// Directory for the SQLite database, screenshots and (by default) the key file.
+    #[serde(default = "d::data_dir")]
     pub data_dir: PathBuf,
     /// `sqlite://…` or `postgres://…`; defaults to `sqlite://<data_dir>/cordon.db`.
     /// Secret because a PostgreSQL URL may carry a password.
+    #[serde(default, serialize_with = "masked_url")]
+    #[schemars(with = "Option<String>")]
     pub database_url: Option<SecretString>,
     /// `text` or `json`.
+    #[serde(default = "d::log_format")]
     pub log_format: LogFormat,
     /// A `tracing` filter such as `info` or `cordon=debug,info`.
+    #[serde(default = "d::log_level")]
     pub log_level: String,
     /// The Chromium executable sessions run.
+    #[serde(default = "d::chromium_path")]
     pub chromium_path: PathBuf,
     /// Directory holding the built dashboard assets (`pkg/` inside).
+    #[serde(default = "d::site_root")]
     pub site_root: PathBuf,
-    /// `auto`, `process` or `bwrap`.
+    /// `auto`, `process`, `bwrap` or `exec`.
+    #[serde(default = "d::sandbox_driver")]
     pub sandbox_driver: SandboxDriverSetting,
     /// Pre-started browsers waiting for sessions (0 disables the pool).
+    #[serde(default = "d::pool_size")]
     pub pool_size: u32,
     /// After a session takes a warm browser, the pool waits this long before
     /// starting its replacement, so a browser's start does not compete for
     /// CPU with the new session's first page loads.
+    #[serde(default = "d::pool_refill_delay_ms")]
     pub pool_refill_delay_ms: u64,
     /// Default session lifetime in seconds.
+    #[serde(default = "d::session_deadline_s")]
     pub session_deadline_s: u64,
     /// Longest lifetime a client may ask for.
+    #[serde(default = "d::session_deadline_max_s")]
     pub session_deadline_max_s: u64,
     /// A session with no tool call for this long is closed.
+    #[serde(default = "d::session_idle_s")]
     pub session_idle_s: u64,
     /// Open sessions one tenant may have.
+    #[serde(default = "d::max_sessions_per_tenant")]
     pub max_sessions_per_tenant: u32,
     /// Open sessions this host runs in all.
+    #[serde(default = "d::max_sessions")]
     pub max_sessions: u32,
-    /// Upper bound of any one browser tool call, in seconds.
+    /// Upper bound of any one browser tool call, in seconds (at most 300).
+    #[serde(default = "d::tool_timeout_s")]
     pub tool_timeout_s: u64,
-    /// `ip:port` / `host:port` pairs the egress guard lets through even if
-    /// the address policy refuses them (e.g. a test's loopback page server).
-    #[serde(deserialize_with = "string_or_list")]
-    pub egress_allow: Vec<String>,
+    /// `ip:port` / `host:port` entries the egress guard lets through even if
+    /// the address policy refuses them (e.g. a test's loopback page server);
+    /// parsed when the settings load.
+    #[serde(
+        default,
+        deserialize_with = "allow_list",
+        serialize_with = "display_list"
+    )]
+    #[schemars(with = "Vec<String>")]
+    pub egress_allow: Vec<AllowEntry>,
     /// Days `audit` screenshots are kept.
+    #[serde(default = "d::recording_retention_days")]
     pub recording_retention_days: u64,
     /// Egress log rows older than this many days are deleted (hourly).
+    #[serde(default = "d::egress_log_retention_days")]
     pub egress_log_retention_days: u64,
     /// `system` or `loopback-only`.
+    #[serde(default = "d::egress_resolver")]
     pub egress_resolver: EgressResolver,
     /// `exec` driver: the command that makes a browser and prints its CDP endpoint.
+    #[serde(default)]
     pub exec_create: Option<String>,
     /// `exec` driver: the command that destroys one (idempotent).
+    #[serde(default)]
     pub exec_destroy: Option<String>,
     /// Per-domain checks run after cookie injection (`[smoke_probes."example.com"]`).
     #[serde(default, deserialize_with = "table_or_json")]
@@ -171,17 +173,140 @@ pub struct Settings {
     #[serde(default, deserialize_with = "table_or_json")]
     pub grant_expiry_min: std::collections::BTreeMap<String, u64>,
     /// The vault's master key (32 bytes as 64 hex digits or base64). When
-    /// unset, the key lives in `<data_dir>/master.key`, created with mode
-    /// 0600 on first use. Shown as `***`.
+    /// unset, the key lives in `master_key_file`, created with mode 0600 on
+    /// first use. Shown as `***`.
+    #[serde(default, serialize_with = "masked")]
+    #[schemars(with = "Option<String>")]
     pub master_key: Option<SecretString>,
-    /// The URL operators reach the dashboard at (`https://cordon.example.com`);
-    /// its host is accepted in `Host` and `Origin` besides `localhost`,
-    /// `127.0.0.1` and `[::1]` on the bound port.
-    pub public_url: Option<String>,
     /// Where the master key file lives when `master_key` is unset; defaults
     /// to `<data_dir>/master.key`. Keep it outside the data dir so a backup
     /// or copy of the data dir is not a decryptable vault.
+    #[serde(default)]
     pub master_key_file: Option<PathBuf>,
+    /// The URL operators reach the dashboard at (`https://cordon.example.com`);
+    /// its host is accepted in `Host` and `Origin` besides `localhost`,
+    /// `127.0.0.1` and `[::1]` on the bound port.
+    #[serde(default)]
+    pub public_url: Option<String>,
+}
+
+/// The defaults, one function per setting that has one.
+mod d {
+    use super::{EgressResolver, LogFormat, SandboxDriverSetting};
+    use std::net::SocketAddr;
+    use std::path::PathBuf;
+
+    pub fn bind() -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], 8080))
+    }
+    pub fn data_dir() -> PathBuf {
+        "data".into()
+    }
+    pub fn log_format() -> LogFormat {
+        LogFormat::Text
+    }
+    pub fn log_level() -> String {
+        "info".into()
+    }
+    pub fn chromium_path() -> PathBuf {
+        "/usr/lib/chromium/chromium".into()
+    }
+    pub fn site_root() -> PathBuf {
+        "target/site".into()
+    }
+    pub fn sandbox_driver() -> SandboxDriverSetting {
+        SandboxDriverSetting::Auto
+    }
+    pub fn pool_size() -> u32 {
+        2
+    }
+    pub fn pool_refill_delay_ms() -> u64 {
+        1000
+    }
+    pub fn session_deadline_s() -> u64 {
+        600
+    }
+    pub fn session_deadline_max_s() -> u64 {
+        3600
+    }
+    pub fn session_idle_s() -> u64 {
+        120
+    }
+    pub fn max_sessions_per_tenant() -> u32 {
+        50
+    }
+    pub fn max_sessions() -> u32 {
+        150
+    }
+    pub fn tool_timeout_s() -> u64 {
+        30
+    }
+    pub fn recording_retention_days() -> u64 {
+        7
+    }
+    pub fn egress_log_retention_days() -> u64 {
+        30
+    }
+    pub fn egress_resolver() -> EgressResolver {
+        EgressResolver::System
+    }
+}
+
+/// The settings' names and whether each is a number, from the declaration.
+struct Keys {
+    all: Vec<String>,
+    numeric: Vec<String>,
+}
+
+static KEYS: std::sync::LazyLock<Keys> = std::sync::LazyLock::new(|| {
+    let schema = schemars::schema_for!(Settings);
+    let props = schema
+        .get("properties")
+        .and_then(|p| p.as_object())
+        .cloned()
+        .unwrap_or_default();
+    let all: Vec<String> = props.keys().cloned().collect();
+    let numeric = props
+        .iter()
+        .filter(|(_, v)| v.get("type").and_then(|t| t.as_str()) == Some("integer"))
+        .map(|(k, _)| k.clone())
+        .collect();
+    Keys { all, numeric }
+});
+
+/// Every setting's name (`CORDON_<NAME upper-cased>` in the environment).
+pub fn setting_names() -> &'static [String] {
+    &KEYS.all
+}
+
+fn masked<S: serde::Serializer>(v: &Option<SecretString>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(_) => s.serialize_some("***"),
+        None => s.serialize_none(),
+    }
+}
+
+fn masked_url<S: serde::Serializer>(v: &Option<SecretString>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(url) => s.serialize_some(&crate::audit::redact::url(url.expose_secret())),
+        None => s.serialize_none(),
+    }
+}
+
+fn display_list<S: serde::Serializer>(v: &[AllowEntry], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(v.iter().map(ToString::to_string))
+}
+
+/// `egress_allow`: a TOML list or a comma-separated string, each entry
+/// parsed now, so a bad one stops the start naming the setting.
+fn allow_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<AllowEntry>, D::Error> {
+    string_or_list(d)?
+        .iter()
+        .map(|e| {
+            e.parse::<AllowEntry>()
+                .map_err(|err| serde::de::Error::custom(format!("{e:?}: {err}")))
+        })
+        .collect()
 }
 
 /// Accepts a TOML list or a comma-separated string (for the environment).
@@ -205,69 +330,9 @@ fn string_or_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>,
 
 impl fmt::Debug for Settings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Settings")
-            .field("bind", &self.bind)
-            .field("data_dir", &self.data_dir)
-            .field("database_url", &self.database_url_display())
-            .field("log_format", &self.log_format)
-            .field("log_level", &self.log_level)
-            .field("chromium_path", &self.chromium_path)
-            .field("site_root", &self.site_root)
-            .field("sandbox_driver", &self.sandbox_driver)
-            .field("pool_size", &self.pool_size)
-            .field("pool_refill_delay_ms", &self.pool_refill_delay_ms)
-            .field("egress_allow", &self.egress_allow)
-            .finish_non_exhaustive()
-    }
-}
-
-/// The defaults, as a serialisable layer for figment.
-#[derive(Serialize)]
-struct Defaults {
-    bind: String,
-    data_dir: String,
-    log_format: LogFormat,
-    log_level: String,
-    chromium_path: String,
-    site_root: String,
-    sandbox_driver: SandboxDriverSetting,
-    pool_size: u32,
-    pool_refill_delay_ms: u64,
-    session_deadline_s: u64,
-    session_deadline_max_s: u64,
-    session_idle_s: u64,
-    max_sessions_per_tenant: u32,
-    max_sessions: u32,
-    tool_timeout_s: u64,
-    egress_allow: Vec<String>,
-    recording_retention_days: u64,
-    egress_log_retention_days: u64,
-    egress_resolver: EgressResolver,
-}
-
-impl Default for Defaults {
-    fn default() -> Self {
-        Self {
-            bind: "127.0.0.1:8080".into(),
-            data_dir: "data".into(),
-            log_format: LogFormat::Text,
-            log_level: "info".into(),
-            chromium_path: "/usr/lib/chromium/chromium".into(),
-            site_root: "target/site".into(),
-            sandbox_driver: SandboxDriverSetting::Auto,
-            pool_size: 2,
-            pool_refill_delay_ms: 1000,
-            session_deadline_s: 600,
-            session_deadline_max_s: 3600,
-            session_idle_s: 120,
-            max_sessions_per_tenant: 50,
-            max_sessions: 150,
-            tool_timeout_s: 30,
-            egress_allow: Vec::new(),
-            recording_retention_days: 7,
-            egress_log_retention_days: 30,
-            egress_resolver: EgressResolver::System,
-        }
+        // The serialised form: secrets are masked there.
+        let v = serde_json::to_value(self).map_err(|_| fmt::Error)?;
+        write!(f, "Settings {v}")
     }
 }
 
@@ -283,7 +348,7 @@ impl Settings {
         config_file: Option<&Path>,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> anyhow::Result<Self> {
-        let mut figment = Figment::from(Serialized::defaults(Defaults::default()));
+        let mut figment = Figment::new();
         match config_file {
             Some(path) => {
                 if !path.is_file() {
@@ -300,7 +365,7 @@ impl Settings {
             env.into_iter()
                 .filter_map(|(k, v)| {
                     let key = k.strip_prefix("CORDON_")?.to_ascii_lowercase();
-                    ENV_KEYS.contains(&key.as_str()).then_some((key, v))
+                    KEYS.all.contains(&key).then_some((key, v))
                 })
                 .collect(),
         );
@@ -384,47 +449,44 @@ impl Settings {
         crate::audit::redact::url(self.database_url().expose_secret())
     }
 
-    /// The settings as TOML, secrets shown as `***`.
+    /// Every setting as TOML, secrets shown as `***`; a setting that is
+    /// unset is listed as a comment, so none is missing.
     pub fn show(&self) -> String {
-        format!(
-            "bind = {:?}\ndata_dir = {:?}\ndatabase_url = {:?}\nlog_format = {:?}\nlog_level = {:?}\nchromium_path = {:?}\nsite_root = {:?}\n",
-            self.bind.to_string(),
-            self.data_dir.display().to_string(),
-            self.database_url_display(),
-            match self.log_format {
-                LogFormat::Text => "text",
-                LogFormat::Json => "json",
-            },
-            self.log_level,
-            self.chromium_path.display().to_string(),
-            self.site_root.display().to_string(),
-        ) + &format!(
-            "sandbox_driver = {:?}\npool_size = {}\npool_refill_delay_ms = {}\nsession_deadline_s = {}\nsession_deadline_max_s = {}\nsession_idle_s = {}\nmax_sessions_per_tenant = {}\nmax_sessions = {}\ntool_timeout_s = {}\negress_allow = {:?}\nrecording_retention_days = {}\negress_log_retention_days = {}\negress_resolver = {:?}\nmaster_key_file = {:?}\n",
-            format!("{:?}", self.sandbox_driver).to_lowercase(),
-            self.pool_size,
-            self.pool_refill_delay_ms,
-            self.session_deadline_s,
-            self.session_deadline_max_s,
-            self.session_idle_s,
-            self.max_sessions_per_tenant,
-            self.max_sessions,
-            self.tool_timeout_s,
-            self.egress_allow,
-            self.recording_retention_days,
-            self.egress_log_retention_days,
-            match self.egress_resolver {
-                EgressResolver::System => "system",
-                EgressResolver::LoopbackOnly => "loopback-only",
-            },
-            self.master_key_file().display().to_string(),
-        ) + &match &self.public_url {
-            Some(u) => format!("public_url = {u:?}\n"),
-            None => String::new(),
-        } + if self.master_key.is_some() {
-            "master_key = \"***\"\n"
-        } else {
-            ""
+        let mut v = serde_json::to_value(self).unwrap_or_default();
+        // What is in force, not only what was given.
+        v["database_url"] = serde_json::json!(self.database_url_display());
+        v["master_key_file"] = serde_json::json!(self.master_key_file().display().to_string());
+        let mut out = String::new();
+        for name in &KEYS.all {
+            match &v[name.as_str()] {
+                serde_json::Value::Null => out.push_str(&format!("# {name} is unset\n")),
+                value => out.push_str(&format!("{name} = {}\n", toml_value(value))),
+            }
         }
+        out
+    }
+}
+
+/// A JSON value written as TOML (strings, numbers, lists, inline tables).
+fn toml_value(v: &serde_json::Value) -> String {
+    use serde_json::Value as V;
+    match v {
+        V::Null => "\"\"".into(),
+        V::Bool(b) => b.to_string(),
+        V::Number(n) => n.to_string(),
+        V::String(s) => format!("{s:?}"),
+        V::Array(items) => format!(
+            "[{}]",
+            items.iter().map(toml_value).collect::<Vec<_>>().join(", ")
+        ),
+        V::Object(map) => format!(
+            "{{ {} }}",
+            map.iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| format!("{k:?} = {}", toml_value(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
 }
 
@@ -459,20 +521,6 @@ struct EnvVars(Vec<(String, String)>);
 
 const ENV_SOURCE: &str = "environment";
 
-/// Settings whose environment values are numbers.
-const NUMERIC_KEYS: &[&str] = &[
-    "pool_size",
-    "pool_refill_delay_ms",
-    "session_deadline_s",
-    "session_deadline_max_s",
-    "session_idle_s",
-    "max_sessions_per_tenant",
-    "max_sessions",
-    "tool_timeout_s",
-    "recording_retention_days",
-    "egress_log_retention_days",
-];
-
 impl figment::Provider for EnvVars {
     fn metadata(&self) -> figment::Metadata {
         figment::Metadata::named(ENV_SOURCE)
@@ -488,7 +536,7 @@ impl figment::Provider for EnvVars {
                 // Numbers stay strings when they do not parse, so the error
                 // names the variable and shows what was given.
                 let value = match v.trim().parse::<u64>() {
-                    Ok(n) if NUMERIC_KEYS.contains(&k.as_str()) => figment::value::Value::from(n),
+                    Ok(n) if KEYS.numeric.contains(k) => figment::value::Value::from(n),
                     _ => figment::value::Value::from(v.clone()),
                 };
                 (k.clone(), value)
@@ -617,9 +665,63 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            s.egress_allow,
-            vec!["127.0.0.1:8000".to_string(), "[::1]:9000".to_string()]
+            s.egress_allow
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
+            ["127.0.0.1:8000", "[::1]:9000"]
         );
+    }
+
+    #[test]
+    fn a_bad_egress_allow_entry_stops_the_load_naming_the_setting() {
+        let err = load_err(&[("CORDON_EGRESS_ALLOW", "127.0.0.1:8000, nonsense")]);
+        assert!(err.starts_with("egress_allow:"), "{err}");
+        assert!(err.contains("nonsense"), "{err}");
+        assert!(!err.contains('\n'), "{err}");
+    }
+
+    #[test]
+    fn config_show_lists_every_setting_and_hides_secrets() {
+        let s = Settings::load_from(
+            None,
+            env(&[
+                ("CORDON_MASTER_KEY", &"ab".repeat(32)),
+                (
+                    "CORDON_SMOKE_PROBES",
+                    r#"{"example.com":{"url":"https://example.com/","expect_status":200}}"#,
+                ),
+                ("CORDON_GRANT_EXPIRY_MIN", r#"{"acme":60}"#),
+            ]),
+        )
+        .unwrap();
+        let shown = s.show();
+        for name in setting_names() {
+            assert!(
+                shown
+                    .lines()
+                    .any(|l| l.starts_with(&format!("{name} = "))
+                        || l == format!("# {name} is unset")),
+                "{name} missing from:\n{shown}"
+            );
+        }
+        assert!(setting_names().len() >= 27, "{:?}", setting_names());
+        assert!(shown.contains("master_key = \"***\""), "{shown}");
+        assert!(!shown.contains(&"ab".repeat(32)), "{shown}");
+        assert!(
+            shown.contains("grant_expiry_min = { \"acme\" = 60 }"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("smoke_probes = { \"example.com\" = {"),
+            "{shown}"
+        );
+        // What is shown loads back as the same settings.
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        std::io::Write::write_all(&mut file, shown.as_bytes()).unwrap();
+        let again = Settings::load_from(Some(file.path()), env(&[])).unwrap();
+        assert_eq!(again.smoke_probes, s.smoke_probes);
+        assert_eq!(again.tool_timeout_s, s.tool_timeout_s);
     }
 
     #[test]

@@ -82,8 +82,7 @@ impl Application {
         }
         let vault = Vault::new(store.clone(), keyring.key().clone());
         vault.check_keys().await?;
-        let policy = AddressPolicy::with_allowlist(&settings.egress_allow)
-            .map_err(|e| anyhow::anyhow!("egress_allow: {e}"))?;
+        let policy = AddressPolicy::with_entries(&settings.egress_allow);
         let egress = match settings.egress_resolver {
             EgressResolver::System => EgressGuard::new(policy, store.clone()),
             EgressResolver::LoopbackOnly => {

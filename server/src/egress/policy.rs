@@ -322,6 +322,13 @@ impl AddressPolicy {
         Ok(Self { allow })
     }
 
+    /// The built-in rules plus entries already parsed (from the settings).
+    pub fn with_entries(entries: &[AllowEntry]) -> Self {
+        Self {
+            allow: entries.to_vec(),
+        }
+    }
+
     /// Adds one entry.
     pub fn allow(mut self, entry: AllowEntry) -> Self {
         self.allow.push(entry);

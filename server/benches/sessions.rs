@@ -307,13 +307,13 @@ async fn operator_rounds(
         cordon::grants::approve(
             &state.store,
             &cordon::audit::Actor::Cli,
-            &asked.request_id,
+            &asked.request_id.parse().unwrap(),
             15,
             true,
         )
         .await
         .unwrap();
-        let token = cordon::grants::poll(&state.store, &owner, &asked.request_id)
+        let token = cordon::grants::poll(&state.store, &owner, &asked.request_id.parse().unwrap())
             .await
             .unwrap()
             .grant_token

@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 use crate::audit::{self, Actor, NewEvent, Verification};
 use crate::config::Settings;
 use crate::crypto::{KeySource, Keyring, MasterKey, read_key_file};
-use crate::domain::TenantId;
+use crate::domain::{GrantRequestId, GrantTokenId, TenantId};
 use crate::startup::{Application, shutdown_signal};
 use crate::store::Store;
 use crate::telemetry;
@@ -193,7 +193,7 @@ pub enum GrantsCommand {
     /// Approve a pending request; the agent collects the token once.
     Approve {
         /// The request's id (`gr_…`).
-        id: String,
+        id: GrantRequestId,
         /// Minutes until the token expires (default: the tenant's
         /// `grant_expiry_min` setting, else 15).
         #[arg(long)]
@@ -206,12 +206,12 @@ pub enum GrantsCommand {
     /// Deny a pending request.
     Deny {
         /// The request's id (`gr_…`).
-        id: String,
+        id: GrantRequestId,
     },
     /// Revoke a token by its id (`gt_…`).
     Revoke {
         /// The token's id.
-        jti: String,
+        jti: GrantTokenId,
     },
 }
 
@@ -417,7 +417,7 @@ async fn grants(
         } => {
             let expires_min = match expires_min {
                 Some(m) => m,
-                None => default_expiry(store, settings, &id).await?,
+                None => default_expiry(store, settings, id.as_str()).await?,
             };
             match grants::approve(store, &Actor::Cli, &id, expires_min, !multi_use).await {
                 Ok(t) => {

@@ -196,6 +196,7 @@ impl From<crate::grants::GrantError> for ApiError {
         match e {
             G::Invalid(m) => Self::BadRequest(m),
             G::NotFound => Self::NotFound("grant request"),
+            G::TokenNotFound => Self::NotFound("grant token"),
             e @ G::NotPending(_) => Self::Conflict {
                 code: "already_decided",
                 message: e.to_string(),

@@ -13,6 +13,7 @@ pub mod egress;
 pub mod error;
 pub mod grants;
 pub mod housekeeping;
+pub mod ids;
 pub mod peer;
 pub mod recording;
 pub mod sandbox;

@@ -9,6 +9,7 @@ use axum::routing::{get, post};
 use crate::api::auth::Agent;
 use crate::api::json::ApiJson;
 use crate::api::openapi::{AUTH, BODY, Route};
+use crate::domain::GrantRequestId;
 use crate::error::ApiError;
 use crate::grants::{self, GrantStatus, NewGrantRequest};
 use crate::state::AppState;
@@ -29,6 +30,10 @@ pub async fn show(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<GrantStatus>, ApiError> {
+    // An id that cannot exist is as unknown as one that does not.
+    let id: GrantRequestId = id
+        .parse()
+        .map_err(|_| ApiError::NotFound("grant request"))?;
     Ok(Json(grants::poll(&state.store, &agent.0, &id).await?))
 }
 

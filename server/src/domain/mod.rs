@@ -5,7 +5,10 @@ mod session_state;
 mod target_url;
 mod tenant_id;
 
-pub use session_id::{SessionId, SessionIdError, random_id};
+pub use crate::ids::random_id;
+pub use session_id::{
+    ApiKeyId, GrantRequestId, GrantTokenId, MalformedId, SessionId, SessionIdError,
+};
 pub use session_state::{CloseReason, SessionState, UnknownValue};
 pub use target_url::{MAX_URL_LEN, TargetUrl, TargetUrlError};
 pub use tenant_id::{TenantId, TenantIdError};

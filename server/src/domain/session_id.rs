@@ -1,78 +1,98 @@
+//! Ids parsed at the edge: one type per kind, each checked for its prefix
+//! and shape once (`gr_…` is never taken for `gt_…`), drawn by [`crate::ids`].
+
 use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-/// A browser session's id: `s_` followed by 26 lowercase base32 characters
-/// (128 random bits). Opaque to clients; unguessable, so ids leak nothing.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct SessionId(String);
+use crate::ids;
 
-const PREFIX: &str = "s_";
-const ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
-
-/// Why a string is not a [`SessionId`].
+/// Why a string is not an id of the kind asked for.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("malformed session id")]
-pub struct SessionIdError;
+#[error("malformed {0} id")]
+pub struct MalformedId(pub &'static str);
 
-impl SessionId {
-    /// A fresh random id.
-    pub fn generate() -> Self {
-        Self(random_id(PREFIX))
-    }
+/// The error of a [`SessionId`] that does not parse.
+pub type SessionIdError = MalformedId;
 
-    /// The id as a string.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
+macro_rules! typed_id {
+    ($(#[$doc:meta])* $name:ident, $prefix:expr, $what:literal) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(try_from = "String", into = "String")]
+        pub struct $name(String);
 
-/// `prefix` + 26 base32 characters from 128 random bits (130 bits drawn, top two zero).
-pub fn random_id(prefix: &str) -> String {
-    let bytes: [u8; 16] = rand::random();
-    let mut n = u128::from_be_bytes(bytes);
-    let mut out = String::with_capacity(prefix.len() + 26);
-    out.push_str(prefix);
-    for _ in 0..26 {
-        out.push(ALPHABET[(n & 31) as usize] as char);
-        n >>= 5;
-    }
-    out
-}
+        impl $name {
+            /// A fresh random id.
+            pub fn generate() -> Self {
+                Self(ids::random_id($prefix))
+            }
 
-impl FromStr for SessionId {
-    type Err = SessionIdError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let rest = s.strip_prefix(PREFIX).ok_or(SessionIdError)?;
-        if rest.len() != 26 || !rest.bytes().all(|b| ALPHABET.contains(&b)) {
-            return Err(SessionIdError);
+            /// The id as a string.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
         }
-        Ok(Self(s.to_owned()))
-    }
+
+        impl FromStr for $name {
+            type Err = MalformedId;
+
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                if ids::is_random_id($prefix, s) {
+                    Ok(Self(s.to_owned()))
+                } else {
+                    Err(MalformedId($what))
+                }
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = MalformedId;
+
+            fn try_from(s: String) -> Result<Self, Self::Error> {
+                s.parse()
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(id: $name) -> Self {
+                id.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
 }
 
-impl TryFrom<String> for SessionId {
-    type Error = SessionIdError;
-
-    fn try_from(s: String) -> Result<Self, Self::Error> {
-        s.parse()
-    }
-}
-
-impl From<SessionId> for String {
-    fn from(id: SessionId) -> Self {
-        id.0
-    }
-}
-
-impl fmt::Display for SessionId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+typed_id!(
+    /// A browser session (`s_…`).
+    SessionId,
+    ids::SESSION,
+    "session"
+);
+typed_id!(
+    /// A grant request (`gr_…`).
+    GrantRequestId,
+    ids::GRANT_REQUEST,
+    "grant request"
+);
+typed_id!(
+    /// A grant token's public id (`gt_…`), never the token itself.
+    GrantTokenId,
+    ids::GRANT_TOKEN_ID,
+    "grant token"
+);
+typed_id!(
+    /// An API key's public id (`k_…`), never the key itself.
+    ApiKeyId,
+    ids::API_KEY,
+    "API key"
+);
 
 #[cfg(test)]
 mod tests {
@@ -99,7 +119,22 @@ mod tests {
             "s_aaaaaaaaaaaaaaaaaaaaaaaaaaa",
             "s_../../../../etc/passwd00",
         ] {
-            assert_eq!(bad.parse::<SessionId>(), Err(SessionIdError), "{bad:?}");
+            assert_eq!(
+                bad.parse::<SessionId>(),
+                Err(MalformedId("session")),
+                "{bad:?}"
+            );
         }
+    }
+
+    #[test]
+    fn one_kind_of_id_is_not_taken_for_another() {
+        let request = GrantRequestId::generate();
+        assert!(request.as_str().parse::<GrantTokenId>().is_err());
+        assert!(request.as_str().parse::<SessionId>().is_err());
+        assert_eq!(
+            "k_nope".parse::<ApiKeyId>().unwrap_err().to_string(),
+            "malformed API key id"
+        );
     }
 }

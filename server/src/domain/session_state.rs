@@ -61,10 +61,20 @@ pub enum CloseReason {
 
 /// A stored value that is no state or reason this version knows.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown session {what} {value:?}")]
+#[error("unknown {what} {value:?}")]
 pub struct UnknownValue {
     what: &'static str,
     value: String,
+}
+
+impl UnknownValue {
+    /// `value` is no `what` this version knows.
+    pub fn new(what: &'static str, value: &str) -> Self {
+        Self {
+            what,
+            value: value.chars().take(40).collect(),
+        }
+    }
 }
 
 macro_rules! string_enum {
@@ -85,7 +95,7 @@ macro_rules! string_enum {
             fn from_str(s: &str) -> Result<Self, Self::Err> {
                 match s {
                     $($s => Ok(<$t>::$v),)*
-                    other => Err(UnknownValue { what: $what, value: other.chars().take(40).collect() }),
+                    other => Err(UnknownValue::new($what, other)),
                 }
             }
         }
@@ -104,7 +114,7 @@ macro_rules! string_enum {
     };
 }
 
-string_enum!(SessionState, "state",
+string_enum!(SessionState, "session state",
     Starting => "starting",
     Ready => "ready",
     Closing => "closing",
@@ -112,7 +122,7 @@ string_enum!(SessionState, "state",
     Failed => "failed",
 );
 
-string_enum!(CloseReason, "close reason",
+string_enum!(CloseReason, "session close reason",
     Client => "client",
     Deadline => "deadline",
     Idle => "idle",

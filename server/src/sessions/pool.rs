@@ -63,7 +63,7 @@ impl Pool {
 /// Starts one browser: egress listener, sandbox, CDP connection, first page.
 /// The sandbox is recorded (for the reaper) as soon as it has a pid.
 pub(super) async fn start_browser(inner: &Inner, state: &str) -> anyhow::Result<Warm> {
-    let id = random_id("b_");
+    let id = random_id(crate::ids::SANDBOX);
     inner.known.lock().expect("known lock").insert(id.clone());
     let result = start_inner(inner, id.clone(), state).await;
     if result.is_err() {

@@ -1,12 +1,11 @@
 //! Agent API keys: only a SHA-256 of each key is stored.
 
 use anyhow::Context;
-use base64::Engine;
-use sha2::{Digest, Sha256};
 use sqlx::Row;
 
 use super::Store;
-use crate::domain::{TenantId, random_id};
+use crate::domain::TenantId;
+use crate::ids::token_hash;
 use crate::time::now_ms;
 
 /// What a valid key resolves to.
@@ -34,13 +33,7 @@ pub struct ApiKeyInfo {
 }
 
 /// The prefix every key starts with, so leaked keys are recognisable.
-pub const KEY_PREFIX: &str = "cordon_";
-
-/// Hex SHA-256 of a presented key. Keys carry 256 random bits, so a plain
-/// hash is enough: there is nothing to brute-force.
-pub fn hash_key(key: &str) -> String {
-    hex::encode(Sha256::digest(key.as_bytes()))
-}
+pub const KEY_PREFIX: &str = crate::ids::API_KEY_SECRET;
 
 impl Store {
     /// Creates a key for `tenant`; returns `(key_id, key)`. The key is shown
@@ -51,17 +44,14 @@ impl Store {
         tenant: &TenantId,
         label: &str,
     ) -> anyhow::Result<(String, String)> {
-        let key = format!(
-            "{KEY_PREFIX}{}",
-            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(rand::random::<[u8; 32]>())
-        );
-        let id = random_id("k_");
+        let key = crate::ids::secret_token(KEY_PREFIX);
+        let id = crate::ids::random_id(crate::ids::API_KEY);
         sqlx::query(
             "INSERT INTO api_keys (id, tenant_id, key_hash, label, created_at) VALUES ($1, $2, $3, $4, $5)",
         )
         .bind(id.clone())
         .bind(tenant.as_str().to_owned())
-        .bind(hash_key(&key))
+        .bind(token_hash(&key))
         .bind(label.to_owned())
         .bind(now_ms())
         .execute(self.pool())
@@ -75,7 +65,7 @@ impl Store {
         let row = sqlx::query(
             "SELECT id, tenant_id FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL",
         )
-        .bind(hash_key(key))
+        .bind(token_hash(key))
         .fetch_optional(self.pool())
         .await
         .context("failed to look up api key")?;

@@ -6,6 +6,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::Store;
+use crate::grants::GrantState;
 
 /// An agent's request for credentials of some domains.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,7 +22,7 @@ pub struct GrantRequestRow {
     /// Why (free text from the agent).
     pub reason: String,
     /// `pending`, `approved`, `denied`, `expired`.
-    pub state: String,
+    pub state: GrantState,
     /// Unix ms.
     pub created_at: i64,
     /// Unix ms of the decision.
@@ -67,7 +68,10 @@ fn req_from(r: &AnyRow) -> Result<GrantRequestRow, sqlx::Error> {
         api_key_id: r.try_get("api_key_id")?,
         domains: r.try_get("domains")?,
         reason: r.try_get("reason")?,
-        state: r.try_get("state")?,
+        state: r
+            .try_get::<String, _>("state")?
+            .parse()
+            .map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
         created_at: r.try_get("created_at")?,
         decided_at: r.try_get("decided_at")?,
         decided_by: r.try_get("decided_by")?,
@@ -100,7 +104,7 @@ impl Store {
         .bind(r.api_key_id.clone())
         .bind(r.domains.clone())
         .bind(r.reason.clone())
-        .bind(r.state.clone())
+        .bind(r.state.as_str())
         .bind(r.created_at)
         .bind(r.decided_at)
         .bind(r.decided_by.clone())

@@ -234,7 +234,9 @@ impl Vault {
             let existing = self.store.vault_id_of(tenant, domain.as_str()).await?;
             let now = now_ms();
             let info = CredentialInfo {
-                id: existing.clone().unwrap_or_else(|| random_id("v_")),
+                id: existing
+                    .clone()
+                    .unwrap_or_else(|| random_id(crate::ids::CREDENTIAL)),
                 tenant_id: tenant.as_str().to_owned(),
                 domain: domain.as_str().to_owned(),
                 key_id: self.key.id().as_str().to_owned(),

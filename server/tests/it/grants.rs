@@ -73,9 +73,15 @@ async fn granted(
         (StatusCode::OK, Some("pending"))
     );
     assert!(polled.get("grant_token").is_none());
-    let tok = cordon::grants::approve(&app.state.store, &Actor::Cli, &rid, 15, single_use)
-        .await
-        .unwrap();
+    let tok = cordon::grants::approve(
+        &app.state.store,
+        &Actor::Cli,
+        &rid.parse().unwrap(),
+        15,
+        single_use,
+    )
+    .await
+    .unwrap();
     let (status, first) = agent.get(&format!("/api/grants/requests/{rid}")).await;
     assert_eq!(
         (status, first["state"].as_str()),
@@ -281,7 +287,7 @@ async fn refused_tokens_each_give_their_code_and_no_session(backend: Backend) {
     expect("grant_expired")(open_operator(&acme, &["127.0.0.1"], &expired).await);
 
     let (_, revoked, jti) = granted(&app, &acme, &["127.0.0.1"], false).await;
-    cordon::grants::revoke(store, &Actor::Cli, &jti)
+    cordon::grants::revoke(store, &Actor::Cli, &jti.parse().unwrap())
         .await
         .unwrap();
     expect("grant_revoked")(open_operator(&acme, &["127.0.0.1"], &revoked).await);
@@ -291,7 +297,7 @@ async fn refused_tokens_each_give_their_code_and_no_session(backend: Backend) {
     expect("grant_too_narrow")(open_operator(&acme, &["127.0.0.1", "example.com"], &live).await);
     expect("grant_too_narrow")(open_operator(&acme, &["example.com"], &live).await);
     store
-        .grant_token_consume(&cordon::store::api_keys::hash_key(&live), now_ms())
+        .grant_token_consume(&cordon::ids::token_hash(&live), now_ms())
         .await
         .unwrap();
     expect("grant_consumed")(open_operator(&acme, &["127.0.0.1"], &live).await);
@@ -304,7 +310,9 @@ async fn refused_tokens_each_give_their_code_and_no_session(backend: Backend) {
         )
         .await;
     let rid = req["request_id"].as_str().unwrap();
-    cordon::grants::deny(store, &Actor::Cli, rid).await.unwrap();
+    cordon::grants::deny(store, &Actor::Cli, &rid.parse().unwrap())
+        .await
+        .unwrap();
     let (_, polled) = acme.get(&format!("/api/grants/requests/{rid}")).await;
     assert_eq!(polled["state"], "denied");
     assert!(polled.get("grant_token").is_none());
@@ -587,7 +595,19 @@ async fn the_cli_lists_approves_denies_and_revokes() {
         "grant request is approved, not pending",
     );
     assert!(run(&["grants", "revoke", &tok.jti]).status.success());
-    one_line_error(&run(&["grants", "revoke", "gt_nope"]), "not found");
+    let unknown = cordon::domain::GrantTokenId::generate();
+    one_line_error(
+        &run(&["grants", "revoke", unknown.as_str()]),
+        "grant token not found",
+    );
+    // An id of the wrong shape is refused before anything is looked up.
+    let out = run(&["grants", "revoke", "gr_not-a-token-id"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("malformed grant token id"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = run(&["grants", "list"]);
     let listed = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(

@@ -1,0 +1,248 @@
+//! The life of a grant request: an agent asks and polls, an operator
+//! approves, denies or later revokes. Every step is audited.
+
+use std::collections::BTreeSet;
+
+use serde_json::json;
+
+use super::{
+    GrantError, GrantState, GrantStatus, MAX_EXPIRY_MIN, MAX_REASON, NewGrantRequest, TOKEN_PREFIX,
+    audit, domains_of, parse_domains,
+};
+use crate::audit::{Actor, NewEvent};
+use crate::domain::{GrantRequestId, GrantTokenId, TenantId, random_id};
+use crate::ids::token_hash;
+use crate::store::Store;
+use crate::store::api_keys::ApiKeyOwner;
+use crate::store::grants::{GrantRequestRow, GrantTokenRow};
+use crate::time::now_ms;
+
+/// An agent asks for credentials of `domains`.
+pub async fn request(
+    store: &Store,
+    owner: &ApiKeyOwner,
+    req: &NewGrantRequest,
+) -> Result<GrantStatus, GrantError> {
+    let domains = parse_domains(&req.domains)?;
+    let reason = req.reason.trim();
+    if reason.is_empty() || reason.chars().count() > MAX_REASON {
+        return Err(GrantError::Invalid(format!(
+            "reason: 1 to {MAX_REASON} characters"
+        )));
+    }
+    let names: Vec<String> = domains.iter().map(|d| d.as_str().to_owned()).collect();
+    let row = GrantRequestRow {
+        id: random_id(crate::ids::GRANT_REQUEST),
+        tenant_id: owner.tenant.to_string(),
+        api_key_id: Some(owner.key_id.clone()),
+        domains: serde_json::to_string(&names).map_err(anyhow::Error::from)?,
+        reason: reason.to_owned(),
+        state: GrantState::Pending,
+        created_at: now_ms(),
+        decided_at: None,
+        decided_by: None,
+    };
+    audit(
+        store,
+        NewEvent::new(Actor::Agent(owner.key_id.clone()), "grant.request")
+            .tenant(&owner.tenant)
+            .params(json!({ "request": row.id, "domains": names, "reason_chars": reason.chars().count() }))
+            .outcome("requested"),
+    )
+    .await?;
+    store.grant_request_insert(&row).await?;
+    Ok(GrantStatus {
+        request_id: row.id,
+        state: row.state,
+        domains: names,
+        grant_token: None,
+        jti: None,
+        expires_at: None,
+        single_use: None,
+    })
+}
+
+/// The requester polls its request; the first poll after approval carries
+/// the token, which is made (and its hash stored) right then.
+pub async fn poll(
+    store: &Store,
+    owner: &ApiKeyOwner,
+    id: &GrantRequestId,
+) -> Result<GrantStatus, GrantError> {
+    let row = store
+        .grant_request_get(id.as_str())
+        .await?
+        .filter(|r| r.tenant_id == owner.tenant.as_str())
+        .ok_or(GrantError::NotFound)?;
+    let mut status = GrantStatus {
+        request_id: row.id.clone(),
+        state: row.state,
+        domains: domains_of(&row.domains),
+        grant_token: None,
+        jti: None,
+        expires_at: None,
+        single_use: None,
+    };
+    if row.state != GrantState::Approved {
+        return Ok(status);
+    }
+    let Some(tok) = store.grant_token_of_request(&row.id).await? else {
+        return Ok(status);
+    };
+    status.jti = Some(tok.jti.clone());
+    status.expires_at = Some(tok.expires_at);
+    status.single_use = Some(tok.single_use);
+    let now = now_ms();
+    if tok.delivered_at.is_none() && tok.revoked_at.is_none() && tok.expires_at > now {
+        let token = crate::ids::secret_token(TOKEN_PREFIX);
+        if store
+            .grant_token_deliver(&tok.jti, &token_hash(&token), now)
+            .await?
+        {
+            audit(
+                store,
+                NewEvent::new(Actor::Agent(owner.key_id.clone()), "grant.deliver")
+                    .tenant(&owner.tenant)
+                    .params(json!({ "request": row.id, "jti": tok.jti }))
+                    .outcome("ok"),
+            )
+            .await?;
+            status.grant_token = Some(token);
+        }
+    }
+    Ok(status)
+}
+
+/// An operator approves a pending request; returns its token's row (the
+/// token itself is made when the requester collects it).
+pub async fn approve(
+    store: &Store,
+    actor: &Actor,
+    request_id: &GrantRequestId,
+    expires_min: u64,
+    single_use: bool,
+) -> Result<GrantTokenRow, GrantError> {
+    if expires_min == 0 || expires_min > MAX_EXPIRY_MIN {
+        return Err(GrantError::Invalid(format!(
+            "expiry: 1 to {MAX_EXPIRY_MIN} minutes"
+        )));
+    }
+    let req = store
+        .grant_request_get(request_id.as_str())
+        .await?
+        .ok_or(GrantError::NotFound)?;
+    if req.state != GrantState::Pending {
+        return Err(GrantError::NotPending(req.state));
+    }
+    let now = now_ms();
+    let expires_ms = i64::try_from(expires_min).unwrap_or(0) * 60_000;
+    let token = GrantTokenRow {
+        jti: random_id(crate::ids::GRANT_TOKEN_ID),
+        tenant_id: req.tenant_id.clone(),
+        request_id: req.id.clone(),
+        allowed_domains: req.domains.clone(),
+        issued_at: now,
+        expires_at: now + expires_ms,
+        single_use,
+        delivered_at: None,
+        consumed_at: None,
+        revoked_at: None,
+    };
+    let tenant: TenantId = req
+        .tenant_id
+        .parse()
+        .map_err(|e| anyhow::anyhow!("bad tenant id on grant request: {e}"))?;
+    audit(
+        store,
+        NewEvent::new(actor.clone(), "grant.approve")
+            .tenant(&tenant)
+            .params(json!({
+                "request": req.id,
+                "jti": token.jti,
+                "domains": domains_of(&req.domains),
+                "expires_min": expires_min,
+                "single_use": single_use,
+            }))
+            .outcome("requested"),
+    )
+    .await?;
+    if !store
+        .grant_approve(&req.id, &actor.as_stored(), &token)
+        .await?
+    {
+        // Decided meanwhile by someone else: say how.
+        let now = store
+            .grant_request_get(request_id.as_str())
+            .await?
+            .map_or(GrantState::Approved, |r| r.state);
+        return Err(GrantError::NotPending(now));
+    }
+    Ok(token)
+}
+
+/// The domains of an approved grant for which its tenant has no stored
+/// credential: a session opened with the grant gets no cookies for them,
+/// which the operator approving it should hear about.
+pub async fn domains_without_credentials(
+    store: &Store,
+    token: &GrantTokenRow,
+) -> Result<Vec<String>, GrantError> {
+    let tenant: TenantId = token
+        .tenant_id
+        .parse()
+        .map_err(|e| anyhow::anyhow!("bad tenant id on grant token: {e}"))?;
+    let stored: BTreeSet<String> = store
+        .vault_list(Some(&tenant))
+        .await?
+        .into_iter()
+        .map(|c| c.domain)
+        .collect();
+    Ok(domains_of(&token.allowed_domains)
+        .into_iter()
+        .filter(|d| !stored.contains(d))
+        .collect())
+}
+
+/// An operator denies a pending request.
+pub async fn deny(
+    store: &Store,
+    actor: &Actor,
+    request_id: &GrantRequestId,
+) -> Result<(), GrantError> {
+    let req = store
+        .grant_request_get(request_id.as_str())
+        .await?
+        .ok_or(GrantError::NotFound)?;
+    let tenant: TenantId = req
+        .tenant_id
+        .parse()
+        .map_err(|e| anyhow::anyhow!("bad tenant id on grant request: {e}"))?;
+    if !store
+        .grant_deny(&req.id, &actor.as_stored(), now_ms())
+        .await?
+    {
+        return Err(GrantError::NotPending(req.state));
+    }
+    audit(
+        store,
+        NewEvent::new(actor.clone(), "grant.deny")
+            .tenant(&tenant)
+            .params(json!({ "request": req.id }))
+            .outcome("ok"),
+    )
+    .await
+}
+
+/// An operator revokes a token by its id.
+pub async fn revoke(store: &Store, actor: &Actor, jti: &GrantTokenId) -> Result<(), GrantError> {
+    if !store.grant_token_revoke(jti.as_str(), now_ms()).await? {
+        return Err(GrantError::TokenNotFound);
+    }
+    audit(
+        store,
+        NewEvent::new(actor.clone(), "grant.revoke")
+            .params(json!({ "jti": jti.as_str() }))
+            .outcome("ok"),
+    )
+    .await
+}

@@ -241,7 +241,7 @@ async fn raw_inject_rounds(page: &str, dir: &std::path::Path, iters: usize) -> S
             .iter()
             .map(|c| {
                 let c: cordon::vault::Cookie = serde_json::from_value(c.clone()).unwrap();
-                cordon::sessions::cookie_param(&c).unwrap()
+                cordon::cdp::cookie_param(&c).unwrap()
             })
             .collect();
         let t = Instant::now();

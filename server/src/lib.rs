@@ -22,5 +22,6 @@ pub mod startup;
 pub mod state;
 pub mod store;
 pub mod telemetry;
+pub mod tenants;
 pub mod time;
 pub mod vault;

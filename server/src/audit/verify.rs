@@ -25,7 +25,7 @@ pub enum Verification {
 }
 
 /// Walks the whole chain in seq order.
-#[tracing::instrument(skip_all, err)]
+#[tracing::instrument(skip_all)]
 pub async fn verify(store: &Store) -> anyhow::Result<Verification> {
     let mut expected_seq = 1;
     let mut prev_hash = GENESIS_HASH.to_string();

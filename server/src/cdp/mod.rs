@@ -1,5 +1,6 @@
 //! Everything Cordon says to Chromium, over CDP (chromiumoxide).
 
+mod cookies;
 mod input;
 pub mod snapshot;
 mod tools;
@@ -13,6 +14,7 @@ use chromiumoxide::handler::HandlerConfig;
 use chromiumoxide::{Browser, Page};
 use futures::StreamExt;
 
+pub use cookies::cookie_param;
 pub use input::{is_known_key, unknown_key};
 pub use tools::*;
 

@@ -74,7 +74,7 @@ impl EgressGuard {
         self.listen_for(sandbox_id, true).await
     }
 
-    #[tracing::instrument(skip_all, err, fields(sandbox.id = %sandbox_id))]
+    #[tracing::instrument(skip_all, fields(sandbox.id = %sandbox_id))]
     async fn listen_for(
         &self,
         sandbox_id: String,

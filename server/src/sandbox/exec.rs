@@ -81,7 +81,7 @@ impl Driver for ExecDriver {
         DriverKind::Exec
     }
 
-    #[tracing::instrument(skip_all, err, fields(sandbox.id = %spec.id))]
+    #[tracing::instrument(skip_all, fields(sandbox.id = %spec.id))]
     async fn start(&self, spec: SandboxSpec) -> anyhow::Result<Sandbox> {
         tokio::fs::create_dir_all(&spec.runtime_dir)
             .await
@@ -123,7 +123,7 @@ impl Driver for ExecDriver {
         }
     }
 
-    #[tracing::instrument(skip_all, err, fields(sandbox.id = %sandbox.id))]
+    #[tracing::instrument(skip_all, fields(sandbox.id = %sandbox.id))]
     async fn stop(&self, sandbox: &Sandbox) -> anyhow::Result<()> {
         let res = self
             .run(

@@ -2,9 +2,9 @@
 //!
 //! Drivers: [`process`] (plain Chromium, own temp profile, own port, own
 //! process group), [`bwrap`] (Chromium inside bubblewrap namespaces, reached
-//! through unix sockets and the in-sandbox [`relay`]) and more to come
-//! (`exec`). Every sandbox gets its own egress proxy address at start and
-//! exposes only a CDP endpoint.
+//! through unix sockets and the in-sandbox [`relay`]) and [`exec`] (external
+//! create/destroy commands: containers, FreeBSD jails). Every sandbox gets
+//! its own egress proxy address at start and exposes only a CDP endpoint.
 
 pub mod bwrap;
 pub mod chromium;

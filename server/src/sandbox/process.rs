@@ -31,7 +31,7 @@ impl Driver for ProcessDriver {
         DriverKind::Process
     }
 
-    #[tracing::instrument(skip_all, err, fields(sandbox.id = %spec.id))]
+    #[tracing::instrument(skip_all, fields(sandbox.id = %spec.id))]
     async fn start(&self, spec: SandboxSpec) -> anyhow::Result<Sandbox> {
         let profile = spec.runtime_dir.join("profile");
         tokio::fs::create_dir_all(&profile)
@@ -77,7 +77,7 @@ impl Driver for ProcessDriver {
         }
     }
 
-    #[tracing::instrument(skip_all, err, fields(sandbox.id = %sandbox.id))]
+    #[tracing::instrument(skip_all, fields(sandbox.id = %sandbox.id))]
     async fn stop(&self, sandbox: &Sandbox) -> anyhow::Result<()> {
         if let Some(pid) = sandbox.pid {
             kill_group(pid, &sandbox.marker, STOP_GRACE).await;

@@ -32,7 +32,6 @@ use crate::store::Store;
 use crate::store::api_keys::ApiKeyOwner;
 use crate::store::sessions::SessionRow;
 
-pub use injection::cookie_param;
 pub use live::{LiveSession, Tabs};
 pub use reaper::ReapReport;
 pub use request::{CredentialMode, OpenRequest, OpenRequestError, Viewport};

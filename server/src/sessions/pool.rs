@@ -35,7 +35,8 @@ pub(super) struct Pool {
 }
 
 impl Pool {
-    /// A warm browser, if one is ready and still alive.
+    /// The oldest warm browser, if one is ready (the caller checks that it
+    /// is still alive), and wakes the refill.
     pub fn take(&self) -> Option<Warm> {
         let mut ready = self.ready.lock().expect("pool lock");
         let warm = ready.pop_front();

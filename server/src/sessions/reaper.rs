@@ -23,7 +23,7 @@ pub struct ReapReport {
 
 impl SessionManager {
     /// One reaper pass over this host's rows.
-    #[tracing::instrument(skip_all, err)]
+    #[tracing::instrument(skip_all)]
     pub async fn reap(&self) -> anyhow::Result<ReapReport> {
         let inner = &self.0;
         let mut report = ReapReport::default();

@@ -38,7 +38,7 @@ pub const KEY_PREFIX: &str = crate::ids::API_KEY_SECRET;
 impl Store {
     /// Creates a key for `tenant`; returns `(key_id, key)`. The key is shown
     /// once and only its hash is stored.
-    #[tracing::instrument(skip_all, err, fields(tenant.id = %tenant))]
+    #[tracing::instrument(skip_all, fields(tenant.id = %tenant))]
     pub async fn api_key_create(
         &self,
         tenant: &TenantId,

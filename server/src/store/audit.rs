@@ -30,7 +30,7 @@ impl Store {
     /// Appends an event to the chain and returns it as stored. Appends are
     /// serialised: in this process by a mutex, across processes by the row
     /// lock the first `UPDATE audit_head` takes, so the chain never forks.
-    #[tracing::instrument(skip_all, err, fields(audit.action = %event.action))]
+    #[tracing::instrument(skip_all, fields(audit.action = %event.action))]
     pub async fn audit_append(&self, event: NewEvent) -> anyhow::Result<Event> {
         let params = canonical_params(&event.params);
         let _guard = self.audit_lock.lock().await;

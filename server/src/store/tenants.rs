@@ -31,7 +31,7 @@ pub enum CreateTenantError {
 
 impl Store {
     /// Creates a tenant.
-    #[tracing::instrument(skip_all, err, fields(tenant.id = %id))]
+    #[tracing::instrument(skip_all, fields(tenant.id = %id))]
     pub async fn tenant_create(
         &self,
         id: &TenantId,

@@ -114,7 +114,7 @@ impl Store {
 
     /// Inserts a credential; false if the tenant already has one for that
     /// domain (someone else inserted it first).
-    #[tracing::instrument(skip_all, err, fields(tenant.id = %row.info.tenant_id, credential.id = %row.info.id))]
+    #[tracing::instrument(skip_all, fields(tenant.id = %row.info.tenant_id, credential.id = %row.info.id))]
     pub async fn vault_insert(&self, row: &CredentialRow) -> anyhow::Result<bool> {
         let i = &row.info;
         let res = sqlx::query(&format!(
@@ -143,7 +143,7 @@ impl Store {
     /// Replaces the cookies of an existing credential (same id, tenant and
     /// domain: the associated data the ciphertext is bound to). False if it
     /// is gone.
-    #[tracing::instrument(skip_all, err, fields(tenant.id = %row.info.tenant_id, credential.id = %row.info.id))]
+    #[tracing::instrument(skip_all, fields(tenant.id = %row.info.tenant_id, credential.id = %row.info.id))]
     pub async fn vault_replace(&self, row: &CredentialRow) -> anyhow::Result<bool> {
         let i = &row.info;
         let res = sqlx::query(
@@ -249,7 +249,7 @@ impl Store {
     }
 
     /// Deletes the tenant's credential for `domain`; returns its id if there was one.
-    #[tracing::instrument(skip_all, err, fields(tenant.id = %tenant))]
+    #[tracing::instrument(skip_all, fields(tenant.id = %tenant))]
     pub async fn vault_delete(
         &self,
         tenant: &TenantId,
@@ -283,7 +283,7 @@ impl Store {
     /// Re-seals every credential with `reseal` in one transaction: either
     /// every row is rewritten or, if `reseal` fails on any, none is. Writers
     /// are locked out until it commits. Returns how many rows it rewrote.
-    #[tracing::instrument(skip_all, err)]
+    #[tracing::instrument(skip_all)]
     pub async fn vault_reseal_all<F>(&self, mut reseal: F) -> anyhow::Result<u64>
     where
         F: FnMut(&CredentialRow) -> anyhow::Result<Sealed>,

@@ -5,16 +5,7 @@ use std::time::{Duration, Instant};
 
 use crate::helpers::{Backend, ServeProcess, TestDb};
 
-fn cordon(dir: &std::path::Path, env: &[(&str, &str)], args: &[&str]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cordon"));
-    cmd.current_dir(dir)
-        .args(args)
-        .env("CORDON_LOG_LEVEL", "warn");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().expect("cordon runs")
-}
+use crate::helpers::cordon_cli as cordon;
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
@@ -165,6 +156,46 @@ fn a_bad_tenant_id_is_refused_and_nothing_is_written() {
     assert_clean_failure(&out, "tenant id");
     let out = cordon(dir.path(), &[], &["audit", "verify"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("intact: 0 events"));
+}
+
+#[test]
+fn tenant_and_key_mistakes_exit_2_with_one_line_and_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let ok = |args: &[&str]| {
+        let out = cordon(dir.path(), &[], args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    };
+    ok(&["tenant", "create", "acme"]);
+    assert_clean_failure(
+        &cordon(dir.path(), &[], &["tenant", "create", "acme"]),
+        "tenant acme already exists",
+    );
+    assert_clean_failure(
+        &cordon(dir.path(), &[], &["apikey", "create", "--tenant", "ghost"]),
+        "tenant ghost does not exist",
+    );
+    assert_clean_failure(
+        &cordon(
+            dir.path(),
+            &[],
+            &[
+                "apikey",
+                "create",
+                "--tenant",
+                "acme",
+                "--label",
+                "bell\u{7}",
+            ],
+        ),
+        "label: ",
+    );
+    let unknown = cordon::domain::ApiKeyId::generate();
+    assert_clean_failure(
+        &cordon(dir.path(), &[], &["apikey", "revoke", unknown.as_str()]),
+        "no active API key",
+    );
+    let out = cordon(dir.path(), &[], &["apikey", "list"]);
+    assert!(out.stdout.is_empty(), "no key was made");
 }
 
 #[test]

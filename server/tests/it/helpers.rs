@@ -448,6 +448,36 @@ pub async fn session_app(backend: Backend, allow: &str, extra: &[(&str, &str)]) 
     TestApp::spawn_with(backend, &env).await
 }
 
+/// Runs the real `cordon` binary in `dir`: the one way tests run it for a
+/// command. The test process's own settings (`RUST_LOG`, the key, data dir
+/// and database) do not leak in; `env` comes on top, and
+/// `CORDON_LOG_LEVEL` is `warn` unless `env` says otherwise.
+pub fn cordon_cli(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> std::process::Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cordon"));
+    cmd.current_dir(dir)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .env_remove("CORDON_MASTER_KEY")
+        .env_remove("CORDON_MASTER_KEY_FILE")
+        .env_remove("CORDON_DATA_DIR")
+        .env_remove("CORDON_DATABASE_URL")
+        .env("CORDON_LOG_LEVEL", "warn");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("cordon runs")
+}
+
+/// A tenant id the test knows to be valid.
+pub fn tenant(id: &str) -> cordon::domain::TenantId {
+    id.parse().expect("a valid tenant id")
+}
+
+/// A vault domain the test knows to be valid.
+pub fn domain(d: &str) -> cordon::vault::Domain {
+    d.parse().expect("a valid domain")
+}
+
 /// A `cordon serve` child process on a free loopback port.
 pub struct ServeProcess {
     pub child: std::process::Child,

@@ -9,12 +9,7 @@ use serde_json::json;
 use crate::helpers::{PATIENCE, ServeProcess, wait_until};
 
 fn cordon(dir: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cordon"))
-        .current_dir(dir)
-        .args(args)
-        .env("CORDON_LOG_LEVEL", "warn")
-        .output()
-        .unwrap();
+    let out = crate::helpers::cordon_cli(dir, &[], args);
     assert!(
         out.status.success(),
         "{}",

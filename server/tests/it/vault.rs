@@ -7,12 +7,11 @@ mod cli;
 
 use cordon::audit::{self, Actor, Verification};
 use cordon::crypto::{CryptoError, Keyring, MasterKey};
-use cordon::domain::TenantId;
 use cordon::store::Store;
 use cordon::vault::{self, Domain, ImportError, ImportOptions, Vault, VaultError};
 use serde_json::json;
 
-use crate::helpers::{Backend, TestDb, both_backends};
+use crate::helpers::{Backend, TestDb, both_backends, domain, tenant};
 
 both_backends!(
     an_imported_credential_is_stored_sealed_and_selected_for_injection,
@@ -29,14 +28,6 @@ both_backends!(
 
 pub(crate) fn canary() -> String {
     format!("canary-{}", hex::encode(rand::random::<[u8; 12]>()))
-}
-
-fn tenant(id: &str) -> TenantId {
-    id.parse().unwrap()
-}
-
-fn domain(d: &str) -> Domain {
-    d.parse().unwrap()
 }
 
 /// A storageState file with a session cookie holding `value` and a

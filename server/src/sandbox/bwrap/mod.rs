@@ -193,7 +193,7 @@ impl Driver for BwrapDriver {
         DriverKind::Bwrap
     }
 
-    #[tracing::instrument(skip_all, err, fields(sandbox.id = %spec.id))]
+    #[tracing::instrument(skip_all, fields(sandbox.id = %spec.id))]
     async fn start(&self, spec: SandboxSpec) -> anyhow::Result<Sandbox> {
         let sock_dir = spec.runtime_dir.join("sock");
         tokio::fs::create_dir_all(&sock_dir)
@@ -217,7 +217,7 @@ impl Driver for BwrapDriver {
         }
     }
 
-    #[tracing::instrument(skip_all, err, fields(sandbox.id = %sandbox.id))]
+    #[tracing::instrument(skip_all, fields(sandbox.id = %sandbox.id))]
     async fn stop(&self, sandbox: &Sandbox) -> anyhow::Result<()> {
         let running = self.running.lock().expect("bwrap lock").remove(&sandbox.id);
         let Some(mut running) = running else {

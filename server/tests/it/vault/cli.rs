@@ -4,7 +4,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use cordon::crypto::MasterKey;
 use cordon::store::Store;
@@ -46,18 +46,9 @@ impl Host {
     }
 
     fn run_logged(&self, env: &[(&str, &str)], args: &[&str], level: &str) -> Output {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cordon"));
-        cmd.current_dir(self.dir.path())
-            .args(args)
-            .env_remove("RUST_LOG")
-            .env_remove("CORDON_MASTER_KEY")
-            .env_remove("CORDON_DATA_DIR")
-            .env_remove("CORDON_DATABASE_URL")
-            .env("CORDON_LOG_LEVEL", level);
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        cmd.output().expect("cordon runs")
+        let mut env = env.to_vec();
+        env.push(("CORDON_LOG_LEVEL", level));
+        crate::helpers::cordon_cli(self.dir.path(), &env, args)
     }
 
     async fn store(&self) -> Store {

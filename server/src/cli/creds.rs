@@ -1,0 +1,140 @@
+//! `cordon creds …` and `cordon keys …`: the vault from the host.
+
+use std::process::ExitCode;
+
+use super::*;
+
+/// `cordon creds …`: the vault from the host, audited as the CLI.
+pub(super) async fn creds(settings: &Settings, command: CredsCommand) -> anyhow::Result<ExitCode> {
+    let store = open(settings).await?;
+    let res = match Keyring::load(settings) {
+        Ok(keys) => creds_with(&Vault::new(store.clone(), keys.key().clone()), command).await,
+        Err(e) => Err(e.into()),
+    };
+    store.close().await;
+    res
+}
+
+pub(super) async fn creds_with(vault: &Vault, command: CredsCommand) -> anyhow::Result<ExitCode> {
+    let tenant_arg = |t: &str| -> anyhow::Result<TenantId> {
+        t.parse().map_err(|e| anyhow::anyhow!("tenant id: {e}"))
+    };
+    let domain_arg = |d: &str| -> anyhow::Result<Domain> {
+        d.parse().map_err(|e| anyhow::anyhow!("domain: {e}"))
+    };
+    match command {
+        CredsCommand::Import {
+            tenant,
+            domain,
+            drop_foreign,
+            file,
+        } => {
+            let (tenant, domain) = (tenant_arg(&tenant)?, domain_arg(&domain)?);
+            vault.check_keys().await?;
+            let bytes = crate::vault::import::read_file(&file)?;
+            let opts = ImportOptions { drop_foreign };
+            let report = vault
+                .import(&Actor::Cli, &tenant, &domain, &bytes, opts)
+                .await?;
+            if !report.rejected.is_empty() {
+                let names: Vec<String> = report.rejected.iter().map(ToString::to_string).collect();
+                eprintln!(
+                    "skipped {} cookie(s) of other sites: {}",
+                    names.len(),
+                    names.join(", ")
+                );
+            }
+            if report.ignored_origins > 0 {
+                eprintln!(
+                    "localStorage of {} origin(s) was not imported (the vault holds cookies only)",
+                    report.ignored_origins
+                );
+            }
+            let c = &report.credential;
+            println!(
+                "imported {} cookie(s) for {domain} (tenant {tenant}) as credential {}",
+                c.cookie_count, c.id
+            );
+        }
+        CredsCommand::List { tenant } => {
+            let tenant = tenant.as_deref().map(tenant_arg).transpose()?;
+            let when = |ms: Option<i64>, none: &str| {
+                ms.map_or_else(|| none.to_owned(), crate::time::rfc3339_ms)
+            };
+            for c in vault.list(tenant.as_ref()).await? {
+                println!(
+                    "{}\t{}\t{}\t{} cookies\t{}\tkey {}\texpires {}\trefreshed {}\tinjected {}",
+                    c.id,
+                    c.tenant_id,
+                    c.domain,
+                    c.cookie_count,
+                    c.source,
+                    c.key_id,
+                    when(c.earliest_expiry, "session"),
+                    when(Some(c.last_refreshed_at), "?"),
+                    when(c.last_injected_at, "never"),
+                );
+            }
+        }
+        CredsCommand::Export {
+            tenant,
+            domain,
+            out,
+        } => {
+            let (tenant, domain) = (tenant_arg(&tenant)?, domain_arg(&domain)?);
+            vault.check_keys().await?;
+            let n =
+                crate::vault::export::export_to_file(vault, &Actor::Cli, &tenant, &domain, &out)
+                    .await?;
+            println!(
+                "exported {n} cookie(s) for {domain} (tenant {tenant}) to {}",
+                out.display()
+            );
+        }
+        CredsCommand::Delete { tenant, domain } => {
+            let (tenant, domain) = (tenant_arg(&tenant)?, domain_arg(&domain)?);
+            match vault.delete(&Actor::Cli, &tenant, &domain).await {
+                Ok(id) => println!("credential {id} for {domain} (tenant {tenant}) deleted"),
+                Err(e @ VaultError::NotFound { .. }) => {
+                    eprintln!("{e}");
+                    return Ok(ExitCode::from(1));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cordon keys …`
+pub(super) async fn keys(settings: &Settings, command: KeysCommand) -> anyhow::Result<ExitCode> {
+    let KeysCommand::Rotate { new_key_file } = command;
+    let keyring = Keyring::load(settings)?;
+    let new = match &new_key_file {
+        Some(path) => read_key_file(path)?,
+        None if *keyring.source() == KeySource::Setting => anyhow::bail!(
+            "the master key comes from CORDON_MASTER_KEY: write the new key to a file with mode 0600 \
+             and pass it with --new-key-file, then set CORDON_MASTER_KEY to it"
+        ),
+        None => MasterKey::generate(),
+    };
+    let store = open(settings).await?;
+    let res = vault::rotate(&store, &keyring, new, &Actor::Cli).await;
+    store.close().await;
+    let done = res?;
+    println!(
+        "re-encrypted {} credential(s) from key id {} to key id {}",
+        done.credentials, done.from, done.to
+    );
+    match done.old_key_kept_at {
+        Some(path) => println!(
+            "the old key is kept in {}; remove it once no backup needs it",
+            path.display()
+        ),
+        None => println!(
+            "now set CORDON_MASTER_KEY to the new key (key id {})",
+            done.to
+        ),
+    }
+    Ok(ExitCode::SUCCESS)
+}

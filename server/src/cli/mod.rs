@@ -1,0 +1,304 @@
+//! The `cordon` command line.
+
+mod admin;
+mod creds;
+mod grants;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::audit::{self, Actor, Verification};
+use crate::config::Settings;
+use crate::crypto::{KeySource, Keyring, MasterKey, read_key_file};
+use crate::domain::{ApiKeyId, GrantRequestId, GrantTokenId, TenantId};
+use crate::startup::{Application, shutdown_signal};
+use crate::store::Store;
+use crate::telemetry;
+use crate::tenants;
+use crate::vault::{self, Domain, ImportOptions, Vault, VaultError};
+
+/// Cordon: a control plane for sandboxed browsers that AI agents drive and
+/// operators oversee.
+///
+/// Settings come from defaults, then `cordon.toml` in the working directory
+/// (or --config FILE), then CORDON_* environment variables. Run
+/// `cordon config show` to see what is in force.
+#[derive(Debug, Parser)]
+#[command(name = "cordon", version, about, long_about)]
+pub struct Cli {
+    /// Read settings from this TOML file instead of ./cordon.toml.
+    #[arg(long, short, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// What to do (default: `serve`).
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the control plane and dashboard (the default).
+    Serve,
+    /// Apply pending database migrations and exit.
+    Migrate,
+    /// Inspect the audit log.
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
+    /// Show settings.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+    /// Manage tenants.
+    Tenant {
+        #[command(subcommand)]
+        command: TenantCommand,
+    },
+    /// Manage agent API keys.
+    Apikey {
+        #[command(subcommand)]
+        command: ApikeyCommand,
+    },
+    /// Manage stored site credentials (cookies, encrypted at rest).
+    Creds {
+        #[command(subcommand)]
+        command: CredsCommand,
+    },
+    /// Decide agents' requests for operator grants; revoke grant tokens.
+    Grants {
+        #[command(subcommand)]
+        command: GrantsCommand,
+    },
+    /// Manage the master key that encrypts stored credentials.
+    Keys {
+        #[command(subcommand)]
+        command: KeysCommand,
+    },
+    /// Internal: the relay the bwrap driver runs inside each sandbox.
+    #[command(hide = true)]
+    Relay(crate::sandbox::relay::RelayArgs),
+}
+
+/// `cordon apikey …`
+#[derive(Debug, Subcommand)]
+pub enum ApikeyCommand {
+    /// Create a key for a tenant and print it once (only its hash is stored).
+    Create {
+        /// The tenant the key acts for.
+        #[arg(long)]
+        tenant: String,
+        /// A note saying who uses it.
+        #[arg(long, default_value = "")]
+        label: String,
+    },
+    /// List keys (ids and labels, never the keys).
+    List {
+        /// Only this tenant's.
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+    /// Revoke a key by id.
+    Revoke {
+        /// The key's id (`k_…`).
+        id: ApiKeyId,
+    },
+}
+
+/// `cordon audit …`
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Recompute the hash chain; exit 1 and name the first broken seq if it fails.
+    Verify,
+}
+
+/// `cordon config …`
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Print the settings in force as TOML (secrets shown as ***).
+    Show,
+}
+
+/// `cordon tenant …`
+#[derive(Debug, Subcommand)]
+pub enum TenantCommand {
+    /// Create a tenant.
+    Create {
+        /// Id: a-z, 0-9 and '-', 1 to 63 characters.
+        id: String,
+        /// Display name (defaults to the id).
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// List tenants.
+    List,
+}
+
+/// `cordon creds …`
+#[derive(Debug, Subcommand)]
+pub enum CredsCommand {
+    /// Store a site's cookies from a Playwright storageState JSON, a CDP
+    /// cookie array or a Netscape cookies.txt (at most 5 MiB), replacing
+    /// what the tenant had for that domain.
+    Import {
+        /// The tenant the credential belongs to.
+        #[arg(long)]
+        tenant: String,
+        /// The site (`example.com`); cookies of its subdomains are included.
+        #[arg(long)]
+        domain: String,
+        /// Skip cookies of other sites (they are listed) instead of refusing the file.
+        #[arg(long)]
+        drop_foreign: bool,
+        /// The cookie file.
+        file: PathBuf,
+    },
+    /// List stored credentials: metadata only, never cookie values.
+    List {
+        /// Only this tenant's.
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+    /// Write a credential's cookies to a new storageState file (mode 0600).
+    /// Audited; the file holds live credentials.
+    Export {
+        /// The tenant.
+        #[arg(long)]
+        tenant: String,
+        /// The site.
+        #[arg(long)]
+        domain: String,
+        /// The file to create (it must not exist).
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Delete a stored credential.
+    Delete {
+        /// The tenant.
+        #[arg(long)]
+        tenant: String,
+        /// The site.
+        #[arg(long)]
+        domain: String,
+    },
+}
+
+/// `cordon grants …`
+#[derive(Debug, Subcommand)]
+pub enum GrantsCommand {
+    /// List grant requests, newest first (never a token).
+    List {
+        /// Only those still pending.
+        #[arg(long)]
+        pending: bool,
+    },
+    /// Approve a pending request; the agent collects the token once.
+    Approve {
+        /// The request's id (`gr_…`).
+        id: GrantRequestId,
+        /// Minutes until the token expires (default: the tenant's
+        /// `grant_expiry_min` setting, else 15).
+        #[arg(long)]
+        expires_min: Option<u64>,
+        /// Let the token open any number of sessions until it expires
+        /// (default: one session).
+        #[arg(long)]
+        multi_use: bool,
+    },
+    /// Deny a pending request.
+    Deny {
+        /// The request's id (`gr_…`).
+        id: GrantRequestId,
+    },
+    /// Revoke a token by its id (`gt_…`).
+    Revoke {
+        /// The token's id.
+        jti: GrantTokenId,
+    },
+}
+
+/// `cordon keys …`
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Re-encrypt every stored credential under a new master key, in one
+    /// transaction. With a key file, the old one is kept as
+    /// `master.key.<old key id>`. Stop the server first.
+    Rotate {
+        /// Take the new key from this file (mode 0600, 64 hex digits or
+        /// base64) instead of generating one; required when the key comes
+        /// from CORDON_MASTER_KEY.
+        #[arg(long, value_name = "FILE")]
+        new_key_file: Option<PathBuf>,
+    },
+}
+
+/// Runs the parsed command.
+pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    // The relay runs inside a sandbox with an empty environment and no
+    // config: it reads no settings and starts no logging.
+    if let Some(Command::Relay(args)) = cli.command {
+        return crate::sandbox::relay::run(args).await;
+    }
+    let settings = Settings::load(cli.config.as_deref())?;
+    telemetry::init_tracing(settings.log_format, &settings.log_level);
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => {
+            let shutdown = shutdown_signal()?;
+            let app = Application::build(settings).await?;
+            app.run_until(shutdown).await?;
+        }
+        Command::Migrate => {
+            let store = open(&settings).await?;
+            println!("migrations applied to {}", settings.database_url_display());
+            store.close().await;
+        }
+        Command::Audit {
+            command: AuditCommand::Verify,
+        } => {
+            let store = open(&settings).await?;
+            let result = audit::verify(&store).await?;
+            store.close().await;
+            match result {
+                Verification::Intact { events } => println!("audit chain intact: {events} events"),
+                Verification::Broken { seq, reason } => {
+                    println!("audit chain BROKEN at seq {seq}: {reason}");
+                    return Ok(ExitCode::from(1));
+                }
+            }
+        }
+        Command::Config {
+            command: ConfigCommand::Show,
+        } => print!("{}", settings.show()),
+        Command::Tenant { command } => {
+            let store = open(&settings).await?;
+            admin::tenant(&store, command).await?;
+            store.close().await;
+        }
+        Command::Apikey { command } => {
+            let store = open(&settings).await?;
+            let res = admin::apikey(&store, command).await;
+            store.close().await;
+            return res;
+        }
+        Command::Creds { command } => return creds::creds(&settings, command).await,
+        Command::Grants { command } => {
+            let store = open(&settings).await?;
+            let res = grants::grants(&store, &settings, command).await;
+            store.close().await;
+            return res;
+        }
+        Command::Keys { command } => return creds::keys(&settings, command).await,
+        Command::Relay(args) => return crate::sandbox::relay::run(args).await,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn open(settings: &Settings) -> anyhow::Result<Store> {
+    crate::startup::prepare_data_dir(&settings.data_dir)?;
+    let store = Store::connect(&settings.database_url()).await?;
+    store.migrate().await?;
+    Ok(store)
+}

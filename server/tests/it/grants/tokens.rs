@@ -1,0 +1,191 @@
+//! Refused tokens each give their code; one single-use token opens one session however many race.
+
+use std::time::{Duration, Instant};
+
+use cordon::audit::Actor;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::helpers::{AgentClient, Backend, TestApp, both_backends, session_app};
+use crate::site;
+
+both_backends!(
+    refused_tokens_each_give_their_code_and_no_session,
+    fifty_concurrent_opens_with_one_single_use_token_yield_one_session,
+);
+
+async fn refused_tokens_each_give_their_code_and_no_session(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let acme = app.agent("acme").await;
+    let globex = app.agent("globex").await;
+    let store = &app.state.store;
+    let expect = |code: &'static str| {
+        move |(status, v): (StatusCode, Value)| {
+            assert_eq!(
+                (status, v["error"]["code"].as_str()),
+                (StatusCode::FORBIDDEN, Some(code)),
+                "{}",
+                v["error"]
+            );
+        }
+    };
+
+    expect("grant_required")(
+        acme.post(
+            "/api/sessions",
+            json!({ "credential_mode": "operator", "domains": ["127.0.0.1"] }),
+        )
+        .await,
+    );
+    expect("grant_unknown")(open_operator(&acme, &["127.0.0.1"], "cgt_nope").await);
+
+    let (_, expired, jti) = granted(&app, &acme, &["127.0.0.1"], true).await;
+    store
+        .grant_token_set_expiry(&jti, now_ms() - 1000)
+        .await
+        .unwrap();
+    expect("grant_expired")(open_operator(&acme, &["127.0.0.1"], &expired).await);
+
+    let (_, revoked, jti) = granted(&app, &acme, &["127.0.0.1"], false).await;
+    cordon::grants::revoke(store, &Actor::Cli, &jti.parse().unwrap())
+        .await
+        .unwrap();
+    expect("grant_revoked")(open_operator(&acme, &["127.0.0.1"], &revoked).await);
+
+    let (_, live, _) = granted(&app, &acme, &["127.0.0.1"], true).await;
+    expect("grant_wrong_tenant")(open_operator(&globex, &["127.0.0.1"], &live).await);
+    expect("grant_too_narrow")(open_operator(&acme, &["127.0.0.1", "example.com"], &live).await);
+    expect("grant_too_narrow")(open_operator(&acme, &["example.com"], &live).await);
+    store
+        .grant_token_consume(&cordon::ids::token_hash(&live), now_ms())
+        .await
+        .unwrap();
+    expect("grant_consumed")(open_operator(&acme, &["127.0.0.1"], &live).await);
+
+    // A denied request never yields a token; another tenant cannot see it.
+    let (_, req) = acme
+        .post(
+            "/api/grants/requests",
+            json!({ "domains": ["127.0.0.1"], "reason": "x" }),
+        )
+        .await;
+    let rid = req["request_id"].as_str().unwrap();
+    cordon::grants::deny(store, &Actor::Cli, &rid.parse().unwrap())
+        .await
+        .unwrap();
+    let (_, polled) = acme.get(&format!("/api/grants/requests/{rid}")).await;
+    assert_eq!(polled["state"], "denied");
+    assert!(polled.get("grant_token").is_none());
+    assert_eq!(
+        globex.get(&format!("/api/grants/requests/{rid}")).await.0,
+        StatusCode::NOT_FOUND
+    );
+    for bad in [
+        json!({ "domains": [], "reason": "x" }),
+        json!({ "domains": ["https://a.com"], "reason": "x" }),
+        json!({ "domains": ["a.com"], "reason": "" }),
+    ] {
+        assert_eq!(
+            acme.post("/api/grants/requests", bad).await.0,
+            StatusCode::BAD_REQUEST
+        );
+    }
+
+    // Nothing started, nothing stored; every refusal audited with its reason.
+    assert_eq!(app.state.sessions.open_count(), 0);
+    assert!(store.session_list("acme", 100).await.unwrap().is_empty());
+    assert!(store.session_list("globex", 100).await.unwrap().is_empty());
+    let outcomes: Vec<String> = store
+        .audit_page(0, 10_000)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.action == "grant.redeem")
+        .map(|e| e.outcome)
+        .collect();
+    for code in [
+        "grant_unknown",
+        "grant_expired",
+        "grant_revoked",
+        "grant_wrong_tenant",
+        "grant_too_narrow",
+        "grant_consumed",
+    ] {
+        assert!(
+            outcomes.contains(&format!("denied: {code}")),
+            "{code} in {outcomes:?}"
+        );
+    }
+
+    // GC removes expired tokens (and only those).
+    let (tokens, _) = store.grant_gc(now_ms() + 1, 0).await.unwrap();
+    assert_eq!(tokens, 1, "only the expired token goes");
+    expect("grant_unknown")(open_operator(&acme, &["127.0.0.1"], &expired).await);
+    app.stop().await;
+}
+
+async fn fifty_concurrent_opens_with_one_single_use_token_yield_one_session(backend: Backend) {
+    let site = site::start().await;
+    let app = session_app(
+        backend,
+        &site.allow(),
+        &[
+            ("CORDON_MAX_SESSIONS", "200"),
+            ("CORDON_MAX_SESSIONS_PER_TENANT", "200"),
+        ],
+    )
+    .await;
+    let acme = app.agent("acme").await;
+    let (_, token, _) = granted(&app, &acme, &["127.0.0.1"], true).await;
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..50)
+        .map(|_| {
+            let agent = AgentClient {
+                http: acme.http.clone(),
+                base: acme.base.clone(),
+                key: acme.key.clone(),
+            };
+            let token = token.clone();
+            tokio::spawn(async move {
+                let res = open_operator(&agent, &["127.0.0.1"], &token).await;
+                (res, started.elapsed())
+            })
+        })
+        .collect();
+    let mut won = Vec::new();
+    let mut lost = Vec::new();
+    for t in tasks {
+        let ((status, v), took) = t.await.unwrap();
+        if status == StatusCode::CREATED {
+            won.push(v);
+        } else {
+            assert_eq!(
+                (status, v["error"]["code"].as_str()),
+                (StatusCode::FORBIDDEN, Some("grant_consumed")),
+                "{}",
+                v["error"]
+            );
+            lost.push(took);
+        }
+    }
+    assert_eq!(won.len(), 1, "exactly one session");
+    assert_eq!(lost.len(), 49);
+    assert_eq!(app.state.sessions.open_count(), 1);
+    assert_eq!(
+        app.state
+            .store
+            .session_list("acme", 100)
+            .await
+            .unwrap()
+            .len(),
+        1,
+        "no session row for a loser"
+    );
+    let slowest = lost.iter().max().unwrap();
+    assert!(
+        *slowest < Duration::from_secs(10),
+        "losers are refused without starting a browser ({slowest:?})"
+    );
+    app.stop().await;
+}

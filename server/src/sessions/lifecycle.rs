@@ -117,12 +117,16 @@ impl SessionManager {
         }
     }
 
-    /// Kills every browser this manager runs, at once and without waiting
-    /// (SIGKILL to each process group). For a process that is going away
-    /// without a graceful shutdown, such as a test that panicked.
-    pub fn kill_all_now(&self) {
+    /// Stops taking new sessions and refilling the pool (the first step of
+    /// [`Self::shutdown`]).
+    pub fn stop_accepting(&self) {
         self.0.shutdown.store(true, Ordering::SeqCst);
-        let mut sandboxes: Vec<crate::sandbox::Sandbox> = self
+        self.0.pool.wake.notify_one();
+    }
+
+    /// The sandboxes running now: open sessions' and the warm pool's.
+    pub fn sandboxes(&self) -> Vec<crate::sandbox::Sandbox> {
+        let mut out: Vec<crate::sandbox::Sandbox> = self
             .0
             .live
             .lock()
@@ -130,23 +134,13 @@ impl SessionManager {
             .values()
             .map(|s| s.sandbox.clone())
             .collect();
-        sandboxes.extend(self.0.pool.drain().into_iter().map(|w| w.sandbox));
-        for sb in sandboxes {
-            if let Some(pid) = sb.pid
-                && crate::sandbox::is_alive(pid, &sb.marker)
-            {
-                let _ = nix::sys::signal::killpg(
-                    nix::unistd::Pid::from_raw(pid),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
-            }
-        }
+        out.extend(self.0.pool.sandboxes());
+        out
     }
 
     /// Stops everything: open sessions (reason `shutdown`) and the warm pool.
     pub async fn shutdown(&self) {
-        self.0.shutdown.store(true, Ordering::SeqCst);
-        self.0.pool.wake.notify_one();
+        self.stop_accepting();
         let ids: Vec<SessionId> = self
             .0
             .live

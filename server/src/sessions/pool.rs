@@ -56,6 +56,16 @@ impl Pool {
         self.starting.load(Ordering::SeqCst)
     }
 
+    /// The warm browsers' sandboxes.
+    pub fn sandboxes(&self) -> Vec<Sandbox> {
+        self.ready
+            .lock()
+            .expect("pool lock")
+            .iter()
+            .map(|w| w.sandbox.clone())
+            .collect()
+    }
+
     pub fn drain(&self) -> Vec<Warm> {
         self.ready.lock().expect("pool lock").drain(..).collect()
     }

@@ -221,7 +221,17 @@ impl Drop for TestApp {
             let _ = tx.send(());
             // Not stopped gracefully (a failed test): the runtime may end
             // before the shutdown runs, so kill the browsers now.
-            self.state.sessions.kill_all_now();
+            self.state.sessions.stop_accepting();
+            for sb in self.state.sessions.sandboxes() {
+                if let Some(pid) = sb.pid
+                    && cordon::sandbox::is_alive(pid, &sb.marker)
+                {
+                    let _ = nix::sys::signal::killpg(
+                        nix::unistd::Pid::from_raw(pid),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
+            }
         }
     }
 }

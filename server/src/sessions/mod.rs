@@ -217,7 +217,9 @@ impl Inner {
         if let Err(e) = self.driver.stop(&warm.sandbox).await {
             tracing::warn!(error = %format!("{e:#}"), "failed to stop a sandbox");
         }
-        let _ = self.store.sandbox_stopped(&warm.sandbox.id).await;
+        if let Err(e) = self.store.sandbox_stopped(&warm.sandbox.id).await {
+            tracing::error!(error = %format!("{e:#}"), sandbox.id = %warm.sandbox.id, "failed to record a sandbox's stop");
+        }
         self.known
             .lock()
             .expect("known lock")

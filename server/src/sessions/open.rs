@@ -187,7 +187,7 @@ impl SessionManager {
                     Err(e) => {
                         tracing::error!(error = %format!("{e:#}"), "session open: browser start failed");
                         let msg = "the browser could not be started";
-                        let _ = inner
+                        if let Err(e) = inner
                             .store
                             .session_end(
                                 id.as_str(),
@@ -196,8 +196,11 @@ impl SessionManager {
                                 Some(msg),
                                 now,
                             )
-                            .await;
-                        let _ = inner
+                            .await
+                        {
+                            tracing::error!(error = %format!("{e:#}"), "failed to record a failed start");
+                        }
+                        if let Err(e) = inner
                             .store
                             .audit_append(
                                 NewEvent::new(Actor::System, "session.open")
@@ -205,7 +208,10 @@ impl SessionManager {
                                     .session(id.as_str())
                                     .outcome("failed: browser start"),
                             )
-                            .await;
+                            .await
+                        {
+                            tracing::error!(error = %format!("{e:#}"), "failed to audit a failed start");
+                        }
                         return Err(SessionError::StartFailed(e));
                     }
                 }

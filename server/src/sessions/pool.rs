@@ -124,8 +124,12 @@ async fn start_inner(inner: &Inner, id: String, state: &str) -> anyhow::Result<W
             egress,
         }),
         Err(e) => {
-            let _ = inner.driver.stop(&sandbox).await;
-            let _ = inner.store.sandbox_stopped(&id).await;
+            if let Err(e) = inner.driver.stop(&sandbox).await {
+                tracing::warn!(error = %format!("{e:#}"), sandbox.id = %id, "failed to stop a sandbox that did not connect");
+            }
+            if let Err(e) = inner.store.sandbox_stopped(&id).await {
+                tracing::error!(error = %format!("{e:#}"), sandbox.id = %id, "failed to record a sandbox's stop");
+            }
             egress.close().await;
             Err(e)
         }

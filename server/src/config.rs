@@ -674,6 +674,33 @@ mod tests {
     }
 
     #[test]
+    fn new_settings_refuse_nonsense_naming_the_key() {
+        for (key, value, starts) in [
+            ("CORDON_PUBLIC_URL", "not a url", "public_url:"),
+            (
+                "CORDON_PUBLIC_URL",
+                "ftp://cordon.example.com",
+                "public_url:",
+            ),
+            ("CORDON_TOOL_TIMEOUT_S", "301", "tool_timeout_s:"),
+            ("CORDON_TOOL_TIMEOUT_S", "soon", "tool_timeout_s:"),
+        ] {
+            let err = load_err(&[(key, value)]);
+            assert!(err.starts_with(starts), "{key}={value}: {err}");
+            assert!(!err.contains('\n'), "{err}");
+        }
+        let ok = Settings::load_from(
+            None,
+            env(&[("CORDON_PUBLIC_URL", "https://cordon.example.com")]),
+        )
+        .unwrap();
+        assert_eq!(
+            ok.public_url().unwrap().host_str(),
+            Some("cordon.example.com")
+        );
+    }
+
+    #[test]
     fn a_bad_egress_allow_entry_stops_the_load_naming_the_setting() {
         let err = load_err(&[("CORDON_EGRESS_ALLOW", "127.0.0.1:8000, nonsense")]);
         assert!(err.starts_with("egress_allow:"), "{err}");

@@ -140,6 +140,25 @@ pub struct Settings {
     /// Upper bound of any one browser tool call, in seconds (at most 300).
     #[serde(default = "d::tool_timeout_s")]
     pub tool_timeout_s: u64,
+    /// Memory one session's browser may use (its processes and its tmpfs
+    /// pages), MiB; past it the page is killed and the session fails with
+    /// `resource_limit`.
+    #[serde(default = "d::session_memory_mb")]
+    pub session_memory_mb: u64,
+    /// Processes and threads one session's browser may run.
+    #[serde(default = "d::session_pids_max")]
+    pub session_pids_max: u64,
+    /// Open files per process of a session's browser.
+    #[serde(default = "d::session_open_files_max")]
+    pub session_open_files_max: u64,
+    /// Size of each of a bwrap sandbox's tmpfs mounts (`/tmp` with the
+    /// profile, `/home`, `/run`), MiB.
+    #[serde(default = "d::session_tmpfs_mb")]
+    pub session_tmpfs_mb: u64,
+    /// A session's CPU weight against the others (1–10000; the same for all
+    /// by default, so one busy page cannot starve the rest).
+    #[serde(default = "d::session_cpu_weight")]
+    pub session_cpu_weight: u64,
     /// `ip:port` / `host:port` entries the egress guard lets through even if
     /// the address policy refuses them (e.g. a test's loopback page server);
     /// parsed when the settings load.
@@ -188,6 +207,20 @@ pub struct Settings {
     /// `127.0.0.1` and `[::1]` on the bound port.
     #[serde(default)]
     pub public_url: Option<String>,
+}
+
+/// This host's memory in MiB (`MemTotal`), when it can be read.
+fn host_memory_mb() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib / 1024)
 }
 
 /// The defaults, one function per setting that has one.
@@ -240,6 +273,21 @@ mod d {
     }
     pub fn tool_timeout_s() -> u64 {
         30
+    }
+    pub fn session_memory_mb() -> u64 {
+        1024
+    }
+    pub fn session_pids_max() -> u64 {
+        1024
+    }
+    pub fn session_open_files_max() -> u64 {
+        8192
+    }
+    pub fn session_tmpfs_mb() -> u64 {
+        512
+    }
+    pub fn session_cpu_weight() -> u64 {
+        100
     }
     pub fn recording_retention_days() -> u64 {
         7
@@ -411,6 +459,25 @@ impl Settings {
                 bail!("public_url: must be an http:// or https:// URL with a host");
             }
         }
+        let host_mb = host_memory_mb();
+        if self.session_memory_mb < 128 || host_mb.is_some_and(|h| self.session_memory_mb > h) {
+            bail!(
+                "session_memory_mb: must be at least 128 and at most this host's memory ({} MiB)",
+                host_mb.unwrap_or(0)
+            );
+        }
+        if !(32..=4_194_304).contains(&self.session_pids_max) {
+            bail!("session_pids_max: must be between 32 and 4194304");
+        }
+        if !(256..=1_048_576).contains(&self.session_open_files_max) {
+            bail!("session_open_files_max: must be between 256 and 1048576");
+        }
+        if self.session_tmpfs_mb < 16 || host_mb.is_some_and(|h| self.session_tmpfs_mb > h) {
+            bail!("session_tmpfs_mb: must be at least 16 and at most this host's memory");
+        }
+        if !(1..=10_000).contains(&self.session_cpu_weight) {
+            bail!("session_cpu_weight: must be between 1 and 10000");
+        }
         if self.tool_timeout_s > 300 {
             bail!("tool_timeout_s: must be at most 300 (five minutes)");
         }
@@ -420,6 +487,17 @@ impl Settings {
         tracing_subscriber::EnvFilter::try_new(&self.log_level)
             .with_context(|| format!("log_level: invalid filter {:?}", self.log_level))?;
         Ok(())
+    }
+
+    /// The per-session resource limits.
+    pub fn session_limits(&self) -> crate::sandbox::limits::Limits {
+        crate::sandbox::limits::Limits {
+            memory_bytes: self.session_memory_mb << 20,
+            pids: self.session_pids_max,
+            open_files: self.session_open_files_max,
+            tmpfs_bytes: self.session_tmpfs_mb << 20,
+            cpu_weight: self.session_cpu_weight,
+        }
     }
 
     /// `public_url`, parsed (checked at load).

@@ -43,6 +43,7 @@ async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
         "checks": {
             "database": { "ok": db.is_ok(), "backend": backend },
             "chromium": { "ok": chromium_ok, "path": state.settings.chromium_path },
+            "limits": state.sessions.limits_status(),
             "sandbox": {
                 "driver": state.sessions.driver_kind().as_str(),
                 "pool_ready": state.sessions.pool_ready(),

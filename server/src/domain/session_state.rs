@@ -57,6 +57,8 @@ pub enum CloseReason {
     Shutdown,
     /// The control plane that ran it is gone (crash or restart).
     Orphaned,
+    /// Its browser ran into a resource limit (memory, processes).
+    ResourceLimit,
 }
 
 /// A stored value that is no state or reason this version knows.
@@ -130,6 +132,7 @@ string_enum!(CloseReason, "session close reason",
     StartFailed => "start_failed",
     Shutdown => "shutdown",
     Orphaned => "orphaned",
+    ResourceLimit => "resource_limit",
 );
 
 impl SessionState {

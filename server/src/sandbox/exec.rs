@@ -45,6 +45,7 @@ impl ExecDriver {
         proxy: &str,
         runtime_dir: &PathBuf,
         cdp: Option<&str>,
+        limits: Option<&super::limits::Limits>,
     ) -> anyhow::Result<String> {
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..])
@@ -55,6 +56,15 @@ impl ExecDriver {
             .kill_on_drop(true);
         if let Some(cdp) = cdp {
             cmd.env("CORDON_CDP_URL", cdp);
+        }
+        // The engine behind the commands enforces these (a jail's rctl, a
+        // container's cgroup): the same limits the local drivers apply.
+        if let Some(l) = limits {
+            cmd.env("CORDON_LIMIT_MEMORY_BYTES", l.memory_bytes.to_string())
+                .env("CORDON_LIMIT_PIDS", l.pids.to_string())
+                .env("CORDON_LIMIT_OPEN_FILES", l.open_files.to_string())
+                .env("CORDON_LIMIT_TMPFS_BYTES", l.tmpfs_bytes.to_string())
+                .env("CORDON_LIMIT_CPU_WEIGHT", l.cpu_weight.to_string());
         }
         let out = tokio::time::timeout(COMMAND_TIMEOUT, cmd.output())
             .await
@@ -88,7 +98,14 @@ impl Driver for ExecDriver {
             .with_context(|| format!("cannot create {}", spec.runtime_dir.display()))?;
         let proxy = spec.proxy.to_string();
         let stdout = self
-            .run(&self.create, &spec.id, &proxy, &spec.runtime_dir, None)
+            .run(
+                &self.create,
+                &spec.id,
+                &proxy,
+                &spec.runtime_dir,
+                None,
+                spec.limits.as_ref().map(|l| l.limits()),
+            )
             .await;
         let sandbox = Sandbox {
             id: spec.id.clone(),
@@ -97,6 +114,7 @@ impl Driver for ExecDriver {
             pid: None,
             marker: spec.id.clone(),
             runtime_dir: spec.runtime_dir.clone(),
+            limits: spec.limits.clone(),
         };
         let endpoint = stdout.and_then(|s| {
             let last = s
@@ -132,6 +150,7 @@ impl Driver for ExecDriver {
                 "",
                 &sandbox.runtime_dir,
                 Some(&sandbox.cdp_url),
+                None,
             )
             .await
             .map(|_| ());
@@ -158,6 +177,7 @@ mod tests {
             proxy: "127.0.0.1:1".parse().unwrap(),
             runtime_dir: dir.join("b_test"),
             window: (800, 600),
+            limits: None,
         }
     }
 

@@ -9,6 +9,7 @@
 pub mod bwrap;
 pub mod chromium;
 pub mod exec;
+pub mod limits;
 pub mod process;
 mod procs;
 pub mod relay;
@@ -58,6 +59,9 @@ pub struct SandboxSpec {
     pub runtime_dir: PathBuf,
     /// Initial window size.
     pub window: (u32, u32),
+    /// The sandbox's cgroups and limits on this host (local drivers join
+    /// them before the browser runs; `exec` passes the numbers on).
+    pub limits: Option<std::sync::Arc<limits::SandboxLimits>>,
 }
 
 /// A started sandbox.
@@ -76,6 +80,8 @@ pub struct Sandbox {
     pub marker: String,
     /// Host directory for runtime files.
     pub runtime_dir: PathBuf,
+    /// Its limits, read for breaches and removed after it stops.
+    pub limits: Option<std::sync::Arc<limits::SandboxLimits>>,
 }
 
 /// A way to start and stop browsers.

@@ -44,6 +44,13 @@ impl Driver for ProcessDriver {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .process_group(0);
+        if let Some(limits) = spec.limits.clone() {
+            // SAFETY: `apply_in_child` only makes system calls (open, write,
+            // setrlimit) on data prepared before the fork.
+            unsafe {
+                cmd.pre_exec(move || limits.apply_in_child());
+            }
+        }
         let mut child = cmd
             .spawn()
             .with_context(|| format!("cannot start {}", self.chromium.display()))?;
@@ -67,6 +74,7 @@ impl Driver for ProcessDriver {
             pid: Some(pid),
             marker,
             runtime_dir: spec.runtime_dir,
+            limits: spec.limits,
         };
         match cdp {
             Ok(cdp_url) => Ok(Sandbox { cdp_url, ..sandbox }),

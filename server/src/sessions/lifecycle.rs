@@ -48,6 +48,9 @@ impl SessionManager {
         if let Err(e) = inner.driver.stop(&live.sandbox).await {
             tracing::error!(error = %format!("{e:#}"), sandbox.id = %live.sandbox.id, "failed to stop a sandbox");
         }
+        if let Some(limits) = &live.sandbox.limits {
+            limits.remove().await;
+        }
         inner
             .known
             .lock()
@@ -99,7 +102,16 @@ impl SessionManager {
                 .cloned()
                 .collect();
             for s in sessions {
-                if s.browser_gone() {
+                if let Some(limits) = &s.sandbox.limits
+                    && let Some(breach) = limits.breach()
+                {
+                    self.fail(
+                        &s.id,
+                        CloseReason::ResourceLimit,
+                        &breach.describe(limits.limits()),
+                    )
+                    .await;
+                } else if s.browser_gone() {
                     self.fail(
                         &s.id,
                         CloseReason::BrowserExited,

@@ -193,6 +193,8 @@ pub(crate) struct Inner {
     store: Store,
     vault: crate::vault::Vault,
     driver: Arc<dyn Driver>,
+    /// How this host bounds each sandbox.
+    limits: crate::sandbox::limits::Enforcer,
     egress: EgressGuard,
     recorder: Recorder,
     cfg: SessionConfig,
@@ -216,6 +218,9 @@ impl Inner {
     async fn dispose(&self, warm: pool::Warm) {
         if let Err(e) = self.driver.stop(&warm.sandbox).await {
             tracing::warn!(error = %format!("{e:#}"), "failed to stop a sandbox");
+        }
+        if let Some(limits) = &warm.sandbox.limits {
+            limits.remove().await;
         }
         if let Err(e) = self.store.sandbox_stopped(&warm.sandbox.id).await {
             tracing::error!(error = %format!("{e:#}"), sandbox.id = %warm.sandbox.id, "failed to record a sandbox's stop");
@@ -275,6 +280,21 @@ impl SessionManager {
                 }
             },
         };
+        let limits = crate::sandbox::limits::Enforcer::detect(
+            settings.session_limits(),
+            std::path::Path::new("/sys/fs/cgroup"),
+        );
+        let status = limits.status();
+        if status.memory && status.pids {
+            tracing::info!(cgroups = status.cgroups, cpu = status.cpu, "per-session limits enforced");
+        } else {
+            tracing::warn!(
+                cgroups = status.cgroups,
+                reason = status.reason.as_deref().unwrap_or_default(),
+                "PER-SESSION LIMITS ARE NOT ENFORCED: one page can take this host's memory; \
+                 run Cordon where it can create cgroups (root, or a delegated cgroup v2 subtree)"
+            );
+        }
         let run_dir = settings.data_dir.join("run");
         std::fs::create_dir_all(&run_dir)
             .with_context(|| format!("data_dir: cannot create {}", run_dir.display()))?;
@@ -286,6 +306,7 @@ impl SessionManager {
             store,
             vault,
             driver,
+            limits,
             egress,
             recorder: Recorder::new(&settings.data_dir),
             cfg: SessionConfig::from_settings(settings),
@@ -311,6 +332,11 @@ impl SessionManager {
     /// The driver in use.
     pub fn driver_kind(&self) -> DriverKind {
         self.0.driver.kind()
+    }
+
+    /// What this host enforces per session.
+    pub fn limits_status(&self) -> crate::sandbox::limits::LimitsStatus {
+        self.0.limits.status()
     }
 
     /// Warm browsers ready now.

@@ -91,7 +91,15 @@ async fn start_inner(inner: &Inner, id: String, state: &str) -> anyhow::Result<W
     } else {
         inner.egress.listen(id.clone()).await?
     };
+    let limits = match inner.limits.create(&id) {
+        Ok(l) => Some(Arc::new(l)),
+        Err(e) => {
+            egress.close().await;
+            return Err(anyhow::Error::from(e).context("cannot set up the sandbox's limits"));
+        }
+    };
     let spec = SandboxSpec {
+        limits,
         egress: egress.port(),
         id: id.clone(),
         proxy: egress.addr,
@@ -126,6 +134,9 @@ async fn start_inner(inner: &Inner, id: String, state: &str) -> anyhow::Result<W
         Err(e) => {
             if let Err(e) = inner.driver.stop(&sandbox).await {
                 tracing::warn!(error = %format!("{e:#}"), sandbox.id = %id, "failed to stop a sandbox that did not connect");
+            }
+            if let Some(limits) = &sandbox.limits {
+                limits.remove().await;
             }
             if let Err(e) = inner.store.sandbox_stopped(&id).await {
                 tracing::error!(error = %format!("{e:#}"), sandbox.id = %id, "failed to record a sandbox's stop");

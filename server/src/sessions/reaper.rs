@@ -84,6 +84,7 @@ impl SessionManager {
                     pid: None,
                     marker: sb.marker.clone(),
                     runtime_dir: inner.run_dir.join(&sb.id),
+                    limits: None,
                 };
                 match inner.driver.stop(&orphan).await {
                     Ok(()) => report.sandboxes_killed += 1,
@@ -97,6 +98,8 @@ impl SessionManager {
                 report.sandboxes_killed += 1;
                 tracing::warn!(sandbox.id = %sb.id, pid, "reaper: killed an orphaned browser");
             }
+            // Its cgroups, emptied when its processes died.
+            inner.limits.remove_stale(&sb.id);
             let dir = inner.run_dir.join(&sb.id);
             if dir.starts_with(&inner.run_dir) && sb.id.starts_with("b_") {
                 let _ = tokio::fs::remove_dir_all(&dir).await;

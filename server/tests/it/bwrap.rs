@@ -280,6 +280,7 @@ fn run_in_sandbox(sock_dir: &Path, script: &str) -> String {
         relay_bin: Path::new(env!("CARGO_BIN_EXE_cordon")),
         chromium: Path::new(CHROMIUM),
         disable_userns: true,
+        tmpfs_bytes: None,
     };
     let command: Vec<OsString> = vec!["/bin/bash".into(), "-c".into(), script.into()];
     let mut child = std::process::Command::new("bwrap")

@@ -11,6 +11,7 @@ mod egress;
 mod exec;
 mod grants;
 mod http;
+mod limits;
 mod reaper;
 mod sessions;
 mod site;

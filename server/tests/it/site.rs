@@ -178,6 +178,43 @@ pub async fn start() -> Site {
             }),
         )
         .route(
+            "/hog",
+            get(|| async {
+                // Allocates and touches 16 MiB every 20 ms, without end.
+                Html(
+                    "<!doctype html><title>Hog</title><p>eating</p><script>\
+                     const keep = []; setInterval(() => { const a = new Uint8Array(16 << 20); \
+                     for (let i = 0; i < a.length; i += 4096) a[i] = 1; keep.push(a); }, 20);</script>",
+                )
+            }),
+        )
+        .route(
+            "/workers",
+            get(|| async {
+                // Starts workers (threads) without end, each kept busy.
+                Html(
+                    "<!doctype html><title>Workers</title><p>forking</p><script>\
+                     const src = URL.createObjectURL(new Blob(['setInterval(() => {}, 1000)'])); \
+                     const ws = []; setInterval(() => { for (let i = 0; i < 8; i++) ws.push(new Worker(src)); }, 20);</script>",
+                )
+            }),
+        )
+        .route(
+            "/bigfile",
+            get(|| async {
+                // Writes 1 MiB chunks to the origin's private file system until
+                // a write fails; the page title says how many it wrote.
+                Html(
+                    "<!doctype html><title>Writing</title><script>\
+                     (async () => { let n = 0; try { const root = await navigator.storage.getDirectory(); \
+                     const f = await root.getFileHandle('big.bin', {create: true}); const w = await f.createWritable(); \
+                     const chunk = new Uint8Array(1 << 20).fill(7); \
+                     for (; n < 4096; n++) await w.write(chunk); await w.close(); } catch (e) {} \
+                     document.title = 'wrote ' + n; })();</script>",
+                )
+            }),
+        )
+        .route(
             "/with-refused-images",
             get(|| async {
                 // Two images on loopback addresses the guard refuses.

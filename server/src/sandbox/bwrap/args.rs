@@ -24,6 +24,9 @@ pub struct Layout<'a> {
     /// Forbid creating user namespaces inside (when Chromium's own sandbox,
     /// which needs them, is off).
     pub disable_userns: bool,
+    /// Size cap of each tmpfs (`/tmp` with the profile, `/home`, `/run`),
+    /// bytes; none when unset.
+    pub tmpfs_bytes: Option<u64>,
 }
 
 /// The whole `bwrap` argument list that runs `command` in a sandbox laid
@@ -60,10 +63,13 @@ pub fn bwrap_args(layout: &Layout<'_>, command: &[OsString]) -> Vec<OsString> {
         }
     }
     add(&mut a, &["--proc", "/proc", "--dev", "/dev"]);
-    add(
-        &mut a,
-        &["--tmpfs", "/tmp", "--tmpfs", "/home", "--tmpfs", "/run"],
-    );
+    for dir in ["/tmp", "/home", "/run"] {
+        // bwrap's --size applies to the --tmpfs right after it.
+        if let Some(bytes) = layout.tmpfs_bytes {
+            add(&mut a, &["--size", &bytes.to_string()]);
+        }
+        add(&mut a, &["--tmpfs", dir]);
+    }
     add(&mut a, &["--dir", INSIDE_HOME, "--chdir", INSIDE_HOME]);
     if let Some(dir) = layout.chromium.parent()
         && !dir.starts_with("/usr")
@@ -172,6 +178,7 @@ mod tests {
             relay_bin: Path::new("/opt/cordon/bin/cordon"),
             chromium: Path::new(chromium),
             disable_userns,
+            tmpfs_bytes: None,
         };
         strings(&bwrap_args(
             &layout,

@@ -152,6 +152,7 @@ impl BwrapDriver {
             chromium,
             // As the driver will run it.
             disable_userns: nix::unistd::geteuid().is_root(),
+            tmpfs_bytes: Some(16 << 20),
         };
         let mut child = Command::new(bwrap)
             .args(bwrap_args(&layout, &["/bin/true".into()]))
@@ -207,6 +208,7 @@ impl Driver for BwrapDriver {
             pid: None,
             marker: spec.runtime_dir.display().to_string(),
             runtime_dir: spec.runtime_dir.clone(),
+            limits: spec.limits.clone(),
         };
         match self.start_inner(&spec, &sock_dir, sandbox.clone()).await {
             Ok(sandbox) => Ok(sandbox),
@@ -364,6 +366,7 @@ impl BwrapDriver {
             relay_bin: &self.relay_bin,
             chromium: &self.chromium,
             disable_userns: no_sandbox,
+            tmpfs_bytes: spec.limits.as_ref().map(|l| l.limits().tmpfs_bytes),
         };
         let args = bwrap_args(
             &layout,
@@ -375,6 +378,13 @@ impl BwrapDriver {
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .process_group(0);
+        if let Some(limits) = spec.limits.clone() {
+            // SAFETY: `apply_in_child` only makes system calls (open, write,
+            // setrlimit) on data prepared before the fork.
+            unsafe {
+                cmd.pre_exec(move || limits.apply_in_child());
+            }
+        }
         let mut child = spawn_on_keeper(cmd)
             .await
             .with_context(|| format!("cannot start {}", self.bwrap.display()))

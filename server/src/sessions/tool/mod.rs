@@ -320,6 +320,20 @@ impl SessionManager {
 
     /// A dead browser fails the session, whatever the call reported.
     async fn map_failure(&self, session: &LiveSession, e: ToolError) -> ToolError {
+        // A page that ran into its limits crashed its tab (or the browser):
+        // the session ends now, and the agent hears why.
+        if let Some(limits) = &session.sandbox.limits
+            && let Some(breach) = limits.breach()
+        {
+            let why = breach.describe(limits.limits());
+            tracing::warn!(reason = %why, "tool failed: a resource limit was hit");
+            self.fail(&session.id, crate::domain::CloseReason::ResourceLimit, &why)
+                .await;
+            return ToolError::Session(SessionError::Gone {
+                state: crate::domain::SessionState::Failed,
+                reason: Some(crate::domain::CloseReason::ResourceLimit),
+            });
+        }
         if matches!(e, ToolError::BrowserFailed) || session.browser_gone() {
             tracing::warn!(error = %e, "tool failed: the browser is gone");
             self.fail(

@@ -1,0 +1,453 @@
+//! Per-sandbox resource limits on this host: one cgroup per sandbox for
+//! memory, task count and CPU share (cgroup v2 where the unified hierarchy
+//! is mounted with those controllers, else the v1 controllers), an
+//! open-files rlimit set in the child before it runs, and (bwrap) size caps
+//! on the sandbox's tmpfs mounts.
+//!
+//! The cgroups are made *under the control plane's own* cgroup of each
+//! controller, so Cordon never moves anything out of where its supervisor
+//! put it. The browser joins them itself: the spawned child writes `0` to
+//! each `cgroup.procs` before it execs, so no process of the sandbox ever
+//! runs outside its limits.
+
+use std::ffi::CString;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// The limits every session's sandbox gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Memory (resident and tmpfs pages), bytes.
+    pub memory_bytes: u64,
+    /// Tasks (processes and threads).
+    pub pids: u64,
+    /// Open files per process.
+    pub open_files: u64,
+    /// Size of each of the sandbox's tmpfs mounts (bwrap), bytes.
+    pub tmpfs_bytes: u64,
+    /// CPU weight relative to other sessions (cgroup v2 scale, 1–10000;
+    /// every session gets the same by default, so none starves the others).
+    pub cpu_weight: u64,
+}
+
+/// Which limit a sandbox ran into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Breach {
+    /// The kernel killed a process of the sandbox for memory.
+    Memory,
+    /// A process or thread could not be started: the task limit.
+    Pids,
+}
+
+impl Breach {
+    /// What the session's error says.
+    pub fn describe(self, limits: &Limits) -> String {
+        match self {
+            Self::Memory => format!(
+                "the page exceeded the session's memory limit ({} MiB)",
+                limits.memory_bytes / (1024 * 1024)
+            ),
+            Self::Pids => format!(
+                "the page exceeded the session's process and thread limit ({})",
+                limits.pids
+            ),
+        }
+    }
+}
+
+/// How this host enforces the limits.
+#[derive(Debug, Clone)]
+enum Mode {
+    /// One directory in the unified hierarchy.
+    V2 { parent: PathBuf },
+    /// One directory per v1 controller (those that are writable here).
+    V1 {
+        memory: Option<PathBuf>,
+        pids: Option<PathBuf>,
+        cpu: Option<PathBuf>,
+    },
+    /// No cgroup can be made here; only rlimits and tmpfs sizes apply.
+    None { reason: String },
+}
+
+/// What `/readyz` and the start-up log say about the limits.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LimitsStatus {
+    /// `cgroup-v2`, `cgroup-v1` or `none`.
+    pub cgroups: &'static str,
+    /// Memory is bounded per session.
+    pub memory: bool,
+    /// Tasks are bounded per session.
+    pub pids: bool,
+    /// CPU is shared fairly between sessions.
+    pub cpu: bool,
+    /// Why not, when something is missing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// The host's cgroup setup and the limits to apply; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Enforcer {
+    limits: Limits,
+    mode: Mode,
+}
+
+/// This process's cgroup path of `controller` (v1) or of the unified
+/// hierarchy (`controller` = ""), from the text of `/proc/self/cgroup`.
+fn own_path(proc_cgroup: &str, controller: &str) -> Option<String> {
+    proc_cgroup.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (_, ctrls, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let hit = if controller.is_empty() {
+            ctrls.is_empty()
+        } else {
+            ctrls.split(',').any(|c| c == controller)
+        };
+        hit.then(|| path.to_owned())
+    })
+}
+
+/// Whether a child cgroup can be made (and removed) under `dir`.
+fn writable(dir: &Path) -> Result<(), String> {
+    let probe = dir.join(format!("cordon-probe-{}", std::process::id()));
+    std::fs::create_dir(&probe).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let _ = std::fs::remove_dir(&probe);
+    Ok(())
+}
+
+impl Enforcer {
+    /// Finds how this host can enforce `limits` (checked by making and
+    /// removing a probe cgroup), under `root` (normally `/sys/fs/cgroup`).
+    pub fn detect(limits: Limits, root: &Path) -> Self {
+        let text = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+        let under = |sub: &Path, path: &str| sub.join(path.trim_start_matches('/'));
+        // cgroup v2: the unified hierarchy at the root, with our controllers.
+        let unified = if root.join("cgroup.controllers").is_file() {
+            Some(root.to_path_buf())
+        } else {
+            None
+        };
+        if let (Some(v2root), Some(path)) = (unified, own_path(&text, "")) {
+            let parent = under(&v2root, &path);
+            let controllers =
+                std::fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap_or_default();
+            let has = |c: &str| controllers.split_whitespace().any(|x| x == c);
+            if has("memory") && has("pids") && writable(&parent).is_ok() {
+                return Self {
+                    limits,
+                    mode: Mode::V2 { parent },
+                };
+            }
+        }
+        let v1 = |controller: &str| -> Result<PathBuf, String> {
+            let path = own_path(&text, controller)
+                .ok_or_else(|| format!("no {controller} cgroup for this process"))?;
+            let dir = under(&root.join(controller), &path);
+            writable(&dir)?;
+            Ok(dir)
+        };
+        let (memory, pids, cpu) = (v1("memory"), v1("pids"), v1("cpu"));
+        if memory.is_err() && pids.is_err() {
+            let reason = memory.err().unwrap_or_default();
+            return Self {
+                limits,
+                mode: Mode::None {
+                    reason: format!("no writable cgroup for the limits ({reason})"),
+                },
+            };
+        }
+        Self {
+            limits,
+            mode: Mode::V1 {
+                memory: memory.ok(),
+                pids: pids.ok(),
+                cpu: cpu.ok(),
+            },
+        }
+    }
+
+    /// The limits applied.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// What is enforced here.
+    pub fn status(&self) -> LimitsStatus {
+        match &self.mode {
+            Mode::V2 { .. } => LimitsStatus {
+                cgroups: "cgroup-v2",
+                memory: true,
+                pids: true,
+                cpu: true,
+                reason: None,
+            },
+            Mode::V1 { memory, pids, cpu } => LimitsStatus {
+                cgroups: "cgroup-v1",
+                memory: memory.is_some(),
+                pids: pids.is_some(),
+                cpu: cpu.is_some(),
+                reason: (memory.is_none() || pids.is_none() || cpu.is_none())
+                    .then(|| "some cgroup v1 controllers are not writable here".to_owned()),
+            },
+            Mode::None { reason } => LimitsStatus {
+                cgroups: "none",
+                memory: false,
+                pids: false,
+                cpu: false,
+                reason: Some(reason.clone()),
+            },
+        }
+    }
+
+    /// Removes the (empty) cgroups a sandbox of an earlier run left behind.
+    pub fn remove_stale(&self, id: &str) {
+        let name = format!("cordon-{id}");
+        let parents: Vec<&PathBuf> = match &self.mode {
+            Mode::V2 { parent } => vec![parent],
+            Mode::V1 { memory, pids, cpu } => [memory, pids, cpu].into_iter().flatten().collect(),
+            Mode::None { .. } => vec![],
+        };
+        for p in parents {
+            let _ = std::fs::remove_dir(p.join(&name));
+        }
+    }
+
+    /// Makes the cgroup(s) of sandbox `id` with the limits written in.
+    pub fn create(&self, id: &str) -> io::Result<SandboxLimits> {
+        let name = format!("cordon-{id}");
+        let mut dirs = Vec::new();
+        let mut made = |dir: PathBuf| -> io::Result<PathBuf> {
+            std::fs::create_dir(&dir)?;
+            dirs.push(dir.clone());
+            Ok(dir)
+        };
+        let l = &self.limits;
+        let result = (|| -> io::Result<(Version, Vec<PathBuf>)> {
+            match &self.mode {
+                Mode::V2 { parent } => {
+                    let dir = made(parent.join(&name))?;
+                    write(&dir, "memory.max", l.memory_bytes)?;
+                    // No swap: a page that outgrows memory is stopped, not paged.
+                    let _ = write(&dir, "memory.swap.max", 0);
+                    write(&dir, "pids.max", l.pids)?;
+                    let _ = write(&dir, "cpu.weight", l.cpu_weight);
+                    Ok((Version::V2, vec![dir]))
+                }
+                Mode::V1 { memory, pids, cpu } => {
+                    let mut joined = Vec::new();
+                    if let Some(m) = memory {
+                        let dir = made(m.join(&name))?;
+                        write(&dir, "memory.limit_in_bytes", l.memory_bytes)?;
+                        let _ = write(&dir, "memory.memsw.limit_in_bytes", l.memory_bytes);
+                        joined.push(dir);
+                    }
+                    if let Some(p) = pids {
+                        let dir = made(p.join(&name))?;
+                        write(&dir, "pids.max", l.pids)?;
+                        joined.push(dir);
+                    }
+                    if let Some(c) = cpu {
+                        let dir = made(c.join(&name))?;
+                        // v1 shares: 1024 is the default weight 100.
+                        write(&dir, "cpu.shares", (l.cpu_weight * 1024 / 100).max(2))?;
+                        joined.push(dir);
+                    }
+                    Ok((Version::V1, joined))
+                }
+                Mode::None { .. } => Ok((Version::V1, Vec::new())),
+            }
+        })();
+        match result {
+            Ok((version, joined)) => {
+                let procs = joined
+                    .iter()
+                    .map(|d| CString::new(d.join("cgroup.procs").as_os_str().as_bytes()))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(io::Error::other)?;
+                Ok(SandboxLimits {
+                    version,
+                    dirs,
+                    procs,
+                    limits: *l,
+                })
+            }
+            Err(e) => {
+                for d in dirs.iter().rev() {
+                    let _ = std::fs::remove_dir(d);
+                }
+                Err(e)
+            }
+        }
+    }
+}
+
+fn write(dir: &Path, file: &str, value: u64) -> io::Result<()> {
+    std::fs::write(dir.join(file), value.to_string())
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.join(file).display())))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Version {
+    V1,
+    V2,
+}
+
+/// One sandbox's cgroups: joined by its first process, read for breaches,
+/// removed when it stops.
+#[derive(Debug)]
+pub struct SandboxLimits {
+    version: Version,
+    dirs: Vec<PathBuf>,
+    /// `cgroup.procs` of each directory, ready for the child to open
+    /// between fork and exec (no allocation there).
+    procs: Vec<CString>,
+    limits: Limits,
+}
+
+impl SandboxLimits {
+    /// The limits applied.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// To run in the child between fork and exec: joins the cgroups and
+    /// sets the open-files limit. Only system calls, no allocation.
+    pub fn apply_in_child(&self) -> io::Result<()> {
+        for path in &self.procs {
+            let fd = nix::fcntl::open(
+                path.as_c_str(),
+                nix::fcntl::OFlag::O_WRONLY,
+                nix::sys::stat::Mode::empty(),
+            )
+            .map_err(io::Error::from)?;
+            let res = nix::unistd::write(&fd, b"0");
+            drop(fd);
+            res.map_err(io::Error::from)?;
+        }
+        let n = self.limits.open_files;
+        nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, n, n)
+            .map_err(io::Error::from)
+    }
+
+    /// The limit the sandbox ran into, if any.
+    pub fn breach(&self) -> Option<Breach> {
+        let read = |file: &str| {
+            self.dirs
+                .iter()
+                .find_map(|d| std::fs::read_to_string(d.join(file)).ok())
+                .unwrap_or_default()
+        };
+        let count = |text: &str, key: &str| -> u64 {
+            text.lines()
+                .find_map(|l| l.strip_prefix(key)?.trim().parse().ok())
+                .unwrap_or(0)
+        };
+        let oom = match self.version {
+            Version::V2 => count(&read("memory.events"), "oom_kill "),
+            Version::V1 => count(&read("memory.oom_control"), "oom_kill "),
+        };
+        if oom > 0 {
+            return Some(Breach::Memory);
+        }
+        if count(&read("pids.events"), "max ") > 0 {
+            return Some(Breach::Pids);
+        }
+        None
+    }
+
+    /// Removes the cgroups once their processes are gone (a few tries:
+    /// the kernel empties a cgroup shortly after its last task exits).
+    pub async fn remove(&self) {
+        for d in self.dirs.iter().rev() {
+            for _ in 0..50 {
+                match std::fs::remove_dir(d) {
+                    Ok(()) => break,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => break,
+                    Err(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+                }
+            }
+        }
+    }
+}
+
+impl Drop for SandboxLimits {
+    fn drop(&mut self) {
+        for d in self.dirs.iter().rev() {
+            let _ = std::fs::remove_dir(d);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PROC_V1: &str = "9:name=systemd:/\n8:pids:/\n4:memory:/process_api/abc\n2:cpuacct:/\n1:cpu:/\n0::/\n";
+
+    #[test]
+    fn own_cgroup_paths_are_read_per_controller() {
+        assert_eq!(own_path(PROC_V1, "memory").as_deref(), Some("/process_api/abc"));
+        assert_eq!(own_path(PROC_V1, "pids").as_deref(), Some("/"));
+        assert_eq!(own_path(PROC_V1, "cpu").as_deref(), Some("/"));
+        assert_eq!(own_path(PROC_V1, "").as_deref(), Some("/"));
+        assert_eq!(own_path("0::/user.slice/x\n", "").as_deref(), Some("/user.slice/x"));
+        assert_eq!(own_path("0::/x\n", "memory"), None);
+    }
+
+    fn limits() -> Limits {
+        Limits {
+            memory_bytes: 256 << 20,
+            pids: 64,
+            open_files: 1024,
+            tmpfs_bytes: 64 << 20,
+            cpu_weight: 100,
+        }
+    }
+
+    #[test]
+    fn breaches_are_read_from_the_kernels_counters() {
+        let dir = tempfile::tempdir().unwrap();
+        let sb = SandboxLimits {
+            version: Version::V1,
+            dirs: vec![dir.path().to_path_buf()],
+            procs: vec![],
+            limits: limits(),
+        };
+        assert_eq!(sb.breach(), None);
+        std::fs::write(dir.path().join("pids.events"), "max 0\n").unwrap();
+        std::fs::write(
+            dir.path().join("memory.oom_control"),
+            "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n",
+        )
+        .unwrap();
+        assert_eq!(sb.breach(), None);
+        std::fs::write(dir.path().join("pids.events"), "max 3\n").unwrap();
+        assert_eq!(sb.breach(), Some(Breach::Pids));
+        std::fs::write(
+            dir.path().join("memory.oom_control"),
+            "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n",
+        )
+        .unwrap();
+        assert_eq!(sb.breach(), Some(Breach::Memory));
+        std::mem::forget(sb);
+    }
+
+    #[test]
+    fn a_host_without_writable_cgroups_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Enforcer::detect(limits(), &dir.path().join("no-cgroups"));
+        let s = e.status();
+        assert_eq!((s.cgroups, s.memory, s.pids), ("none", false, false), "{s:?}");
+        assert!(s.reason.is_some());
+        let sb = e.create("b_test").unwrap();
+        assert_eq!(sb.breach(), None);
+    }
+
+    #[test]
+    fn the_breach_message_names_the_limit() {
+        assert!(Breach::Memory.describe(&limits()).contains("256 MiB"));
+        assert!(Breach::Pids.describe(&limits()).contains("(64)"));
+    }
+}

@@ -1,0 +1,169 @@
+//! Per-session limits end to end: a hostile page that allocates without
+//! end, starts threads without end, or writes without end is stopped by its
+//! own session's limits; its session ends as `failed` / `resource_limit`,
+//! and the other sessions on the host go on.
+
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::helpers::{Backend, PATIENCE, session_app, wait_until};
+use crate::site;
+
+/// Waits until `sid` has failed with `resource_limit` and returns its info.
+async fn failed_for_limits(agent: &crate::helpers::AgentClient, sid: &str) -> serde_json::Value {
+    wait_until("the session to fail on its limits", PATIENCE, || async {
+        let (_, info) = agent.get(&format!("/api/sessions/{sid}")).await;
+        if info["state"] == "failed" {
+            Ok(info)
+        } else {
+            Err(info.to_string())
+        }
+    })
+    .await
+}
+
+fn enforced(app: &crate::helpers::TestApp) {
+    let status = app.state.sessions.limits_status();
+    assert!(
+        status.memory && status.pids,
+        "this host must enforce per-session limits for these tests: {status:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_that_allocates_without_end_ends_its_own_session_and_no_other() {
+    let site = site::start().await;
+    let app = session_app(
+        Backend::Sqlite,
+        &site.allow(),
+        &[("CORDON_SESSION_MEMORY_MB", "256")],
+    )
+    .await;
+    enforced(&app);
+    let agent = app.agent("acme").await;
+    let hog = agent.open(json!({})).await;
+    let calm = agent.open(json!({})).await;
+    let (status, nav) = agent
+        .tool(
+            &hog,
+            "navigate",
+            json!({ "url": site.url("/hog"), "wait": "domcontentloaded" }),
+        )
+        .await;
+    assert!(
+        status == StatusCode::OK || status == StatusCode::GONE,
+        "{status}: {nav}"
+    );
+    let info = failed_for_limits(&agent, &hog).await;
+    assert_eq!(info["close_reason"], "resource_limit", "{info}");
+    assert!(
+        info["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("memory limit (256 MiB)")),
+        "{info}"
+    );
+    // The agent's next call is told the session is gone, and why.
+    let (status, err) = agent.tool(&hog, "snapshot", json!({})).await;
+    assert_eq!(status, StatusCode::GONE, "{err}");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("resource_limit")),
+        "{err}"
+    );
+    // The other session never noticed.
+    let (status, nav) = agent
+        .tool(&calm, "navigate", json!({ "url": site.url("/form") }))
+        .await;
+    assert_eq!(
+        (status, nav["title"].as_str()),
+        (StatusCode::OK, Some("Login")),
+        "{nav}"
+    );
+    let closes: Vec<String> = app
+        .state
+        .store
+        .audit_page(0, 10_000)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.action == "session.close" && e.session.as_deref() == Some(hog.as_str()))
+        .map(|e| e.params)
+        .collect();
+    assert!(
+        closes.iter().any(|p| p.contains("resource_limit")),
+        "{closes:?}"
+    );
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_that_starts_threads_without_end_hits_the_task_limit() {
+    let site = site::start().await;
+    let app = session_app(
+        Backend::Sqlite,
+        &site.allow(),
+        &[
+            ("CORDON_SESSION_PIDS_MAX", "300"),
+            ("CORDON_SESSION_MEMORY_MB", "4096"),
+        ],
+    )
+    .await;
+    enforced(&app);
+    let agent = app.agent("acme").await;
+    let sid = agent.open(json!({})).await;
+    agent
+        .tool(
+            &sid,
+            "navigate",
+            json!({ "url": site.url("/workers"), "wait": "domcontentloaded" }),
+        )
+        .await;
+    let info = failed_for_limits(&agent, &sid).await;
+    assert_eq!(info["close_reason"], "resource_limit", "{info}");
+    assert!(
+        info["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("process and thread limit (300)")),
+        "{info}"
+    );
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_cannot_write_past_its_sandboxs_tmpfs() {
+    let site = site::start().await;
+    let app = session_app(
+        Backend::Sqlite,
+        &site.allow(),
+        &[
+            ("CORDON_SANDBOX_DRIVER", "bwrap"),
+            ("CORDON_SESSION_TMPFS_MB", "64"),
+        ],
+    )
+    .await;
+    let agent = app.agent("acme").await;
+    let sid = agent.open(json!({})).await;
+    agent
+        .tool(&sid, "navigate", json!({ "url": site.url("/bigfile") }))
+        .await;
+    let wrote: u64 = wait_until("the page to stop writing", PATIENCE, || async {
+        let (_, dom) = agent
+            .tool(&sid, "read_dom", json!({ "max_chars": 2000 }))
+            .await;
+        let html = dom["html"].as_str().unwrap_or_default();
+        html.split("<title>wrote ")
+            .nth(1)
+            .and_then(|t| t.split('<').next())
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(|| html.chars().take(200).collect())
+    })
+    .await;
+    assert!(wrote < 64, "wrote {wrote} MiB into a 64 MiB tmpfs");
+    // Bounded, not fatal: the session goes on.
+    let (status, _) = agent
+        .tool(&sid, "navigate", json!({ "url": site.url("/form") }))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    app.stop().await;
+}

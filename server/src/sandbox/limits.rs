@@ -384,15 +384,22 @@ impl Drop for SandboxLimits {
 mod tests {
     use super::*;
 
-    const PROC_V1: &str = "9:name=systemd:/\n8:pids:/\n4:memory:/process_api/abc\n2:cpuacct:/\n1:cpu:/\n0::/\n";
+    const PROC_V1: &str =
+        "9:name=systemd:/\n8:pids:/\n4:memory:/process_api/abc\n2:cpuacct:/\n1:cpu:/\n0::/\n";
 
     #[test]
     fn own_cgroup_paths_are_read_per_controller() {
-        assert_eq!(own_path(PROC_V1, "memory").as_deref(), Some("/process_api/abc"));
+        assert_eq!(
+            own_path(PROC_V1, "memory").as_deref(),
+            Some("/process_api/abc")
+        );
         assert_eq!(own_path(PROC_V1, "pids").as_deref(), Some("/"));
         assert_eq!(own_path(PROC_V1, "cpu").as_deref(), Some("/"));
         assert_eq!(own_path(PROC_V1, "").as_deref(), Some("/"));
-        assert_eq!(own_path("0::/user.slice/x\n", "").as_deref(), Some("/user.slice/x"));
+        assert_eq!(
+            own_path("0::/user.slice/x\n", "").as_deref(),
+            Some("/user.slice/x")
+        );
         assert_eq!(own_path("0::/x\n", "memory"), None);
     }
 
@@ -439,7 +446,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let e = Enforcer::detect(limits(), &dir.path().join("no-cgroups"));
         let s = e.status();
-        assert_eq!((s.cgroups, s.memory, s.pids), ("none", false, false), "{s:?}");
+        assert_eq!(
+            (s.cgroups, s.memory, s.pids),
+            ("none", false, false),
+            "{s:?}"
+        );
         assert!(s.reason.is_some());
         let sb = e.create("b_test").unwrap();
         assert_eq!(sb.breach(), None);

@@ -286,7 +286,11 @@ impl SessionManager {
         );
         let status = limits.status();
         if status.memory && status.pids {
-            tracing::info!(cgroups = status.cgroups, cpu = status.cpu, "per-session limits enforced");
+            tracing::info!(
+                cgroups = status.cgroups,
+                cpu = status.cpu,
+                "per-session limits enforced"
+            );
         } else {
             tracing::warn!(
                 cgroups = status.cgroups,

@@ -435,6 +435,12 @@ impl Settings {
                 self.session_deadline_max_s
             );
         }
+        if self.sandbox_driver == SandboxDriverSetting::Process && !self.bind.ip().is_loopback() {
+            bail!(
+                "sandbox_driver: \"process\" leaves each browser's DevTools port open to every \
+                 local process; it is refused when bind is not a loopback address (use bwrap)"
+            );
+        }
         if self.sandbox_driver == SandboxDriverSetting::Exec
             && (self.exec_create.is_none() || self.exec_destroy.is_none())
         {
@@ -775,6 +781,19 @@ mod tests {
         assert_eq!(
             ok.public_url().unwrap().host_str(),
             Some("cordon.example.com")
+        );
+    }
+
+    #[test]
+    fn the_process_driver_is_refused_on_a_non_loopback_bind() {
+        let err = load_err(&[
+            ("CORDON_SANDBOX_DRIVER", "process"),
+            ("CORDON_BIND", "0.0.0.0:8080"),
+        ]);
+        assert!(err.starts_with("sandbox_driver:"), "{err}");
+        assert!(
+            Settings::load_from(None, env(&[("CORDON_SANDBOX_DRIVER", "process")])).is_ok(),
+            "on loopback it runs"
         );
     }
 

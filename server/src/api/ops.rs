@@ -46,6 +46,9 @@ async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
             "limits": state.sessions.limits_status(),
             "sandbox": {
                 "driver": state.sessions.driver_kind().as_str(),
+                // The process driver's DevTools ports take any local client.
+                "devtools_open_to_local_processes":
+                    state.sessions.driver_kind() == crate::sandbox::DriverKind::Process,
                 "pool_ready": state.sessions.pool_ready(),
                 "pool_size": state.settings.pool_size,
                 "open_sessions": state.sessions.open_count(),

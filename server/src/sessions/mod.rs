@@ -299,6 +299,13 @@ impl SessionManager {
                  run Cordon where it can create cgroups (root, or a delegated cgroup v2 subtree)"
             );
         }
+        if driver.kind() == DriverKind::Process {
+            tracing::warn!(
+                "sandbox driver \"process\": each browser's DevTools port is open to every local \
+                 process, which could drive it and read an operator session's cookies; use bwrap \
+                 on a shared host"
+            );
+        }
         let run_dir = settings.data_dir.join("run");
         std::fs::create_dir_all(&run_dir)
             .with_context(|| format!("data_dir: cannot create {}", run_dir.display()))?;

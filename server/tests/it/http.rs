@@ -19,6 +19,17 @@ async fn readyz_reports_the_backend_and_chromium(backend: Backend) {
     };
     assert_eq!(body["checks"]["database"]["backend"], expected);
     assert_eq!(body["checks"]["chromium"]["ok"], true);
+    // What is enforced per session is shown (this host enforces it).
+    let limits = &body["checks"]["limits"];
+    assert_eq!(
+        (limits["memory"].as_bool(), limits["pids"].as_bool()),
+        (Some(true), Some(true)),
+        "{body}"
+    );
+    assert_eq!(
+        body["checks"]["sandbox"]["devtools_open_to_local_processes"], false,
+        "{body}"
+    );
     app.stop().await;
 }
 

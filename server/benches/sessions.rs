@@ -385,6 +385,57 @@ async fn inject(page_addr: std::net::SocketAddr, page: &str, tmp: &std::path::Pa
     task.await.unwrap();
 }
 
+/// The cost of the per-session limits: cold open → ready and memory per
+/// idle session, with limits on and off, in the same run (interleaved so
+/// drift hits both alike).
+async fn limits_cost(page_addr: std::net::SocketAddr, tmp: &std::path::Path, iters: usize) {
+    let on = [("CORDON_SESSION_LIMITS", "true".to_string())];
+    let off = [("CORDON_SESSION_LIMITS", "false".to_string())];
+    let (api_on, stop_on, task_on, state_on) =
+        start_cordon(&tmp.join("limits-on"), page_addr, 0, &on).await;
+    let (api_off, stop_off, task_off, _) =
+        start_cordon(&tmp.join("limits-off"), page_addr, 0, &off).await;
+    println!("limits in force: {:?}", state_on.sessions.limits_status());
+    let (mut t_on, mut t_off) = (Vec::new(), Vec::new());
+    for _ in 0..iters {
+        for (api, out) in [(&api_on, &mut t_on), (&api_off, &mut t_off)] {
+            let t = Instant::now();
+            let sid = api.open().await;
+            out.push(t.elapsed());
+            api.close(&sid).await;
+        }
+    }
+    let (on_s, off_s) = (Stats(t_on), Stats(t_off));
+    println!("cold open → ready, limits on            {}", on_s.show());
+    println!(
+        "cold open → ready, limits off           {}   on/off {:.3}",
+        off_s.show(),
+        on_s.median().as_secs_f64() / off_s.median().as_secs_f64()
+    );
+    let idle = env_usize("BENCH_LIMITS_IDLE", 20);
+    for (name, api) in [("on", &api_on), ("off", &api_off)] {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let base = mem_available_kib();
+        let mut open = Vec::new();
+        for _ in 0..idle {
+            open.push(api.open().await);
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let used = base.saturating_sub(mem_available_kib());
+        println!(
+            "memory per idle session, limits {name:<3}   {:.0} MiB ({idle} sessions, MemAvailable drop)",
+            used as f64 / 1024.0 / idle as f64
+        );
+        for sid in &open {
+            api.close(sid).await;
+        }
+    }
+    let _ = stop_on.send(());
+    let _ = stop_off.send(());
+    task_on.await.unwrap();
+    task_off.await.unwrap();
+}
+
 async fn engine(page_addr: std::net::SocketAddr, page: &str, tmp: &std::path::Path, iters: usize) {
     // --- raw CDP baselines ------------------------------------------------
     let mut raw_cold_t = Vec::new();
@@ -539,7 +590,7 @@ async fn main() {
     let page_addr = page_server().await;
     let page = format!("http://{page_addr}/");
     let tmp = tempfile::tempdir().unwrap();
-    // BENCH_ONLY: comma-separated sections (engine, inject, capacity); all
+    // BENCH_ONLY: comma-separated sections (engine, inject, limits, capacity); all
     // when unset.
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
     let run = |name: &str| only.is_empty() || only.split(',').any(|s| s.trim() == name);
@@ -553,6 +604,9 @@ async fn main() {
     }
     if run("inject") {
         inject(page_addr, &page, tmp.path(), iters).await;
+    }
+    if run("limits") {
+        limits_cost(page_addr, tmp.path(), iters).await;
     }
 
     // --- memory per idle session and capacity -------------------------------

@@ -140,6 +140,11 @@ pub struct Settings {
     /// Upper bound of any one browser tool call, in seconds (at most 300).
     #[serde(default = "d::tool_timeout_s")]
     pub tool_timeout_s: u64,
+    /// Whether the per-session limits below are enforced (cgroups, rlimits,
+    /// tmpfs sizes). Off only to measure their cost or on a host that
+    /// cannot have them; `serve` warns loudly and `/readyz` shows it.
+    #[serde(default = "d::session_limits")]
+    pub session_limits: bool,
     /// Memory one session's browser may use (its processes and its tmpfs
     /// pages), MiB; past it the page is killed and the session fails with
     /// `resource_limit`.
@@ -273,6 +278,9 @@ mod d {
     }
     pub fn tool_timeout_s() -> u64 {
         30
+    }
+    pub fn session_limits() -> bool {
+        true
     }
     pub fn session_memory_mb() -> u64 {
         1024

@@ -69,6 +69,8 @@ enum Mode {
     },
     /// No cgroup can be made here; only rlimits and tmpfs sizes apply.
     None { reason: String },
+    /// Switched off by the settings: nothing applies.
+    Off,
 }
 
 /// What `/readyz` and the start-up log say about the limits.
@@ -168,6 +170,14 @@ impl Enforcer {
         }
     }
 
+    /// No limits at all (`session_limits = false`).
+    pub fn disabled(limits: Limits) -> Self {
+        Self {
+            limits,
+            mode: Mode::Off,
+        }
+    }
+
     /// The limits applied.
     pub fn limits(&self) -> &Limits {
         &self.limits
@@ -198,7 +208,19 @@ impl Enforcer {
                 cpu: false,
                 reason: Some(reason.clone()),
             },
+            Mode::Off => LimitsStatus {
+                cgroups: "off",
+                memory: false,
+                pids: false,
+                cpu: false,
+                reason: Some("session_limits = false".into()),
+            },
         }
+    }
+
+    /// Whether anything is applied at all.
+    pub fn enabled(&self) -> bool {
+        !matches!(self.mode, Mode::Off)
     }
 
     /// Removes the (empty) cgroups a sandbox of an earlier run left behind.
@@ -207,7 +229,7 @@ impl Enforcer {
         let parents: Vec<&PathBuf> = match &self.mode {
             Mode::V2 { parent } => vec![parent],
             Mode::V1 { memory, pids, cpu } => [memory, pids, cpu].into_iter().flatten().collect(),
-            Mode::None { .. } => vec![],
+            Mode::None { .. } | Mode::Off => vec![],
         };
         for p in parents {
             let _ = std::fs::remove_dir(p.join(&name));
@@ -256,7 +278,7 @@ impl Enforcer {
                     }
                     Ok((Version::V1, joined))
                 }
-                Mode::None { .. } => Ok((Version::V1, Vec::new())),
+                Mode::None { .. } | Mode::Off => Ok((Version::V1, Vec::new())),
             }
         })();
         match result {

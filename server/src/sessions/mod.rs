@@ -280,10 +280,14 @@ impl SessionManager {
                 }
             },
         };
-        let limits = crate::sandbox::limits::Enforcer::detect(
-            settings.session_limits(),
-            std::path::Path::new("/sys/fs/cgroup"),
-        );
+        let limits = if settings.session_limits {
+            crate::sandbox::limits::Enforcer::detect(
+                settings.session_limits(),
+                std::path::Path::new("/sys/fs/cgroup"),
+            )
+        } else {
+            crate::sandbox::limits::Enforcer::disabled(settings.session_limits())
+        };
         let status = limits.status();
         if status.memory && status.pids {
             tracing::info!(

@@ -92,6 +92,7 @@ async fn start_inner(inner: &Inner, id: String, state: &str) -> anyhow::Result<W
         inner.egress.listen(id.clone()).await?
     };
     let limits = match inner.limits.create(&id) {
+        Ok(_) if !inner.limits.enabled() => None,
         Ok(l) => Some(Arc::new(l)),
         Err(e) => {
             egress.close().await;

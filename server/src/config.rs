@@ -312,6 +312,7 @@ mod d {
 struct Keys {
     all: Vec<String>,
     numeric: Vec<String>,
+    boolean: Vec<String>,
 }
 
 static KEYS: std::sync::LazyLock<Keys> = std::sync::LazyLock::new(|| {
@@ -322,12 +323,18 @@ static KEYS: std::sync::LazyLock<Keys> = std::sync::LazyLock::new(|| {
         .cloned()
         .unwrap_or_default();
     let all: Vec<String> = props.keys().cloned().collect();
-    let numeric = props
-        .iter()
-        .filter(|(_, v)| v.get("type").and_then(|t| t.as_str()) == Some("integer"))
-        .map(|(k, _)| k.clone())
-        .collect();
-    Keys { all, numeric }
+    let of_type = |ty: &str| {
+        props
+            .iter()
+            .filter(|(_, v)| v.get("type").and_then(|t| t.as_str()) == Some(ty))
+            .map(|(k, _)| k.clone())
+            .collect()
+    };
+    Keys {
+        all,
+        numeric: of_type("integer"),
+        boolean: of_type("boolean"),
+    }
 });
 
 /// Every setting's name (`CORDON_<NAME upper-cased>` in the environment).
@@ -627,8 +634,9 @@ impl figment::Provider for EnvVars {
             .map(|(k, v)| {
                 // Numbers stay strings when they do not parse, so the error
                 // names the variable and shows what was given.
-                let value = match v.trim().parse::<u64>() {
-                    Ok(n) if KEYS.numeric.contains(k) => figment::value::Value::from(n),
+                let value = match (v.trim().parse::<u64>(), v.trim().parse::<bool>()) {
+                    (Ok(n), _) if KEYS.numeric.contains(k) => figment::value::Value::from(n),
+                    (_, Ok(b)) if KEYS.boolean.contains(k) => figment::value::Value::from(b),
                     _ => figment::value::Value::from(v.clone()),
                 };
                 (k.clone(), value)
@@ -790,6 +798,15 @@ mod tests {
             ok.public_url().unwrap().host_str(),
             Some("cordon.example.com")
         );
+    }
+
+    #[test]
+    fn booleans_are_read_from_the_environment() {
+        let s = Settings::load_from(None, env(&[("CORDON_SESSION_LIMITS", "false")])).unwrap();
+        assert!(!s.session_limits);
+        assert!(Settings::load_from(None, env(&[])).unwrap().session_limits);
+        let err = load_err(&[("CORDON_SESSION_LIMITS", "maybe")]);
+        assert!(err.starts_with("session_limits:"), "{err}");
     }
 
     #[test]

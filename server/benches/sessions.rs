@@ -413,7 +413,13 @@ async fn limits_cost(page_addr: std::net::SocketAddr, tmp: &std::path::Path, ite
         on_s.median().as_secs_f64() / off_s.median().as_secs_f64()
     );
     let idle = env_usize("BENCH_LIMITS_IDLE", 20);
-    for (name, api) in [("on", &api_on), ("off", &api_off)] {
+    // Each measured twice, in both orders, so neither gains from going first.
+    for (name, api) in [
+        ("on", &api_on),
+        ("off", &api_off),
+        ("off", &api_off),
+        ("on", &api_on),
+    ] {
         tokio::time::sleep(Duration::from_secs(3)).await;
         let base = mem_available_kib();
         let mut open = Vec::new();

@@ -390,6 +390,15 @@ impl AgentClient {
             .await
     }
 
+    /// Navigates `sid` to `url` (load), asserts 200, and returns the result.
+    pub async fn navigate_ok(&self, sid: &str, url: &str) -> serde_json::Value {
+        let (status, nav) = self
+            .tool(sid, "navigate", serde_json::json!({ "url": url }))
+            .await;
+        assert_eq!(status, reqwest::StatusCode::OK, "{url}: {nav}");
+        nav
+    }
+
     pub async fn close(&self, sid: &str) -> (reqwest::StatusCode, serde_json::Value) {
         self.call(
             reqwest::Method::DELETE,
@@ -398,6 +407,20 @@ impl AgentClient {
         )
         .await
     }
+}
+
+/// Asserts that an answer is the error `status` with `code`, printing it if not.
+pub fn assert_error(
+    answer: &(reqwest::StatusCode, serde_json::Value),
+    status: reqwest::StatusCode,
+    code: &str,
+) {
+    assert_eq!(
+        (answer.0, answer.1["error"]["code"].as_str()),
+        (status, Some(code)),
+        "{}",
+        answer.1
+    );
 }
 
 /// The agent API's OpenAPI document, as the server serves it.

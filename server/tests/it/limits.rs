@@ -72,14 +72,8 @@ async fn a_page_that_allocates_without_end_ends_its_own_session_and_no_other() {
         "{err}"
     );
     // The other session never noticed.
-    let (status, nav) = agent
-        .tool(&calm, "navigate", json!({ "url": site.url("/form") }))
-        .await;
-    assert_eq!(
-        (status, nav["title"].as_str()),
-        (StatusCode::OK, Some("Login")),
-        "{nav}"
-    );
+    let nav = agent.navigate_ok(&calm, &site.url("/form")).await;
+    assert_eq!(nav["title"], "Login", "{nav}");
     let closes: Vec<String> = app
         .state
         .store
@@ -161,9 +155,6 @@ async fn a_page_cannot_write_past_its_sandboxs_tmpfs() {
     .await;
     assert!(wrote < 64, "wrote {wrote} MiB into a 64 MiB tmpfs");
     // Bounded, not fatal: the session goes on.
-    let (status, _) = agent
-        .tool(&sid, "navigate", json!({ "url": site.url("/form") }))
-        .await;
-    assert_eq!(status, StatusCode::OK);
+    agent.navigate_ok(&sid, &site.url("/form")).await;
     app.stop().await;
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use serde_json::json;
 
-use crate::helpers::{Backend, PATIENCE, session_app, wait_until};
+use crate::helpers::{Backend, PATIENCE, assert_error, session_app, wait_until};
 use crate::site;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -25,22 +25,12 @@ async fn a_navigation_that_never_finishes_is_a_504_timeout_whichever_bound_ends_
         json!({ "url": site.url("/hang") }),
         json!({ "url": site.url("/hang"), "timeout_ms": 1500 }),
     ] {
-        let (status, err) = agent.tool(&sid, "navigate", body.clone()).await;
-        assert_eq!(
-            (status, err["error"]["code"].as_str()),
-            (StatusCode::GATEWAY_TIMEOUT, Some("timeout")),
-            "{body}: {err}"
-        );
+        let answer = agent.tool(&sid, "navigate", body).await;
+        assert_error(&answer, StatusCode::GATEWAY_TIMEOUT, "timeout");
     }
     // The tab is usable again at once.
-    let (status, nav) = agent
-        .tool(&sid, "navigate", json!({ "url": site.url("/form") }))
-        .await;
-    assert_eq!(
-        (status, nav["title"].as_str()),
-        (StatusCode::OK, Some("Login")),
-        "{nav}"
-    );
+    let nav = agent.navigate_ok(&sid, &site.url("/form")).await;
+    assert_eq!(nav["title"], "Login", "{nav}");
     app.stop().await;
 }
 
@@ -138,12 +128,8 @@ async fn a_crashed_renderer_is_answered_at_once_and_the_session_stays_usable() {
             nix::sys::signal::Signal::SIGKILL,
         );
     }
-    let ((status, err), _) = pending.await.unwrap();
-    assert_eq!(
-        (status, err["error"]["code"].as_str()),
-        (StatusCode::UNPROCESSABLE_ENTITY, Some("tab_crashed")),
-        "{err}"
-    );
+    let (answer, _) = pending.await.unwrap();
+    assert_error(&answer, StatusCode::UNPROCESSABLE_ENTITY, "tab_crashed");
     let answered_after = killed_at.elapsed();
     assert!(
         answered_after < Duration::from_secs(10),
@@ -151,20 +137,10 @@ async fn a_crashed_renderer_is_answered_at_once_and_the_session_stays_usable() {
     );
     // The session lives on: another tool call until navigation says so,
     // then a navigation brings the tab back.
-    let (status, err) = agent.tool(&sid, "read_dom", json!({})).await;
-    assert_eq!(
-        (status, err["error"]["code"].as_str()),
-        (StatusCode::UNPROCESSABLE_ENTITY, Some("tab_crashed")),
-        "{err}"
-    );
-    let (status, nav) = agent
-        .tool(&sid, "navigate", json!({ "url": site.url("/form") }))
-        .await;
-    assert_eq!(
-        (status, nav["title"].as_str()),
-        (StatusCode::OK, Some("Login")),
-        "{nav}"
-    );
+    let answer = agent.tool(&sid, "read_dom", json!({})).await;
+    assert_error(&answer, StatusCode::UNPROCESSABLE_ENTITY, "tab_crashed");
+    let nav = agent.navigate_ok(&sid, &site.url("/form")).await;
+    assert_eq!(nav["title"], "Login", "{nav}");
     let (_, info) = agent.get(&format!("/api/sessions/{sid}")).await;
     assert_eq!(info["state"], "ready", "{info}");
     app.stop().await;

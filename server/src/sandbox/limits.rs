@@ -6,13 +6,14 @@
 //!
 //! The cgroups are made *under the control plane's own* cgroup of each
 //! controller, so Cordon never moves anything out of where its supervisor
-//! put it. The browser joins them itself: the spawned child writes `0` to
-//! each `cgroup.procs` before it execs, so no process of the sandbox ever
-//! runs outside its limits.
+//! put it. The browser joins them itself: it is started through `/bin/sh`,
+//! which writes `0` to each `cgroup.procs`, sets the open-files limit and
+//! then execs the browser (or bwrap), so no process of the sandbox ever runs
+//! outside its limits. (A `pre_exec` hook would do the same, but it makes
+//! Rust fork the whole control plane instead of `posix_spawn`ing, which
+//! measurably slowed every cold start.)
 
-use std::ffi::CString;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// The limits every session's sandbox gets.
@@ -283,11 +284,7 @@ impl Enforcer {
         })();
         match result {
             Ok((version, joined)) => {
-                let procs = joined
-                    .iter()
-                    .map(|d| CString::new(d.join("cgroup.procs").as_os_str().as_bytes()))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(io::Error::other)?;
+                let procs = joined.iter().map(|d| d.join("cgroup.procs")).collect();
                 Ok(SandboxLimits {
                     version,
                     dirs,
@@ -322,9 +319,8 @@ enum Version {
 pub struct SandboxLimits {
     version: Version,
     dirs: Vec<PathBuf>,
-    /// `cgroup.procs` of each directory, ready for the child to open
-    /// between fork and exec (no allocation there).
-    procs: Vec<CString>,
+    /// `cgroup.procs` of each directory.
+    procs: Vec<PathBuf>,
     limits: Limits,
 }
 
@@ -334,23 +330,22 @@ impl SandboxLimits {
         &self.limits
     }
 
-    /// To run in the child between fork and exec: joins the cgroups and
-    /// sets the open-files limit. Only system calls, no allocation.
-    pub fn apply_in_child(&self) -> io::Result<()> {
-        for path in &self.procs {
-            let fd = nix::fcntl::open(
-                path.as_c_str(),
-                nix::fcntl::OFlag::O_WRONLY,
-                nix::sys::stat::Mode::empty(),
-            )
-            .map_err(io::Error::from)?;
-            let res = nix::unistd::write(&fd, b"0");
-            drop(fd);
-            res.map_err(io::Error::from)?;
+    /// A command that runs `program` inside the limits: `/bin/sh` joins the
+    /// cgroups, sets the open-files limit and execs `program`; the caller
+    /// adds `program`'s arguments. Its pid stays the program's.
+    pub fn command(&self, program: &Path) -> std::process::Command {
+        let quote = |p: &Path| format!("'{}'", p.display().to_string().replace('\'', r"'\''"));
+        let mut script = String::from("set -e; ");
+        for p in &self.procs {
+            script.push_str(&format!("echo 0 > {}; ", quote(p)));
         }
-        let n = self.limits.open_files;
-        nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, n, n)
-            .map_err(io::Error::from)
+        script.push_str(&format!(
+            "ulimit -n {}; exec \"$0\" \"$@\"",
+            self.limits.open_files
+        ));
+        let mut cmd = std::process::Command::new("/bin/sh");
+        cmd.arg("-c").arg(script).arg(program);
+        cmd
     }
 
     /// The limit the sandbox ran into, if any.
@@ -476,6 +471,45 @@ mod tests {
         assert!(s.reason.is_some());
         let sb = e.create("b_test").unwrap();
         assert_eq!(sb.breach(), None);
+    }
+
+    #[test]
+    fn the_browser_starts_through_a_shell_that_joins_its_cgroups_first() {
+        let sb = SandboxLimits {
+            version: Version::V1,
+            dirs: vec![],
+            procs: vec![
+                PathBuf::from("/sys/fs/cgroup/memory/x/cordon-b_1/cgroup.procs"),
+                PathBuf::from("/tmp/it's/cgroup.procs"),
+            ],
+            limits: limits(),
+        };
+        let cmd = sb.command(Path::new("/usr/bin/bwrap"));
+        assert_eq!(cmd.get_program(), "/bin/sh");
+        let args: Vec<String> = cmd
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(args[0], "-c");
+        assert!(
+            args[1].starts_with(
+                "set -e; echo 0 > '/sys/fs/cgroup/memory/x/cordon-b_1/cgroup.procs'; "
+            ),
+            "{}",
+            args[1]
+        );
+        assert!(
+            args[1].contains(r"'/tmp/it'\''s/cgroup.procs'"),
+            "{}",
+            args[1]
+        );
+        assert!(
+            args[1].ends_with("ulimit -n 1024; exec \"$0\" \"$@\""),
+            "{}",
+            args[1]
+        );
+        assert_eq!(args[2], "/usr/bin/bwrap");
+        std::mem::forget(sb);
     }
 
     #[test]

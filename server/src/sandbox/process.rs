@@ -38,19 +38,15 @@ impl Driver for ProcessDriver {
             .await
             .with_context(|| format!("cannot create {}", profile.display()))?;
         let is_root = nix::unistd::geteuid().is_root();
-        let mut cmd = std::process::Command::new(&self.chromium);
+        let mut cmd = match &spec.limits {
+            Some(limits) => limits.command(&self.chromium),
+            None => std::process::Command::new(&self.chromium),
+        };
         cmd.args(chromium::args(&profile, spec.proxy, spec.window, is_root))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .process_group(0);
-        if let Some(limits) = spec.limits.clone() {
-            // SAFETY: `apply_in_child` only makes system calls (open, write,
-            // setrlimit) on data prepared before the fork.
-            unsafe {
-                cmd.pre_exec(move || limits.apply_in_child());
-            }
-        }
         let mut child = cmd
             .spawn()
             .with_context(|| format!("cannot start {}", self.chromium.display()))?;

@@ -372,19 +372,15 @@ impl BwrapDriver {
             &layout,
             &sandbox_command(&self.chromium, spec.window, no_sandbox),
         );
-        let mut cmd = Command::new(&self.bwrap);
+        let mut cmd = match &spec.limits {
+            Some(limits) => limits.command(&self.bwrap),
+            None => Command::new(&self.bwrap),
+        };
         cmd.args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .process_group(0);
-        if let Some(limits) = spec.limits.clone() {
-            // SAFETY: `apply_in_child` only makes system calls (open, write,
-            // setrlimit) on data prepared before the fork.
-            unsafe {
-                cmd.pre_exec(move || limits.apply_in_child());
-            }
-        }
         let mut child = spawn_on_keeper(cmd)
             .await
             .with_context(|| format!("cannot start {}", self.bwrap.display()))

@@ -591,6 +591,8 @@ async fn engine(page_addr: std::net::SocketAddr, page: &str, tmp: &std::path::Pa
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    // Warnings and errors of the Cordons under test (why a start failed).
+    cordon::telemetry::init_tracing(cordon::config::LogFormat::Text, "warn");
     let iters = env_usize("BENCH_ITER", 20);
     let capacity = env_usize("BENCH_CAPACITY", 100);
     let page_addr = page_server().await;

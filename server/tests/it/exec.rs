@@ -123,3 +123,40 @@ async fn a_failing_create_command_is_a_clean_503() {
     assert_eq!(app.state.sessions.open_count(), 0);
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_that_fails_to_start_once_is_started_again() {
+    let site = site::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("first-start-failed");
+    let flaky = format!(
+        "{}/tests/fixtures/exec-flaky.sh {}",
+        env!("CARGO_MANIFEST_DIR"),
+        marker.display()
+    );
+    let create = format!("{flaky} create");
+    let destroy = format!("{flaky} destroy");
+    let app = session_app(
+        Backend::Sqlite,
+        &site.allow(),
+        &[
+            ("CORDON_SANDBOX_DRIVER", "exec"),
+            ("CORDON_EXEC_CREATE", &create),
+            ("CORDON_EXEC_DESTROY", &destroy),
+        ],
+    )
+    .await;
+    let agent = app.agent("acme").await;
+    let (status, info) = agent.post("/api/sessions", json!({})).await;
+    assert_eq!(status, StatusCode::CREATED, "{info}");
+    assert!(marker.exists(), "the first start did fail");
+    let (status, nav) = agent
+        .tool(
+            info["session_id"].as_str().unwrap(),
+            "navigate",
+            json!({ "url": site.url("/form") }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{nav}");
+    app.stop().await;
+}

@@ -183,6 +183,20 @@ impl BrowserConn {
         self.closed.load(Ordering::SeqCst) || self.handler.is_finished()
     }
 
+    /// Refuses every download of this browser: no file is written, in the
+    /// sandbox or (process driver) in the host user's Downloads folder.
+    pub async fn deny_downloads(&self) -> Result<(), CdpError> {
+        use chromiumoxide::cdp::browser_protocol::browser::{
+            SetDownloadBehaviorBehavior, SetDownloadBehaviorParams,
+        };
+        let params = SetDownloadBehaviorParams::builder()
+            .behavior(SetDownloadBehaviorBehavior::Deny)
+            .build()
+            .map_err(CdpError::Protocol)?;
+        self.browser.execute(params).await?;
+        Ok(())
+    }
+
     /// Crashed tabs.
     pub fn crashes(&self) -> &Crashes {
         &self.crashes

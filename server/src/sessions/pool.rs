@@ -142,7 +142,10 @@ async fn start_inner(inner: &Inner, id: String, state: &str) -> anyhow::Result<W
     let connected = async {
         inner.store.sandbox_insert(&row, &sandbox.cdp_url).await?;
         let conn = BrowserConn::connect(&sandbox.cdp_url).await?;
-        let page = conn.first_page().await?;
+        // Downloads are refused unless a later policy allows them.
+        let (denied, page) = tokio::join!(conn.deny_downloads(), conn.first_page());
+        denied?;
+        let page = page?;
         anyhow::Ok((conn, page))
     }
     .await;

@@ -178,6 +178,21 @@ pub async fn start() -> Site {
             }),
         )
         .route(
+            "/download",
+            get(|Query(q): Query<Name>| async move {
+                (
+                    [
+                        (header::CONTENT_TYPE, "application/octet-stream".to_owned()),
+                        (
+                            header::CONTENT_DISPOSITION,
+                            format!("attachment; filename=\"{}\"", q.name),
+                        ),
+                    ],
+                    vec![7u8; 4096],
+                )
+            }),
+        )
+        .route(
             "/hog",
             get(|| async {
                 // Allocates and touches 16 MiB every 20 ms, without end.
@@ -258,6 +273,11 @@ pub async fn start() -> Site {
         hangs,
         _task: task,
     }
+}
+
+#[derive(serde::Deserialize)]
+struct Name {
+    name: String,
 }
 
 /// A server that counts every connection made to it; tests assert it stays at 0.

@@ -200,3 +200,81 @@ async fn the_guards_refusals_are_typed_fields_of_a_navigation() {
     );
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn downloads_are_refused_and_write_no_file_anywhere() {
+    let site = site::start().await;
+    // The process driver would otherwise save into the host user's
+    // Downloads folder (seen before this was refused).
+    let app = session_app(
+        Backend::Sqlite,
+        &site.allow(),
+        &[("CORDON_SANDBOX_DRIVER", "process")],
+    )
+    .await;
+    let agent = app.agent("acme").await;
+    let sid = agent.open(json!({})).await;
+    let name = format!("cordon-download-{}.bin", rand::random::<u32>());
+    let url = site.url(&format!("/download?name={name}"));
+    // A download is no page: the navigation never loads (bounded here).
+    let answer = agent
+        .tool(&sid, "navigate", json!({ "url": url, "timeout_ms": 3000 }))
+        .await;
+    // The browser asked for it (the guard let the request through) …
+    let live = app
+        .state
+        .sessions
+        .get(&"acme".parse().unwrap(), &sid)
+        .await
+        .unwrap();
+    let sandbox = live.sandbox.id.clone();
+    drop(live);
+    wait_until(
+        "the download request in the egress log",
+        PATIENCE,
+        || async {
+            let log = app.state.store.egress_for_sandbox(&sandbox).await.unwrap();
+            if log.iter().any(|e| e.entry.port == site.addr.port()) {
+                Ok(())
+            } else {
+                Err(format!("{log:?}"))
+            }
+        },
+    )
+    .await;
+    // … and no file appears, in the user's Downloads or the session's dir,
+    // for as long as a 4 KiB download would take many times over.
+    let places = [
+        std::path::PathBuf::from(std::env::var("HOME").unwrap_or_default())
+            .join("Downloads")
+            .join(&name),
+        app.state.settings.data_dir.join("run"),
+    ];
+    let since = Instant::now();
+    while since.elapsed() < Duration::from_secs(3) {
+        assert!(!places[0].exists(), "{} was written", places[0].display());
+        let found = walk(&places[1]).into_iter().find(|p| p.ends_with(&name));
+        assert!(found.is_none(), "{found:?} was written ({answer:?})");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The session goes on.
+    agent.navigate_ok(&sid, &site.url("/form")).await;
+    app.stop().await;
+}
+
+/// Every file below `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}

@@ -245,6 +245,10 @@ impl From<crate::sessions::ToolError> for ApiError {
                 code: "tab_crashed",
                 message,
             },
+            T::DownloadRefused => Self::Unprocessable {
+                code: "download_refused",
+                message,
+            },
             T::Timeout(m) => Self::Timeout(m),
             T::BrowserFailed => Self::BrowserFailed(message),
             T::Protocol(_) => Self::Unprocessable {

@@ -80,6 +80,7 @@ pub fn describe(code: &str) -> &'static str {
         "action_failed" => "the page could not do it (navigation error, no matching option)",
         "unknown_key" => "not a KeyboardEvent.key name press can send",
         "tab_not_found" => "no tab with this id in the session",
+        "download_refused" => "the URL is a download; downloads are refused",
         "last_tab" => "the session's last tab cannot be closed",
         "too_many_requests" => "a session limit is reached; see Retry-After",
         "unavailable" => "the browser could not be started; retry later",

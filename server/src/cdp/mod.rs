@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use chromiumoxide::cdp::browser_protocol::browser::EventDownloadWillBegin;
 use chromiumoxide::cdp::browser_protocol::target::EventTargetCrashed;
 use chromiumoxide::handler::HandlerConfig;
 use chromiumoxide::{Browser, Page};
@@ -39,6 +40,9 @@ pub enum CdpError {
     /// The tab's renderer crashed while the call ran (the browser lives on).
     #[error("the tab's renderer crashed")]
     TabCrashed,
+    /// The navigation turned into a download, which is refused.
+    #[error("the URL is a download, and downloads are refused")]
+    DownloadRefused,
     /// The page refused or failed the action (navigation error, bad input).
     #[error("{0}")]
     Failed(String),
@@ -73,47 +77,54 @@ pub struct BrowserConn {
     browser: Browser,
     closed: Arc<AtomicBool>,
     handler: tokio::task::JoinHandle<()>,
-    crashes: Crashes,
+    crashes: TabEvents,
+    downloads: TabEvents,
     watcher: tokio::task::JoinHandle<()>,
 }
 
-/// Tabs whose renderer crashed, and a generation that moves at each crash.
+/// Tabs one kind of event happened to (their renderer crashed; a download
+/// they started was refused), with a notification at each.
 #[derive(Clone, Default)]
-pub struct Crashes(Arc<CrashState>);
+pub struct TabEvents(Arc<TabEventState>);
 
 #[derive(Default)]
-struct CrashState {
-    crashed: std::sync::Mutex<std::collections::HashSet<String>>,
-    generation: tokio::sync::Notify,
+struct TabEventState {
+    tabs: std::sync::Mutex<std::collections::HashSet<String>>,
+    notify: tokio::sync::Notify,
 }
 
-impl Crashes {
+impl TabEvents {
     fn note(&self, target: String) {
-        self.0.crashed.lock().expect("crash lock").insert(target);
-        self.0.generation.notify_waiters();
+        self.0.tabs.lock().expect("tab events lock").insert(target);
+        self.0.notify.notify_waiters();
     }
 
-    /// Whether the tab `target` crashed and was not navigated since.
-    pub fn has_crashed(&self, target: &str) -> bool {
-        self.0.crashed.lock().expect("crash lock").contains(target)
+    /// Whether it happened to tab `target` (and was not cleared since).
+    pub fn happened_to(&self, target: &str) -> bool {
+        self.0
+            .tabs
+            .lock()
+            .expect("tab events lock")
+            .contains(target)
     }
 
-    /// Forgets a crash (a new navigation brings the tab back).
+    /// Forgets it for `target` (a new navigation, a fresh tab).
     pub fn clear(&self, target: &str) {
-        self.0.crashed.lock().expect("crash lock").remove(target);
+        self.0.tabs.lock().expect("tab events lock").remove(target);
     }
 
-    /// Runs `fut`, but answers [`CdpError::TabCrashed`] at once when the
-    /// renderer of tab `target` crashes meanwhile.
+    /// Runs `fut`, but answers `then()` at once when it happens to tab
+    /// `target` meanwhile.
     pub async fn guard<T>(
         &self,
         target: &str,
+        then: fn() -> CdpError,
         fut: impl Future<Output = Result<T, CdpError>>,
     ) -> Result<T, CdpError> {
-        let crashed = async {
+        let happened = async {
             loop {
-                let notified = self.0.generation.notified();
-                if self.has_crashed(target) {
+                let notified = self.0.notify.notified();
+                if self.happened_to(target) {
                     return;
                 }
                 notified.await;
@@ -121,7 +132,7 @@ impl Crashes {
         };
         tokio::select! {
             res = fut => res,
-            () = crashed => Err(CdpError::TabCrashed),
+            () = happened => Err(then()),
         }
     }
 }
@@ -157,16 +168,31 @@ impl BrowserConn {
             }
             flag.store(true, Ordering::SeqCst);
         });
-        let crashes = Crashes::default();
-        let mut events = browser
+        let (crashes, downloads) = (TabEvents::default(), TabEvents::default());
+        let watch = |e| anyhow::anyhow!("cannot watch the browser's tabs: {e}");
+        let mut crashed = browser
             .event_listener::<EventTargetCrashed>()
             .await
-            .map_err(|e| anyhow::anyhow!("cannot watch the browser's tabs: {e}"))?;
-        let seen = crashes.clone();
+            .map_err(watch)?;
+        let mut downloading = browser
+            .event_listener::<EventDownloadWillBegin>()
+            .await
+            .map_err(watch)?;
+        let (seen_crash, seen_download) = (crashes.clone(), downloads.clone());
         let watcher = tokio::spawn(async move {
-            while let Some(ev) = events.next().await {
-                tracing::warn!(status = %ev.status, "a tab's renderer crashed");
-                seen.note(ev.target_id.inner().clone());
+            loop {
+                tokio::select! {
+                    Some(ev) = crashed.next() => {
+                        tracing::warn!(status = %ev.status, "a tab's renderer crashed");
+                        seen_crash.note(ev.target_id.inner().clone());
+                    }
+                    // A main frame's id is its tab's target id.
+                    Some(ev) = downloading.next() => {
+                        tracing::info!("a download was refused");
+                        seen_download.note(ev.frame_id.inner().clone());
+                    }
+                    else => break,
+                }
             }
         });
         Ok(Self {
@@ -174,6 +200,7 @@ impl BrowserConn {
             closed,
             handler,
             crashes,
+            downloads,
             watcher,
         })
     }
@@ -191,15 +218,22 @@ impl BrowserConn {
         };
         let params = SetDownloadBehaviorParams::builder()
             .behavior(SetDownloadBehaviorBehavior::Deny)
+            // So a navigation that turns into a download is told at once.
+            .events_enabled(true)
             .build()
             .map_err(CdpError::Protocol)?;
         self.browser.execute(params).await?;
         Ok(())
     }
 
-    /// Crashed tabs.
-    pub fn crashes(&self) -> &Crashes {
+    /// Tabs whose renderer crashed.
+    pub fn crashes(&self) -> &TabEvents {
         &self.crashes
+    }
+
+    /// Tabs whose navigation turned into a (refused) download.
+    pub fn downloads(&self) -> &TabEvents {
+        &self.downloads
     }
 
     /// The browser.

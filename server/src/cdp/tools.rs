@@ -68,15 +68,16 @@ pub async fn navigate(
 ) -> Result<Navigation, CdpError> {
     let res = navigate_inner(page, url, wait, timeout).await;
     if matches!(res, Err(CdpError::Timeout(..))) {
-        reset_after_timeout(page).await;
+        reset_tab(page).await;
     }
     res
 }
 
-/// After a navigation ran out of time: stop it and commit `about:blank`, so
-/// the tab (and chromiumoxide's per-tab navigation queue, which waits for a
-/// new document) is usable again at once.
-async fn reset_after_timeout(page: &Page) {
+/// After a navigation that will not finish (it ran out of time, or turned
+/// into a refused download): stop it and commit `about:blank`, so the tab
+/// (and chromiumoxide's per-tab navigation queue, which waits for a new
+/// document) is usable again at once.
+pub async fn reset_tab(page: &Page) {
     use chromiumoxide::cdp::browser_protocol::page::StopLoadingParams;
     let _ = page.execute(StopLoadingParams::default()).await;
     let Ok(mut events) = page.event_listener::<EventLifecycleEvent>().await else {

@@ -216,10 +216,19 @@ async fn downloads_are_refused_and_write_no_file_anywhere() {
     let sid = agent.open(json!({})).await;
     let name = format!("cordon-download-{}.bin", rand::random::<u32>());
     let url = site.url(&format!("/download?name={name}"));
-    // A download is no page: the navigation never loads (bounded here).
-    let answer = agent
-        .tool(&sid, "navigate", json!({ "url": url, "timeout_ms": 3000 }))
-        .await;
+    // A download is no page: the agent is told so at once.
+    let asked = Instant::now();
+    let answer = agent.tool(&sid, "navigate", json!({ "url": url })).await;
+    assert_error(
+        &answer,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "download_refused",
+    );
+    assert!(
+        asked.elapsed() < Duration::from_secs(10),
+        "answered after {:?}",
+        asked.elapsed()
+    );
     // The browser asked for it (the guard let the request through) …
     let live = app
         .state

@@ -47,7 +47,7 @@ const OPEN: Errors = &[
 const TABS: Errors = &[(404, "tab_not_found")];
 const TAB_CLOSE: Errors = &[(404, "tab_not_found"), (409, "last_tab")];
 const PRESS: Errors = &[(400, "unknown_key")];
-const NAVIGATION: Errors = &[(422, "action_failed")];
+const NAVIGATION: Errors = &[(422, "action_failed"), (422, "download_refused")];
 const WAIT: Errors = &[(400, "invalid_selector")];
 const LIST: Errors = &[(400, "bad_request")];
 
@@ -251,7 +251,7 @@ pub fn routes() -> Vec<Route> {
             None,
             200,
             Some(s::<Navigated>),
-            &[AUTH, SESSION, BROWSER]
+            &[AUTH, SESSION, BROWSER, NAVIGATION]
         ),
         route!(
             post,
@@ -261,7 +261,7 @@ pub fn routes() -> Vec<Route> {
             None,
             200,
             Some(s::<Navigated>),
-            &[AUTH, SESSION, BROWSER]
+            &[AUTH, SESSION, BROWSER, NAVIGATION]
         ),
         route!(
             post,
@@ -271,7 +271,7 @@ pub fn routes() -> Vec<Route> {
             None,
             200,
             Some(s::<Navigated>),
-            &[AUTH, SESSION, BROWSER]
+            &[AUTH, SESSION, BROWSER, NAVIGATION]
         ),
         route!(
             post,

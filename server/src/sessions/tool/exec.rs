@@ -129,8 +129,9 @@ pub(super) async fn run(
     }
     let mut page = session.page(tabs).await?;
     let crashes = session.conn.crashes().clone();
+    let downloads = session.conn.downloads().clone();
     let crashed = page.target_id().inner().clone();
-    if crashes.has_crashed(&crashed) {
+    if crashes.happened_to(&crashed) {
         if !tool.navigates() {
             return Err(ToolError::TabCrashed);
         }
@@ -142,6 +143,7 @@ pub(super) async fn run(
         page = session.open_tab(tabs, None).await?;
     }
     let target = page.target_id().inner().clone();
+    downloads.clear(&target);
     if tool.navigates() {
         tabs.refs.clear();
     }
@@ -257,7 +259,18 @@ pub(super) async fn run(
             }
         })
     };
-    Ok(crashes.guard(&target, work).await?)
+    let work = crashes.guard(&target, || CdpError::TabCrashed, work);
+    if !tool.navigates() {
+        return Ok(work.await?);
+    }
+    let res = downloads
+        .guard(&target, || CdpError::DownloadRefused, work)
+        .await;
+    if matches!(res, Err(CdpError::DownloadRefused)) {
+        // chromiumoxide still waits for the navigation: end it.
+        cdp::reset_tab(page).await;
+    }
+    Ok(res?)
 }
 
 async fn describe(

@@ -209,6 +209,9 @@ pub enum ToolError {
         "the tab's renderer crashed; the session is still open: navigate again or open a new tab"
     )]
     TabCrashed,
+    /// The navigation turned into a download, which is refused.
+    #[error("the URL is a download, and downloads are refused")]
+    DownloadRefused,
     /// The call ran out of time.
     #[error("{0}")]
     Timeout(String),
@@ -237,6 +240,7 @@ impl From<CdpError> for ToolError {
             CdpError::UnknownKey(m) => Self::UnknownKey(m),
             CdpError::TabNotFound(m) => Self::TabNotFound(m),
             CdpError::TabCrashed => Self::TabCrashed,
+            CdpError::DownloadRefused => Self::DownloadRefused,
             CdpError::Failed(m) => Self::ActionFailed(m),
             CdpError::BrowserGone => Self::BrowserFailed,
             CdpError::Protocol(m) => Self::Protocol(m),

@@ -26,6 +26,32 @@ pub struct SmokeProbe {
     pub expect_text: Option<String>,
 }
 
+/// One tenant's own session limits; those unset are the `session_*` settings.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(deny_unknown_fields)]
+pub struct TenantLimits {
+    /// Memory per session, MiB.
+    pub memory_mb: Option<u64>,
+    /// Processes and threads per session.
+    pub pids_max: Option<u64>,
+    /// CPU weight per session.
+    pub cpu_weight: Option<u64>,
+}
+
+impl TenantLimits {
+    /// `base` with this tenant's own values in place.
+    pub fn over(&self, base: crate::sandbox::limits::Limits) -> crate::sandbox::limits::Limits {
+        crate::sandbox::limits::Limits {
+            memory_bytes: self.memory_mb.map_or(base.memory_bytes, |mb| mb << 20),
+            pids: self.pids_max.unwrap_or(base.pids),
+            cpu_weight: self.cpu_weight.unwrap_or(base.cpu_weight),
+            ..base
+        }
+    }
+}
+
 /// A TOML table keyed by name (tenant, domain), or, from the environment,
 /// the same as a JSON object.
 fn table_or_json<'de, D, V>(d: D) -> Result<std::collections::BTreeMap<String, V>, D::Error>
@@ -164,6 +190,11 @@ pub struct Settings {
     /// by default, so one busy page cannot starve the rest).
     #[serde(default = "d::session_cpu_weight")]
     pub session_cpu_weight: u64,
+    /// Per-tenant memory, task and CPU limits of their sessions
+    /// (`[tenant_limits.acme] memory_mb = 2048`), applied when a session of
+    /// the tenant gets its browser, warm or cold.
+    #[serde(default, deserialize_with = "table_or_json")]
+    pub tenant_limits: std::collections::BTreeMap<String, TenantLimits>,
     /// `ip:port` / `host:port` entries the egress guard lets through even if
     /// the address policy refuses them (e.g. a test's loopback page server);
     /// parsed when the settings load.
@@ -499,6 +530,24 @@ impl Settings {
         if !(1..=10_000).contains(&self.session_cpu_weight) {
             bail!("session_cpu_weight: must be between 1 and 10000");
         }
+        for (tenant, t) in &self.tenant_limits {
+            if tenant.parse::<crate::domain::TenantId>().is_err() {
+                bail!("tenant_limits: {tenant:?} is not a tenant id");
+            }
+            if let Some(mb) = t.memory_mb
+                && (mb < 128 || host_mb.is_some_and(|h| mb > h))
+            {
+                bail!(
+                    "tenant_limits.{tenant}.memory_mb: must be at least 128 and at most this host's memory"
+                );
+            }
+            if t.pids_max.is_some_and(|p| !(32..=4_194_304).contains(&p)) {
+                bail!("tenant_limits.{tenant}.pids_max: must be between 32 and 4194304");
+            }
+            if t.cpu_weight.is_some_and(|w| !(1..=10_000).contains(&w)) {
+                bail!("tenant_limits.{tenant}.cpu_weight: must be between 1 and 10000");
+            }
+        }
         if self.tool_timeout_s > 300 {
             bail!("tool_timeout_s: must be at most 300 (five minutes)");
         }
@@ -798,6 +847,39 @@ mod tests {
             ok.public_url().unwrap().host_str(),
             Some("cordon.example.com")
         );
+    }
+
+    #[test]
+    fn tenant_limits_override_the_defaults_and_refuse_nonsense() {
+        let s = Settings::load_from(
+            None,
+            env(&[(
+                "CORDON_TENANT_LIMITS",
+                r#"{"acme": {"memory_mb": 256, "cpu_weight": 50}}"#,
+            )]),
+        )
+        .unwrap();
+        let base = s.session_limits();
+        let acme = s.tenant_limits["acme"].over(base);
+        assert_eq!(
+            (acme.memory_bytes, acme.pids, acme.cpu_weight),
+            (256 << 20, base.pids, 50)
+        );
+        for (value, starts) in [
+            (
+                r#"{"acme": {"memory_mb": 1}}"#,
+                "tenant_limits.acme.memory_mb:",
+            ),
+            (
+                r#"{"acme": {"pids_max": 0}}"#,
+                "tenant_limits.acme.pids_max:",
+            ),
+            (r#"{"../x": {"cpu_weight": 5}}"#, "tenant_limits:"),
+            (r#"{"acme": {"swap": 5}}"#, "tenant_limits"),
+        ] {
+            let err = load_err(&[("CORDON_TENANT_LIMITS", value)]);
+            assert!(err.starts_with(starts), "{value}: {err}");
+        }
     }
 
     #[test]

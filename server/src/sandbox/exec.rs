@@ -104,7 +104,7 @@ impl Driver for ExecDriver {
                 &proxy,
                 &spec.runtime_dir,
                 None,
-                spec.limits.as_ref().map(|l| l.limits()),
+                spec.limits.as_ref().map(|l| l.limits()).as_ref(),
             )
             .await;
         let sandbox = Sandbox {

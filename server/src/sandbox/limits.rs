@@ -114,7 +114,12 @@ fn own_path(proc_cgroup: &str, controller: &str) -> Option<String> {
 
 /// Whether a child cgroup can be made (and removed) under `dir`.
 fn writable(dir: &Path) -> Result<(), String> {
-    let probe = dir.join(format!("cordon-probe-{}", std::process::id()));
+    // Unique per call: several engines may probe at once in one process.
+    let probe = dir.join(format!(
+        "cordon-probe-{}-{:08x}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
     std::fs::create_dir(&probe).map_err(|e| format!("{}: {e}", dir.display()))?;
     let _ = std::fs::remove_dir(&probe);
     Ok(())
@@ -289,7 +294,7 @@ impl Enforcer {
                     version,
                     dirs,
                     procs,
-                    limits: *l,
+                    limits: std::sync::Mutex::new(*l),
                 })
             }
             Err(e) => {
@@ -321,13 +326,53 @@ pub struct SandboxLimits {
     dirs: Vec<PathBuf>,
     /// `cgroup.procs` of each directory.
     procs: Vec<PathBuf>,
-    limits: Limits,
+    limits: std::sync::Mutex<Limits>,
 }
 
 impl SandboxLimits {
-    /// The limits applied.
-    pub fn limits(&self) -> &Limits {
-        &self.limits
+    /// The limits applied now.
+    pub fn limits(&self) -> Limits {
+        *self.limits.lock().expect("limits lock")
+    }
+
+    /// Changes the memory, task and CPU limits of the running sandbox (a
+    /// tenant's own, when its warm browser is handed out). The open-files
+    /// and tmpfs limits stay as they were set at start.
+    pub fn retune(&self, to: Limits) -> io::Result<()> {
+        for dir in &self.dirs {
+            let has = |f: &str| dir.join(f).exists();
+            match self.version {
+                Version::V2 => {
+                    write(dir, "memory.max", to.memory_bytes)?;
+                    write(dir, "pids.max", to.pids)?;
+                    if has("cpu.weight") {
+                        write(dir, "cpu.weight", to.cpu_weight)?;
+                    }
+                }
+                Version::V1 => {
+                    if has("memory.limit_in_bytes") {
+                        // memsw must stay ≥ the memory limit: order matters.
+                        let raising = to.memory_bytes > self.limits().memory_bytes;
+                        if raising && has("memory.memsw.limit_in_bytes") {
+                            write(dir, "memory.memsw.limit_in_bytes", to.memory_bytes)?;
+                        }
+                        write(dir, "memory.limit_in_bytes", to.memory_bytes)?;
+                        if !raising && has("memory.memsw.limit_in_bytes") {
+                            write(dir, "memory.memsw.limit_in_bytes", to.memory_bytes)?;
+                        }
+                    }
+                    if has("pids.max") {
+                        write(dir, "pids.max", to.pids)?;
+                    }
+                    if has("cpu.shares") {
+                        write(dir, "cpu.shares", (to.cpu_weight * 1024 / 100).max(2))?;
+                    }
+                }
+            }
+        }
+        let mut l = self.limits.lock().expect("limits lock");
+        (l.memory_bytes, l.pids, l.cpu_weight) = (to.memory_bytes, to.pids, to.cpu_weight);
+        Ok(())
     }
 
     /// A command that runs `program` inside the limits: `/bin/sh` joins the
@@ -341,7 +386,7 @@ impl SandboxLimits {
         }
         script.push_str(&format!(
             "ulimit -n {}; exec \"$0\" \"$@\"",
-            self.limits.open_files
+            self.limits().open_files
         ));
         let mut cmd = std::process::Command::new("/bin/sh");
         cmd.arg("-c").arg(script).arg(program);
@@ -437,7 +482,7 @@ mod tests {
             version: Version::V1,
             dirs: vec![dir.path().to_path_buf()],
             procs: vec![],
-            limits: limits(),
+            limits: std::sync::Mutex::new(limits()),
         };
         assert_eq!(sb.breach(), None);
         std::fs::write(dir.path().join("pids.events"), "max 0\n").unwrap();
@@ -482,7 +527,7 @@ mod tests {
                 PathBuf::from("/sys/fs/cgroup/memory/x/cordon-b_1/cgroup.procs"),
                 PathBuf::from("/tmp/it's/cgroup.procs"),
             ],
-            limits: limits(),
+            limits: std::sync::Mutex::new(limits()),
         };
         let cmd = sb.command(Path::new("/usr/bin/bwrap"));
         assert_eq!(cmd.get_program(), "/bin/sh");

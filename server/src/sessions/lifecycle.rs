@@ -108,7 +108,7 @@ impl SessionManager {
                     self.fail(
                         &s.id,
                         CloseReason::ResourceLimit,
-                        &breach.describe(limits.limits()),
+                        &breach.describe(&limits.limits()),
                     )
                     .await;
                 } else if s.browser_gone() {

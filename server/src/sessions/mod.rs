@@ -58,6 +58,8 @@ pub struct SessionConfig {
     pub tool_timeout: Duration,
     /// Checks run after injecting a domain's cookies.
     pub smoke_probes: BTreeMap<String, crate::config::SmokeProbe>,
+    /// Tenants' own session limits.
+    pub tenant_limits: BTreeMap<String, crate::config::TenantLimits>,
 }
 
 impl SessionConfig {
@@ -73,6 +75,7 @@ impl SessionConfig {
             max_total: s.max_sessions as usize,
             tool_timeout: Duration::from_secs(s.tool_timeout_s),
             smoke_probes: s.smoke_probes.clone(),
+            tenant_limits: s.tenant_limits.clone(),
         }
     }
 }

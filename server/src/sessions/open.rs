@@ -217,6 +217,33 @@ impl SessionManager {
                 }
             }
         };
+        // A tenant's own limits replace the defaults the browser started with.
+        if let (Some(own), Some(limits)) = (
+            inner.cfg.tenant_limits.get(owner.tenant.as_str()),
+            &warm.sandbox.limits,
+        ) {
+            let want = own.over(inner.limits.limits().to_owned());
+            if let Err(e) = limits.retune(want) {
+                tracing::error!(error = %e, "session open: cannot apply the tenant's limits");
+                inner.dispose(warm).await;
+                if let Err(e) = inner
+                    .store
+                    .session_end(
+                        id.as_str(),
+                        true,
+                        CloseReason::StartFailed,
+                        Some("the browser could not be prepared"),
+                        now,
+                    )
+                    .await
+                {
+                    tracing::error!(error = %format!("{e:#}"), "failed to record a failed start");
+                }
+                return Err(SessionError::StartFailed(
+                    anyhow::Error::from(e).context("cannot apply the tenant's limits"),
+                ));
+            }
+        }
         let setup = async {
             let assign = async {
                 inner

@@ -158,3 +158,49 @@ async fn a_page_cannot_write_past_its_sandboxs_tmpfs() {
     agent.navigate_ok(&sid, &site.url("/form")).await;
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_own_memory_limit_applies_to_the_warm_browser_it_gets() {
+    let site = site::start().await;
+    let app = session_app(
+        Backend::Sqlite,
+        &site.allow(),
+        &[
+            ("CORDON_POOL_SIZE", "1"),
+            ("CORDON_SESSION_MEMORY_MB", "2048"),
+            ("CORDON_TENANT_LIMITS", r#"{"acme": {"memory_mb": 256}}"#),
+        ],
+    )
+    .await;
+    enforced(&app);
+    wait_until("the warm pool to fill", PATIENCE, || async {
+        match app.state.sessions.pool_ready() {
+            0 => Err("empty".to_owned()),
+            _ => Ok(()),
+        }
+    })
+    .await;
+    let agent = app.agent("acme").await;
+    let (status, info) = agent.post("/api/sessions", json!({})).await;
+    assert_eq!(
+        (status, &info["from_pool"]),
+        (StatusCode::CREATED, &json!(true)),
+        "{info}"
+    );
+    let sid = info["session_id"].as_str().unwrap().to_owned();
+    agent
+        .tool(
+            &sid,
+            "navigate",
+            json!({ "url": site.url("/hog"), "wait": "domcontentloaded" }),
+        )
+        .await;
+    let info = failed_for_limits(&agent, &sid).await;
+    assert!(
+        info["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("memory limit (256 MiB)")),
+        "the tenant's 256 MiB, not the default 2048: {info}"
+    );
+    app.stop().await;
+}

@@ -329,7 +329,7 @@ impl SessionManager {
         if let Some(limits) = &session.sandbox.limits
             && let Some(breach) = limits.breach()
         {
-            let why = breach.describe(limits.limits());
+            let why = breach.describe(&limits.limits());
             tracing::warn!(reason = %why, "tool failed: a resource limit was hit");
             self.fail(&session.id, crate::domain::CloseReason::ResourceLimit, &why)
                 .await;

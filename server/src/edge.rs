@@ -45,6 +45,10 @@ impl Origins {
         ]
         .into_iter()
         .collect();
+        if port == 80 {
+            // Browsers leave out the scheme's default port.
+            hosts.extend(["localhost", "127.0.0.1", "[::1]"].map(String::from));
+        }
         let mut origins: HashSet<String> = hosts.iter().map(|h| format!("http://{h}")).collect();
         if let Some(url) = public_url
             && let Some(host) = url.host_str()
@@ -202,6 +206,15 @@ mod tests {
         assert!(!o.host_ok(&headers(&[(header::HOST, "evil.test:8080")])));
         assert!(!o.host_ok(&headers(&[(header::HOST, "localhost:9999")])));
         assert!(!o.host_ok(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn on_port_80_the_names_without_a_port_are_ours_too() {
+        let o = Origins::new("127.0.0.1:80".parse().unwrap(), None);
+        assert!(o.host_ok(&headers(&[(header::HOST, "localhost")])));
+        assert!(o.origin_ok(&headers(&[(header::ORIGIN, "http://localhost")])));
+        let other = Origins::new("127.0.0.1:8080".parse().unwrap(), None);
+        assert!(!other.host_ok(&headers(&[(header::HOST, "localhost")])));
     }
 
     #[test]

@@ -78,6 +78,11 @@ pub async fn navigate(
 /// (and chromiumoxide's per-tab navigation queue, which waits for a new
 /// document) is usable again at once.
 pub async fn reset_tab(page: &Page) {
+    // Bounded as a whole: the page may be the reason it is reset.
+    let _ = tokio::time::timeout(Duration::from_secs(4), reset_tab_inner(page)).await;
+}
+
+async fn reset_tab_inner(page: &Page) {
     use chromiumoxide::cdp::browser_protocol::page::StopLoadingParams;
     let _ = page.execute(StopLoadingParams::default()).await;
     let Ok(mut events) = page.event_listener::<EventLifecycleEvent>().await else {

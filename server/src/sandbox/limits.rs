@@ -384,9 +384,13 @@ impl SandboxLimits {
         for p in &self.procs {
             script.push_str(&format!("echo 0 > {}; ", quote(p)));
         }
+        // Never above this process's own hard limit, which an unprivileged
+        // shell could not raise (and `set -e` would end the start).
+        let hard = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+            .map_or(u64::MAX, |(_, hard)| hard);
         script.push_str(&format!(
             "ulimit -n {}; exec \"$0\" \"$@\"",
-            self.limits().open_files
+            self.limits().open_files.min(hard)
         ));
         let mut cmd = std::process::Command::new("/bin/sh");
         cmd.arg("-c").arg(script).arg(program);

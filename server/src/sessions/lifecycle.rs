@@ -22,8 +22,44 @@ impl SessionManager {
         error: Option<String>,
         actor: Actor,
     ) {
+        self.end_inner(id, reason, error, actor, true).await;
+    }
+
+    /// [`Self::end`], but leaving the session's slot reserved for the
+    /// caller to release (an open that fails after the session went live).
+    pub(super) async fn end_keeping_slot(
+        &self,
+        id: &SessionId,
+        reason: CloseReason,
+        error: Option<String>,
+        actor: Actor,
+    ) {
+        self.end_inner(id, reason, error, actor, false).await;
+    }
+
+    async fn end_inner(
+        &self,
+        id: &SessionId,
+        reason: CloseReason,
+        error: Option<String>,
+        actor: Actor,
+        release: bool,
+    ) {
         let inner = &self.0;
-        let Some(live) = inner.live.lock().expect("live lock").remove(id) else {
+        let Some(live) = ({
+            // Out of `live` and into `ending` in one step: the reaper never
+            // sees it in neither.
+            let mut map = inner.live.lock().expect("live lock");
+            let live = map.remove(id);
+            if live.is_some() {
+                inner
+                    .ending
+                    .lock()
+                    .expect("ending lock")
+                    .insert(id.to_string());
+            }
+            live
+        }) else {
             return;
         };
         let failed = error.is_some();
@@ -82,7 +118,14 @@ impl SessionManager {
         {
             tracing::error!(error = %format!("{e:#}"), "failed to record a session's end");
         }
-        self.release(&live.tenant);
+        inner
+            .ending
+            .lock()
+            .expect("ending lock")
+            .remove(id.as_str());
+        if release {
+            self.release(&live.tenant);
+        }
         metrics::counter!("cordon_sessions_closed_total", "reason" => reason.as_str()).increment(1);
     }
 

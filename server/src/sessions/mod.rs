@@ -209,6 +209,9 @@ pub(crate) struct Inner {
     known: std::sync::Mutex<HashSet<String>>,
     /// Sessions being opened right now (the reaper skips them).
     opening: std::sync::Mutex<HashSet<String>>,
+    /// Sessions being ended right now (out of `live`, not yet recorded as
+    /// ended): the reaper skips them too.
+    ending: std::sync::Mutex<HashSet<String>>,
     pool: pool::Pool,
     shutdown: AtomicBool,
 }
@@ -334,6 +337,7 @@ impl SessionManager {
             slots: Default::default(),
             known: Default::default(),
             opening: Default::default(),
+            ending: Default::default(),
             pool: Default::default(),
             shutdown: AtomicBool::new(false),
         });

@@ -294,7 +294,8 @@ impl SessionManager {
         let injected = match setup {
             Ok(injected) => injected,
             Err(e) => {
-                self.end(
+                // `open` releases the slot for every failed open.
+                self.end_keeping_slot(
                     id,
                     CloseReason::StartFailed,
                     Some("the browser could not be prepared".into()),

@@ -121,14 +121,24 @@ async fn start_inner(inner: &Inner, id: String, state: &str) -> anyhow::Result<W
         }
     };
     let spec = SandboxSpec {
-        limits,
+        limits: limits.clone(),
         egress: egress.port(),
         id: id.clone(),
         proxy: egress.addr,
         runtime_dir: inner.run_dir.join(&id),
         window: (1280, 720),
     };
-    let sandbox = inner.driver.start(spec).await?;
+    let sandbox = match inner.driver.start(spec).await {
+        Ok(sandbox) => sandbox,
+        Err(e) => {
+            // The driver stopped what it started; what is ours goes too.
+            if let Some(limits) = &limits {
+                limits.remove().await;
+            }
+            egress.close().await;
+            return Err(e);
+        }
+    };
     let row = SandboxRow {
         id: id.clone(),
         driver: sandbox.driver.as_str().to_owned(),

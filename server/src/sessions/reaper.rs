@@ -41,6 +41,7 @@ impl SessionManager {
                     .lock()
                     .expect("opening lock")
                     .contains(&row.id)
+                || inner.ending.lock().expect("ending lock").contains(&row.id)
             {
                 continue;
             }

@@ -84,6 +84,45 @@ pub(super) async fn spawn_on_keeper(cmd: Command) -> std::io::Result<Child> {
         .map_err(|_| std::io::Error::other("the sandbox spawner thread is gone"))?
 }
 
+/// Whether `bwrap` takes `--size`: version 0.7.0 or later, and not setuid
+/// (a setuid bwrap refuses it).
+pub(super) fn takes_size(bwrap: &std::path::Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let setuid = std::fs::metadata(bwrap).is_ok_and(|m| m.permissions().mode() & 0o4000 != 0);
+    let version = std::process::Command::new(bwrap)
+        .arg("--version")
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    !setuid && version_at_least(&version, (0, 7))
+}
+
+/// Whether `bubblewrap X.Y.Z` is at least `min` (major, minor).
+fn version_at_least(text: &str, min: (u32, u32)) -> bool {
+    let Some(v) = text.split_whitespace().nth(1) else {
+        return false;
+    };
+    let mut parts = v.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (major, minor) >= min
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tmpfs_sizes_need_bubblewrap_0_7() {
+        assert!(version_at_least("bubblewrap 0.8.0\n", (0, 7)));
+        assert!(version_at_least("bubblewrap 0.7.0", (0, 7)));
+        assert!(version_at_least("bubblewrap 1.0.0", (0, 7)));
+        assert!(!version_at_least("bubblewrap 0.6.1", (0, 7)));
+        assert!(!version_at_least("bubblewrap 0.4.1", (0, 7)));
+        assert!(!version_at_least("", (0, 7)));
+    }
+}
+
 /// Finds `bwrap` on `PATH`.
 pub(super) fn find_bwrap() -> anyhow::Result<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());

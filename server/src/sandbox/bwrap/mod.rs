@@ -51,6 +51,7 @@ pub use args::{Layout, bwrap_args, sandbox_command};
 use devtools::browser_path;
 use host::{
     find_bwrap, first_child, keep_tail, reap, relay_binary, running_since, spawn_on_keeper,
+    takes_size,
 };
 
 /// The in-sandbox port Chromium's `--proxy-server` points at.
@@ -110,17 +111,29 @@ pub struct BwrapDriver {
     bwrap: PathBuf,
     relay_bin: PathBuf,
     running: Mutex<HashMap<String, Running>>,
+    /// Whether this bwrap takes `--size` (0.7.0 and later, not setuid).
+    tmpfs_size: bool,
 }
 
 impl BwrapDriver {
     /// A driver running the Chromium at `chromium`. Fails if `bwrap` or the
     /// `cordon` binary (for the relay) cannot be found; see also [`Self::probe`].
     pub fn new(chromium: PathBuf) -> anyhow::Result<Self> {
+        let bwrap = find_bwrap()?;
+        let tmpfs_size = takes_size(&bwrap);
+        if !tmpfs_size {
+            tracing::warn!(
+                bwrap = %bwrap.display(),
+                "this bwrap cannot cap tmpfs sizes (needs 0.7.0 or later, not setuid): a \
+                 sandbox's tmpfs is bounded only by its memory limit"
+            );
+        }
         Ok(Self {
             chromium,
-            bwrap: find_bwrap()?,
+            bwrap,
             relay_bin: relay_binary()?,
             running: Mutex::default(),
+            tmpfs_size,
         })
     }
 
@@ -152,7 +165,8 @@ impl BwrapDriver {
             chromium,
             // As the driver will run it.
             disable_userns: nix::unistd::geteuid().is_root(),
-            tmpfs_bytes: Some(16 << 20),
+            // Sizes are an extra that older bwraps lack (`takes_size`).
+            tmpfs_bytes: None,
         };
         let mut child = Command::new(bwrap)
             .args(bwrap_args(&layout, &["/bin/true".into()]))
@@ -366,7 +380,11 @@ impl BwrapDriver {
             relay_bin: &self.relay_bin,
             chromium: &self.chromium,
             disable_userns: no_sandbox,
-            tmpfs_bytes: spec.limits.as_ref().map(|l| l.limits().tmpfs_bytes),
+            tmpfs_bytes: spec
+                .limits
+                .as_ref()
+                .filter(|_| self.tmpfs_size)
+                .map(|l| l.limits().tmpfs_bytes),
         };
         let args = bwrap_args(
             &layout,

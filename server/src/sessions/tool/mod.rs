@@ -157,6 +157,10 @@ impl Tool {
     }
 }
 
+/// Time a call may take past its bound for the steps around the bounded
+/// one (reading the title, resetting a tab) before it is cut off.
+const OVERRUN: Duration = Duration::from_secs(5);
+
 /// A tool and its caller's time bound.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolCall {
@@ -272,10 +276,24 @@ impl SessionManager {
             )
             .await?;
         session.touch();
-        let mut tabs = session.tabs.lock().await;
         let refusals = session.refusals.mark();
-        let res = exec::run(session, &mut tabs, &tool, timeout).await;
-        drop(tabs);
+        // The whole call, waiting for the tab lock included, is bounded: a
+        // step without a bound of its own (a title read on a page whose
+        // script never yields, say) cannot hold the session past it.
+        let budget = timeout + OVERRUN;
+        let res = match tokio::time::timeout(budget, async {
+            let mut tabs = session.tabs.lock().await;
+            exec::run(session, &mut tabs, &tool, timeout).await
+        })
+        .await
+        {
+            Ok(res) => res,
+            Err(_) => Err(ToolError::Timeout(format!(
+                "{} did not finish within {} ms",
+                tool.action(),
+                budget.as_millis()
+            ))),
+        };
         session.touch();
         let out = match res {
             Ok(out) => out,

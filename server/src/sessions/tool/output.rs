@@ -103,8 +103,14 @@ impl Navigated {
                     .find(|r| r.host.trim_matches(['[', ']']) == host && r.port == port)
             })
             // A navigation that failed on a refused tunnel after a redirect
-            // shows the URL asked for: the hop refused last is the one.
-            .or_else(|| self.failure.as_ref().and_then(|_| refused.last()));
+            // shows the URL asked for: the hop refused last is the one. Any
+            // other failure (a certificate error, say) is not the guard's.
+            .or_else(|| {
+                self.failure
+                    .as_deref()
+                    .filter(|f| f.contains("ERR_TUNNEL_CONNECTION_FAILED"))
+                    .and_then(|_| refused.last())
+            });
         // A refused CONNECT leaves Chromium's error page at the URL asked
         // for; a refused plain request leaves the guard's 403 there.
         let main_frame_failed = self.status.is_none_or(|s| s == 403);

@@ -108,21 +108,6 @@ fn version_at_least(text: &str, min: (u32, u32)) -> bool {
     (major, minor) >= min
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tmpfs_sizes_need_bubblewrap_0_7() {
-        assert!(version_at_least("bubblewrap 0.8.0\n", (0, 7)));
-        assert!(version_at_least("bubblewrap 0.7.0", (0, 7)));
-        assert!(version_at_least("bubblewrap 1.0.0", (0, 7)));
-        assert!(!version_at_least("bubblewrap 0.6.1", (0, 7)));
-        assert!(!version_at_least("bubblewrap 0.4.1", (0, 7)));
-        assert!(!version_at_least("", (0, 7)));
-    }
-}
-
 /// Finds `bwrap` on `PATH`.
 pub(super) fn find_bwrap() -> anyhow::Result<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
@@ -157,4 +142,19 @@ pub(super) fn relay_binary() -> anyhow::Result<PathBuf> {
 pub(super) fn reap(pid: i32) {
     use nix::sys::wait::{WaitPidFlag, waitpid};
     let _ = waitpid(nix::unistd::Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tmpfs_sizes_need_bubblewrap_0_7() {
+        assert!(version_at_least("bubblewrap 0.8.0\n", (0, 7)));
+        assert!(version_at_least("bubblewrap 0.7.0", (0, 7)));
+        assert!(version_at_least("bubblewrap 1.0.0", (0, 7)));
+        assert!(!version_at_least("bubblewrap 0.6.1", (0, 7)));
+        assert!(!version_at_least("bubblewrap 0.4.1", (0, 7)));
+        assert!(!version_at_least("", (0, 7)));
+    }
 }

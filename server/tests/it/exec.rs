@@ -38,12 +38,7 @@ async fn an_exec_sandbox_browses_through_the_guard_and_is_destroyed_at_close() {
     assert_eq!(ready["checks"]["sandbox"]["driver"], "exec");
     let agent = app.agent("acme").await;
     let sid = agent.open(json!({})).await;
-    let live = app
-        .state
-        .sessions
-        .get(&"acme".parse().unwrap(), &sid)
-        .await
-        .unwrap();
+    let live = app.live("acme", &sid).await;
     let pid: i32 = std::fs::read_to_string(live.sandbox.runtime_dir.join("pid"))
         .unwrap()
         .trim()

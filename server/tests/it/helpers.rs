@@ -323,6 +323,19 @@ pub struct AgentClient {
 }
 
 impl TestApp {
+    /// The running session `sid` of `tenant`, as the engine holds it.
+    pub async fn live(
+        &self,
+        tenant: &str,
+        sid: &str,
+    ) -> std::sync::Arc<cordon::sessions::LiveSession> {
+        self.state
+            .sessions
+            .get(&tenant.parse().expect("tenant id"), sid)
+            .await
+            .expect("a live session")
+    }
+
     /// Creates `tenant` (if needed) and an API key for it.
     pub async fn agent(&self, tenant: &str) -> AgentClient {
         let id: cordon::domain::TenantId = tenant.parse().unwrap();

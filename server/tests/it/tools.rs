@@ -85,11 +85,8 @@ async fn a_crashed_renderer_is_answered_at_once_and_the_session_stays_usable() {
     let agent = app.agent("acme").await;
     let sid = agent.open(json!({})).await;
     let pid = app
-        .state
-        .sessions
-        .get(&"acme".parse().unwrap(), &sid)
+        .live("acme", &sid)
         .await
-        .unwrap()
         .sandbox
         .pid
         .expect("a local sandbox has a pid");
@@ -230,12 +227,7 @@ async fn downloads_are_refused_and_write_no_file_anywhere() {
         asked.elapsed()
     );
     // The browser asked for it (the guard let the request through) …
-    let live = app
-        .state
-        .sessions
-        .get(&"acme".parse().unwrap(), &sid)
-        .await
-        .unwrap();
+    let live = app.live("acme", &sid).await;
     let sandbox = live.sandbox.id.clone();
     drop(live);
     wait_until(

@@ -340,12 +340,7 @@ async fn pages_with_iframes_load_and_every_frame_request_passes_the_guard() {
         (StatusCode::OK, Some("Frames")),
         "{nav}"
     );
-    let live = app
-        .state
-        .sessions
-        .get(&"acme".parse().unwrap(), &sid)
-        .await
-        .unwrap();
+    let live = app.live("acme", &sid).await;
     let sandbox = live.sandbox.id.clone();
     drop(live);
     let allowed = app

@@ -84,12 +84,7 @@ async fn a_session_browser_cannot_reach_what_the_egress_guard_refuses() {
         .await;
     assert!(refused(status, &res), "{status} {res}");
     assert_eq!(canary.hits(), 0, "the canary was reached");
-    let live = app
-        .state
-        .sessions
-        .get(&"acme".parse().unwrap(), &sid)
-        .await
-        .unwrap();
+    let live = app.live("acme", &sid).await;
     let log = app
         .state
         .store
@@ -177,12 +172,7 @@ async fn a_sessions_browser_runs_no_hidden_browser_ui_pages() {
     let app = session_app(Backend::Sqlite, &site.allow(), &[]).await;
     let agent = app.agent("acme").await;
     let sid = agent.open(json!({})).await;
-    let live = app
-        .state
-        .sessions
-        .get(&"acme".parse().unwrap(), &sid)
-        .await
-        .unwrap();
+    let live = app.live("acme", &sid).await;
     let conn = cordon::cdp::BrowserConn::connect(&live.sandbox.cdp_url)
         .await
         .unwrap();

@@ -81,12 +81,7 @@ async fn a_crashed_browser_fails_its_session_instead_of_hanging() {
     let app = session_app(Backend::Sqlite, &site.allow(), &[]).await;
     let agent = app.agent("acme").await;
     let sid = agent.open(json!({})).await;
-    let live = app
-        .state
-        .sessions
-        .get(&"acme".parse().unwrap(), &sid)
-        .await
-        .unwrap();
+    let live = app.live("acme", &sid).await;
     let pid = live.sandbox.pid.unwrap();
     drop(live);
     nix::sys::signal::killpg(
@@ -201,12 +196,7 @@ async fn shutdown_stops_every_browser() {
     let app = session_app(Backend::Sqlite, &site.allow(), &[("CORDON_POOL_SIZE", "1")]).await;
     let agent = app.agent("acme").await;
     let sid = agent.open(json!({})).await;
-    let live = app
-        .state
-        .sessions
-        .get(&"acme".parse().unwrap(), &sid)
-        .await
-        .unwrap();
+    let live = app.live("acme", &sid).await;
     let (pid, marker) = (live.sandbox.pid.unwrap(), live.sandbox.marker.clone());
     drop(live);
     let db = app.stop().await;

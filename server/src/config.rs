@@ -38,6 +38,8 @@ pub struct TenantLimits {
     pub pids_max: Option<u64>,
     /// CPU weight per session.
     pub cpu_weight: Option<u64>,
+    /// Disk for the tenant's screenshots, MiB.
+    pub recording_quota_mb: Option<u64>,
 }
 
 impl TenantLimits {
@@ -205,6 +207,10 @@ pub struct Settings {
     )]
     #[schemars(with = "Vec<String>")]
     pub egress_allow: Vec<AllowEntry>,
+    /// Disk each tenant's screenshots may take, MiB; past it transient
+    /// frames drop their oldest and audit screenshots are refused (507).
+    #[serde(default = "d::recording_quota_mb")]
+    pub recording_quota_mb: u64,
     /// Days `audit` screenshots are kept.
     #[serde(default = "d::recording_retention_days")]
     pub recording_retention_days: u64,
@@ -327,6 +333,9 @@ mod d {
     }
     pub fn session_cpu_weight() -> u64 {
         100
+    }
+    pub fn recording_quota_mb() -> u64 {
+        2048
     }
     pub fn recording_retention_days() -> u64 {
         7
@@ -527,6 +536,9 @@ impl Settings {
         if self.session_tmpfs_mb < 16 || host_mb.is_some_and(|h| self.session_tmpfs_mb > h) {
             bail!("session_tmpfs_mb: must be at least 16 and at most this host's memory");
         }
+        if self.recording_quota_mb == 0 {
+            bail!("recording_quota_mb: must be at least 1");
+        }
         if !(1..=10_000).contains(&self.session_cpu_weight) {
             bail!("session_cpu_weight: must be between 1 and 10000");
         }
@@ -543,6 +555,9 @@ impl Settings {
             }
             if t.pids_max.is_some_and(|p| !(32..=4_194_304).contains(&p)) {
                 bail!("tenant_limits.{tenant}.pids_max: must be between 32 and 4194304");
+            }
+            if t.recording_quota_mb == Some(0) {
+                bail!("tenant_limits.{tenant}.recording_quota_mb: must be at least 1");
             }
             if t.cpu_weight.is_some_and(|w| !(1..=10_000).contains(&w)) {
                 bail!("tenant_limits.{tenant}.cpu_weight: must be between 1 and 10000");

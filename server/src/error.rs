@@ -87,6 +87,14 @@ pub enum ApiError {
     /// A dependency is not ready.
     #[error("{0}")]
     Unavailable(String),
+    /// Storage the request needs is full (a tenant's recording quota).
+    #[error("{message}")]
+    InsufficientStorage {
+        /// Machine-readable reason.
+        code: &'static str,
+        /// What is full.
+        message: String,
+    },
     /// A bug or an outage; the cause is logged, never shown.
     #[error("internal error")]
     Internal(#[from] anyhow::Error),
@@ -113,6 +121,7 @@ impl ApiError {
             Self::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Self::BrowserFailed(_) => StatusCode::BAD_GATEWAY,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::InsufficientStorage { .. } => StatusCode::INSUFFICIENT_STORAGE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -123,7 +132,8 @@ impl ApiError {
             Self::BadRequest(_) => "bad_request",
             Self::BadInput { code, .. }
             | Self::Missing { code, .. }
-            | Self::Conflict { code, .. } => code,
+            | Self::Conflict { code, .. }
+            | Self::InsufficientStorage { code, .. } => code,
             Self::Unauthorized => "unauthorized",
             Self::NotFound(_) => "not_found",
             Self::MethodNotAllowed => "method_not_allowed",
@@ -248,6 +258,10 @@ impl From<crate::sessions::ToolError> for ApiError {
             T::DownloadRefused => Self::Unprocessable {
                 code: "download_refused",
                 message,
+            },
+            T::RecordingQuotaFull(m) => Self::InsufficientStorage {
+                code: "recording_quota_full",
+                message: m,
             },
             T::Timeout(m) => Self::Timeout(m),
             T::BrowserFailed => Self::BrowserFailed(message),

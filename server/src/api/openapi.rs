@@ -81,6 +81,9 @@ pub fn describe(code: &str) -> &'static str {
         "unknown_key" => "not a KeyboardEvent.key name press can send",
         "tab_not_found" => "no tab with this id in the session",
         "download_refused" => "the URL is a download; downloads are refused",
+        "recording_quota_full" => {
+            "audit recording is at the tenant's disk quota; the screenshot was not kept"
+        }
         "last_tab" => "the session's last tab cannot be closed",
         "too_many_requests" => "a session limit is reached; see Retry-After",
         "unavailable" => "the browser could not be started; retry later",

@@ -37,17 +37,90 @@ impl RecordMode {
     }
 }
 
-/// Where screenshots go.
+/// Why a screenshot was not kept.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// The tenant's recordings fill its disk quota (audit mode keeps
+    /// everything, so it refuses instead of dropping).
+    #[error(
+        "the tenant's recordings fill its disk quota ({used_mb} of {quota_mb} MiB); \
+         audit screenshots are refused until old ones expire"
+    )]
+    QuotaFull {
+        /// MiB in use.
+        used_mb: u64,
+        /// MiB allowed.
+        quota_mb: u64,
+    },
+    /// Writing failed.
+    #[error(transparent)]
+    Io(#[from] anyhow::Error),
+}
+
+/// Where screenshots go, and how much each tenant may keep.
 #[derive(Debug, Clone)]
 pub struct Recorder {
     root: PathBuf,
+    /// Bytes a tenant's recordings may take, by default.
+    quota: u64,
+    /// Tenants' own quotas, bytes.
+    quotas: std::collections::BTreeMap<String, u64>,
+    /// Bytes in use per tenant, read from disk on first use.
+    used: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, u64>>>,
 }
 
 impl Recorder {
-    /// Screenshots under `<data_dir>/sessions`.
+    /// Screenshots under `<data_dir>/sessions`, with no quota.
     pub fn new(data_dir: &Path) -> Self {
+        Self::with_quotas(data_dir, u64::MAX, Default::default())
+    }
+
+    /// Screenshots under `<data_dir>/sessions`; each tenant may keep
+    /// `quota` bytes, or its own from `quotas`.
+    pub fn with_quotas(
+        data_dir: &Path,
+        quota: u64,
+        quotas: std::collections::BTreeMap<String, u64>,
+    ) -> Self {
         Self {
             root: data_dir.join("sessions"),
+            quota,
+            quotas,
+            used: Default::default(),
+        }
+    }
+
+    fn quota_of(&self, tenant: &str) -> u64 {
+        self.quotas.get(tenant).copied().unwrap_or(self.quota)
+    }
+
+    /// Bytes the tenant's recordings take (walked once, then kept up to date).
+    pub fn usage(&self, tenant: &str) -> u64 {
+        if let Some(n) = self.used.lock().expect("usage lock").get(tenant) {
+            return *n;
+        }
+        let n = dir_size(&self.root.join(tenant));
+        self.used
+            .lock()
+            .expect("usage lock")
+            .insert(tenant.to_owned(), n);
+        n
+    }
+
+    fn add_usage(&self, tenant: &str, delta: i64) {
+        if let Some(n) = self.used.lock().expect("usage lock").get_mut(tenant) {
+            *n = n.saturating_add_signed(delta);
+        }
+    }
+
+    /// Forgets what is known of usage (after files went away in bulk).
+    fn forget_usage(&self, tenant: Option<&str>) {
+        let mut used = self.used.lock().expect("usage lock");
+        match tenant {
+            Some(t) => {
+                used.remove(t);
+            }
+            None => used.clear(),
         }
     }
 
@@ -65,11 +138,38 @@ impl Recorder {
         seq: u64,
         ext: &str,
         bytes: &[u8],
-    ) -> anyhow::Result<Option<PathBuf>> {
+    ) -> Result<Option<PathBuf>, RecordError> {
         if mode == RecordMode::Off {
             return Ok(None);
         }
         let dir = self.session_dir(tenant, session);
+        let quota = self.quota_of(tenant);
+        let size = bytes.len() as u64;
+        if self.usage(tenant).saturating_add(size) > quota {
+            if mode == RecordMode::Audit {
+                return Err(RecordError::QuotaFull {
+                    used_mb: self.usage(tenant) >> 20,
+                    quota_mb: quota >> 20,
+                });
+            }
+            // Transient frames make room by dropping their own oldest.
+            let mut frames = files(&dir);
+            frames.sort();
+            for old in frames {
+                if self.usage(tenant).saturating_add(size) <= quota {
+                    break;
+                }
+                let len = std::fs::metadata(&old).map_or(0, |m| m.len());
+                if tokio::fs::remove_file(&old).await.is_ok() {
+                    self.add_usage(tenant, -i64::try_from(len).unwrap_or(i64::MAX));
+                }
+            }
+            if self.usage(tenant).saturating_add(size) > quota {
+                // Kept audit recordings fill the quota: a transient frame
+                // is best effort, so it is not kept.
+                return Ok(None);
+            }
+        }
         tokio::fs::create_dir_all(&dir)
             .await
             .with_context(|| format!("cannot create {}", dir.display()))?;
@@ -77,10 +177,15 @@ impl Recorder {
         tokio::fs::write(&path, bytes)
             .await
             .with_context(|| format!("cannot write {}", path.display()))?;
+        self.add_usage(tenant, i64::try_from(size).unwrap_or(i64::MAX));
         if mode == RecordMode::Transient && seq > TRANSIENT_KEEP {
             let old = seq - TRANSIENT_KEEP;
             for ext in ["png", "jpg"] {
-                let _ = tokio::fs::remove_file(dir.join(format!("{old:06}.{ext}"))).await;
+                let old = dir.join(format!("{old:06}.{ext}"));
+                let len = std::fs::metadata(&old).map_or(0, |m| m.len());
+                if tokio::fs::remove_file(&old).await.is_ok() {
+                    self.add_usage(tenant, -i64::try_from(len).unwrap_or(i64::MAX));
+                }
             }
         }
         Ok(Some(path))
@@ -95,6 +200,7 @@ impl Recorder {
     ) -> anyhow::Result<()> {
         if mode == RecordMode::Transient {
             let dir = self.session_dir(tenant, session);
+            self.forget_usage(Some(tenant));
             match tokio::fs::remove_dir_all(&dir).await {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -110,8 +216,37 @@ impl Recorder {
     /// Returns how many folders were removed.
     pub async fn gc(&self, retention: Duration) -> anyhow::Result<usize> {
         let root = self.root.clone();
-        tokio::task::spawn_blocking(move || gc_blocking(&root, retention)).await?
+        let removed = tokio::task::spawn_blocking(move || gc_blocking(&root, retention)).await?;
+        self.forget_usage(None);
+        removed
     }
+}
+
+/// The files directly in `dir`.
+fn files(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|it| {
+            it.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.is_file())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Bytes of every file below `dir`.
+fn dir_size(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_size(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
 }
 
 fn newest_mtime(dir: &Path) -> Option<SystemTime> {
@@ -219,5 +354,28 @@ mod tests {
         assert_eq!(rec.gc(Duration::from_secs(7 * 24 * 3600)).await.unwrap(), 1);
         assert!(!rec.session_dir("acme", "old").exists());
         assert!(rec.session_dir("acme", "new").exists());
+    }
+
+    #[tokio::test]
+    async fn transient_frames_drop_their_oldest_to_stay_in_the_quota() {
+        let dir = tempfile::tempdir().unwrap();
+        let rec = Recorder::with_quotas(dir.path(), 250, Default::default());
+        for seq in 1..=3 {
+            let kept = rec
+                .save(RecordMode::Transient, "acme", "s_x", seq, "png", &[7; 100])
+                .await
+                .unwrap();
+            assert!(kept.is_some(), "frame {seq} kept");
+        }
+        let left = files(&rec.session_dir("acme", "s_x"));
+        assert_eq!(left.len(), 2, "{left:?}");
+        assert!(!left.iter().any(|p| p.ends_with("000001.png")), "{left:?}");
+        assert_eq!(rec.usage("acme"), 200);
+        // Audit frames are refused instead.
+        let err = rec
+            .save(RecordMode::Audit, "acme", "s_y", 1, "png", &[7; 100])
+            .await
+            .unwrap_err();
+        assert!(matches!(err, RecordError::QuotaFull { .. }), "{err}");
     }
 }

@@ -329,7 +329,15 @@ impl SessionManager {
             driver,
             limits,
             egress,
-            recorder: Recorder::new(&settings.data_dir),
+            recorder: Recorder::with_quotas(
+                &settings.data_dir,
+                settings.recording_quota_mb << 20,
+                settings
+                    .tenant_limits
+                    .iter()
+                    .filter_map(|(t, l)| Some((t.clone(), l.recording_quota_mb? << 20)))
+                    .collect(),
+            ),
             cfg: SessionConfig::from_settings(settings),
             host,
             run_dir,

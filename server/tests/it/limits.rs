@@ -204,3 +204,57 @@ async fn a_tenants_own_memory_limit_applies_to_the_warm_browser_it_gets() {
     );
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_recordings_stop_at_its_disk_quota() {
+    let site = site::start().await;
+    let app = session_app(
+        Backend::Sqlite,
+        &site.allow(),
+        &[("CORDON_RECORDING_QUOTA_MB", "4")],
+    )
+    .await;
+    let agent = app.agent("acme").await;
+    let audit = agent.open(json!({ "record": "audit" })).await;
+    agent.navigate_ok(&audit, &site.url("/noise")).await;
+    // One incompressible viewport (~2.7 MiB as PNG) fits in 4 MiB …
+    let (status, shot) = agent.tool(&audit, "screenshot", json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{}", shot["error"]);
+    assert!(
+        shot["persisted_path"].is_string(),
+        "kept: {}",
+        shot["persisted_path"]
+    );
+    // … a second does not: audit recording refuses rather than drops.
+    let answer = agent.tool(&audit, "screenshot", json!({})).await;
+    crate::helpers::assert_error(
+        &answer,
+        StatusCode::INSUFFICIENT_STORAGE,
+        "recording_quota_full",
+    );
+    let refused = app
+        .state
+        .store
+        .audit_page(0, 10_000)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.action == "recording.refused")
+        .count();
+    assert_eq!(refused, 1);
+    // A transient session of the tenant still gets its image; it is just
+    // not kept while audit recordings fill the quota.
+    let transient = agent.open(json!({ "record": "transient" })).await;
+    agent.navigate_ok(&transient, &site.url("/noise")).await;
+    let (status, shot) = agent.tool(&transient, "screenshot", json!({})).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        shot["image_base64"]
+            .as_str()
+            .is_some_and(|s| s.len() > 1000)
+    );
+    assert_eq!(shot["persisted_path"], serde_json::Value::Null);
+    let used = app.state.sessions.recorder().usage("acme");
+    assert!(used <= 4 << 20, "{used} bytes kept against a 4 MiB quota");
+    app.stop().await;
+}

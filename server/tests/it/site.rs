@@ -193,6 +193,24 @@ pub async fn start() -> Site {
             }),
         )
         .route(
+            "/noise",
+            get(|| async {
+                // Random pixels over the viewport: a screenshot that does
+                // not compress (a few MiB as PNG).
+                Html(
+                    "<!doctype html><title>Noise</title><body style=margin:0>\
+                     <canvas id=c></canvas><script>const c = document.getElementById('c'); \
+                     c.width = innerWidth; c.height = innerHeight; const x = c.getContext('2d'); \
+                     const d = x.createImageData(c.width, c.height); \
+                     crypto.getRandomValues(new Uint8Array(65536)); \
+                     for (let i = 0; i < d.data.length; i += 65536) \
+                     crypto.getRandomValues(d.data.subarray(i, Math.min(i + 65536, d.data.length))); \
+                     for (let i = 3; i < d.data.length; i += 4) d.data[i] = 255; \
+                     x.putImageData(d, 0, 0);</script></body>",
+                )
+            }),
+        )
+        .route(
             "/hog",
             get(|| async {
                 // Allocates and touches 16 MiB every 20 ms, without end.

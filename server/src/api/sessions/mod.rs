@@ -151,7 +151,13 @@ pub fn routes() -> Vec<Route> {
             Some(s::<ScreenshotReq>),
             200,
             Some(s::<Screenshot>),
-            &[AUTH, BODY, SESSION, BROWSER]
+            &[
+                AUTH,
+                BODY,
+                SESSION,
+                BROWSER,
+                &[(507, "recording_quota_full")]
+            ]
         ),
         route!(
             post,

@@ -14,6 +14,7 @@ use std::time::Duration;
 use crate::audit::{Actor, NewEvent};
 use crate::cdp::{CdpError, ImageFormat, WaitTarget, WaitUntil, snapshot};
 use crate::domain::TargetUrl;
+use crate::recording::RecordError;
 
 use super::{LiveSession, SessionError, SessionManager};
 
@@ -216,6 +217,9 @@ pub enum ToolError {
     /// The navigation turned into a download, which is refused.
     #[error("the URL is a download, and downloads are refused")]
     DownloadRefused,
+    /// Audit recording is full for the tenant: the screenshot is not kept.
+    #[error("{0}")]
+    RecordingQuotaFull(String),
     /// The call ran out of time.
     #[error("{0}")]
     Timeout(String),
@@ -311,7 +315,7 @@ impl SessionManager {
             }
             ToolOutput::Screenshot(mut shot) => {
                 let seq = session.next_screenshot_seq();
-                shot.persisted_path = self
+                let saved = self
                     .recorder()
                     .save(
                         session.record,
@@ -321,8 +325,29 @@ impl SessionManager {
                         shot.format.extension(),
                         &shot.bytes,
                     )
-                    .await?
-                    .map(|p| p.display().to_string());
+                    .await;
+                shot.persisted_path = match saved {
+                    Ok(path) => path.map(|p| p.display().to_string()),
+                    Err(RecordError::QuotaFull { used_mb, quota_mb }) => {
+                        self.0
+                            .store
+                            .audit_append(
+                                NewEvent::new(Actor::System, "recording.refused")
+                                    .tenant(&session.tenant)
+                                    .session(session.id.as_str())
+                                    .params(serde_json::json!({
+                                        "used_mb": used_mb,
+                                        "quota_mb": quota_mb,
+                                    }))
+                                    .outcome("quota_full"),
+                            )
+                            .await?;
+                        return Err(ToolError::RecordingQuotaFull(
+                            RecordError::QuotaFull { used_mb, quota_mb }.to_string(),
+                        ));
+                    }
+                    Err(RecordError::Io(e)) => return Err(ToolError::Internal(e)),
+                };
                 ToolOutput::Screenshot(shot)
             }
             other => other,

@@ -22,6 +22,19 @@ pub struct SystemStatus {
     pub audit_events: i64,
     /// When this was checked (RFC 3339, UTC).
     pub checked_at: String,
+    /// Each tenant's screenshots on disk against its quota.
+    pub recordings: Vec<RecordingUsage>,
+}
+
+/// One tenant's recordings on disk.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordingUsage {
+    /// The tenant.
+    pub tenant: String,
+    /// Bytes kept.
+    pub used_bytes: u64,
+    /// Bytes allowed.
+    pub quota_bytes: u64,
 }
 
 /// One audit event as listed in the dashboard (params are already redacted).

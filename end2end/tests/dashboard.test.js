@@ -41,6 +41,14 @@ test('the overview renders on the server and shows the health checks', async () 
   assert.equal(await page.textContent('[data-check="database"]'), 'ok');
   assert.equal(await page.textContent('[data-check="chromium"]'), 'ok');
   assert.match(await page.textContent('#status'), /sqlite/);
+  // Each tenant's recordings against its disk quota.
+  await page.waitForSelector('#recordings');
+  for (const tenant of ['acme', 'globex']) {
+    assert.match(
+      await page.textContent(`#recordings tr[data-tenant="${tenant}"]`),
+      /0\.0 MiB of 2048\.0 MiB/,
+    );
+  }
   assert.deepEqual(errors, []);
   await page.close();
 });

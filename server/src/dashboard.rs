@@ -1,6 +1,6 @@
 //! The control plane as the dashboard's server functions see it.
 
-use app::api::{AuditRow, AuditVerification, Dashboard, SystemStatus};
+use app::api::{AuditRow, AuditVerification, Dashboard, RecordingUsage, SystemStatus};
 
 use crate::audit::{self, Verification};
 use crate::config::DatabaseKind;
@@ -37,6 +37,22 @@ impl Dashboard for AppState {
             chromium_ok: chromium_runnable(&self.settings.chromium_path),
             audit_events,
             checked_at: rfc3339_ms(crate::time::now_ms()),
+            recordings: if database_ok {
+                let recorder = self.sessions.recorder();
+                self.store
+                    .tenant_list()
+                    .await
+                    .map_err(|e| safe("listing tenants", e))?
+                    .into_iter()
+                    .map(|t| RecordingUsage {
+                        used_bytes: recorder.usage(t.id.as_str()),
+                        quota_bytes: recorder.quota_of(t.id.as_str()),
+                        tenant: t.id.to_string(),
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            },
         })
     }
 

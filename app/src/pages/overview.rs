@@ -1,6 +1,6 @@
 use leptos::prelude::*;
 
-use crate::api::{SystemStatus, get_status};
+use crate::api::{RecordingUsage, SystemStatus, get_status};
 
 /// Health of the control plane, re-checked on demand.
 #[component]
@@ -57,5 +57,52 @@ fn StatusTable(s: SystemStatus) -> impl IntoView {
             </tbody>
         </table>
         <p class="muted">"Checked at " <time id="checked-at">{s.checked_at.clone()}</time></p>
+        <h2>"Recordings"</h2>
+        <Recordings rows=s.recordings.clone()/>
     }
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+}
+
+/// Each tenant's screenshots on disk against its quota.
+#[component]
+fn Recordings(rows: Vec<RecordingUsage>) -> impl IntoView {
+    if rows.is_empty() {
+        return view! {
+            <p class="muted" id="recordings-empty">"No tenant yet: recordings appear here per tenant."</p>
+        }
+        .into_any();
+    }
+    view! {
+        <table class="status" id="recordings">
+            <tbody>
+                {rows
+                    .into_iter()
+                    .map(|r| {
+                        let pct = if r.quota_bytes == 0 {
+                            100
+                        } else {
+                            (r.used_bytes.saturating_mul(100) / r.quota_bytes).min(100)
+                        };
+                        let full = pct >= 90;
+                        view! {
+                            <tr data-tenant=r.tenant.clone()>
+                                <th>{r.tenant.clone()}</th>
+                                <td>
+                                    {format!("{} of {}", mib(r.used_bytes), mib(r.quota_bytes))}
+                                    <meter min="0" max="100" value=pct.to_string() high="90"></meter>
+                                </td>
+                                <td class=if full { "problem" } else { "ok" }>
+                                    {if full { "nearly full" } else { "ok" }}
+                                </td>
+                            </tr>
+                        }
+                    })
+                    .collect_view()}
+            </tbody>
+        </table>
+    }
+    .into_any()
 }

@@ -90,7 +90,8 @@ impl Recorder {
         }
     }
 
-    fn quota_of(&self, tenant: &str) -> u64 {
+    /// Bytes `tenant`'s recordings may take.
+    pub fn quota_of(&self, tenant: &str) -> u64 {
         self.quotas.get(tenant).copied().unwrap_or(self.quota)
     }
 

@@ -81,11 +81,11 @@ fn Recordings(rows: Vec<RecordingUsage>) -> impl IntoView {
                 {rows
                     .into_iter()
                     .map(|r| {
-                        let pct = if r.quota_bytes == 0 {
-                            100
-                        } else {
-                            (r.used_bytes.saturating_mul(100) / r.quota_bytes).min(100)
-                        };
+                        let pct = r
+                            .used_bytes
+                            .saturating_mul(100)
+                            .checked_div(r.quota_bytes)
+                            .map_or(100, |p| p.min(100));
                         let full = pct >= 90;
                         view! {
                             <tr data-tenant=r.tenant.clone()>

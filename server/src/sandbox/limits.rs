@@ -242,6 +242,17 @@ impl Enforcer {
         }
     }
 
+    /// The limits of a sandbox that runs elsewhere (the `exec` driver's
+    /// engine enforces them): numbers to pass on, no cgroup here.
+    pub fn remote(&self) -> SandboxLimits {
+        SandboxLimits {
+            version: Version::V1,
+            dirs: Vec::new(),
+            procs: Vec::new(),
+            limits: std::sync::Mutex::new(self.limits),
+        }
+    }
+
     /// Makes the cgroup(s) of sandbox `id` with the limits written in.
     pub fn create(&self, id: &str) -> io::Result<SandboxLimits> {
         let name = format!("cordon-{id}");
@@ -559,6 +570,15 @@ mod tests {
         );
         assert_eq!(args[2], "/usr/bin/bwrap");
         std::mem::forget(sb);
+    }
+
+    #[test]
+    fn a_remote_sandbox_gets_the_numbers_and_no_cgroup_here() {
+        let e = Enforcer::detect(limits(), Path::new("/nonexistent-cgroup-root"));
+        let remote = e.remote();
+        assert_eq!(remote.limits(), limits());
+        assert!(remote.dirs.is_empty() && remote.procs.is_empty());
+        assert_eq!(remote.breach(), None);
     }
 
     #[test]

@@ -309,6 +309,12 @@ impl SessionManager {
                  run Cordon where it can create cgroups (root, or a delegated cgroup v2 subtree)"
             );
         }
+        if driver.kind() == DriverKind::Exec && !settings.tenant_limits.is_empty() {
+            tracing::warn!(
+                "tenant_limits do not reach the exec driver: its create command gets the \
+                 default limits (CORDON_LIMIT_*), since warm sandboxes are made before their tenant is known"
+            );
+        }
         if driver.kind() == DriverKind::Process {
             tracing::warn!(
                 "sandbox driver \"process\": each browser's DevTools port is open to every local \

@@ -217,7 +217,9 @@ impl SessionManager {
                 }
             }
         };
-        // A tenant's own limits replace the defaults the browser started with.
+        // A tenant's own limits replace the defaults the browser started
+        // with (on this host's cgroups: an `exec` engine got the defaults at
+        // create time, see `start`'s warning).
         if let (Some(own), Some(limits)) = (
             inner.cfg.tenant_limits.get(owner.tenant.as_str()),
             &warm.sandbox.limits,

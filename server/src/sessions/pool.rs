@@ -112,7 +112,13 @@ async fn start_inner(inner: &Inner, id: String, state: &str) -> anyhow::Result<W
     } else {
         inner.egress.listen(id.clone()).await?
     };
-    let limits = match inner.limits.create(&id) {
+    // An `exec` sandbox runs elsewhere: its engine gets the numbers.
+    let made = if inner.driver.kind() == crate::sandbox::DriverKind::Exec {
+        Ok(inner.limits.remote())
+    } else {
+        inner.limits.create(&id)
+    };
+    let limits = match made {
         Ok(_) if !inner.limits.enabled() => None,
         Ok(l) => Some(Arc::new(l)),
         Err(e) => {

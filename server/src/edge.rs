@@ -9,6 +9,7 @@
 //! - Every error under `/api/` is the API's JSON shape, whoever produced it
 //!   (a 413 from the body limit, a query string that does not parse, a
 //!   method the route does not have).
+//! - A server function's bad arguments answer 400, not server_fn's 500.
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -183,6 +184,26 @@ pub async fn json_errors(req: Request, next: Next) -> Response {
         }
     }
     out
+}
+
+/// A server function whose arguments do not parse or are out of range
+/// (`ServerFnError::Args`) answers 400, not server_fn's 500.
+pub async fn server_fn_status(req: Request, next: Next) -> Response {
+    if !req.uri().path().starts_with("/ui/fn/") {
+        return next.run(req).await;
+    }
+    let res = next.run(req).await;
+    if res.status() != StatusCode::INTERNAL_SERVER_ERROR {
+        return res;
+    }
+    let (mut parts, body) = res.into_parts();
+    let bytes = axum::body::to_bytes(body, 64 * 1024)
+        .await
+        .unwrap_or_default();
+    if bytes.starts_with(b"Args|") || bytes.starts_with(b"Deserialization|") {
+        parts.status = StatusCode::BAD_REQUEST;
+    }
+    Response::from_parts(parts, axum::body::Body::from(bytes))
 }
 
 #[cfg(test)]

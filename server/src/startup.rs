@@ -236,7 +236,7 @@ fn router(state: AppState, origins: Origins) -> Router {
         )
         .fallback(file_and_error_handler::<AppState, _>(shell))
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
-        .layer(middleware::from_fn(server_fn_status))
+        .layer(middleware::from_fn(edge::server_fn_status))
         .layer(middleware::from_fn(edge::json_errors))
         .layer(middleware::from_fn_with_state(
             origins,
@@ -277,26 +277,6 @@ async fn close_after_error_with_body(req: Request, next: Next) -> Response {
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     res
-}
-
-/// A server function whose arguments do not parse or are out of range
-/// (`ServerFnError::Args`) answers 400, not server_fn's 500.
-async fn server_fn_status(req: Request, next: Next) -> Response {
-    if !req.uri().path().starts_with("/ui/fn/") {
-        return next.run(req).await;
-    }
-    let res = next.run(req).await;
-    if res.status() != axum::http::StatusCode::INTERNAL_SERVER_ERROR {
-        return res;
-    }
-    let (mut parts, body) = res.into_parts();
-    let bytes = axum::body::to_bytes(body, 64 * 1024)
-        .await
-        .unwrap_or_default();
-    if bytes.starts_with(b"Args|") || bytes.starts_with(b"Deserialization|") {
-        parts.status = axum::http::StatusCode::BAD_REQUEST;
-    }
-    Response::from_parts(parts, axum::body::Body::from(bytes))
 }
 
 /// Logs the cause of every 5xx once, inside the request's span.

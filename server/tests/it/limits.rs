@@ -22,6 +22,31 @@ async fn failed_for_limits(agent: &crate::helpers::AgentClient, sid: &str) -> se
     .await
 }
 
+/// Loads `url` (a hostile page) in `sid`, waits until the session has
+/// failed on its limits, checks its error names `limit`, and returns the
+/// navigation's answer.
+async fn ends_on_its_limit(
+    agent: &crate::helpers::AgentClient,
+    sid: &str,
+    url: &str,
+    limit: &str,
+) -> (StatusCode, serde_json::Value) {
+    let answer = agent
+        .tool(
+            sid,
+            "navigate",
+            json!({ "url": url, "wait": "domcontentloaded" }),
+        )
+        .await;
+    let info = failed_for_limits(agent, sid).await;
+    assert_eq!(info["close_reason"], "resource_limit", "{info}");
+    assert!(
+        info["error"].as_str().is_some_and(|e| e.contains(limit)),
+        "expected {limit:?}: {info}"
+    );
+    answer
+}
+
 fn enforced(app: &crate::helpers::TestApp) {
     let status = app.state.sessions.limits_status();
     assert!(
@@ -43,24 +68,11 @@ async fn a_page_that_allocates_without_end_ends_its_own_session_and_no_other() {
     let agent = app.agent("acme").await;
     let hog = agent.open(json!({})).await;
     let calm = agent.open(json!({})).await;
-    let (status, nav) = agent
-        .tool(
-            &hog,
-            "navigate",
-            json!({ "url": site.url("/hog"), "wait": "domcontentloaded" }),
-        )
-        .await;
+    let (status, nav) =
+        ends_on_its_limit(&agent, &hog, &site.url("/hog"), "memory limit (256 MiB)").await;
     assert!(
         status == StatusCode::OK || status == StatusCode::GONE,
         "{status}: {nav}"
-    );
-    let info = failed_for_limits(&agent, &hog).await;
-    assert_eq!(info["close_reason"], "resource_limit", "{info}");
-    assert!(
-        info["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("memory limit (256 MiB)")),
-        "{info}"
     );
     // The agent's next call is told the session is gone, and why.
     let (status, err) = agent.tool(&hog, "snapshot", json!({})).await;
@@ -106,21 +118,13 @@ async fn a_page_that_starts_threads_without_end_hits_the_task_limit() {
     enforced(&app);
     let agent = app.agent("acme").await;
     let sid = agent.open(json!({})).await;
-    agent
-        .tool(
-            &sid,
-            "navigate",
-            json!({ "url": site.url("/workers"), "wait": "domcontentloaded" }),
-        )
-        .await;
-    let info = failed_for_limits(&agent, &sid).await;
-    assert_eq!(info["close_reason"], "resource_limit", "{info}");
-    assert!(
-        info["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("process and thread limit (300)")),
-        "{info}"
-    );
+    ends_on_its_limit(
+        &agent,
+        &sid,
+        &site.url("/workers"),
+        "process and thread limit (300)",
+    )
+    .await;
     app.stop().await;
 }
 
@@ -188,20 +192,8 @@ async fn a_tenants_own_memory_limit_applies_to_the_warm_browser_it_gets() {
         "{info}"
     );
     let sid = info["session_id"].as_str().unwrap().to_owned();
-    agent
-        .tool(
-            &sid,
-            "navigate",
-            json!({ "url": site.url("/hog"), "wait": "domcontentloaded" }),
-        )
-        .await;
-    let info = failed_for_limits(&agent, &sid).await;
-    assert!(
-        info["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("memory limit (256 MiB)")),
-        "the tenant's 256 MiB, not the default 2048: {info}"
-    );
+    // The tenant's 256 MiB, not the default 2048.
+    ends_on_its_limit(&agent, &sid, &site.url("/hog"), "memory limit (256 MiB)").await;
     app.stop().await;
 }
 

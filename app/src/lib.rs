@@ -1,16 +1,19 @@
 //! Cordon's operator dashboard: a Leptos app rendered on the server and
-//! hydrated in the browser. Pages call the control plane only through the
-//! server functions in [`api`], which reach the server's domain through one
-//! [`api::Dashboard`] object provided as context.
+//! hydrated in the browser. Pages (`pages/`, one file each) call the
+//! control plane only through the server functions in [`api`] (by area),
+//! which check the caller's role and reach the server's domain through the
+//! per-area traits of `api::backend`. Every failure is one [`error::UiError`],
+//! shown by one component.
 
 pub mod api;
-mod layout;
+mod components;
+pub mod error;
 mod pages;
 
 use leptos::prelude::*;
 use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
-use leptos_router::StaticSegment;
-use leptos_router::components::{Route, Router, Routes};
+use leptos_router::components::{ParentRoute, Route, Router, Routes};
+use leptos_router::{ParamSegment, StaticSegment};
 
 /// The HTML document around the app, rendered on the server.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
@@ -20,6 +23,8 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
             <head>
                 <meta charset="utf-8"/>
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
+                <link rel="icon" href="/favicon.svg"/>
+                <script type="module" src="/passkey.js"></script>
                 <HydrationScripts options/>
                 <MetaTags/>
             </head>
@@ -30,7 +35,8 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
     }
 }
 
-/// The dashboard's root component: layout and routes.
+/// The dashboard's root component: routes. The login and enrollment pages
+/// stand alone; every other page sits in the [`components::Shell`].
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
@@ -38,12 +44,21 @@ pub fn App() -> impl IntoView {
         <Stylesheet id="cordon" href="/pkg/cordon.css"/>
         <Title text="Cordon"/>
         <Router>
-            <layout::Layout>
-                <Routes fallback=|| view! { <pages::NotFound/> }>
+            <Routes fallback=|| view! { <pages::NotFound/> }>
+                <Route path=StaticSegment("login") view=pages::Login/>
+                <Route path=StaticSegment("enroll") view=pages::Enroll/>
+                <ParentRoute path=StaticSegment("") view=components::Shell>
                     <Route path=StaticSegment("") view=pages::Overview/>
+                    <Route path=StaticSegment("sessions") view=pages::Sessions/>
+                    <Route path=(StaticSegment("sessions"), ParamSegment("id")) view=pages::Session/>
+                    <Route path=StaticSegment("grants") view=pages::Grants/>
+                    <Route path=StaticSegment("credentials") view=pages::Credentials/>
                     <Route path=StaticSegment("audit") view=pages::Audit/>
-                </Routes>
-            </layout::Layout>
+                    <Route path=StaticSegment("tenants") view=pages::Tenants/>
+                    <Route path=StaticSegment("operators") view=pages::Operators/>
+                    <Route path=StaticSegment("account") view=pages::Account/>
+                </ParentRoute>
+            </Routes>
         </Router>
     }
 }

@@ -246,9 +246,18 @@ pub struct Settings {
     pub master_key_file: Option<PathBuf>,
     /// The URL operators reach the dashboard at (`https://cordon.example.com`);
     /// its host is accepted in `Host` and `Origin` besides `localhost`,
-    /// `127.0.0.1` and `[::1]` on the bound port.
+    /// `127.0.0.1` and `[::1]` on the bound port, and it is the passkeys'
+    /// relying party (its host their RP id, its origin the only one
+    /// accepted). Unset: `http://localhost:<bound port>`. Passkeys need a
+    /// host name, not an IP address.
     #[serde(default)]
     pub public_url: Option<String>,
+    /// A dashboard session ends after this many minutes without a request.
+    #[serde(default = "d::dashboard_idle_minutes")]
+    pub dashboard_idle_minutes: u64,
+    /// A dashboard session ends this many hours after its login, however busy.
+    #[serde(default = "d::dashboard_session_hours")]
+    pub dashboard_session_hours: u64,
 }
 
 /// This host's memory in MiB (`MemTotal`), when it can be read.
@@ -318,6 +327,12 @@ mod d {
     }
     pub fn session_limits() -> bool {
         true
+    }
+    pub fn dashboard_idle_minutes() -> u64 {
+        30
+    }
+    pub fn dashboard_session_hours() -> u64 {
+        12
     }
     pub fn session_memory_mb() -> u64 {
         1024
@@ -504,6 +519,12 @@ impl Settings {
         if self.session_idle_s == 0 || self.tool_timeout_s == 0 {
             bail!("session_idle_s and tool_timeout_s must be at least 1");
         }
+        if !(1..=24 * 60).contains(&self.dashboard_idle_minutes) {
+            bail!("dashboard_idle_minutes: must be between 1 and 1440");
+        }
+        if !(1..=24 * 7).contains(&self.dashboard_session_hours) {
+            bail!("dashboard_session_hours: must be between 1 and 168");
+        }
         if self.pool_size > self.max_sessions {
             bail!(
                 "pool_size: must not exceed max_sessions ({})",
@@ -590,6 +611,15 @@ impl Settings {
         self.public_url
             .as_deref()
             .and_then(|u| url::Url::parse(u).ok())
+    }
+
+    /// The dashboard's URL in force: `public_url`, else
+    /// `http://localhost:<port>` for the port actually bound.
+    pub fn dashboard_url(&self, bound_port: u16) -> url::Url {
+        self.public_url().unwrap_or_else(|| {
+            url::Url::parse(&format!("http://localhost:{bound_port}/"))
+                .expect("a valid URL")
+        })
     }
 
     /// The database URL in force, defaulted from `data_dir`.

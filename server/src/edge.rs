@@ -87,7 +87,7 @@ impl Origins {
 
 /// Paths that are not the dashboard: the agent API (key-authenticated,
 /// reached by any name) and the probes of whoever runs Cordon.
-fn outside_dashboard(path: &str) -> bool {
+pub(crate) fn outside_dashboard(path: &str) -> bool {
     path == "/api"
         || path.starts_with("/api/")
         || matches!(path, "/healthz" | "/readyz" | "/metrics")

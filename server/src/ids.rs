@@ -16,11 +16,19 @@ pub const GRANT_TOKEN_ID: &str = "gt_";
 pub const API_KEY: &str = "k_";
 /// Stored credentials (`v_…`).
 pub const CREDENTIAL: &str = "v_";
+/// Dashboard operators (`op_…`).
+pub const OPERATOR: &str = "op_";
+/// Operators' passkeys (`pk_…`).
+pub const PASSKEY: &str = "pk_";
+/// Enrollment links (`en_…`).
+pub const ENROLLMENT: &str = "en_";
 
 /// The secret grant tokens (`cgt_…`), recognisable when leaked.
 pub const GRANT_TOKEN_SECRET: &str = "cgt_";
 /// The secret API keys (`cordon_…`), recognisable when leaked.
 pub const API_KEY_SECRET: &str = "cordon_";
+/// The secret of an enrollment link (`cen_…`).
+pub const ENROLLMENT_SECRET: &str = "cen_";
 
 /// The characters of an id after its prefix (lowercase base32).
 pub const ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";

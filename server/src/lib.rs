@@ -2,6 +2,7 @@
 
 pub mod api;
 pub mod audit;
+pub mod auth;
 pub mod cdp;
 pub mod cli;
 pub mod config;
@@ -11,6 +12,7 @@ pub mod domain;
 pub mod edge;
 pub mod egress;
 pub mod error;
+pub mod events;
 pub mod grants;
 pub mod housekeeping;
 pub mod ids;

@@ -13,7 +13,7 @@ use axum::Router;
 use axum::extract::{MatchedPath, Request};
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::any;
+use axum::routing::{any, get};
 use leptos::config::LeptosOptions;
 use leptos::prelude::provide_context;
 use leptos_axum::{LeptosRoutes, file_and_error_handler, generate_route_list};
@@ -22,6 +22,8 @@ use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::api;
+use crate::auth::{self, Auth, Invitation, SessionSettings};
+use crate::dashboard::{self, LastVerification};
 use crate::config::EgressResolver;
 use crate::config::Settings;
 use crate::crypto::{KeySource, Keyring};
@@ -43,6 +45,7 @@ pub struct Application {
     listener: TcpListener,
     router: Router,
     state: AppState,
+    enrollment: Option<Invitation>,
 }
 
 impl Application {
@@ -67,6 +70,21 @@ impl Application {
             .context("bind: the listener has no address")?;
         let store = Store::connect(&settings.database_url()).await?;
         store.migrate().await?;
+        let dashboard_url = settings.dashboard_url(bound.port());
+        let auth = Auth::new(store.clone(), &dashboard_url)?;
+        // With no admin able to log in, a one-time link enrolls one; `serve`
+        // prints it before anything else.
+        let enrollment = auth
+            .first_start_link()
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot prepare the first enrollment link: {e}"))?;
+        if let Some(inv) = &enrollment {
+            tracing::warn!(
+                operator = %inv.operator.name,
+                link = %inv.link,
+                "no admin can log in yet: open this one-time link within an hour to enroll a passkey"
+            );
+        }
         // The vault's key is checked at start: a key file readable by others
         // or a key that did not seal the stored credentials stops startup.
         let keyring = Keyring::load(&settings)?;
@@ -123,13 +141,21 @@ impl Application {
             sessions,
             vault,
             housekeeping,
+            auth,
+            last_verification: LastVerification::default(),
         });
-        let origins = Origins::new(bound, state.settings.public_url().as_ref());
-        let router = router(state.clone(), origins);
+        let origins = Origins::new(bound, Some(&dashboard_url));
+        let sessions = SessionSettings {
+            secure: dashboard_url.scheme() == "https",
+            idle_minutes: state.settings.dashboard_idle_minutes,
+            absolute_hours: state.settings.dashboard_session_hours,
+        };
+        let router = router(state.clone(), origins, sessions);
         Ok(Self {
             listener,
             router,
             state,
+            enrollment,
         })
     }
 
@@ -138,6 +164,12 @@ impl Application {
         self.listener
             .local_addr()
             .expect("a bound listener has an address")
+    }
+
+    /// The one-time link that enrolls the first admin, when no admin can
+    /// log in yet (made at build; `serve` prints it).
+    pub fn enrollment(&self) -> Option<&Invitation> {
+        self.enrollment.as_ref()
     }
 
     /// The shared state (tests reach the store through it).
@@ -218,7 +250,7 @@ fn lies_inside(path: &Path, dir: &Path) -> bool {
 }
 
 /// The whole HTTP surface.
-fn router(state: AppState, origins: Origins) -> Router {
+fn router(state: AppState, origins: Origins, sessions: SessionSettings) -> Router {
     let routes = generate_route_list(App);
     let dashboard: DashboardHandle = Arc::new(state.clone());
     let leptos = state.leptos.clone();
@@ -228,6 +260,8 @@ fn router(state: AppState, origins: Origins) -> Router {
         .route("/api", any(api_not_found))
         .route("/api/", any(api_not_found))
         .route("/api/{*rest}", any(api_not_found))
+        .merge(auth::router())
+        .route("/ui/events", get(dashboard::events))
         .leptos_routes_with_context(
             &state,
             routes,
@@ -235,6 +269,11 @@ fn router(state: AppState, origins: Origins) -> Router {
             move || shell(leptos.clone()),
         )
         .fallback(file_and_error_handler::<AppState, _>(shell))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::authenticate,
+        ))
+        .layer(auth::session_layer(state.store.clone(), sessions))
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
         .layer(middleware::from_fn(edge::server_fn_status))
         .layer(middleware::from_fn(edge::json_errors))

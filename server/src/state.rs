@@ -34,6 +34,10 @@ pub struct Inner {
     pub vault: crate::vault::Vault,
     /// The periodic jobs (reaper, GC); stopped at shutdown.
     pub housekeeping: crate::housekeeping::Housekeeping,
+    /// Operators, passkeys and dashboard sessions.
+    pub auth: crate::auth::Auth,
+    /// The last audit-chain verification run from the dashboard.
+    pub last_verification: crate::dashboard::LastVerification,
 }
 
 impl AppState {

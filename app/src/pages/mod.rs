@@ -1,9 +1,27 @@
 //! One module per page.
 
+mod account;
 mod audit;
+mod credentials;
+mod enroll;
+mod grants;
+mod login;
 mod not_found;
+mod operators;
 mod overview;
+mod session;
+mod sessions;
+mod tenants;
 
+pub use account::Account;
 pub use audit::Audit;
+pub use credentials::Credentials;
+pub use enroll::Enroll;
+pub use grants::Grants;
+pub use login::Login;
 pub use not_found::NotFound;
+pub use operators::Operators;
 pub use overview::Overview;
+pub use session::Session;
+pub use sessions::Sessions;
+pub use tenants::Tenants;

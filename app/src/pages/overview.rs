@@ -1,11 +1,14 @@
 use leptos::prelude::*;
 
-use crate::api::{RecordingUsage, SystemStatus, get_status};
+use crate::api::health::{RecordingUsage, SystemStatus, get_status};
+use crate::components::time::{now_ms, span, utc};
+use crate::components::{ErrorView, on_change};
 
 /// Health of the control plane, re-checked on demand.
 #[component]
 pub fn Overview() -> impl IntoView {
     let status = Resource::new(|| (), |_| get_status());
+    on_change(&["sessions", "grants", "credentials"], move || status.refetch());
     let (checks, set_checks) = signal(1u32);
     let recheck = move |_| {
         set_checks.update(|n| *n += 1);
@@ -21,7 +24,7 @@ pub fn Overview() -> impl IntoView {
             <Transition fallback=|| view! { <p class="muted">"Checking…"</p> }>
                 {move || status.get().map(|res| match res {
                     Ok(s) => view! { <StatusTable s/> }.into_any(),
-                    Err(e) => view! { <p class="error" role="alert">{e.to_string()}</p> }.into_any(),
+                    Err(e) => view! { <ErrorView error=e/> }.into_any(),
                 })}
             </Transition>
         </section>
@@ -31,7 +34,67 @@ pub fn Overview() -> impl IntoView {
 #[component]
 fn StatusTable(s: SystemStatus) -> impl IntoView {
     let ok = |b: bool| if b { "ok" } else { "problem" };
+    let count = |state: &str| {
+        s.sessions
+            .iter()
+            .find(|(st, _)| st == state)
+            .map_or(0, |(_, n)| *n)
+    };
+    let running = count("starting") + count("ready") + count("closing");
+    let ended = count("closed") + count("failed");
+    let chain = match &s.last_verification {
+        None => view! { <span class="muted">"not verified since start"</span> }.into_any(),
+        Some(v) if v.intact => view! { <span class="ok-text">{format!("intact ({} events)", v.events)}</span> }.into_any(),
+        Some(v) => view! { <span class="bad-text">{format!("broken at seq {}", v.broken_seq.unwrap_or_default())}</span> }.into_any(),
+    };
+    let now = now_ms();
     view! {
+        <div class="tiles" id="tiles">
+            <a class="tile" href="/sessions" id="tile-sessions">
+                <span class="tile-n">{running}</span>
+                <span class="tile-l">"sessions running"</span>
+                <span class="tile-s">{format!("{} ready · {} starting · {} ended in 24 h", count("ready"), count("starting"), ended)}</span>
+            </a>
+            <a class="tile" href="/grants" id="tile-grants" class:attention=s.pending_grants != 0>
+                <span class="tile-n">{s.pending_grants}</span>
+                <span class="tile-l">"grant requests waiting"</span>
+                <span class="tile-s">"approve or deny on the Grants page"</span>
+            </a>
+            <div class="tile" id="tile-pool">
+                <span class="tile-n">{format!("{}/{}", s.pool_ready, s.pool_size)}</span>
+                <span class="tile-l">"warm browsers"</span>
+                <span class="tile-s">{format!("sandbox driver: {}", s.driver)}</span>
+            </div>
+            <a class="tile" href="/audit" id="tile-audit">
+                <span class="tile-n">{s.audit_events}</span>
+                <span class="tile-l">"audit events"</span>
+                <span class="tile-s">"chain: "{chain}</span>
+            </a>
+        </div>
+        <h2>"Credentials expiring within 7 days"</h2>
+        {if s.expiring.is_empty() {
+            view! { <p class="empty" id="expiring-none">"None: every stored credential is good for at least a week."</p> }.into_any()
+        } else {
+            view! {
+                <table class="list" id="expiring">
+                    <thead><tr><th>"Tenant"</th><th>"Domain"</th><th>"First cookie expires"</th></tr></thead>
+                    <tbody>
+                        {s.expiring.iter().map(|c| {
+                            let e = c.earliest_expiry.unwrap_or_default();
+                            view! {
+                                <tr>
+                                    <td>{c.tenant.clone()}</td>
+                                    <td><code>{c.domain.clone()}</code></td>
+                                    <td class="warn">{if e <= now { format!("expired {} UTC", utc(e)) } else { format!("in {} ({} UTC)", span(e - now), utc(e)) }}</td>
+                                </tr>
+                            }
+                        }).collect_view()}
+                    </tbody>
+                </table>
+            }.into_any()
+        }}
+        <h2>"Health"</h2>
+
         <table class="status" id="status">
             <tbody>
                 <tr>

@@ -248,6 +248,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve => {
             let shutdown = shutdown_signal()?;
             let app = Application::build(settings).await?;
+            if let Some(inv) = app.enrollment() {
+                println!(
+                    "No admin can log in yet. Enroll {:?} with a passkey within an hour at:\n  {}",
+                    inv.operator.name, inv.link
+                );
+            }
             app.run_until(shutdown).await?;
         }
         Command::Migrate => {

@@ -7,7 +7,8 @@ mod tenant_id;
 
 pub use crate::ids::random_id;
 pub use session_id::{
-    ApiKeyId, GrantRequestId, GrantTokenId, MalformedId, SessionId, SessionIdError,
+    ApiKeyId, GrantRequestId, GrantTokenId, MalformedId, OperatorId, PasskeyId, SessionId,
+    SessionIdError,
 };
 pub use session_state::{CloseReason, SessionState, UnknownValue};
 pub use target_url::{MAX_URL_LEN, TargetUrl, TargetUrlError};

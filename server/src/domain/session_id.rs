@@ -93,6 +93,18 @@ typed_id!(
     ids::API_KEY,
     "API key"
 );
+typed_id!(
+    /// A dashboard operator (`op_…`).
+    OperatorId,
+    ids::OPERATOR,
+    "operator"
+);
+typed_id!(
+    /// One of an operator's passkeys (`pk_…`).
+    PasskeyId,
+    ids::PASSKEY,
+    "passkey"
+);
 
 #[cfg(test)]
 mod tests {

@@ -59,6 +59,8 @@ pub enum CloseReason {
     Orphaned,
     /// Its browser ran into a resource limit (memory, processes).
     ResourceLimit,
+    /// An operator ended it from the dashboard.
+    Operator,
 }
 
 /// A stored value that is no state or reason this version knows.
@@ -133,6 +135,7 @@ string_enum!(CloseReason, "session close reason",
     Shutdown => "shutdown",
     Orphaned => "orphaned",
     ResourceLimit => "resource_limit",
+    Operator => "operator",
 );
 
 impl SessionState {

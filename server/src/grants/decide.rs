@@ -217,10 +217,7 @@ pub async fn deny(
         .tenant_id
         .parse()
         .map_err(|e| anyhow::anyhow!("bad tenant id on grant request: {e}"))?;
-    if !store
-        .grant_deny(&req.id, &actor.as_stored(), now_ms())
-        .await?
-    {
+    if req.state != GrantState::Pending {
         return Err(GrantError::NotPending(req.state));
     }
     audit(
@@ -228,21 +225,40 @@ pub async fn deny(
         NewEvent::new(actor.clone(), "grant.deny")
             .tenant(&tenant)
             .params(json!({ "request": req.id }))
-            .outcome("ok"),
+            .outcome("requested"),
     )
-    .await
+    .await?;
+    if !store
+        .grant_deny(&req.id, &actor.as_stored(), now_ms())
+        .await?
+    {
+        let now = store
+            .grant_request_get(request_id.as_str())
+            .await?
+            .map_or(GrantState::Denied, |r| r.state);
+        return Err(GrantError::NotPending(now));
+    }
+    Ok(())
 }
 
 /// An operator revokes a token by its id.
 pub async fn revoke(store: &Store, actor: &Actor, jti: &GrantTokenId) -> Result<(), GrantError> {
-    if !store.grant_token_revoke(jti.as_str(), now_ms()).await? {
-        return Err(GrantError::TokenNotFound);
-    }
     audit(
         store,
         NewEvent::new(actor.clone(), "grant.revoke")
             .params(json!({ "jti": jti.as_str() }))
-            .outcome("ok"),
+            .outcome("requested"),
     )
-    .await
+    .await?;
+    if !store.grant_token_revoke(jti.as_str(), now_ms()).await? {
+        audit(
+            store,
+            NewEvent::new(actor.clone(), "grant.revoke")
+                .params(json!({ "jti": jti.as_str() }))
+                .outcome("refused: no active token"),
+        )
+        .await?;
+        return Err(GrantError::TokenNotFound);
+    }
+    Ok(())
 }

@@ -454,6 +454,31 @@ impl SessionManager {
         self.info(&owner.tenant, id).await
     }
 
+    /// Ends a running session of any tenant at an operator's request
+    /// (dashboard). `NotFound` if it never existed, `Gone` if it has ended
+    /// or runs on another control plane.
+    pub async fn end_by_operator(&self, id: &str, operator: &str) -> Result<(), SessionError> {
+        let sid: SessionId = id.parse().map_err(|_| SessionError::NotFound)?;
+        let live = self.0.live.lock().expect("live lock").get(&sid).cloned();
+        if let Some(live) = live {
+            self.end(
+                &live.id,
+                CloseReason::Operator,
+                None,
+                Actor::Operator(operator.to_owned()),
+            )
+            .await;
+            return Ok(());
+        }
+        match self.0.store.session_find(sid.as_str()).await? {
+            Some(row) => Err(SessionError::Gone {
+                state: row.state,
+                reason: row.close_reason,
+            }),
+            None => Err(SessionError::NotFound),
+        }
+    }
+
     /// Marks a session failed because its browser is gone, and stops it.
     pub async fn fail(&self, id: &SessionId, reason: CloseReason, error: &str) {
         self.end(id, reason, Some(error.to_owned()), Actor::System)

@@ -30,6 +30,8 @@ pub struct ApiKeyInfo {
     pub created_at: i64,
     /// Unix ms, if revoked.
     pub revoked_at: Option<i64>,
+    /// Unix ms of its last use, to the minute.
+    pub last_used_at: Option<i64>,
 }
 
 /// The prefix every key starts with, so leaked keys are recognisable.
@@ -63,7 +65,7 @@ impl Store {
     /// Resolves a presented key, if it exists and is not revoked.
     pub async fn api_key_lookup(&self, key: &str) -> anyhow::Result<Option<ApiKeyOwner>> {
         let row = sqlx::query(
-            "SELECT id, tenant_id FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL",
+            "SELECT id, tenant_id, last_used_at FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL",
         )
         .bind(token_hash(key))
         .fetch_optional(self.pool())
@@ -71,6 +73,20 @@ impl Store {
         .context("failed to look up api key")?;
         row.map(|r| {
             let tenant: String = r.try_get("tenant_id")?;
+            let id: String = r.try_get("id")?;
+            let last: Option<i64> = r.try_get("last_used_at")?;
+            let now = now_ms();
+            if last.is_none_or(|l| now - l >= 60_000) {
+                // Off the request's path: a failed write only loses a
+                // "last used" time.
+                let store = self.clone();
+                let id = id.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = store.api_key_used(&id, now).await {
+                        tracing::warn!(error = %format!("{e:#}"), "failed to record api key use");
+                    }
+                });
+            }
             Ok(ApiKeyOwner {
                 key_id: r.try_get("id")?,
                 tenant: tenant.parse().context("bad tenant id")?,
@@ -81,7 +97,7 @@ impl Store {
 
     /// All keys, or one tenant's, newest first.
     pub async fn api_key_list(&self, tenant: Option<&TenantId>) -> anyhow::Result<Vec<ApiKeyInfo>> {
-        const COLUMNS: &str = "id, tenant_id, label, created_at, revoked_at";
+        const COLUMNS: &str = "id, tenant_id, label, created_at, revoked_at, last_used_at";
         let rows = match tenant {
             Some(t) => sqlx::query(&format!(
                 "SELECT {COLUMNS} FROM api_keys WHERE tenant_id = $1 ORDER BY created_at DESC, id"
@@ -107,9 +123,26 @@ impl Store {
                     label: r.try_get("label")?,
                     created_at: r.try_get("created_at")?,
                     revoked_at: r.try_get("revoked_at")?,
+                    last_used_at: r.try_get("last_used_at")?,
                 })
             })
             .collect()
+    }
+
+    /// Records that key `id` was used at `now`, at most once a minute (the
+    /// condition keeps the row untouched in between).
+    pub async fn api_key_used(&self, id: &str, now: i64) -> anyhow::Result<()> {
+        sqlx::query(
+            "UPDATE api_keys SET last_used_at = $1 WHERE id = $2 \
+             AND (last_used_at IS NULL OR last_used_at < $3)",
+        )
+        .bind(now)
+        .bind(id.to_owned())
+        .bind(now - 60_000)
+        .execute(self.pool())
+        .await
+        .context("failed to record api key use")?;
+        Ok(())
     }
 
     /// Revokes a key; false if no such live key.

@@ -7,10 +7,10 @@ use sqlx::any::AnyRow;
 use super::Store;
 use crate::audit::{Event, NewEvent, canonical_params, chain_hash};
 
-const COLUMNS: &str =
+pub(super) const COLUMNS: &str =
     "seq, ts, tenant_id, session_id, actor, action, params, outcome, prev_hash, hash";
 
-fn from_row(row: &AnyRow) -> Result<Event, sqlx::Error> {
+pub(super) fn from_row(row: &AnyRow) -> Result<Event, sqlx::Error> {
     Ok(Event {
         seq: row.try_get("seq")?,
         ts: row.try_get("ts")?,
@@ -85,6 +85,10 @@ impl Store {
             .context("failed to move the audit head")?;
         tx.commit().await.context("failed to commit audit append")?;
         metrics::counter!("cordon_audit_events_total").increment(1);
+        self.changes.publish(crate::events::Topic::Audit);
+        if let Some(topic) = crate::events::Topic::of_action(&stored.action) {
+            self.changes.publish(topic);
+        }
         Ok(stored)
     }
 

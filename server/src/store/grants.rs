@@ -111,6 +111,7 @@ impl Store {
         .execute(self.pool())
         .await
         .context("failed to insert grant request")?;
+        self.changes.publish(crate::events::Topic::Grants);
         Ok(())
     }
 
@@ -185,6 +186,7 @@ impl Store {
         .await
         .context("failed to insert grant token")?;
         tx.commit().await.context("commit")?;
+        self.changes.publish(crate::events::Topic::Grants);
         Ok(true)
     }
 
@@ -205,7 +207,20 @@ impl Store {
         .execute(self.pool())
         .await
         .context("failed to deny grant request")?;
+        self.changes.publish(crate::events::Topic::Grants);
         Ok(res.rows_affected() == 1)
+    }
+
+    /// Tokens, newest first (at most `limit`).
+    pub async fn grant_token_list(&self, limit: i64) -> anyhow::Result<Vec<GrantTokenRow>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {TOKEN_COLUMNS} FROM grant_tokens ORDER BY issued_at DESC, jti LIMIT $1"
+        ))
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await
+        .context("failed to list grant tokens")?;
+        Ok(rows.iter().map(token_from).collect::<Result<_, _>>()?)
     }
 
     /// The token row answering a request.
@@ -241,6 +256,7 @@ impl Store {
         .execute(self.pool())
         .await
         .context("failed to record grant token delivery")?;
+        self.changes.publish(crate::events::Topic::Grants);
         Ok(res.rows_affected() == 1)
     }
 
@@ -271,6 +287,7 @@ impl Store {
         .execute(self.pool())
         .await
         .context("failed to consume grant token")?;
+        self.changes.publish(crate::events::Topic::Grants);
         Ok(res.rows_affected() == 1)
     }
 
@@ -284,6 +301,7 @@ impl Store {
         .execute(self.pool())
         .await
         .context("failed to revoke grant token")?;
+        self.changes.publish(crate::events::Topic::Grants);
         Ok(res.rows_affected() == 1)
     }
 

@@ -9,6 +9,7 @@ pub mod api_keys;
 pub mod audit;
 pub mod egress;
 pub mod grants;
+pub mod operators;
 pub mod sessions;
 pub mod tenants;
 pub mod vault;
@@ -30,6 +31,9 @@ pub struct Store {
     /// Serialises audit appends within this process; the database's row lock
     /// on `audit_head` serialises them across processes and replicas.
     audit_lock: Arc<Mutex<()>>,
+    /// Change notices for the dashboard, published after each commit of
+    /// something a page shows.
+    pub(crate) changes: crate::events::Changes,
 }
 
 impl Store {
@@ -56,6 +60,7 @@ impl Store {
             pool,
             kind,
             audit_lock: Arc::new(Mutex::new(())),
+            changes: crate::events::Changes::default(),
         })
     }
 
@@ -69,6 +74,11 @@ impl Store {
             .run(&self.pool)
             .await
             .context("failed to apply database migrations")
+    }
+
+    /// Change notices (see [`crate::events`]).
+    pub fn changes(&self) -> &crate::events::Changes {
+        &self.changes
     }
 
     /// Which backend this is.

@@ -134,6 +134,7 @@ impl Store {
         .execute(self.pool())
         .await
         .context("failed to insert session")?;
+        self.changes.publish(crate::events::Topic::Sessions);
         Ok(())
     }
 
@@ -147,6 +148,7 @@ impl Store {
             .execute(self.pool())
             .await
             .context("failed to mark session ready")?;
+        self.changes.publish(crate::events::Topic::Sessions);
         Ok(())
     }
 
@@ -157,6 +159,7 @@ impl Store {
             .execute(self.pool())
             .await
             .context("failed to mark session closing")?;
+        self.changes.publish(crate::events::Topic::Sessions);
         Ok(res.rows_affected() == 1)
     }
 
@@ -187,6 +190,7 @@ impl Store {
         .execute(self.pool())
         .await
         .context("failed to end session")?;
+        self.changes.publish(crate::events::Topic::Sessions);
         Ok(res.rows_affected() == 1)
     }
 
@@ -208,6 +212,119 @@ impl Store {
             .map(session_from)
             .transpose()
             .context("malformed session row")
+    }
+
+    /// One session, whichever tenant's (the dashboard's view).
+    pub async fn session_find(&self, id: &str) -> anyhow::Result<Option<SessionRow>> {
+        let row = sqlx::query(&format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1"))
+            .bind(id.to_owned())
+            .fetch_optional(self.pool())
+            .await
+            .context("failed to read session")?;
+        row.as_ref()
+            .map(session_from)
+            .transpose()
+            .context("malformed session row")
+    }
+
+    /// Sessions for the dashboard, newest first: of one tenant or all, in
+    /// one state or (with `None`) not ended yet.
+    pub async fn session_list_filtered(
+        &self,
+        tenant_id: Option<&str>,
+        state: Option<SessionState>,
+        limit: i64,
+    ) -> anyhow::Result<Vec<SessionRow>> {
+        let mut sql = format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE ");
+        let mut binds: Vec<String> = Vec::new();
+        match state {
+            Some(s) => {
+                binds.push(s.as_str().to_owned());
+                sql.push_str("state = $1");
+            }
+            None => sql.push_str("state IN ('starting', 'ready', 'closing')"),
+        }
+        if let Some(t) = tenant_id {
+            binds.push(t.to_owned());
+            sql.push_str(&format!(" AND tenant_id = ${}", binds.len()));
+        }
+        sql.push_str(&format!(
+            " ORDER BY created_at DESC, id LIMIT ${}",
+            binds.len() + 1
+        ));
+        let mut q = sqlx::query(&sql);
+        for b in binds {
+            q = q.bind(b);
+        }
+        let rows = q
+            .bind(limit)
+            .fetch_all(self.pool())
+            .await
+            .context("failed to list sessions")?;
+        rows.iter()
+            .map(session_from)
+            .collect::<Result<_, _>>()
+            .context("malformed session row")
+    }
+
+    /// Sessions by state (not ended), and how many ended since `since`.
+    pub async fn session_counts(&self, since: i64) -> anyhow::Result<Vec<(String, i64)>> {
+        let rows = sqlx::query(
+            "SELECT state, COUNT(*) AS n FROM sessions \
+             WHERE state IN ('starting', 'ready', 'closing') OR closed_at >= $1 \
+             GROUP BY state ORDER BY state",
+        )
+        .bind(since)
+        .fetch_all(self.pool())
+        .await
+        .context("failed to count sessions")?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("state")?, r.try_get("n")?)))
+            .collect()
+    }
+
+    /// Per session: tool calls audited and the last audited action.
+    pub async fn session_activity(
+        &self,
+        ids: &[String],
+    ) -> anyhow::Result<std::collections::HashMap<String, (i64, Option<String>)>> {
+        let mut out = std::collections::HashMap::new();
+        for id in ids {
+            let row = sqlx::query(
+                "SELECT \
+                 (SELECT COUNT(*) FROM audit_events WHERE session_id = $1 AND action LIKE 'tool.%' \
+                  AND outcome = 'requested') AS calls, \
+                 (SELECT action FROM audit_events WHERE session_id = $2 ORDER BY seq DESC LIMIT 1) AS last",
+            )
+            .bind(id.clone())
+            .bind(id.clone())
+            .fetch_one(self.pool())
+            .await
+            .context("failed to read session activity")?;
+            out.insert(id.clone(), (row.try_get("calls")?, row.try_get("last")?));
+        }
+        Ok(out)
+    }
+
+    /// A session's audit trail, oldest first (at most `limit` events).
+    pub async fn audit_of_session(
+        &self,
+        session: &str,
+        limit: i64,
+    ) -> anyhow::Result<Vec<crate::audit::Event>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {} FROM audit_events WHERE session_id = $1 ORDER BY seq LIMIT $2",
+            super::audit::COLUMNS
+        ))
+        .bind(session.to_owned())
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await
+        .context("failed to read the session's audit trail")?;
+        rows.iter()
+            .map(super::audit::from_row)
+            .collect::<Result<_, _>>()
+            .context("malformed audit row")
     }
 
     /// A tenant's sessions, newest first.

@@ -327,18 +327,28 @@ impl Vault {
         domain: &Domain,
     ) -> Result<String, VaultError> {
         self.require_tenant(tenant).await?;
-        let event = NewEvent::new(actor.clone(), "vault.delete").tenant(tenant);
-        match self.store.vault_delete(tenant, domain.as_str()).await? {
-            Some(id) => {
-                self.audit(event.params(json!({ "credential": id, "domain": domain.as_str() })))
-                    .await?;
-                Ok(id)
-            }
-            None => Err(VaultError::NotFound {
-                tenant: tenant.clone(),
-                domain: domain.clone(),
-            }),
-        }
+        let not_found = || VaultError::NotFound {
+            tenant: tenant.clone(),
+            domain: domain.clone(),
+        };
+        // Audited before the row goes: first find it, so a deletion of
+        // nothing leaves no "requested" row behind.
+        let id = self
+            .store
+            .vault_id_of(tenant, domain.as_str())
+            .await?
+            .ok_or_else(not_found)?;
+        self.audit(
+            NewEvent::new(actor.clone(), "vault.delete")
+                .tenant(tenant)
+                .params(json!({ "credential": id, "domain": domain.as_str() }))
+                .outcome("requested"),
+        )
+        .await?;
+        self.store
+            .vault_delete(tenant, domain.as_str())
+            .await?
+            .ok_or_else(not_found)
     }
 
     /// The tenant's stored cookies for `domains` (exact domain matches;

@@ -1,0 +1,164 @@
+//! (Server only.) What the dashboard needs of the control plane: one trait
+//! per area, each method told which operator asks. The server's `AppState`
+//! implements them (`server/src/dashboard/`) and provides the handle as
+//! context; server functions reach it through [`require`], which also
+//! checks the caller's role.
+
+use std::sync::Arc;
+
+use leptos::prelude::*;
+
+use super::audit::{AuditPageView, AuditQuery, AuditVerification};
+use super::auth::{Invite, Operator, OperatorInfo, PasskeyInfo, Role};
+use super::credentials::CredentialView;
+use super::grants::GrantsView;
+use super::health::SystemStatus;
+use super::sessions::{SessionDetail, SessionFilter, SessionView};
+use super::tenants::{NewApiKey, TenantView};
+use crate::error::UiError;
+
+/// Results of the backend.
+pub type UiResult<T> = Result<T, UiError>;
+
+/// Operators and passkeys.
+#[async_trait::async_trait]
+pub trait AuthBackend {
+    /// Audits a refused attempt by a logged-in operator (role too low).
+    async fn refused(&self, op: &Operator, what: &str);
+    /// The operator's passkeys.
+    async fn my_passkeys(&self, op: &Operator) -> UiResult<Vec<PasskeyInfo>>;
+    /// Removes one of the operator's own passkeys (never the last).
+    async fn remove_passkey(&self, op: &Operator, id: String) -> UiResult<()>;
+    /// Every operator.
+    async fn operators(&self, op: &Operator) -> UiResult<Vec<OperatorInfo>>;
+    /// Creates an operator with an enrollment link.
+    async fn invite(&self, op: &Operator, name: String, role: Role) -> UiResult<Invite>;
+    /// Disables (ending their dashboard sessions) or enables an operator.
+    async fn set_operator_enabled(&self, op: &Operator, id: String, enabled: bool)
+    -> UiResult<()>;
+}
+
+/// Health and the overview.
+#[async_trait::async_trait]
+pub trait HealthBackend {
+    /// Current health.
+    async fn status(&self, op: &Operator) -> UiResult<SystemStatus>;
+}
+
+/// The audit log.
+#[async_trait::async_trait]
+pub trait AuditBackend {
+    /// One filtered page.
+    async fn audit(&self, op: &Operator, query: AuditQuery) -> UiResult<AuditPageView>;
+    /// Recomputes the chain.
+    async fn verify_audit(&self, op: &Operator) -> UiResult<AuditVerification>;
+}
+
+/// Grants.
+#[async_trait::async_trait]
+pub trait GrantsBackend {
+    /// Requests and tokens.
+    async fn grants(&self, op: &Operator) -> UiResult<GrantsView>;
+    /// Approves; answers the token's id.
+    async fn approve_grant(
+        &self,
+        op: &Operator,
+        id: String,
+        expires_min: u32,
+        multi_use: bool,
+    ) -> UiResult<String>;
+    /// Denies.
+    async fn deny_grant(&self, op: &Operator, id: String) -> UiResult<()>;
+    /// Revokes a token.
+    async fn revoke_grant(&self, op: &Operator, jti: String) -> UiResult<()>;
+}
+
+/// Browser sessions.
+#[async_trait::async_trait]
+pub trait SessionsBackend {
+    /// The list.
+    async fn sessions(&self, op: &Operator, filter: SessionFilter) -> UiResult<Vec<SessionView>>;
+    /// One session.
+    async fn session(&self, op: &Operator, id: String) -> UiResult<SessionDetail>;
+    /// Ends one.
+    async fn end_session(&self, op: &Operator, id: String) -> UiResult<()>;
+}
+
+/// The vault (metadata only).
+#[async_trait::async_trait]
+pub trait CredentialsBackend {
+    /// Every credential.
+    async fn credentials(&self, op: &Operator) -> UiResult<Vec<CredentialView>>;
+    /// Deletes one.
+    async fn delete_credential(&self, op: &Operator, tenant: String, domain: String)
+    -> UiResult<()>;
+}
+
+/// Tenants and API keys.
+#[async_trait::async_trait]
+pub trait TenantsBackend {
+    /// Tenants with their keys.
+    async fn tenants(&self, op: &Operator) -> UiResult<Vec<TenantView>>;
+    /// Creates a tenant.
+    async fn create_tenant(&self, op: &Operator, id: String, name: String) -> UiResult<()>;
+    /// Creates a key (shown once).
+    async fn create_api_key(&self, op: &Operator, tenant: String, label: String)
+    -> UiResult<NewApiKey>;
+    /// Revokes a key.
+    async fn revoke_api_key(&self, op: &Operator, id: String) -> UiResult<()>;
+}
+
+/// The whole control plane as the dashboard sees it.
+pub trait Dashboard:
+    AuthBackend
+    + HealthBackend
+    + AuditBackend
+    + GrantsBackend
+    + SessionsBackend
+    + CredentialsBackend
+    + TenantsBackend
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<T> Dashboard for T where
+    T: AuthBackend
+        + HealthBackend
+        + AuditBackend
+        + GrantsBackend
+        + SessionsBackend
+        + CredentialsBackend
+        + TenantsBackend
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+/// How the server provides its [`Dashboard`] to server functions.
+pub type DashboardHandle = Arc<dyn Dashboard>;
+
+/// The operator of this request, as the server's auth middleware found it.
+pub fn current_operator() -> Option<Operator> {
+    use_context::<http::request::Parts>().and_then(|p| p.extensions.get::<Operator>().cloned())
+}
+
+/// The backend and the calling operator, if their role allows `needed`;
+/// otherwise [`UiError::Unauthorized`] (not logged in) or
+/// [`UiError::Forbidden`] (audited as a refused attempt). `what` names the
+/// action in the refusal ("approve grants").
+pub async fn require(needed: Role, what: &str) -> UiResult<(DashboardHandle, Operator)> {
+    let ctl = use_context::<DashboardHandle>()
+        .ok_or_else(|| UiError::internal("the dashboard backend is not configured"))?;
+    let op = current_operator().ok_or(UiError::Unauthorized)?;
+    if !op.role.allows(needed) {
+        ctl.refused(&op, what).await;
+        return Err(UiError::forbidden(format!(
+            "{} may not {what} (needs the {needed} role)",
+            op.role
+        )));
+    }
+    Ok((ctl, op))
+}

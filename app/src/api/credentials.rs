@@ -1,0 +1,41 @@
+//! The vault's credentials, metadata only: no cookie value ever reaches
+//! the dashboard.
+
+use leptos::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use super::auth::Role;
+use crate::error::UiError;
+
+/// One stored credential (tenant + domain).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CredentialView {
+    /// Tenant.
+    pub tenant: String,
+    /// Exact host.
+    pub domain: String,
+    /// Cookies stored.
+    pub cookies: i64,
+    /// Unix ms of the first cookie to expire (None: session cookies only).
+    pub earliest_expiry: Option<i64>,
+    /// Unix ms.
+    pub refreshed_at: i64,
+    /// Unix ms.
+    pub last_injected_at: Option<i64>,
+    /// `import`, `refresh`.
+    pub source: String,
+}
+
+/// Every stored credential.
+#[server(prefix = "/ui/fn", endpoint = "list_credentials")]
+pub async fn list_credentials() -> Result<Vec<CredentialView>, UiError> {
+    let (ctl, op) = super::backend::require(Role::Viewer, "see credentials").await?;
+    ctl.credentials(&op).await
+}
+
+/// Deletes one tenant's credential for a domain.
+#[server(prefix = "/ui/fn", endpoint = "delete_credential")]
+pub async fn delete_credential(tenant: String, domain: String) -> Result<(), UiError> {
+    let (ctl, op) = super::backend::require(Role::Operator, "delete credentials").await?;
+    ctl.delete_credential(&op, tenant, domain).await
+}

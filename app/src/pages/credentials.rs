@@ -1,0 +1,80 @@
+//! Stored credentials per tenant and domain: metadata only, never a value.
+
+use leptos::prelude::*;
+
+use crate::api::auth::Role;
+use crate::api::credentials::{CredentialView, DeleteCredential, list_credentials};
+use crate::components::layout::Me;
+use crate::components::time::{now_ms, span, utc};
+use crate::components::{ActionError, ErrorView, on_change};
+
+/// The credentials page.
+#[component]
+pub fn Credentials() -> impl IntoView {
+    let delete = ServerAction::<DeleteCredential>::new();
+    let list = Resource::new(move || delete.version().get(), |_| list_credentials());
+    on_change(&["credentials"], move || list.refetch());
+    let error = Signal::derive(move || delete.value().get().and_then(Result::err));
+    let me = expect_context::<Me>();
+    view! {
+        <section class="page">
+            <h1>"Credentials"</h1>
+            <p class="muted">"Cookies live encrypted in the vault and reach a browser only through an approved grant. Values are never shown."</p>
+            <ActionError error/>
+            <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
+                {move || list.get().map(|r| match r {
+                    Err(e) => view! { <ErrorView error=e/> }.into_any(),
+                    Ok(rows) if rows.is_empty() => view! {
+                        <p class="empty" id="no-credentials">"The vault is empty. Import cookies with "<code>"cordon creds import"</code>"; refreshing through a live browser comes next."</p>
+                    }.into_any(),
+                    Ok(rows) => view! { <Table rows delete may=Signal::derive(move || me.may(Role::Operator))/> }.into_any(),
+                })}
+            </Transition>
+        </section>
+    }
+}
+
+#[component]
+fn Table(rows: Vec<CredentialView>, delete: ServerAction<DeleteCredential>, may: Signal<bool>) -> impl IntoView {
+    let now = now_ms();
+    view! {
+        <table class="list" id="credentials">
+            <thead><tr>
+                <th>"Tenant"</th><th>"Domain"</th><th>"Cookies"</th><th>"First expiry"</th>
+                <th>"Refreshed"</th><th>"Last injected"</th><th>"Source"</th><th><span class="sr-only">"Actions"</span></th>
+            </tr></thead>
+            <tbody>
+                {rows.into_iter().map(|c| {
+                    let expiry = match c.earliest_expiry {
+                        None => "session cookies only".to_owned(),
+                        Some(e) if e <= now => format!("expired {}", utc(e)),
+                        Some(e) => format!("in {} ({})", span(e - now), utc(e)),
+                    };
+                    let soon = c.earliest_expiry.is_some_and(|e| e - now < 7 * 86_400_000);
+                    let label = format!("Delete the credential of {} for {}", c.tenant, c.domain);
+                    let (form_tenant, form_domain) = (c.tenant.clone(), c.domain.clone());
+                    view! {
+                        <tr data-domain=c.domain.clone()>
+                            <td>{c.tenant.clone()}</td>
+                            <td><code>{c.domain.clone()}</code></td>
+                            <td class="num">{c.cookies}</td>
+                            <td class:warn=soon>{expiry}</td>
+                            <td>{utc(c.refreshed_at)}</td>
+                            <td>{c.last_injected_at.map_or_else(|| "never".to_owned(), utc)}</td>
+                            <td>{c.source.clone()}</td>
+                            <td class="actions">
+                                <button type="button" disabled title="Refreshing through a live, streamed browser arrives with the live view">"Refresh"</button>
+                                <ActionForm action=delete>
+                                    <input type="hidden" name="tenant" value=form_tenant/>
+                                    <input type="hidden" name="domain" value=form_domain/>
+                                    <button type="submit" class="danger" disabled=move || !may.get()
+                                        aria-label=label>"Delete"</button>
+                                </ActionForm>
+                            </td>
+                        </tr>
+                    }
+                }).collect_view()}
+            </tbody>
+        </table>
+    }
+}

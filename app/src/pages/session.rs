@@ -1,0 +1,108 @@
+//! One session: what it is, its audit trail, its egress log, and "End
+//! session" (audited with the operator's id). "Watch" belongs to the live
+//! view, which comes next.
+
+use leptos::prelude::*;
+use leptos_router::hooks::use_params_map;
+
+use crate::api::auth::Role;
+use crate::api::sessions::{EndSession, SessionDetail, get_session};
+use crate::components::layout::Me;
+use crate::components::time::utc;
+use crate::components::{ActionError, ErrorView, on_change};
+
+/// The session page.
+#[component]
+pub fn Session() -> impl IntoView {
+    let params = use_params_map();
+    let id = move || params.get().get("id").unwrap_or_default();
+    let end = ServerAction::<EndSession>::new();
+    let detail = Resource::new(move || (id(), end.version().get()), |(id, _)| get_session(id));
+    on_change(&["sessions"], move || detail.refetch());
+    let error = Signal::derive(move || end.value().get().and_then(Result::err));
+    let me = expect_context::<Me>();
+    view! {
+        <section class="page">
+            <p class="crumbs"><a href="/sessions">"Sessions"</a>" / "<code>{id}</code></p>
+            <ActionError error/>
+            <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
+                {move || detail.get().map(|r| match r {
+                    Err(e) => view! { <ErrorView error=e/> }.into_any(),
+                    Ok(d) => view! { <Detail d end may_end=Signal::derive(move || me.may(Role::Operator))/> }.into_any(),
+                })}
+            </Transition>
+        </section>
+    }
+}
+
+#[component]
+fn Detail(d: SessionDetail, end: ServerAction<EndSession>, may_end: Signal<bool>) -> impl IntoView {
+    let s = d.session;
+    let running = matches!(s.state.as_str(), "starting" | "ready");
+    let sid = s.id.clone();
+    view! {
+        <h1>"Session "<span class="badge" data-status=s.state.clone() id="session-state">{s.state.clone()}</span></h1>
+        <dl class="facts">
+            <dt>"Tenant"</dt><dd>{s.tenant.clone()}</dd>
+            <dt>"Mode"</dt><dd>{s.mode.clone()}{(!s.domains.is_empty()).then(|| format!(" ({})", s.domains.join(", ")))}</dd>
+            <dt>"Recording"</dt><dd>{s.record.clone()}" · "{d.screenshots}" screenshots kept"</dd>
+            <dt>"Started (UTC)"</dt><dd>{utc(s.created_at)}</dd>
+            <dt>"Ended (UTC)"</dt><dd>{s.closed_at.map_or_else(|| "—".to_owned(), utc)}{s.close_reason.clone().map(|r| format!(" · {r}"))}</dd>
+            <dt>"Tool calls"</dt><dd>{s.tool_calls}</dd>
+        </dl>
+        <div class="toolbar">
+            {running.then(|| view! {
+                <ActionForm action=end>
+                    <input type="hidden" name="id" value=sid/>
+                    <button type="submit" class="danger" id="end-session" disabled=move || !may_end.get()>"End session"</button>
+                </ActionForm>
+            })}
+            <button type="button" disabled title="The live view arrives with the streamed browser">"Watch (coming with the live view)"</button>
+        </div>
+        <h2>"Audit trail"</h2>
+        {if d.audit.is_empty() {
+            view! { <p class="empty">"No audited action yet."</p> }.into_any()
+        } else {
+            view! {
+                <table class="list audit" id="session-audit">
+                    <thead><tr><th>"Seq"</th><th>"Time (UTC)"</th><th>"Actor"</th><th>"Action"</th><th>"Params"</th><th>"Outcome"</th></tr></thead>
+                    <tbody>
+                        {d.audit.into_iter().map(|e| view! {
+                            <tr><td>{e.seq}</td><td>{e.ts}</td><td>{e.actor}</td><td>{e.action}</td><td><code>{e.params}</code></td><td>{e.outcome}</td></tr>
+                        }).collect_view()}
+                    </tbody>
+                </table>
+            }.into_any()
+        }}
+        <h2>"Egress"</h2>
+        {if d.egress.is_empty() {
+            view! { <p class="empty">"No connection through the egress guard."</p> }.into_any()
+        } else {
+            view! {
+                <table class="list" id="session-egress">
+                    <thead><tr><th>"Time (UTC)"</th><th>"Host"</th><th>"Decision"</th><th>"Reason"</th><th>"Sent"</th><th>"Received"</th></tr></thead>
+                    <tbody>
+                        {d.egress.into_iter().map(|e| view! {
+                            <tr>
+                                <td>{utc(e.ts)}</td>
+                                <td><code>{format!("{}:{}", e.host, e.port)}</code></td>
+                                <td><span class="badge" data-status=if e.allowed { "allowed" } else { "refused" }>{if e.allowed { "allowed" } else { "refused" }}</span></td>
+                                <td>{e.reason.unwrap_or_default()}</td>
+                                <td class="num">{bytes(e.bytes_up)}</td>
+                                <td class="num">{bytes(e.bytes_down)}</td>
+                            </tr>
+                        }).collect_view()}
+                    </tbody>
+                </table>
+            }.into_any()
+        }}
+    }
+}
+
+fn bytes(n: i64) -> String {
+    match n {
+        ..1024 => format!("{n} B"),
+        ..1_048_576 => format!("{:.1} KiB", n as f64 / 1024.0),
+        _ => format!("{:.1} MiB", n as f64 / 1_048_576.0),
+    }
+}

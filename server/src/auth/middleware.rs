@@ -1,0 +1,163 @@
+//! Who is asking: the dashboard session cookie → the operator, put into
+//! the request for pages, server functions and streams. Anonymous requests
+//! to pages are sent to `/login`; to server functions and streams they get
+//! `401` with the dashboard's error shape.
+
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Redirect, Response};
+use tower_sessions::cookie::SameSite;
+use tower_sessions::{Expiry, Session, SessionManagerLayer};
+
+use app::api::auth::Operator;
+use app::error::UiError;
+
+use super::session_store::{DbSessionStore, OPERATOR_KEY};
+use crate::domain::OperatorId;
+use crate::state::AppState;
+use crate::store::Store;
+use crate::time::now_ms;
+
+/// The session cookie's name.
+pub const COOKIE: &str = "cordon_session";
+/// When the operator logged in (Unix ms), for the absolute expiry.
+pub(crate) const LOGIN_AT_KEY: &str = "login_at";
+/// When the session was last extended (Unix ms).
+const SEEN_KEY: &str = "seen";
+/// The idle expiry is pushed back at most this often, so a busy page does
+/// not write the session row on every request.
+const EXTEND_EVERY_MS: i64 = 60_000;
+
+/// How dashboard sessions behave.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionSettings {
+    /// Set `Secure` on the cookie (the public URL is https).
+    pub secure: bool,
+    /// Idle expiry.
+    pub idle_minutes: u64,
+    /// Absolute expiry after login.
+    pub absolute_hours: u64,
+}
+
+/// The tower-sessions layer: cookie `cordon_session`, HttpOnly,
+/// SameSite=Strict, `Secure` on https, records in the database.
+pub fn session_layer(store: Store, s: SessionSettings) -> SessionManagerLayer<DbSessionStore> {
+    let idle = i64::try_from(s.idle_minutes).unwrap_or(30);
+    SessionManagerLayer::new(DbSessionStore(store))
+        .with_name(COOKIE)
+        .with_http_only(true)
+        .with_same_site(SameSite::Strict)
+        .with_secure(s.secure)
+        .with_path("/")
+        .with_expiry(Expiry::OnInactivity(time::Duration::minutes(idle)))
+}
+
+/// Paths anyone may load: the login and enrollment pages, their ceremony
+/// endpoints (which check the session themselves), the wasm bundle, CSS
+/// and static files, and everything that is not the dashboard.
+fn public(path: &str) -> bool {
+    matches!(path, "/login" | "/enroll" | "/favicon.svg")
+        || path.starts_with("/pkg/")
+        || path.starts_with("/ui/auth/")
+        || crate::edge::outside_dashboard(path)
+}
+
+/// The operator of a dashboard session, if it is valid: logged in, not
+/// past its absolute expiry, the operator still enabled. An invalid one
+/// is emptied (so its cookie is removed).
+pub(crate) async fn operator_of(
+    state: &AppState,
+    session: &Session,
+) -> Result<Option<Operator>, UiError> {
+    let unavailable = |e: tower_sessions::session::Error| UiError::Unavailable {
+        message: format!("dashboard sessions are unavailable: {e}"),
+    };
+    let Some(id) = session
+        .get::<String>(OPERATOR_KEY)
+        .await
+        .map_err(unavailable)?
+    else {
+        return Ok(None);
+    };
+    let login_at = session
+        .get::<i64>(LOGIN_AT_KEY)
+        .await
+        .map_err(unavailable)?
+        .unwrap_or(0);
+    let absolute_ms =
+        i64::try_from(state.settings.dashboard_session_hours).unwrap_or(12) * 3_600_000;
+    let now = now_ms();
+    let operator = match id.parse::<OperatorId>() {
+        Ok(id) if now - login_at < absolute_ms => state.auth.get(&id).await.map_err(UiError::from)?,
+        _ => None,
+    };
+    let Some(op) = operator.filter(|o| o.disabled_at.is_none()) else {
+        session.flush().await.map_err(unavailable)?;
+        return Ok(None);
+    };
+    let seen = session.get::<i64>(SEEN_KEY).await.map_err(unavailable)?;
+    if seen.is_none_or(|s| now - s > EXTEND_EVERY_MS) {
+        session.insert(SEEN_KEY, now).await.map_err(unavailable)?;
+    }
+    Ok(Some(Operator {
+        id: op.id.to_string(),
+        name: op.name,
+        role: op.role,
+    }))
+}
+
+/// The middleware: puts the [`Operator`] into the request, or refuses.
+pub async fn authenticate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+    let path = req.uri().path().to_owned();
+    if public(&path) {
+        return next.run(req).await;
+    }
+    let Some(session) = req.extensions().get::<Session>().cloned() else {
+        tracing::error!("no session layer in front of the auth middleware");
+        return ui_error(&UiError::internal("dashboard sessions are not configured"));
+    };
+    match operator_of(&state, &session).await {
+        Ok(Some(op)) => {
+            req.extensions_mut().insert(op);
+            next.run(req).await
+        }
+        Ok(None) if path.starts_with("/ui/") => ui_error(&UiError::Unauthorized),
+        Ok(None) => {
+            let next_path = req
+                .uri()
+                .path_and_query()
+                .map_or("/", |p| p.as_str())
+                .to_owned();
+            let mut url = url::Url::parse("http://x/login").expect("a valid URL");
+            if next_path != "/" {
+                url.query_pairs_mut().append_pair("next", &next_path);
+            }
+            let target = match url.query() {
+                Some(q) => format!("/login?{q}"),
+                None => "/login".to_owned(),
+            };
+            Redirect::to(&target).into_response()
+        }
+        Err(e) => ui_error(&e),
+    }
+}
+
+/// A [`UiError`] as an HTTP answer: its status, `{error: {code, message}}`
+/// plus the error itself under `ui` (what server functions decode).
+pub(crate) fn ui_error(e: &UiError) -> Response {
+    let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut body = serde_json::to_value(e).unwrap_or_default();
+    if let Some(obj) = body.as_object_mut() {
+        obj.insert(
+            "error".into(),
+            serde_json::json!({ "code": e.code(), "message": e.to_string() }),
+        );
+    }
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}

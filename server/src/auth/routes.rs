@@ -1,0 +1,232 @@
+//! The passkey ceremonies as JSON endpoints under `/ui/auth/` (the
+//! browser's WebAuthn API needs its options and answers in exactly these
+//! shapes), and logout. The ceremony state stays in the dashboard session
+//! between the two steps; a finished or failed step removes it, so a
+//! replayed answer finds none.
+
+use axum::Json;
+use axum::Router;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{FromRequest, Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::post;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+use tower_sessions::Session;
+use webauthn_rs::prelude::{PublicKeyCredential, RegisterPublicKeyCredential};
+
+use app::error::UiError;
+
+use super::Ceremony;
+use super::middleware::{LOGIN_AT_KEY, operator_of, ui_error};
+use super::session_store::OPERATOR_KEY;
+use crate::audit::{Actor, NewEvent};
+use crate::state::AppState;
+use crate::store::operators::OperatorRow;
+use crate::time::now_ms;
+
+const CEREMONY_KEY: &str = "ceremony";
+
+/// The ceremony endpoints.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/ui/auth/enroll/start", post(enroll_start))
+        .route("/ui/auth/enroll/finish", post(register_finish))
+        .route("/ui/auth/passkeys/start", post(add_start))
+        .route("/ui/auth/passkeys/finish", post(register_finish))
+        .route("/ui/auth/login/start", post(login_start))
+        .route("/ui/auth/login/finish", post(login_finish))
+        .route("/ui/auth/logout", post(logout))
+}
+
+/// An answer of these endpoints: JSON, or a [`UiError`].
+type Reply = Result<Response, Fail>;
+
+struct Fail(UiError);
+
+impl IntoResponse for Fail {
+    fn into_response(self) -> Response {
+        ui_error(&self.0)
+    }
+}
+
+impl<E: Into<UiError>> From<E> for Fail {
+    fn from(e: E) -> Self {
+        Self(e.into())
+    }
+}
+
+/// A JSON body; a malformed one is a [`UiError::Invalid`] naming the body.
+struct Body<T>(T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Body<T> {
+    type Rejection = Fail;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match Json::<T>::from_request(req, state).await {
+            Ok(Json(v)) => Ok(Self(v)),
+            Err(e) => Err(Fail(UiError::invalid("body", rejection_text(&e)))),
+        }
+    }
+}
+
+fn rejection_text(e: &JsonRejection) -> String {
+    let text = e.body_text();
+    text.chars().take(300).collect()
+}
+
+fn session_error(e: tower_sessions::session::Error) -> UiError {
+    UiError::Unavailable {
+        message: format!("dashboard sessions are unavailable: {e}"),
+    }
+}
+
+async fn put_ceremony(session: &Session, c: &Ceremony) -> Result<(), UiError> {
+    session
+        .insert(CEREMONY_KEY, c)
+        .await
+        .map_err(session_error)
+}
+
+async fn take_ceremony(session: &Session) -> Result<Ceremony, UiError> {
+    session
+        .remove::<Ceremony>(CEREMONY_KEY)
+        .await
+        .map_err(session_error)?
+        .ok_or_else(|| super::AuthError::NoCeremony.into())
+}
+
+fn ok_json(v: impl serde::Serialize) -> Reply {
+    Ok(Json(v).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EnrollStart {
+    token: String,
+    passkey_name: String,
+}
+
+async fn enroll_start(
+    State(state): State<AppState>,
+    session: Session,
+    Body(body): Body<EnrollStart>,
+) -> Reply {
+    let (options, ceremony) = state
+        .auth
+        .enroll_start(&body.token, &body.passkey_name)
+        .await?;
+    put_ceremony(&session, &ceremony).await?;
+    ok_json(options)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AddStart {
+    passkey_name: String,
+}
+
+async fn add_start(
+    State(state): State<AppState>,
+    session: Session,
+    Body(body): Body<AddStart>,
+) -> Reply {
+    let op = operator_of(&state, &session)
+        .await?
+        .ok_or(UiError::Unauthorized)?;
+    let id = op
+        .id
+        .parse()
+        .map_err(|_| UiError::internal("malformed operator id"))?;
+    let (options, ceremony) = state.auth.add_start(&id, &body.passkey_name).await?;
+    put_ceremony(&session, &ceremony).await?;
+    ok_json(options)
+}
+
+/// Finishes enrolling (logged in afterwards) or adding a passkey.
+async fn register_finish(
+    State(state): State<AppState>,
+    session: Session,
+    Body(credential): Body<RegisterPublicKeyCredential>,
+) -> Reply {
+    let ceremony = take_ceremony(&session).await?;
+    let enrolling = matches!(ceremony, Ceremony::Enroll { .. });
+    if let Ceremony::Add { operator, .. } = &ceremony {
+        // Adding needs the same operator still logged in.
+        let current = operator_of(&state, &session).await?;
+        if current.is_none_or(|o| o.id != operator.as_str()) {
+            return Err(Fail(UiError::Unauthorized));
+        }
+    }
+    let op = state.auth.register_finish(ceremony, &credential).await?;
+    if enrolling {
+        log_in(&state, &session, &op).await?;
+    }
+    ok_json(who(&op))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LoginStart {
+    name: String,
+}
+
+async fn login_start(
+    State(state): State<AppState>,
+    session: Session,
+    Body(body): Body<LoginStart>,
+) -> Reply {
+    let (options, ceremony) = state.auth.login_start(&body.name).await?;
+    put_ceremony(&session, &ceremony).await?;
+    ok_json(options)
+}
+
+async fn login_finish(
+    State(state): State<AppState>,
+    session: Session,
+    Body(credential): Body<PublicKeyCredential>,
+) -> Reply {
+    let ceremony = take_ceremony(&session).await?;
+    let op = state.auth.login_finish(ceremony, &credential).await?;
+    log_in(&state, &session, &op).await?;
+    ok_json(who(&op))
+}
+
+/// Makes `op` the session's operator under a fresh session id.
+async fn log_in(state: &AppState, session: &Session, op: &OperatorRow) -> Result<(), UiError> {
+    let _ = state;
+    session.cycle_id().await.map_err(session_error)?;
+    session
+        .insert(OPERATOR_KEY, op.id.as_str())
+        .await
+        .map_err(session_error)?;
+    session
+        .insert(LOGIN_AT_KEY, now_ms())
+        .await
+        .map_err(session_error)?;
+    Ok(())
+}
+
+fn who(op: &OperatorRow) -> serde_json::Value {
+    json!({ "id": op.id.as_str(), "name": op.name, "role": op.role.as_str() })
+}
+
+/// Ends the dashboard session; a form post is sent to the login page.
+async fn logout(State(state): State<AppState>, session: Session) -> Reply {
+    if let Some(op) = operator_of(&state, &session).await? {
+        state
+            .store
+            .audit_append(
+                NewEvent::new(Actor::Operator(op.id.clone()), "operator.logout").outcome("ok"),
+            )
+            .await
+            .map_err(|e| {
+                tracing::error!(error = %format!("{e:#}"), "failed to audit a logout");
+                UiError::internal("logging out failed on the server; see its log")
+            })?;
+    }
+    session.flush().await.map_err(session_error)?;
+    Ok((StatusCode::SEE_OTHER, Redirect::to("/login")).into_response())
+}

@@ -1,0 +1,75 @@
+//! The operator's own passkeys and the admin's operator list.
+
+use app::api::auth::{Invite, Operator, OperatorInfo, PasskeyInfo, Role};
+use app::api::backend::{AuthBackend, UiResult};
+use app::error::UiError;
+
+use super::actor;
+use crate::domain::OperatorId;
+use crate::state::AppState;
+use crate::store::operators::OperatorRow;
+
+fn info(o: OperatorRow) -> OperatorInfo {
+    OperatorInfo {
+        id: o.id.to_string(),
+        name: o.name,
+        role: o.role,
+        created_at: o.created_at,
+        disabled: o.disabled_at.is_some(),
+        last_login_at: o.last_login_at,
+        passkeys: o.passkeys,
+    }
+}
+
+fn operator_id(id: &str) -> UiResult<OperatorId> {
+    id.parse()
+        .map_err(|_| UiError::not_found(format!("operator {id:?}")))
+}
+
+#[async_trait::async_trait]
+impl AuthBackend for AppState {
+    async fn refused(&self, op: &Operator, what: &str) {
+        if let Ok(id) = op.id.parse::<OperatorId>() {
+            self.auth.refused(&id, what).await;
+        }
+    }
+
+    async fn my_passkeys(&self, op: &Operator) -> UiResult<Vec<PasskeyInfo>> {
+        Ok(self
+            .auth
+            .passkeys(&operator_id(&op.id)?)
+            .await?
+            .into_iter()
+            .map(|p| PasskeyInfo {
+                id: p.id.to_string(),
+                name: p.name,
+                created_at: p.created_at,
+                last_used_at: p.last_used_at,
+            })
+            .collect())
+    }
+
+    async fn remove_passkey(&self, op: &Operator, id: String) -> UiResult<()> {
+        Ok(self.auth.remove_passkey(&operator_id(&op.id)?, &id).await?)
+    }
+
+    async fn operators(&self, _op: &Operator) -> UiResult<Vec<OperatorInfo>> {
+        Ok(self.auth.list().await?.into_iter().map(info).collect())
+    }
+
+    async fn invite(&self, op: &Operator, name: String, role: Role) -> UiResult<Invite> {
+        let inv = self.auth.invite(&actor(op), &name, role).await?;
+        Ok(Invite {
+            operator: info(inv.operator),
+            link: inv.link,
+            expires_at: inv.expires_at,
+        })
+    }
+
+    async fn set_operator_enabled(&self, op: &Operator, id: String, enabled: bool) -> UiResult<()> {
+        self.auth
+            .set_disabled(&actor(op), &operator_id(&id)?, !enabled)
+            .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,61 @@
+//! The credentials page: metadata of the vault, never a cookie value.
+
+use app::api::auth::Operator;
+use app::api::backend::{CredentialsBackend, UiResult};
+use app::api::credentials::CredentialView;
+use app::error::UiError;
+
+use super::{actor, internal};
+use crate::domain::TenantId;
+use crate::state::AppState;
+use crate::store::vault::CredentialInfo;
+use crate::vault::{Domain, VaultError};
+
+/// A credential as the pages show it.
+pub(super) fn view(c: CredentialInfo) -> CredentialView {
+    CredentialView {
+        tenant: c.tenant_id,
+        domain: c.domain,
+        cookies: c.cookie_count,
+        earliest_expiry: c.earliest_expiry,
+        refreshed_at: c.last_refreshed_at,
+        last_injected_at: c.last_injected_at,
+        source: c.source,
+    }
+}
+
+#[async_trait::async_trait]
+impl CredentialsBackend for AppState {
+    async fn credentials(&self, _op: &Operator) -> UiResult<Vec<CredentialView>> {
+        Ok(self
+            .store
+            .vault_list(None)
+            .await
+            .map_err(|e| internal("listing credentials", e))?
+            .into_iter()
+            .map(view)
+            .collect())
+    }
+
+    async fn delete_credential(
+        &self,
+        op: &Operator,
+        tenant: String,
+        domain: String,
+    ) -> UiResult<()> {
+        let tenant: TenantId = tenant
+            .parse()
+            .map_err(|e: crate::domain::TenantIdError| UiError::invalid("tenant", e.to_string()))?;
+        let domain: Domain = domain
+            .parse()
+            .map_err(|e: crate::vault::DomainError| UiError::invalid("domain", e.to_string()))?;
+        match self.vault.delete(&actor(op), &tenant, &domain).await {
+            Ok(_) => Ok(()),
+            Err(VaultError::NotFound { .. }) => Err(UiError::not_found(format!(
+                "credential of {tenant} for {domain}"
+            ))),
+            Err(VaultError::UnknownTenant(t)) => Err(UiError::not_found(format!("tenant {t}"))),
+            Err(e) => Err(internal("deleting the credential", anyhow::anyhow!("{e}"))),
+        }
+    }
+}

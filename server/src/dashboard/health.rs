@@ -1,0 +1,94 @@
+//! The overview: health, what waits for operators, and what runs.
+
+use std::sync::Mutex;
+
+use app::api::audit::AuditVerification;
+use app::api::auth::Operator;
+use app::api::backend::{HealthBackend, UiResult};
+use app::api::credentials::CredentialView;
+use app::api::health::{RecordingUsage, SystemStatus};
+
+use super::internal;
+use crate::config::DatabaseKind;
+use crate::sandbox::chromium_runnable;
+use crate::state::AppState;
+use crate::time::{now_ms, rfc3339_ms};
+
+/// The last audit-chain verification run from the dashboard, shown on the
+/// overview (verifying a million events on every overview load is too slow).
+#[derive(Default)]
+pub struct LastVerification(pub Mutex<Option<AuditVerification>>);
+
+const WEEK_MS: i64 = 7 * 24 * 3600 * 1000;
+
+#[async_trait::async_trait]
+impl HealthBackend for AppState {
+    async fn status(&self, _op: &Operator) -> UiResult<SystemStatus> {
+        let database_ok = self.store.ping().await.is_ok();
+        let mut status = SystemStatus {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            database: match self.store.kind() {
+                DatabaseKind::Sqlite => "sqlite".into(),
+                DatabaseKind::Postgres => "postgres".into(),
+            },
+            database_ok,
+            chromium_path: self.settings.chromium_path.display().to_string(),
+            chromium_ok: chromium_runnable(&self.settings.chromium_path),
+            audit_events: 0,
+            checked_at: rfc3339_ms(now_ms()),
+            recordings: Vec::new(),
+            sessions: Vec::new(),
+            driver: self.sessions.driver_kind().as_str().to_owned(),
+            pool_ready: self.sessions.pool_ready() as u64,
+            pool_size: u64::from(self.settings.pool_size),
+            pending_grants: 0,
+            expiring: Vec::new(),
+            last_verification: self
+                .last_verification
+                .0
+                .lock()
+                .expect("verification lock")
+                .clone(),
+        };
+        if !database_ok {
+            return Ok(status);
+        }
+        let store = &self.store;
+        status.audit_events = store
+            .audit_head()
+            .await
+            .map_err(|e| internal("reading the audit head", e))?
+            .0;
+        let recorder = self.sessions.recorder();
+        status.recordings = store
+            .tenant_list()
+            .await
+            .map_err(|e| internal("listing tenants", e))?
+            .into_iter()
+            .map(|t| RecordingUsage {
+                used_bytes: recorder.usage(t.id.as_str()),
+                quota_bytes: recorder.quota_of(t.id.as_str()),
+                tenant: t.id.to_string(),
+            })
+            .collect();
+        status.sessions = store
+            .session_counts(now_ms() - 24 * 3600 * 1000)
+            .await
+            .map_err(|e| internal("counting sessions", e))?;
+        status.pending_grants = store
+            .grant_request_list(true)
+            .await
+            .map_err(|e| internal("listing grant requests", e))?
+            .len() as i64;
+        let soon = now_ms() + WEEK_MS;
+        status.expiring = store
+            .vault_list(None)
+            .await
+            .map_err(|e| internal("listing credentials", e))?
+            .into_iter()
+            .filter(|c| c.earliest_expiry.is_some_and(|e| e <= soon))
+            .map(super::credentials::view)
+            .collect::<Vec<CredentialView>>();
+        Ok(status)
+    }
+}

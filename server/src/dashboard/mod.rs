@@ -1,0 +1,40 @@
+//! The control plane as the dashboard's server functions see it: one file
+//! per area, each implementing that area's trait of `app::api::backend` on
+//! [`AppState`]. Every method is told which operator asks; role checks
+//! happen in the server functions before these run, and every change is
+//! audited with `actor = operator:<id>` by the domain service it calls.
+
+mod audit;
+mod auth;
+mod credentials;
+mod events;
+mod grants;
+mod health;
+mod sessions;
+mod tenants;
+
+use app::api::auth::Operator;
+use app::error::UiError;
+
+use crate::audit::Actor;
+
+pub use events::events;
+pub use health::LastVerification;
+
+/// The audit actor of an operator.
+fn actor(op: &Operator) -> Actor {
+    Actor::Operator(op.id.clone())
+}
+
+/// A fault the operator cannot fix: logged here once, shown as a short
+/// message.
+fn internal(what: &str, err: impl Into<anyhow::Error>) -> UiError {
+    let err = err.into();
+    tracing::error!(error = %format!("{err:#}"), "dashboard: {what} failed");
+    UiError::internal(format!("{what} failed; see the server log"))
+}
+
+/// `items` as a JSON array of strings, or empty if it is not one.
+fn json_list(items: &str) -> Vec<String> {
+    serde_json::from_str(items).unwrap_or_default()
+}

@@ -1,0 +1,146 @@
+//! The sessions list and a session's page.
+
+use app::api::auth::Operator;
+use app::api::backend::{SessionsBackend, UiResult};
+use app::api::sessions::{EgressView, SessionDetail, SessionFilter, SessionView};
+use app::error::UiError;
+
+use super::{internal, json_list};
+use crate::domain::{SessionId, SessionState, TenantId};
+use crate::sessions::SessionError;
+use crate::state::AppState;
+use crate::store::egress::Decision;
+use crate::store::sessions::SessionRow;
+
+/// The most sessions the list shows.
+const LIST_MAX: i64 = 200;
+
+fn view(r: SessionRow, activity: Option<&(i64, Option<String>)>) -> SessionView {
+    SessionView {
+        domains: json_list(&r.domains),
+        id: r.id,
+        tenant: r.tenant_id,
+        mode: r.credential_mode,
+        record: r.record,
+        state: r.state.as_str().to_owned(),
+        close_reason: r.close_reason.map(|c| c.as_str().to_owned()),
+        created_at: r.created_at,
+        last_activity_at: r.last_activity_at,
+        closed_at: r.closed_at,
+        tool_calls: activity.map_or(0, |a| a.0),
+        last_action: activity.and_then(|a| a.1.clone()),
+    }
+}
+
+#[async_trait::async_trait]
+impl SessionsBackend for AppState {
+    async fn sessions(&self, _op: &Operator, filter: SessionFilter) -> UiResult<Vec<SessionView>> {
+        let tenant = match filter.tenant.as_deref().filter(|t| !t.is_empty()) {
+            Some(t) => Some(
+                t.parse::<TenantId>()
+                    .map_err(|e| UiError::invalid("tenant", e.to_string()))?,
+            ),
+            None => None,
+        };
+        let state = match filter.state.as_deref().filter(|s| !s.is_empty()) {
+            Some(s) => Some(
+                s.parse::<SessionState>()
+                    .map_err(|e| UiError::invalid("state", e.to_string()))?,
+            ),
+            None => None,
+        };
+        let rows = self
+            .store
+            .session_list_filtered(tenant.as_ref().map(TenantId::as_str), state, LIST_MAX)
+            .await
+            .map_err(|e| internal("listing sessions", e))?;
+        let ids: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
+        let activity = self
+            .store
+            .session_activity(&ids)
+            .await
+            .map_err(|e| internal("reading session activity", e))?;
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                let a = activity.get(&r.id);
+                view(r, a)
+            })
+            .collect())
+    }
+
+    async fn session(&self, _op: &Operator, id: String) -> UiResult<SessionDetail> {
+        let not_found = || UiError::not_found(format!("session {id:?}"));
+        let sid: SessionId = id.parse().map_err(|_| not_found())?;
+        let row = self
+            .store
+            .session_find(sid.as_str())
+            .await
+            .map_err(|e| internal("reading the session", e))?
+            .ok_or_else(not_found)?;
+        let activity = self
+            .store
+            .session_activity(std::slice::from_ref(&row.id))
+            .await
+            .map_err(|e| internal("reading session activity", e))?;
+        let audit = self
+            .store
+            .audit_of_session(sid.as_str(), 500)
+            .await
+            .map_err(|e| internal("reading the session's audit trail", e))?;
+        let egress = match &row.sandbox_id {
+            Some(b) => self
+                .store
+                .egress_for_sandbox(b)
+                .await
+                .map_err(|e| internal("reading the egress log", e))?,
+            None => Vec::new(),
+        };
+        let dir = self.sessions.recorder().session_dir(&row.tenant_id, &row.id);
+        let screenshots = tokio::task::spawn_blocking(move || frames_in(&dir))
+            .await
+            .unwrap_or(0);
+        Ok(SessionDetail {
+            session: view(row.clone(), activity.get(&row.id)),
+            audit: audit.into_iter().map(super::audit::row).collect(),
+            egress: egress
+                .into_iter()
+                .map(|e| EgressView {
+                    ts: e.entry.ts,
+                    host: e.entry.host,
+                    port: i64::from(e.entry.port),
+                    allowed: e.entry.decision == Decision::Allowed,
+                    reason: e.entry.reason,
+                    bytes_up: i64::try_from(e.entry.bytes_up).unwrap_or(i64::MAX),
+                    bytes_down: i64::try_from(e.entry.bytes_down).unwrap_or(i64::MAX),
+                })
+                .collect(),
+            screenshots,
+        })
+    }
+
+    async fn end_session(&self, op: &Operator, id: String) -> UiResult<()> {
+        match self.sessions.end_by_operator(&id, &op.id).await {
+            Ok(()) => Ok(()),
+            Err(SessionError::NotFound) => Err(UiError::not_found(format!("session {id:?}"))),
+            Err(SessionError::Gone { state, .. }) => Err(UiError::conflict(format!(
+                "this session is {state} already"
+            ))),
+            Err(e) => Err(internal("ending the session", anyhow::anyhow!("{e}"))),
+        }
+    }
+}
+
+/// Screenshots kept in a session's folder (thumbnails not counted).
+fn frames_in(dir: &std::path::Path) -> i64 {
+    std::fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .filter_map(Result::ok)
+            .filter(|e| {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                !name.contains(".thumb.") && (name.ends_with(".png") || name.ends_with(".jpg"))
+            })
+            .count() as i64
+    })
+}

@@ -1,0 +1,95 @@
+//! Change notices for the dashboard: after the store commits a change that
+//! a page shows, it publishes the page's topic here; `/ui/events` streams
+//! them (Server-Sent Events) and pages refetch what they show. Notices
+//! carry no data, only "this area changed", so nothing secret can travel
+//! this way and a missed notice costs only freshness.
+
+use tokio::sync::broadcast;
+
+/// What changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Topic {
+    /// Sessions (opened, state changed, tool calls).
+    Sessions,
+    /// Grant requests and tokens.
+    Grants,
+    /// Stored credentials.
+    Credentials,
+    /// Tenants and API keys.
+    Tenants,
+    /// Operators and passkeys.
+    Operators,
+    /// The audit log grew.
+    Audit,
+}
+
+impl Topic {
+    /// The SSE event name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Sessions => "sessions",
+            Self::Grants => "grants",
+            Self::Credentials => "credentials",
+            Self::Tenants => "tenants",
+            Self::Operators => "operators",
+            Self::Audit => "audit",
+        }
+    }
+
+    /// The area an audited action belongs to, if a page shows it.
+    pub fn of_action(action: &str) -> Option<Self> {
+        let area = action.split('.').next().unwrap_or_default();
+        match area {
+            "session" | "tool" => Some(Self::Sessions),
+            "grant" => Some(Self::Grants),
+            "creds" | "vault" => Some(Self::Credentials),
+            "tenant" | "apikey" => Some(Self::Tenants),
+            "operator" => Some(Self::Operators),
+            _ => None,
+        }
+    }
+}
+
+/// The publishing side; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Changes(broadcast::Sender<Topic>);
+
+impl Default for Changes {
+    fn default() -> Self {
+        Self(broadcast::channel(256).0)
+    }
+}
+
+impl Changes {
+    /// Tells listeners that `topic` changed (nobody listening is fine).
+    pub fn publish(&self, topic: Topic) {
+        let _ = self.0.send(topic);
+    }
+
+    /// A new listener.
+    pub fn subscribe(&self) -> broadcast::Receiver<Topic> {
+        self.0.subscribe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn actions_map_to_the_pages_that_show_them() {
+        assert_eq!(Topic::of_action("tool.navigate"), Some(Topic::Sessions));
+        assert_eq!(Topic::of_action("grant.approve"), Some(Topic::Grants));
+        assert_eq!(Topic::of_action("apikey.create"), Some(Topic::Tenants));
+        assert_eq!(Topic::of_action("audit.verify"), None);
+    }
+
+    #[tokio::test]
+    async fn listeners_hear_what_is_published_after_they_subscribed() {
+        let c = Changes::default();
+        c.publish(Topic::Audit);
+        let mut rx = c.subscribe();
+        c.publish(Topic::Grants);
+        assert_eq!(rx.recv().await.unwrap(), Topic::Grants);
+    }
+}

@@ -46,6 +46,7 @@ pub struct Application {
     router: Router,
     state: AppState,
     enrollment: Option<Invitation>,
+    dashboard_url: url::Url,
 }
 
 impl Application {
@@ -156,6 +157,7 @@ impl Application {
             router,
             state,
             enrollment,
+            dashboard_url,
         })
     }
 
@@ -184,7 +186,7 @@ impl Application {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
         let addr = self.local_addr();
-        tracing::info!(%addr, "cordon listening; dashboard at http://{addr}/");
+        tracing::info!(%addr, dashboard = %self.dashboard_url, "cordon listening; dashboard at {}", self.dashboard_url);
         axum::serve(self.listener, self.router)
             .with_graceful_shutdown(shutdown)
             .await

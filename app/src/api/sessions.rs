@@ -3,6 +3,7 @@
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
+#[cfg(feature = "ssr")]
 use super::auth::Role;
 use crate::error::UiError;
 

@@ -187,10 +187,8 @@ fn checked_login(name: &str) -> Result<String, AuthError> {
 }
 
 fn cred_id_of(passkey: &Passkey) -> anyhow::Result<String> {
-    match serde_json::to_value(passkey.cred_id())? {
-        serde_json::Value::String(s) => Ok(s),
-        other => anyhow::bail!("unexpected credential id form {other}"),
-    }
+    use base64::Engine;
+    Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(passkey.cred_id()))
 }
 
 impl Auth {

@@ -3,6 +3,7 @@
 mod admin;
 mod creds;
 mod grants;
+mod operators;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -58,6 +59,11 @@ pub enum Command {
         #[command(subcommand)]
         command: TenantCommand,
     },
+    /// Manage dashboard operators (passkey login; no passwords).
+    Operator {
+        #[command(subcommand)]
+        command: OperatorCommand,
+    },
     /// Manage agent API keys.
     Apikey {
         #[command(subcommand)]
@@ -105,6 +111,33 @@ pub enum ApikeyCommand {
     Revoke {
         /// The key's id (`k_…`).
         id: ApiKeyId,
+    },
+}
+
+/// `cordon operator …`
+#[derive(Debug, Subcommand)]
+pub enum OperatorCommand {
+    /// Create an operator and print a one-time enrollment link (valid one
+    /// hour) where they register a passkey.
+    Invite {
+        /// Login name (letters, digits, `.`, `_`, `-`, `@`).
+        name: String,
+        /// `admin`, `operator` or `viewer`.
+        #[arg(long, default_value = "operator")]
+        role: app::api::auth::Role,
+    },
+    /// List operators, their roles and whether they are enrolled.
+    List,
+    /// Disable an operator: they cannot log in, and their dashboard
+    /// sessions end at once.
+    Disable {
+        /// Login name.
+        name: String,
+    },
+    /// Enable a disabled operator again.
+    Enable {
+        /// Login name.
+        name: String,
     },
 }
 
@@ -282,6 +315,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let store = open(&settings).await?;
             admin::tenant(&store, command).await?;
             store.close().await;
+        }
+        Command::Operator { command } => {
+            let store = open(&settings).await?;
+            let res = operators::operator(&store, &settings, command).await;
+            store.close().await;
+            res?;
         }
         Command::Apikey { command } => {
             let store = open(&settings).await?;

@@ -1,0 +1,30 @@
+import { chromium } from 'playwright-core';
+import { readFileSync } from 'node:fs';
+const link = readFileSync('/tmp/e2e1/out.txt','utf8').match(/http:\/\/\S+/)[0];
+const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--no-sandbox'] });
+const context = await browser.newContext();
+const page = await context.newPage();
+page.on('console', m => console.log('console:', m.text()));
+page.on('pageerror', e => console.log('pageerror:', e.message));
+const cdp = await context.newCDPSession(page);
+await cdp.send('WebAuthn.enable');
+await cdp.send('WebAuthn.addVirtualAuthenticator', { options: { protocol: 'ctap2', transport: 'internal', hasResidentKey: true, hasUserVerification: true, isUserVerified: true, automaticPresenceSimulation: true } });
+await page.goto(link);
+await page.click('#enroll-submit');
+await page.waitForURL('http://localhost:18080/', { timeout: 15000 }).catch(async e => { console.log('status:', await page.textContent('[data-passkey-status]')); });
+await page.waitForSelector('#whoami', { timeout: 15000 });
+console.log('whoami:', await page.textContent('#whoami'));
+await page.screenshot({ path: '/tmp/e2e1/overview.png', fullPage: true });
+for (const p of ['/sessions','/grants','/credentials','/audit','/tenants','/operators','/account']) {
+  await page.goto('http://localhost:18080' + p);
+  await page.waitForSelector('body[data-hydrated="true"]', { timeout: 15000 });
+  await page.waitForTimeout(500);
+  await page.screenshot({ path: `/tmp/e2e1${p.replace('/','_')}.png`, fullPage: true });
+}
+await page.click('#logout');
+await page.waitForURL(/login/);
+await page.fill('#login-name', 'admin');
+await page.click('#login-submit');
+await page.waitForURL('http://localhost:18080/', { timeout: 15000 }).catch(async e => { console.log('status:', await page.textContent('[data-passkey-status]')); });
+console.log('after login:', page.url());
+await browser.close();

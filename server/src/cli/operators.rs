@@ -1,0 +1,51 @@
+//! `cordon operator …`, through the auth service.
+
+use super::*;
+use crate::auth::Auth;
+use crate::time::rfc3339_ms;
+
+pub(super) async fn operator(
+    store: &Store,
+    settings: &Settings,
+    command: OperatorCommand,
+) -> anyhow::Result<()> {
+    let auth = Auth::new(store.clone(), &settings.dashboard_url(settings.bind.port()))?;
+    match command {
+        OperatorCommand::Invite { name, role } => {
+            let inv = auth.invite(&Actor::Cli, &name, role).await?;
+            eprintln!(
+                "Operator {} ({}) created. Send them this one-time link (valid until {}):",
+                inv.operator.name,
+                role,
+                rfc3339_ms(inv.expires_at)
+            );
+            println!("{}", inv.link);
+        }
+        OperatorCommand::List => {
+            for o in auth.list().await? {
+                let state = if o.disabled_at.is_some() {
+                    "disabled"
+                } else if o.passkeys == 0 {
+                    "not-enrolled"
+                } else {
+                    "active"
+                };
+                println!(
+                    "{}\t{}\t{}\t{}\t{} passkey(s)",
+                    o.id, o.name, o.role, state, o.passkeys
+                );
+            }
+        }
+        OperatorCommand::Disable { name } => {
+            let op = auth.by_name(&name).await?;
+            auth.set_disabled(&Actor::Cli, &op.id, true).await?;
+            println!("operator {name} disabled; their dashboard sessions have ended");
+        }
+        OperatorCommand::Enable { name } => {
+            let op = auth.by_name(&name).await?;
+            auth.set_disabled(&Actor::Cli, &op.id, false).await?;
+            println!("operator {name} enabled");
+        }
+    }
+    Ok(())
+}

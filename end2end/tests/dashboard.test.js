@@ -1,19 +1,38 @@
-// The dashboard shell, served by a real Cordon and driven in a real Chromium.
+// The operator dashboard, served by a real Cordon and driven in a real
+// Chromium with a virtual passkey authenticator: enroll, log in, and do an
+// operator's work while agents use the API.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { join } from 'node:path';
-import { cordon, freshDataDir, startCordon, launchBrowser, removeDir } from './helpers.js';
+import { mkdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import {
+  agentApi, cordon, enroll, freshDataDir, launchBrowser, live, login, operatorPage,
+  removeDir, startCordon, waitFor,
+} from './helpers.js';
 
-let dataDir, server, browser;
+let dataDir, server, browser, admin, key;
+
+// Screenshots for the README's operator guide, when asked for.
+const shots = process.env.CORDON_E2E_SCREENSHOTS
+  ? resolve(fileURLToPath(new URL('.', import.meta.url)), '..', '..', 'docs', 'screenshots')
+  : null;
+async function shot(page, name) {
+  if (!shots) return;
+  mkdirSync(shots, { recursive: true });
+  await page.screenshot({ path: join(shots, `${name}.png`) });
+}
 
 before(async () => {
   dataDir = freshDataDir();
-  // Two audited actions through the CLI, so the audit page has rows.
   cordon(dataDir, ['tenant', 'create', 'acme', '--name', 'Acme Corp']);
-  cordon(dataDir, ['tenant', 'create', 'globex']);
+  key = cordon(dataDir, ['apikey', 'create', '--tenant', 'acme', '--label', 'e2e agent']).trim();
   server = await startCordon(dataDir);
   browser = await launchBrowser();
+  assert.ok(server.enrollLink, 'serve printed no enrollment link');
+  admin = await operatorPage(browser);
+  await admin.page.setViewportSize({ width: 1280, height: 800 });
+  await enroll(admin.page, server.enrollLink, server.url);
 });
 
 after(async () => {
@@ -22,94 +41,115 @@ after(async () => {
   if (dataDir) removeDir(dataDir);
 });
 
-async function hydratedPage(path) {
-  const page = await browser.newPage();
-  const errors = [];
-  page.on('pageerror', (e) => errors.push(e));
-  await page.goto(server.url + path);
-  await page.waitForSelector('body[data-hydrated="true"]', { timeout: 20_000 });
-  return { page, errors };
-}
-
-test('the overview renders on the server and shows the health checks', async () => {
-  const res = await fetch(server.url + '/');
-  assert.equal(res.status, 200);
-  const html = await res.text();
-  assert.match(html, /<h1>Overview<\/h1>/);
-  const { page, errors } = await hydratedPage('/');
-  await page.waitForSelector('#status');
+test('the overview shows health and what waits for operators', async () => {
+  const { page } = admin;
+  await page.goto(server.url + '/');
+  await live(page);
+  await page.waitForSelector('#tiles');
   assert.equal(await page.textContent('[data-check="database"]'), 'ok');
-  assert.equal(await page.textContent('[data-check="chromium"]'), 'ok');
-  assert.match(await page.textContent('#status'), /sqlite/);
-  // Each tenant's recordings against its disk quota.
-  await page.waitForSelector('#recordings');
-  for (const tenant of ['acme', 'globex']) {
-    assert.match(
-      await page.textContent(`#recordings tr[data-tenant="${tenant}"]`),
-      /0\.0 MiB of 2048\.0 MiB/,
-    );
+  assert.match(await page.textContent('#tile-pool'), /sandbox driver: (bwrap|process)/);
+  assert.match(await page.textContent('#whoami'), /admin/);
+  await shot(page, 'overview');
+});
+
+test('a session appears in the live list when an agent opens it and leaves it when it closes', async () => {
+  const { page } = admin;
+  await page.goto(server.url + '/sessions');
+  await live(page);
+  await page.waitForSelector('#no-sessions');
+  const opened = await agentApi(server.url, key, 'POST', '/api/sessions', {});
+  assert.equal(opened.status, 201, JSON.stringify(opened.json));
+  const id = opened.json.session_id;
+  const row = `#sessions tr[data-session="${id}"]`;
+  // No reload: the row arrives through the change stream.
+  await page.waitForSelector(row, { timeout: 30_000 });
+  assert.match(await page.textContent(row), /acme/);
+  await shot(page, 'sessions');
+  const closed = await agentApi(server.url, key, 'DELETE', `/api/sessions/${id}`);
+  assert.equal(closed.status, 200, JSON.stringify(closed.json));
+  await page.waitForSelector(row, { state: 'detached', timeout: 30_000 });
+  await page.waitForSelector('#no-sessions');
+});
+
+test('an operator ends a session from its page, audited with their id', async () => {
+  const { page } = admin;
+  const opened = await agentApi(server.url, key, 'POST', '/api/sessions', {});
+  assert.equal(opened.status, 201, JSON.stringify(opened.json));
+  const id = opened.json.session_id;
+  await page.goto(`${server.url}/sessions/${id}`);
+  await live(page);
+  await page.waitForSelector('#end-session:not([disabled])');
+  await page.click('#end-session');
+  await waitFor('the session to end', async () =>
+    /closed|closing/.test(await page.textContent('#session-state')));
+  const after = await agentApi(server.url, key, 'GET', `/api/sessions/${id}`);
+  assert.equal(after.json.close_reason, 'operator', JSON.stringify(after.json));
+  await page.waitForSelector('#session-audit');
+  const trail = await page.textContent('#session-audit');
+  assert.match(trail, /operator:op_/);
+  assert.match(trail, /session\.close/);
+});
+
+test('approving a grant request hands the token to the polling agent; deny and revoke work too', async () => {
+  const { page } = admin;
+  await page.goto(server.url + '/grants');
+  await live(page);
+  const ask = async (domain) => {
+    const r = await agentApi(server.url, key, 'POST', '/api/grants/requests',
+      { domains: [domain], reason: `e2e wants ${domain}` });
+    assert.equal(r.status, 201, JSON.stringify(r.json));
+    return r.json.request_id;
+  };
+  const approved = await ask('approve.test');
+  const denied = await ask('deny.test');
+  // Both show up without a reload.
+  await page.waitForSelector(`#pending [data-request="${approved}"]`);
+  await page.waitForSelector(`#pending [data-request="${denied}"]`);
+  await shot(page, 'grants');
+
+  const card = page.locator(`#pending [data-request="${approved}"]`);
+  await card.locator('select[name="expires_min"]').selectOption('60');
+  await card.locator('button.approve').click();
+  await page.waitForSelector(`#pending [data-request="${approved}"]`, { state: 'detached' });
+  const polled = await waitFor('the token to reach the agent', async () => {
+    const r = await agentApi(server.url, key, 'GET', `/api/grants/requests/${approved}`);
+    return r.json.grant_token ? r.json : null;
+  });
+  assert.match(polled.grant_token, /^cgt_/);
+  assert.equal(polled.state, 'approved');
+
+  await page.locator(`#pending [data-request="${denied}"] button.deny`).click();
+  await page.waitForSelector(`#pending [data-request="${denied}"]`, { state: 'detached' });
+  const d = await agentApi(server.url, key, 'GET', `/api/grants/requests/${denied}`);
+  assert.equal(d.json.state, 'denied');
+  assert.equal(d.json.grant_token, undefined);
+
+  // Revoke the issued token: the agent's next use of it fails.
+  const tokenRow = page.locator(`#tokens tr[data-jti="${polled.jti}"]`);
+  await tokenRow.locator('button.revoke').click();
+  await waitFor('the token to show revoked', async () =>
+    /revoked/.test(await tokenRow.textContent()));
+  const use = await agentApi(server.url, key, 'POST', '/api/sessions', {
+    credential_mode: 'operator', domains: ['approve.test'], grant_token: polled.grant_token,
+  });
+  assert.equal(use.status, 403, JSON.stringify(use.json));
+  assert.equal(use.json.error.code, 'grant_revoked');
+});
+
+test('the audit log filters by action and pages through the results without offsets', async () => {
+  const { page } = admin;
+  // Enough events to page: twelve tool calls on one session.
+  const opened = await agentApi(server.url, key, 'POST', '/api/sessions', {});
+  const id = opened.json.session_id;
+  for (let i = 0; i < 12; i++) {
+    const r = await agentApi(server.url, key, 'POST', `/api/sessions/${id}/snapshot`, {});
+    assert.equal(r.status, 200, JSON.stringify(r.json));
   }
-  assert.deepEqual(errors, []);
-  await page.close();
-});
-
-test('after hydration "Check again" re-runs the checks in place', async () => {
-  const { page } = await hydratedPage('/');
-  await page.waitForSelector('#checked-at');
-  const first = await page.textContent('#checked-at');
-  assert.equal(await page.textContent('#check-count'), 'checks: 1');
-  await page.waitForTimeout(5); // the timestamp has millisecond resolution
-  await page.click('#recheck');
-  await page.waitForFunction((t) => document.querySelector('#checked-at')?.textContent !== t, first);
-  assert.equal(await page.textContent('#check-count'), 'checks: 2');
-  await page.close();
-});
-
-test('the navigation toggle collapses the sidebar', async () => {
-  const { page } = await hydratedPage('/');
-  const toggle = page.locator('button.nav-toggle');
-  assert.equal(await toggle.getAttribute('aria-expanded'), 'true');
-  await toggle.click();
-  assert.equal(await toggle.getAttribute('aria-expanded'), 'false');
-  assert.equal(await page.locator('nav.sidebar').isVisible(), false);
-  await page.close();
-});
-
-test('client-side navigation reaches the audit log, which lists events newest first', async () => {
-  const { page } = await hydratedPage('/');
-  await page.click('nav >> text=Audit log');
+  await agentApi(server.url, key, 'DELETE', `/api/sessions/${id}`);
+  await page.goto(`${server.url}/audit?session=${id}&action=tool.`);
   await page.waitForSelector('#audit-events');
-  assert.equal(new URL(page.url()).pathname, '/audit');
-  const actions = await page.$$eval('#audit-events tbody tr', (rows) =>
-    rows.map((r) => [...r.children].map((td) => td.textContent)));
-  assert.equal(actions.length >= 2, true, JSON.stringify(actions));
-  // Columns: seq, ts, tenant, session, actor, action, params, outcome, hash.
-  assert.equal(actions[0][2], 'globex');
-  assert.equal(actions[1][2], 'acme');
-  assert.equal(actions[1][5], 'tenant.create');
-  assert.equal(actions[1][4], 'cli');
-  await page.close();
-});
-
-test('verifying the audit chain reports it intact, then names a tampered row', async () => {
-  const { page } = await hydratedPage('/audit');
-  await page.click('#verify');
-  await page.waitForFunction(() => /Chain/.test(document.querySelector('#verify-result')?.textContent));
-  assert.match(await page.textContent('#verify-result'), /Chain intact: 2 events verified/);
-
-  // An attacker with write access to the database file edits event 1.
-  const db = join(dataDir, 'cordon.db');
-  execFileSync('sqlite3', [db,
-    "DROP TRIGGER audit_events_no_update; UPDATE audit_events SET params = '{\"name\":\"Evil\"}' WHERE seq = 1;"]);
-
-  await page.click('#verify');
-  await page.waitForFunction(() => /broken/.test(document.querySelector('#verify-result')?.textContent));
-  assert.match(await page.textContent('#verify-result'), /Chain broken at seq 1/);
-  await page.close();
-});
-
-test('an unknown page answers 404 with the dashboard frame', async () => {
-  const res = await fetch(server.url + '/no-such-page');
-  assert.equal(res.status, 404);
-  assert.match(await res.text(), /Not found/);
+  const actions = await page.$$eval('#audit-events tbody tr td:nth-child(6)', (tds) => tds.map((t) => t.textContent));
+  assert.equal(actions.length, 12, JSON.stringify(actions));
+  assert.ok(actions.every((a) => a === 'tool.snapshot'), JSON.stringify(actions));
+  await shot(page, 'audit');
 });

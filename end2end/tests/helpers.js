@@ -26,7 +26,9 @@ export function freshDataDir() {
   return mkdtempSync(join(tmpdir(), 'cordon-e2e-'));
 }
 
-/** Starts the server; resolves with `{ url, stop }` once it listens. */
+/** Starts the server; resolves with `{ url, enrollLink, stop }` once it
+ * listens. `url` uses `localhost` (passkeys need a host name); `enrollLink`
+ * is the first admin's one-time link `serve` printed, if it printed one. */
 export async function startCordon(dataDir) {
   const child = spawn(cordonBin, ['serve'], {
     cwd: root,
@@ -41,8 +43,10 @@ export async function startCordon(dataDir) {
       CORDON_POOL_SIZE: '1',
       CORDON_SITE_ROOT: join(root, 'target', 'site'),
     },
-    stdio: ['ignore', 'ignore', 'pipe'],
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
+  let stdout = '';
+  child.stdout.on('data', (chunk) => { stdout += chunk; });
   const url = await new Promise((resolveUrl, reject) => {
     let buf = '';
     const timer = setTimeout(() => reject(new Error(`cordon did not start: ${buf}`)), 30_000);
@@ -53,7 +57,7 @@ export async function startCordon(dataDir) {
           const ev = JSON.parse(line);
           if (ev.addr && String(ev.message).includes('listening')) {
             clearTimeout(timer);
-            resolveUrl(`http://${ev.addr}`);
+            resolveUrl(`http://localhost:${ev.addr.split(':').pop()}`);
           }
         } catch { /* partial line */ }
       }
@@ -66,7 +70,11 @@ export async function startCordon(dataDir) {
     child.kill('SIGTERM');
     await exited;
   };
-  return { url, stop, child };
+  // The link is printed before "listening"; give stdout a moment to arrive.
+  const deadline = Date.now() + 5_000;
+  while (!/enroll#/.test(stdout) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  const enrollLink = stdout.match(/http:\/\/\S+\/enroll#\S+/)?.[0];
+  return { url, stop, child, enrollLink };
 }
 
 /** Launches Debian's Chromium through Playwright. */
@@ -81,4 +89,83 @@ export async function launchBrowser() {
 /** Removes a data dir made by `freshDataDir`. */
 export function removeDir(dir) {
   rmSync(dir, { recursive: true, force: true });
+}
+
+/** A browser context whose page has a virtual passkey authenticator (CDP
+ * `WebAuthn.addVirtualAuthenticator`) that says yes to every prompt. */
+export async function operatorPage(browser) {
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(e));
+  const cdp = await context.newCDPSession(page);
+  await cdp.send('WebAuthn.enable');
+  await cdp.send('WebAuthn.addVirtualAuthenticator', {
+    options: {
+      protocol: 'ctap2', transport: 'internal', hasResidentKey: true,
+      hasUserVerification: true, isUserVerified: true, automaticPresenceSimulation: true,
+    },
+  });
+  return { context, page, errors };
+}
+
+/** Opens an enrollment link, creates a passkey, and waits until logged in. */
+export async function enroll(page, link, origin) {
+  await page.goto(link);
+  await page.click('#enroll-submit');
+  await page.waitForURL(`${origin}/`, { timeout: 30_000 });
+  await page.waitForSelector('#whoami', { timeout: 30_000 });
+}
+
+/** Logs in as `name` with the page's passkey. */
+export async function login(page, origin, name) {
+  await page.goto(`${origin}/login`);
+  await page.fill('#login-name', name);
+  await page.click('#login-submit');
+  await page.waitForURL(`${origin}/`, { timeout: 30_000 });
+  await page.waitForSelector('#whoami', { timeout: 30_000 });
+}
+
+/** Waits for a page to be hydrated and its change stream to be up. */
+export async function live(page) {
+  await page.waitForSelector('body[data-hydrated="true"]', { timeout: 30_000 });
+  await page.waitForSelector('body[data-live="true"]', { timeout: 30_000 });
+}
+
+/** Calls a server function the way a page does (form-encoded POST) with
+ * the page's cookies and Origin; answers `{ status, body }`. */
+export async function serverFn(page, name, fields, origin) {
+  return page.evaluate(async ([name, fields]) => {
+    const res = await fetch(`/ui/fn/${name}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams(fields).toString(),
+    });
+    return { status: res.status, body: await res.text() };
+  }, [name, fields, origin]);
+}
+
+/** The agent API with a bearer key. */
+export async function agentApi(url, key, method, path, body) {
+  const res = await fetch(url + path, {
+    method,
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  let json;
+  try { json = JSON.parse(text); } catch { json = text; }
+  return { status: res.status, json };
+}
+
+/** Polls `check` (async, returns a truthy value when done) until `ms`. */
+export async function waitFor(what, check, ms = 30_000) {
+  const deadline = Date.now() + ms;
+  let last;
+  while (Date.now() < deadline) {
+    last = await check();
+    if (last) return last;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(last)}`);
 }

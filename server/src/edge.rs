@@ -9,7 +9,8 @@
 //! - Every error under `/api/` is the API's JSON shape, whoever produced it
 //!   (a 413 from the body limit, a query string that does not parse, a
 //!   method the route does not have).
-//! - A server function's bad arguments answer 400, not server_fn's 500.
+//! - A server function's error answers with its `UiError`'s status, not
+//!   server_fn's 500.
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -186,8 +187,10 @@ pub async fn json_errors(req: Request, next: Next) -> Response {
     out
 }
 
-/// A server function whose arguments do not parse or are out of range
-/// (`ServerFnError::Args`) answers 400, not server_fn's 500.
+/// A server function's error answers with its [`UiError`]'s status
+/// (401, 403, 404, 400, 409, 503), not server_fn's blanket 500: the error
+/// is decoded from the body server_fn wrote, so every server function and
+/// every argument error gets it in one place.
 pub async fn server_fn_status(req: Request, next: Next) -> Response {
     if !req.uri().path().starts_with("/ui/fn/") {
         return next.run(req).await;
@@ -200,8 +203,11 @@ pub async fn server_fn_status(req: Request, next: Next) -> Response {
     let bytes = axum::body::to_bytes(body, 64 * 1024)
         .await
         .unwrap_or_default();
-    if bytes.starts_with(b"Args|") || bytes.starts_with(b"Deserialization|") {
-        parts.status = StatusCode::BAD_REQUEST;
+    if let Ok(e) = serde_json::from_slice::<app::error::UiError>(&bytes) {
+        parts.status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        parts
+            .headers
+            .insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
     }
     Response::from_parts(parts, axum::body::Body::from(bytes))
 }

@@ -79,9 +79,12 @@ pub struct SessionDetail {
 
 /// The sessions list.
 #[server(prefix = "/ui/fn", endpoint = "list_sessions")]
-pub async fn list_sessions(filter: SessionFilter) -> Result<Vec<SessionView>, UiError> {
+pub async fn list_sessions(
+    tenant: Option<String>,
+    state: Option<String>,
+) -> Result<Vec<SessionView>, UiError> {
     let (ctl, op) = super::backend::require(Role::Viewer, "see sessions").await?;
-    ctl.sessions(&op, filter).await
+    ctl.sessions(&op, SessionFilter { tenant, state }).await
 }
 
 /// One session with its audit trail and egress log.

@@ -29,7 +29,7 @@ pub fn Sessions() -> impl IntoView {
             state: q.get("state").filter(|s| !s.is_empty()),
         }
     };
-    let list = Resource::new(filter, list_sessions);
+    let list = Resource::new(filter, |f| list_sessions(f.tenant, f.state));
     on_change(&["sessions"], move || list.refetch());
     view! {
         <section class="page">

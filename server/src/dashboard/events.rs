@@ -21,7 +21,7 @@ pub async fn events(State(state): State<AppState>) -> Sse<impl Stream<Item = Res
     let mut rx = state.store.changes().subscribe();
     let stream = async_stream(move |tx| async move {
         // A first event, so the page knows the stream is up.
-        if tx.send(Event::default().event("ready").data("")).await.is_err() {
+        if tx.send(Event::default().event("ready").data("ready")).await.is_err() {
             return;
         }
         loop {
@@ -45,7 +45,7 @@ pub async fn events(State(state): State<AppState>) -> Sse<impl Stream<Item = Res
                 }
             }
             for t in topics {
-                if tx.send(Event::default().event(t.as_str()).data("")).await.is_err() {
+                if tx.send(Event::default().event(t.as_str()).data(t.as_str())).await.is_err() {
                     return;
                 }
             }

@@ -4,7 +4,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use app::api::auth::Role;
 use cordon::config::Settings;
+use cordon::domain::OperatorId;
+use cordon::store::operators::OperatorRow;
 use cordon::startup::Application;
 use cordon::state::AppState;
 use cordon::store::Store;
@@ -194,6 +197,72 @@ impl TestApp {
 
     pub async fn get(&self, path: &str) -> reqwest::Response {
         self.http.get(self.url(path)).send().await.expect("request")
+    }
+
+    /// An operator with `role` and a dashboard session for them, as a
+    /// passkey login leaves it (the ceremony itself is proven by the
+    /// end-to-end tests in a real browser): answers the operator's id and
+    /// the `Cookie` header value.
+    pub async fn operator_session(&self, name: &str, role: Role) -> (String, String) {
+        let store = &self.state.store;
+        let op = OperatorRow {
+            id: OperatorId::generate(),
+            name: name.to_owned(),
+            role,
+            user_handle: uuid_like(),
+            created_at: cordon::time::now_ms(),
+            created_by: "test".into(),
+            disabled_at: None,
+            last_login_at: None,
+            passkeys: 0,
+        };
+        store.operator_create(&op).await.expect("operator");
+        let cookie = self
+            .session_cookie(op.id.as_str(), cordon::time::now_ms())
+            .await;
+        (op.id.to_string(), cookie)
+    }
+
+    /// A dashboard session record for operator `id` logged in at `login_at`.
+    pub async fn session_cookie(&self, id: &str, login_at: i64) -> String {
+        let sid = tower_sessions::session::Id::default().to_string();
+        let data = serde_json::json!({ "op": id, "login_at": login_at }).to_string();
+        self.state
+            .store
+            .dashboard_session_save(
+                &cordon::ids::token_hash(&sid),
+                Some(id),
+                &data,
+                cordon::time::now_ms() + 30 * 60_000,
+            )
+            .await
+            .expect("session");
+        format!("cordon_session={sid}")
+    }
+
+    /// Calls server function `name` with form `body` as a page would
+    /// (own Origin), with `cookie` if any: status and JSON answer.
+    pub async fn server_fn(
+        &self,
+        name: &str,
+        body: &str,
+        cookie: Option<&str>,
+    ) -> (reqwest::StatusCode, serde_json::Value) {
+        let mut req = self
+            .http
+            .post(self.url(&format!("/ui/fn/{name}")))
+            .header("origin", format!("http://localhost:{}", self.addr.port()))
+            .header("host", format!("localhost:{}", self.addr.port()))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body.to_owned());
+        if let Some(c) = cookie {
+            req = req.header("cookie", c);
+        }
+        let res = req.send().await.expect("request");
+        let status = res.status();
+        let text = res.text().await.expect("body");
+        let json = serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text));
+        (status, json)
     }
 
     /// Stops the server gracefully and waits for it; the database outlives it.
@@ -600,4 +669,11 @@ pub fn send_from_another_process(port: u16, request: &str) -> String {
         .output()
         .expect("bash runs");
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A random UUID-shaped string (a WebAuthn user handle).
+pub fn uuid_like() -> String {
+    let b: [u8; 16] = rand::random();
+    let h = hex::encode(b);
+    format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..])
 }

@@ -3,6 +3,8 @@
 use reqwest::StatusCode;
 use serde_json::Value;
 
+use app::api::auth::Role;
+
 use crate::helpers::{Backend, TestApp, both_backends};
 
 both_backends!(readyz_reports_the_backend_and_chromium);
@@ -113,9 +115,12 @@ async fn unknown_api_routes_get_a_typed_json_404() {
 #[tokio::test]
 async fn the_dashboard_is_served_with_its_assets() {
     let app = TestApp::spawn(Backend::Sqlite).await;
+    // Logged out, `/` sends to the login page, which loads the same assets.
     let page = app.get("/").await;
     assert_eq!(page.status(), StatusCode::OK);
+    assert_eq!(page.url().path(), "/login");
     let html = page.text().await.unwrap();
+    assert!(html.contains("Log in with a passkey"), "{html}");
     assert!(
         html.contains("/pkg/cordon.js") && html.contains("cordon_bg"),
         "{html}"
@@ -125,6 +130,7 @@ async fn the_dashboard_is_served_with_its_assets() {
         "/pkg/cordon_bg.wasm",
         "/pkg/cordon.css",
         "/favicon.svg",
+        "/passkey.js",
     ] {
         assert_eq!(
             app.get(asset).await.status(),
@@ -132,10 +138,15 @@ async fn the_dashboard_is_served_with_its_assets() {
             "{asset} (run infra/scripts/build-site.sh)"
         );
     }
-    assert_eq!(
-        app.get("/no-such-page").await.status(),
-        StatusCode::NOT_FOUND
-    );
+    let (_, cookie) = app.operator_session("vic", Role::Viewer).await;
+    let res = app
+        .http
+        .get(app.url("/no-such-page"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::NOT_FOUND);
 }
 
 #[tokio::test]
@@ -158,43 +169,40 @@ async fn static_files_cannot_escape_the_site_root() {
 #[tokio::test]
 async fn server_functions_refuse_out_of_range_and_malformed_input() {
     let app = TestApp::spawn(Backend::Sqlite).await;
-    let post = |body: &'static str| {
-        app.http
-            .post(app.url("/ui/fn/recent_audit"))
-            .header("origin", app.url(""))
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(body)
-            .send()
-    };
-    let res = post("limit=0").await.unwrap();
-    assert_eq!(res.status(), StatusCode::BAD_REQUEST);
-    let text = res.text().await.unwrap();
-    assert!(text.contains("limit must be between 1 and 200"), "{text}");
-    let res = post("limit=not-a-number").await.unwrap();
-    assert_eq!(res.status(), StatusCode::BAD_REQUEST);
-    let res = post("nothing=here").await.unwrap();
-    assert_eq!(res.status(), StatusCode::BAD_REQUEST);
-    let res = post("limit=5").await.unwrap();
-    assert_eq!(res.status(), StatusCode::OK);
-    assert_eq!(res.json::<Vec<Value>>().await.unwrap().len(), 0);
+    let (_, cookie) = app.operator_session("vic", Role::Viewer).await;
+    let call = |body: &'static str| app.server_fn("query_audit", body, Some(&cookie));
+    let (status, body) = call("query[cursor]=newest&query[limit]=0").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["kind"], "invalid", "{body}");
+    assert_eq!(body["field"], "limit", "{body}");
+    let (status, body) = call("query[cursor]=newest&query[limit]=not-a-number").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["kind"], "invalid", "{body}");
+    let (status, _) = call("nothing=here").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, body) = call("query[cursor]=newest&query[limit]=5").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body["rows"].is_array(), "{body}");
 }
 
 #[tokio::test]
 async fn oversized_bodies_are_refused_with_413() {
     let app = TestApp::spawn(Backend::Sqlite).await;
+    let (_, cookie) = app.operator_session("vic", Role::Viewer).await;
+    let send = |body: String| {
+        app.http
+            .post(app.url("/ui/fn/query_audit"))
+            .header("origin", app.url(""))
+            .header("cookie", &cookie)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body)
+            .send()
+    };
     let big = format!(
-        "limit=5&pad={}",
+        "query[cursor]=newest&query[limit]=5&pad={}",
         "x".repeat(cordon::startup::MAX_BODY_BYTES)
     );
-    let res = app
-        .http
-        .post(app.url("/ui/fn/recent_audit"))
-        .header("origin", app.url(""))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(big)
-        .send()
-        .await
-        .unwrap();
+    let res = send(big).await.unwrap();
     assert_eq!(res.status(), StatusCode::PAYLOAD_TOO_LARGE);
     assert_eq!(
         res.headers().get("connection").map(|v| v.as_bytes()),
@@ -202,13 +210,7 @@ async fn oversized_bodies_are_refused_with_413() {
         "clients are told not to reuse a connection whose body went unread"
     );
     // A successful request with a body keeps its connection.
-    let res = app
-        .http
-        .post(app.url("/ui/fn/recent_audit"))
-        .header("origin", app.url(""))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body("limit=5")
-        .send()
+    let res = send("query[cursor]=newest&query[limit]=5".into())
         .await
         .unwrap();
     assert_eq!(res.status(), StatusCode::OK);
@@ -226,19 +228,18 @@ async fn the_dashboard_lists_audit_events_through_its_server_function() {
         ))
         .await
         .unwrap();
-    let res = app
-        .http
-        .post(app.url("/ui/fn/recent_audit"))
-        .header("origin", app.url(""))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body("limit=10")
-        .send()
-        .await
-        .unwrap();
-    let rows: Vec<Value> = res.json().await.unwrap();
-    assert_eq!(rows.len(), 1);
+    let (_, cookie) = app.operator_session("vic", Role::Viewer).await;
+    let (status, body) = app
+        .server_fn(
+            "query_audit",
+            "query[cursor]=newest&query[limit]=10&query[action]=test.",
+            Some(&cookie),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let rows = body["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{body}");
     assert_eq!(rows[0]["action"], "test.visible");
-    assert_eq!(rows[0]["seq"], 1);
 }
 
 #[tokio::test]
@@ -252,13 +253,15 @@ async fn the_dashboard_refuses_foreign_hosts_and_origins_and_runs_nothing() {
         ))
         .await
         .unwrap();
-    let fn_url = app.url("/ui/fn/recent_audit");
+    let fn_url = app.url("/ui/fn/query_audit");
+    let (_, cookie) = app.operator_session("vic", Role::Viewer).await;
     let post = |origin: Option<&'static str>, host: Option<&'static str>| {
         let mut req = app
             .http
             .post(&fn_url)
+            .header("cookie", &cookie)
             .header("content-type", "application/x-www-form-urlencoded")
-            .body("limit=10");
+            .body("query[cursor]=newest&query[limit]=10");
         if let Some(o) = origin {
             req = req.header("origin", o);
         }

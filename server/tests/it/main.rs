@@ -7,6 +7,7 @@ mod helpers;
 mod bwrap;
 mod chromium;
 mod cli;
+mod dashboard;
 mod egress;
 mod exec;
 mod grants;

@@ -1,0 +1,342 @@
+//! The dashboard's auth and roles from the outside: enrollment links,
+//! passkey ceremony endpoints, dashboard sessions, role checks on server
+//! functions and streams, and ids that belong to nothing. (The passkey
+//! ceremonies with a real authenticator run in the end-to-end tests.)
+
+use app::api::auth::Role;
+use cordon::audit::Actor;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::helpers::{Backend, TestApp, both_backends};
+
+impl TestApp {
+    async fn auth_post(&self, path: &str, body: Value, cookie: Option<&str>) -> (StatusCode, Value) {
+        let mut req = self
+            .http
+            .post(self.url(path))
+            .header("origin", format!("http://localhost:{}", self.addr.port()))
+            .header("host", format!("localhost:{}", self.addr.port()))
+            .json(&body);
+        if let Some(c) = cookie {
+            req = req.header("cookie", c);
+        }
+        let res = req.send().await.expect("request");
+        let status = res.status();
+        let text = res.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
+    async fn audit_actions(&self) -> Vec<(String, String, String)> {
+        self.state
+            .store
+            .audit_recent(None, 200)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.actor, e.action, e.outcome))
+            .collect()
+    }
+}
+
+fn secret_of(link: &str) -> String {
+    link.split_once('#').expect("a fragment").1.to_owned()
+}
+
+both_backends!(enrollment_links_refuse_expired_used_tampered_and_foreign_tokens);
+
+async fn enrollment_links_refuse_expired_used_tampered_and_foreign_tokens(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    // A fresh install offers the first admin a link.
+    let first = app.state.auth.list().await.unwrap();
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert_eq!((first[0].name.as_str(), first[0].role), ("admin", Role::Admin));
+
+    let inv = app.state.auth.invite(&Actor::Cli, "erin", Role::Operator).await.unwrap();
+    assert!(inv.link.contains("/enroll#cen_"), "{}", inv.link);
+    let secret = secret_of(&inv.link);
+    let start = |token: String| {
+        app.auth_post(
+            "/ui/auth/enroll/start",
+            json!({ "token": token, "passkey_name": "laptop" }),
+            None,
+        )
+    };
+    // Valid: the browser gets creation options for erin.
+    let (status, body) = start(secret.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["publicKey"]["user"]["name"], "erin", "{body}");
+    assert_eq!(body["publicKey"]["rp"]["id"], "localhost", "{body}");
+
+    // Tampered, foreign and hostile tokens.
+    let mut tampered = secret.clone();
+    tampered.replace_range(8..12, "AAAA");
+    for (token, says) in [
+        (tampered, "not valid"),
+        ("cgt_notanenrollmentlink".to_owned(), "not an enrollment link"),
+        (format!("cen_{}", "x".repeat(200)), "not an enrollment link"),
+        ("".to_owned(), "not an enrollment link"),
+        ("cen_'; DROP TABLE operators; --".to_owned(), "not valid"),
+    ] {
+        let (status, body) = start(token.clone()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{token}: {body}");
+        assert_eq!(body["kind"], "invalid", "{body}");
+        assert!(body["message"].as_str().unwrap().contains(says), "{token}: {body}");
+    }
+    // Expired.
+    app.db
+        .raw("UPDATE enrollments SET expires_at = 1 WHERE used_at IS NULL")
+        .await
+        .unwrap();
+    let (status, body) = start(secret.clone()).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body["message"].as_str().unwrap().contains("expired"), "{body}");
+    // A new link replaces the old one: the old one is "used".
+    let again = app.state.auth.first_start_link().await.unwrap().expect("admin still unenrolled");
+    assert_ne!(secret_of(&again.link), secret);
+    assert_eq!(again.operator.name, "admin");
+    // Malformed bodies.
+    let (status, body) = app
+        .auth_post("/ui/auth/enroll/start", json!({ "token": 5 }), None)
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["field"], "body", "{body}");
+    // Nothing was enrolled by any of it.
+    for op in app.state.auth.list().await.unwrap() {
+        assert_eq!(op.passkeys, 0, "{op:?}");
+    }
+    app.stop().await;
+}
+
+both_backends!(ceremony_answers_without_a_ceremony_or_forged_are_refused);
+
+async fn ceremony_answers_without_a_ceremony_or_forged_are_refused(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let forged = json!({
+        "id": "AAAA", "rawId": "AAAA", "type": "public-key",
+        "response": { "authenticatorData": "AAAA", "clientDataJSON": "AAAA", "signature": "AAAA", "userHandle": null },
+        "extensions": {}
+    });
+    // No ceremony in this browser: refused, whatever the answer says.
+    let (status, body) = app.auth_post("/ui/auth/login/finish", forged.clone(), None).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(body["message"].as_str().unwrap().contains("no passkey ceremony"), "{body}");
+    // Unknown operators cannot start one (and learn nothing more).
+    let (status, body) = app
+        .auth_post("/ui/auth/login/start", json!({ "name": "nobody" }), None)
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["field"], "name", "{body}");
+    // An operator without a passkey cannot either.
+    let (status, _) = app
+        .auth_post("/ui/auth/login/start", json!({ "name": "admin" }), None)
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    // A registration answer with a forged enrollment ceremony in flight.
+    let inv = app.state.auth.invite(&Actor::Cli, "fred", Role::Viewer).await.unwrap();
+    let res = app
+        .http
+        .post(app.url("/ui/auth/enroll/start"))
+        .header("origin", format!("http://localhost:{}", app.addr.port()))
+        .header("host", format!("localhost:{}", app.addr.port()))
+        .json(&json!({ "token": secret_of(&inv.link), "passkey_name": "k" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let cookie = res
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .expect("a session cookie")
+        .to_owned();
+    // The cookie's id is not what the database keys the session by.
+    let id = cookie.split_once('=').unwrap().1;
+    assert!(!app.state.store.dashboard_session_exists(id).await.unwrap());
+    assert!(app.state.store.dashboard_session_exists(&cordon::ids::token_hash(id)).await.unwrap());
+    let forged_reg = json!({
+        "id": "AAAA", "rawId": "AAAA", "type": "public-key",
+        "response": { "attestationObject": "AAAA", "clientDataJSON": "AAAA" },
+        "extensions": {}
+    });
+    let (status, body) = app
+        .auth_post("/ui/auth/enroll/finish", forged_reg.clone(), Some(&cookie))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body["message"].as_str().unwrap().contains("did not verify"), "{body}");
+    // The failed answer used up the ceremony: replaying it finds none.
+    let (status, _) = app
+        .auth_post("/ui/auth/enroll/finish", forged_reg, Some(&cookie))
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    let fred = app.state.auth.by_name("fred").await.unwrap();
+    assert_eq!(fred.passkeys, 0);
+    app.stop().await;
+}
+
+both_backends!(dashboard_sessions_end_on_absolute_expiry_disable_and_unknown_ids);
+
+async fn dashboard_sessions_end_on_absolute_expiry_disable_and_unknown_ids(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (id, cookie) = app.operator_session("olga", Role::Operator).await;
+    let (status, body) = app.server_fn("whoami", "", Some(&cookie)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["name"], "olga");
+    // Logged in 13 hours ago: past the 12-hour absolute expiry.
+    let old = app
+        .session_cookie(&id, cordon::time::now_ms() - 13 * 3_600_000)
+        .await;
+    let (status, body) = app.server_fn("whoami", "", Some(&old)).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    assert_eq!(body["kind"], "unauthorized");
+    // A made-up or mangled cookie.
+    for bogus in ["cordon_session=AAAAAAAAAAAAAAAAAAAAAA", "cordon_session=%%%", "cordon_session="] {
+        let (status, _) = app.server_fn("whoami", "", Some(bogus)).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{bogus}");
+        let res = app
+            .http
+            .get(app.url("/grants"))
+            .header("cookie", bogus)
+            .header("host", format!("localhost:{}", app.addr.port()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.url().path(), "/login", "{bogus}");
+    }
+    // Disabling ends the session at once.
+    let olga = app.state.auth.by_name("olga").await.unwrap();
+    app.state.auth.set_disabled(&Actor::Cli, &olga.id, true).await.unwrap();
+    let (status, _) = app.server_fn("whoami", "", Some(&cookie)).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    // Enabling again does not bring old sessions back.
+    app.state.auth.set_disabled(&Actor::Cli, &olga.id, false).await.unwrap();
+    let (status, _) = app.server_fn("whoami", "", Some(&cookie)).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    // The change stream needs a login too.
+    let res = app
+        .http
+        .get(app.url("/ui/events"))
+        .header("host", format!("localhost:{}", app.addr.port()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
+    app.stop().await;
+}
+
+both_backends!(roles_are_checked_on_the_server_and_refusals_are_audited);
+
+async fn roles_are_checked_on_the_server_and_refusals_are_audited(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (viewer, vcookie) = app.operator_session("vic", Role::Viewer).await;
+    let (_, ocookie) = app.operator_session("oz", Role::Operator).await;
+    let (_, acookie) = app.operator_session("ada", Role::Admin).await;
+    let cases: [(&str, &str, Role); 8] = [
+        ("approve_grant", "id=gr_aaaaaaaaaaaaaaaaaaaaaaaaaa&expires_min=60&multi_use=false", Role::Operator),
+        ("deny_grant", "id=gr_aaaaaaaaaaaaaaaaaaaaaaaaaa", Role::Operator),
+        ("revoke_grant", "jti=gt_aaaaaaaaaaaaaaaaaaaaaaaaaa", Role::Operator),
+        ("end_session", "id=s_aaaaaaaaaaaaaaaaaaaaaaaaaa", Role::Operator),
+        ("delete_credential", "tenant=acme&domain=a.test", Role::Operator),
+        ("create_tenant", "id=evil&name=Evil", Role::Admin),
+        ("invite_operator", "name=mallory&role=admin", Role::Admin),
+        ("list_tenants", "", Role::Admin),
+    ];
+    for (name, body, needs) in cases {
+        let (status, answer) = app.server_fn(name, body, Some(&vcookie)).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{name}: {answer}");
+        assert_eq!(answer["kind"], "forbidden", "{name}: {answer}");
+        if needs == Role::Admin {
+            let (status, answer) = app.server_fn(name, body, Some(&ocookie)).await;
+            assert_eq!(status, StatusCode::FORBIDDEN, "{name} as operator: {answer}");
+        }
+    }
+    let refused = app
+        .audit_actions()
+        .await
+        .into_iter()
+        .filter(|(actor, action, _)| action == "operator.refused" && actor == &format!("operator:{viewer}"))
+        .count();
+    assert_eq!(refused, cases.len(), "each refusal of the viewer is audited");
+    assert!(app.state.auth.by_name("mallory").await.is_err());
+    assert!(!cordon::tenants::list(&app.state.store).await.unwrap().iter().any(|t| t.id.as_str() == "evil"));
+
+    // Allowed roles reach the domain, which says the ids belong to nothing.
+    for (name, body) in [
+        ("approve_grant", "id=gr_aaaaaaaaaaaaaaaaaaaaaaaaaa&expires_min=60&multi_use=false"),
+        ("deny_grant", "id=gr_aaaaaaaaaaaaaaaaaaaaaaaaaa"),
+        ("deny_grant", "id=not-an-id"),
+        ("revoke_grant", "jti=gt_aaaaaaaaaaaaaaaaaaaaaaaaaa"),
+        ("end_session", "id=s_aaaaaaaaaaaaaaaaaaaaaaaaaa"),
+        ("get_session", "id=../../etc/passwd"),
+        ("remove_passkey", "id=pk_aaaaaaaaaaaaaaaaaaaaaaaaaa"),
+    ] {
+        let (status, answer) = app.server_fn(name, body, Some(&ocookie)).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{name} {body}: {answer}");
+        assert_eq!(answer["kind"], "not_found", "{name}: {answer}");
+    }
+    let (status, answer) = app
+        .server_fn("approve_grant", "id=gr_aaaaaaaaaaaaaaaaaaaaaaaaaa&expires_min=0&multi_use=false", Some(&ocookie))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+    assert_eq!(answer["field"], "expires_min", "{answer}");
+    let (status, answer) = app.server_fn("create_tenant", "id=Not%20Valid&name=x", Some(&acookie)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+    let (status, answer) = app.server_fn("create_tenant", "id=globex&name=Globex", Some(&acookie)).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let (status, answer) = app.server_fn("create_tenant", "id=globex&name=Globex", Some(&acookie)).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{answer}");
+    // The admin's actions carry the admin's id.
+    let created = app
+        .audit_actions()
+        .await
+        .into_iter()
+        .find(|(_, action, _)| action == "tenant.create")
+        .unwrap();
+    assert!(created.0.starts_with("operator:op_"), "{created:?}");
+    app.stop().await;
+}
+
+both_backends!(an_operator_cannot_remove_their_last_passkey_nor_anothers);
+
+async fn an_operator_cannot_remove_their_last_passkey_nor_anothers(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (me, cookie) = app.operator_session("pia", Role::Viewer).await;
+    let (other, _) = app.operator_session("quinn", Role::Viewer).await;
+    let insert = |op: String, n: u8| {
+        let store = app.state.store.clone();
+        async move {
+            let row = cordon::store::operators::PasskeyRow {
+                id: cordon::domain::PasskeyId::generate(),
+                operator_id: op.parse().unwrap(),
+                cred_id: format!("cred-{op}-{n}"),
+                name: format!("key {n}"),
+                passkey: "{}".into(),
+                created_at: cordon::time::now_ms(),
+                last_used_at: None,
+            };
+            assert!(store.passkey_insert(&row).await.unwrap());
+            row.id.to_string()
+        }
+    };
+    let mine_a = insert(me.clone(), 1).await;
+    let mine_b = insert(me.clone(), 2).await;
+    let theirs = insert(other.clone(), 1).await;
+    let _theirs_b = insert(other, 2).await;
+    let remove = |id: String| {
+        let cookie = cookie.clone();
+        let app = &app;
+        async move { app.server_fn("remove_passkey", &format!("id={id}"), Some(&cookie)).await }
+    };
+    let (status, body) = remove(theirs).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "another's passkey: {body}");
+    let (status, body) = remove(mine_a).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = remove(mine_b).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(body["message"].as_str().unwrap().contains("last passkey"), "{body}");
+    let (status, body) = app.server_fn("my_passkeys", "", Some(&cookie)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body.as_array().unwrap().len(), 1, "{body}");
+    app.stop().await;
+}

@@ -100,6 +100,14 @@ const flows = {
     history.replaceState(null, '', '/enroll');
     location.assign('/');
   },
+  async export(form) {
+    // A fresh passkey check, then the download (the check allows one).
+    const options = await post('/ui/auth/reauth/start', {});
+    const cred = await navigator.credentials.get(requestOptions(options));
+    await post('/ui/auth/reauth/finish', assertion(cred));
+    const q = new URLSearchParams({ tenant: form.elements.tenant.value, domain: form.elements.domain.value });
+    location.assign(`/ui/credentials/export?${q}`);
+  },
   async add(form) {
     const passkey_name = form.elements.passkey_name.value;
     const options = await post('/ui/auth/passkeys/start', { passkey_name });

@@ -3,7 +3,7 @@
 // operator's work while agents use the API.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
@@ -152,4 +152,48 @@ test('the audit log filters by action and pages through the results without offs
   assert.equal(actions.length, 12, JSON.stringify(actions));
   assert.ok(actions.every((a) => a === 'tool.snapshot'), JSON.stringify(actions));
   await shot(page, 'audit');
+});
+
+test('credentials list metadata only; export needs a fresh passkey check; delete removes one', async () => {
+  const { page } = admin;
+  const file = join(dataDir, 'state.json');
+  const far = Math.floor(Date.now() / 1000) + 3 * 86400;
+  writeFileSync(file, JSON.stringify({
+    cookies: [{ name: 'sid', value: 'e2e-not-a-secret', domain: 'shop.test', path: '/', expires: far,
+      httpOnly: true, secure: true, sameSite: 'Lax' }],
+    origins: [],
+  }));
+  cordon(dataDir, ['creds', 'import', '--tenant', 'acme', '--domain', 'shop.test', file]);
+  await page.goto(server.url + '/credentials');
+  await live(page);
+  const row = page.locator('#credentials tr[data-domain="shop.test"]');
+  await row.waitFor();
+  const text = await row.textContent();
+  assert.match(text, /acme/);
+  assert.doesNotMatch(text, /e2e-not-a-secret/, 'a cookie value reached the page');
+  await shot(page, 'credentials');
+  // Without a fresh check the export is refused.
+  const direct = await page.evaluate(async () => {
+    const r = await fetch('/ui/credentials/export?tenant=acme&domain=shop.test');
+    return { status: r.status, body: await r.text() };
+  });
+  assert.equal(direct.status, 403, direct.body);
+  assert.match(direct.body, /fresh passkey check/);
+  // With it (the virtual authenticator answers), the file downloads once.
+  const download = page.waitForEvent('download');
+  await row.locator('form.export button').click();
+  const file2 = await (await download).path();
+  const exported = JSON.parse(readFileSync(file2, 'utf8'));
+  assert.deepEqual(exported.cookies.map((c) => c.name), ['sid']);
+  const again = await page.evaluate(async () => (await fetch('/ui/credentials/export?tenant=acme&domain=shop.test')).status);
+  assert.equal(again, 403, 'one passkey check allows one export');
+  // The overview lists it as expiring within a week.
+  await page.goto(server.url + '/');
+  await page.waitForSelector('#expiring');
+  assert.match(await page.textContent('#expiring'), /shop\.test/);
+  await page.goto(server.url + '/credentials');
+  await live(page);
+  await page.locator('#credentials tr[data-domain="shop.test"] button.danger').click();
+  await page.waitForSelector('#no-credentials');
+  assert.doesNotMatch(cordon(dataDir, ['creds', 'list']), /shop\.test/);
 });

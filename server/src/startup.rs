@@ -264,6 +264,7 @@ fn router(state: AppState, origins: Origins, sessions: SessionSettings) -> Route
         .route("/api/{*rest}", any(api_not_found))
         .merge(auth::router())
         .route("/ui/events", get(dashboard::events))
+        .route("/ui/credentials/export", get(dashboard::export))
         .leptos_routes_with_context(
             &state,
             routes,

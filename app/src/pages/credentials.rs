@@ -53,6 +53,7 @@ fn Table(rows: Vec<CredentialView>, delete: ServerAction<DeleteCredential>, may:
                     let soon = c.earliest_expiry.is_some_and(|e| e - now < 7 * 86_400_000);
                     let label = format!("Delete the credential of {} for {}", c.tenant, c.domain);
                     let (form_tenant, form_domain) = (c.tenant.clone(), c.domain.clone());
+                    let export_label = format!("Export the credential of {} for {} (asks for your passkey)", c.tenant, c.domain);
                     view! {
                         <tr data-domain=c.domain.clone()>
                             <td>{c.tenant.clone()}</td>
@@ -64,6 +65,12 @@ fn Table(rows: Vec<CredentialView>, delete: ServerAction<DeleteCredential>, may:
                             <td>{c.source.clone()}</td>
                             <td class="actions">
                                 <button type="button" disabled title="Refreshing through a live, streamed browser arrives with the live view">"Refresh"</button>
+                                <form data-passkey="export" class="export">
+                                    <input type="hidden" name="tenant" value=c.tenant.clone()/>
+                                    <input type="hidden" name="domain" value=c.domain.clone()/>
+                                    <button type="submit" disabled=move || !may.get() aria-label=export_label>"Export"</button>
+                                    <span class="form-status" role="status" aria-live="polite" data-passkey-status></span>
+                                </form>
                                 <ActionForm action=delete>
                                     <input type="hidden" name="tenant" value=form_tenant/>
                                     <input type="hidden" name="domain" value=form_domain/>

@@ -33,7 +33,9 @@ use crate::store::operators::{CreateOperatorError, EnrollmentRow, OperatorRow, P
 use crate::time::now_ms;
 
 pub use middleware::{SessionSettings, authenticate, session_layer};
+pub(crate) use middleware::ui_error;
 pub use routes::router;
+pub(crate) use routes::take_fresh;
 pub use session_store::DbSessionStore;
 
 /// How long an enrollment link works.
@@ -118,20 +120,23 @@ pub(crate) enum Ceremony {
         state: PasskeyRegistration,
         started: i64,
     },
-    /// Logging in.
+    /// Logging in, or (`reauth`) a logged-in operator proving presence
+    /// again before a sensitive step (exporting a credential).
     Login {
         operator: OperatorId,
         state: PasskeyAuthentication,
         started: i64,
+        #[serde(default)]
+        reauth: bool,
     },
 }
 
 impl Ceremony {
     fn started(&self) -> i64 {
         match self {
-            Self::Enroll { started, .. } | Self::Add { started, .. } | Self::Login { started, .. } => {
-                *started
-            }
+            Self::Enroll { started, .. }
+            | Self::Add { started, .. }
+            | Self::Login { started, .. } => *started,
         }
     }
 }
@@ -542,12 +547,27 @@ impl Auth {
         name: &str,
     ) -> Result<(RequestChallengeResponse, Ceremony), AuthError> {
         let name = checked_name("name", name)?;
-        let unknown = || AuthError::UnknownOperator(name.clone());
-        let op = self
-            .store()
-            .operator_by_name(&name)
-            .await?
-            .ok_or_else(unknown)?;
+        let op = self.store().operator_by_name(&name).await?;
+        self.assertion_for(op, &name, false).await
+    }
+
+    /// A logged-in operator proves presence again (before an export).
+    pub(crate) async fn reauth_start(
+        &self,
+        operator: &OperatorId,
+    ) -> Result<(RequestChallengeResponse, Ceremony), AuthError> {
+        let op = self.get(operator).await?;
+        self.assertion_for(op, operator.as_str(), true).await
+    }
+
+    async fn assertion_for(
+        &self,
+        op: Option<OperatorRow>,
+        name: &str,
+        reauth: bool,
+    ) -> Result<(RequestChallengeResponse, Ceremony), AuthError> {
+        let unknown = || AuthError::UnknownOperator(name.to_owned());
+        let op = op.ok_or_else(unknown)?;
         if op.disabled_at.is_some() {
             return Err(unknown());
         }
@@ -573,6 +593,7 @@ impl Auth {
                 operator: op.id,
                 state,
                 started: now_ms(),
+                reauth,
             },
         ))
     }
@@ -589,9 +610,15 @@ impl Auth {
             operator,
             state,
             started,
+            reauth,
         } = ceremony
         else {
             return Err(AuthError::NoCeremony);
+        };
+        let action = if reauth {
+            "operator.reauth"
+        } else {
+            "operator.login"
         };
         if now - started > CEREMONY_TTL_MS {
             return Err(AuthError::NoCeremony);
@@ -601,7 +628,7 @@ impl Auth {
             Ok(r) => r,
             Err(e) => {
                 self.audit(
-                    NewEvent::new(actor, "operator.login")
+                    NewEvent::new(actor, action)
                         .params(json!({}))
                         .outcome("denied: passkey did not verify"),
                 )
@@ -628,7 +655,7 @@ impl Auth {
         }
         let (row, key) = used.ok_or_else(|| AuthError::Ceremony("unknown credential".into()))?;
         self.audit(
-            NewEvent::new(actor, "operator.login")
+            NewEvent::new(actor, action)
                 .params(json!({ "passkey": row.id.as_str() }))
                 .outcome("ok"),
         )
@@ -640,7 +667,9 @@ impl Auth {
                 now,
             )
             .await?;
-        self.store().operator_logged_in(&operator, now).await?;
+        if !reauth {
+            self.store().operator_logged_in(&operator, now).await?;
+        }
         Ok(op)
     }
 

@@ -38,6 +38,8 @@ pub fn router() -> Router<AppState> {
         .route("/ui/auth/passkeys/finish", post(register_finish))
         .route("/ui/auth/login/start", post(login_start))
         .route("/ui/auth/login/finish", post(login_finish))
+        .route("/ui/auth/reauth/start", post(reauth_start))
+        .route("/ui/auth/reauth/finish", post(reauth_finish))
         .route("/ui/auth/logout", post(logout))
 }
 
@@ -189,9 +191,68 @@ async fn login_finish(
     Body(credential): Body<PublicKeyCredential>,
 ) -> Reply {
     let ceremony = take_ceremony(&session).await?;
+    if matches!(ceremony, Ceremony::Login { reauth: true, .. }) {
+        return Err(Fail(super::AuthError::NoCeremony.into()));
+    }
     let op = state.auth.login_finish(ceremony, &credential).await?;
     log_in(&state, &session, &op).await?;
     ok_json(who(&op))
+}
+
+/// A logged-in operator starts proving presence again.
+async fn reauth_start(State(state): State<AppState>, session: Session) -> Reply {
+    let op = operator_of(&state, &session)
+        .await?
+        .ok_or(UiError::Unauthorized)?;
+    let id = op
+        .id
+        .parse()
+        .map_err(|_| UiError::internal("malformed operator id"))?;
+    let (options, ceremony) = state.auth.reauth_start(&id).await?;
+    put_ceremony(&session, &ceremony).await?;
+    ok_json(options)
+}
+
+/// Verifies the fresh assertion and marks the session fresh for one
+/// sensitive step within [`FRESH_MS`].
+async fn reauth_finish(
+    State(state): State<AppState>,
+    session: Session,
+    Body(credential): Body<PublicKeyCredential>,
+) -> Reply {
+    let current = operator_of(&state, &session)
+        .await?
+        .ok_or(UiError::Unauthorized)?;
+    let ceremony = take_ceremony(&session).await?;
+    match &ceremony {
+        Ceremony::Login {
+            reauth: true,
+            operator,
+            ..
+        } if operator.as_str() == current.id => {}
+        _ => return Err(Fail(super::AuthError::NoCeremony.into())),
+    }
+    state.auth.login_finish(ceremony, &credential).await?;
+    session
+        .insert(FRESH_KEY, now_ms())
+        .await
+        .map_err(session_error)?;
+    ok_json(json!({ "fresh": true }))
+}
+
+/// How long a fresh passkey check allows one sensitive step.
+pub(crate) const FRESH_MS: i64 = 5 * 60 * 1000;
+/// When the operator last proved presence again (Unix ms).
+pub(crate) const FRESH_KEY: &str = "fresh_at";
+
+/// Whether the session proved presence within [`FRESH_MS`]; the proof is
+/// used up by asking.
+pub(crate) async fn take_fresh(session: &Session) -> Result<bool, UiError> {
+    let at = session
+        .remove::<i64>(FRESH_KEY)
+        .await
+        .map_err(session_error)?;
+    Ok(at.is_some_and(|t| now_ms() - t < FRESH_MS))
 }
 
 /// Makes `op` the session's operator under a fresh session id.

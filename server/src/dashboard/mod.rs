@@ -8,6 +8,7 @@ mod audit;
 mod auth;
 mod credentials;
 mod events;
+mod export;
 mod grants;
 mod health;
 mod sessions;
@@ -19,6 +20,7 @@ use app::error::UiError;
 use crate::audit::Actor;
 
 pub use events::events;
+pub use export::export;
 pub use health::LastVerification;
 
 /// The audit actor of an operator.

@@ -1,5 +1,5 @@
 //! The periodic jobs, in one place: the orphan reaper and grant GC every
-//! minute, screenshot GC and egress-log pruning every hour. Each runs in its
+//! minute, screenshot GC, egress-log pruning and expired dashboard sessions every hour. Each runs in its
 //! own task, logs what it removed (and its failures) once, and stops when
 //! the server does.
 
@@ -68,6 +68,16 @@ impl Housekeeping {
                 })
             })
         };
+        let dashboard: Work = {
+            let store = store.clone();
+            Arc::new(move || {
+                let store = store.clone();
+                Box::pin(async move {
+                    let n = store.dashboard_session_gc(crate::time::now_ms()).await?;
+                    Ok(usize::try_from(n).unwrap_or(usize::MAX))
+                })
+            })
+        };
         let recording: Work = {
             let sessions = sessions.clone();
             Arc::new(move || {
@@ -91,6 +101,7 @@ impl Housekeeping {
             ("grant gc", MINUTE, false, grants),
             ("screenshot gc", HOUR, true, recording),
             ("egress log pruning", HOUR, true, egress),
+            ("dashboard session gc", HOUR, true, dashboard),
         ] {
             tokio::spawn(run(name, every, first_at_start, work, stopped.clone()));
         }

@@ -51,6 +51,7 @@ pub fn App() -> impl IntoView {
                     <Route path=StaticSegment("") view=pages::Overview/>
                     <Route path=StaticSegment("sessions") view=pages::Sessions/>
                     <Route path=(StaticSegment("sessions"), ParamSegment("id")) view=pages::Session/>
+                    <Route path=(StaticSegment("sessions"), ParamSegment("id"), StaticSegment("screenshots")) view=pages::Screenshots/>
                     <Route path=StaticSegment("grants") view=pages::Grants/>
                     <Route path=StaticSegment("credentials") view=pages::Credentials/>
                     <Route path=StaticSegment("audit") view=pages::Audit/>

@@ -158,9 +158,10 @@ test('disabling an operator ends their dashboard session at once', async () => {
 
 test('a replayed login answer is refused', async () => {
   const { page } = admin;
-  let finish;
+  let finish, cookieDuringCeremony;
   await page.route('**/ui/auth/login/finish', async (route) => {
     finish = route.request().postData();
+    cookieDuringCeremony = (await route.request().allHeaders()).cookie;
     await route.continue();
   });
   await page.click('#logout');
@@ -168,6 +169,15 @@ test('a replayed login answer is refused', async () => {
   await login(page, server.url, 'admin');
   await page.unroute('**/ui/auth/login/finish');
   assert.ok(finish, 'no login answer captured');
+  // The session id changed at login: the pre-login id is worth nothing.
+  const before = /cordon_session=([^;]+)/.exec(cookieDuringCeremony || '')?.[1];
+  const after = (await page.context().cookies()).find((c) => c.name === 'cordon_session')?.value;
+  assert.ok(before && after, 'session cookies not seen');
+  assert.notEqual(before, after, 'the session id was not rotated at login');
+  const old = await fetch(server.url + '/ui/fn/whoami', {
+    method: 'POST', headers: { origin: server.url, cookie: `cordon_session=${before}` },
+  });
+  assert.equal(old.status, 401);
   // Same answer again, with no ceremony in progress: refused.
   const replay = await page.evaluate(async (body) => {
     const r = await fetch('/ui/auth/login/finish', { method: 'POST', headers: { 'content-type': 'application/json' }, body });

@@ -197,3 +197,34 @@ test('credentials list metadata only; export needs a fresh passkey check; delete
   await page.waitForSelector('#no-credentials');
   assert.doesNotMatch(cordon(dataDir, ['creds', 'list']), /shop\.test/);
 });
+
+test('an admin creates a tenant and a key (shown once), revokes it, and invites an operator', async () => {
+  const { page } = admin;
+  await page.goto(server.url + '/tenants');
+  await live(page);
+  await page.fill('#create-tenant input[name="id"]', 'globex');
+  await page.fill('#create-tenant input[name="name"]', 'Globex');
+  await page.click('#create-tenant button[type="submit"]');
+  const card = page.locator('article[data-tenant="globex"]');
+  await card.waitFor();
+  await card.locator('input[name="label"]').fill('nightly job');
+  await card.locator('button[type="submit"]').click();
+  await page.waitForSelector('#new-key');
+  const newKey = await page.inputValue('#new-key input');
+  assert.match(newKey, /^cordon_/);
+  // The key works against the agent API, then stops working once revoked.
+  assert.equal((await agentApi(server.url, newKey, 'GET', '/api/sessions')).status, 200);
+  await card.locator('tr[data-key] button.danger').click();
+  await card.locator('tr[data-key] .badge[data-status="revoked"]').waitFor();
+  assert.equal((await agentApi(server.url, newKey, 'GET', '/api/sessions')).status, 401);
+  await shot(page, 'tenants');
+  // Inviting shows a one-time link for the new operator.
+  await page.goto(server.url + '/operators');
+  await live(page);
+  await page.fill('#invite-form input[name="name"]', 'nina');
+  await page.selectOption('#invite-form select[name="role"]', 'viewer');
+  await page.click('#invite-form button[type="submit"]');
+  await page.waitForSelector('#invite-link');
+  assert.match(await page.inputValue('#invite-link input'), /\/enroll#cen_/);
+  await page.waitForSelector('#operators tr[data-operator="nina"] .badge[data-status="not enrolled"]');
+});

@@ -13,6 +13,7 @@ use super::auth::{Invite, Operator, OperatorInfo, PasskeyInfo, Role};
 use super::credentials::CredentialView;
 use super::grants::GrantsView;
 use super::health::SystemStatus;
+use super::screenshots::TimelineView;
 use super::sessions::{SessionDetail, SessionFilter, SessionView};
 use super::tenants::{NewApiKey, TenantView};
 use crate::error::UiError;
@@ -82,6 +83,8 @@ pub trait SessionsBackend {
     async fn session(&self, op: &Operator, id: String) -> UiResult<SessionDetail>;
     /// Ends one.
     async fn end_session(&self, op: &Operator, id: String) -> UiResult<()>;
+    /// Its screenshot timeline.
+    async fn timeline(&self, op: &Operator, session: String) -> UiResult<TimelineView>;
 }
 
 /// The vault (metadata only).

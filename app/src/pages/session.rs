@@ -45,7 +45,7 @@ fn Detail(d: SessionDetail, end: ServerAction<EndSession>, may_end: Signal<bool>
         <dl class="facts">
             <dt>"Tenant"</dt><dd>{s.tenant.clone()}</dd>
             <dt>"Mode"</dt><dd>{s.mode.clone()}{(!s.domains.is_empty()).then(|| format!(" ({})", s.domains.join(", ")))}</dd>
-            <dt>"Recording"</dt><dd>{s.record.clone()}" · "{d.screenshots}" screenshots kept"</dd>
+            <dt>"Recording"</dt><dd>{s.record.clone()}" · "<a href=format!("/sessions/{}/screenshots", s.id) id="screenshots-link">{d.screenshots}" screenshots kept"</a></dd>
             <dt>"Started (UTC)"</dt><dd>{utc(s.created_at)}</dd>
             <dt>"Ended (UTC)"</dt><dd>{s.closed_at.map_or_else(|| "—".to_owned(), utc)}{s.close_reason.clone().map(|r| format!(" · {r}"))}</dd>
             <dt>"Tool calls"</dt><dd>{s.tool_calls}</dd>

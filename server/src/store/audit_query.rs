@@ -10,9 +10,10 @@
 //! - a session names few events (a session's lifetime of tool calls), so
 //!   its index serves every filter it is combined with;
 //! - with an actor or an action prefix, the page is the merge of one index
-//!   range per distinct action the prefix covers (found by a loose index
-//!   scan of `audit_events_action`; Cordon writes about forty actions), so a
-//!   rare action under a busy actor or tenant costs no more than a common one;
+//!   range per distinct action the prefix covers (found first by a loose
+//!   scan of the same index: one probe per action; Cordon writes about forty
+//!   actions, an actor a handful to twenty-five), so a rare action under a
+//!   busy actor or tenant costs no more than a common one;
 //! - a tenant alone reads `audit_events_tenant`, no filter the primary key.
 //!
 //! An action prefix is a range, `action >= p AND action < p'` (p' is p with
@@ -103,6 +104,33 @@ impl Window {
     }
 }
 
+/// The filter's equalities on `alias` (`""` or `"e."`), bound in `sql`:
+/// session, tenant and actor; and, when a session drives, the action prefix
+/// (checked row by row within the session's events, as `substr` so the
+/// planner stays on the session's index; the length is our own number).
+fn equalities(sql: &mut Sql, filter: &AuditFilter, alias: &str) -> Vec<String> {
+    let mut eq = Vec::new();
+    if let Some(s) = filter.session() {
+        let p = sql.bind(Arg::Text(s.as_str().into()));
+        eq.push(format!("{alias}session_id = {p}"));
+    }
+    if let Some(t) = filter.tenant() {
+        let p = sql.bind(Arg::Text(t.as_str().into()));
+        eq.push(format!("{alias}tenant_id = {p}"));
+    }
+    if let Some(a) = filter.actor() {
+        let p = sql.bind(Arg::Text(a.into()));
+        eq.push(format!("{alias}actor = {p}"));
+    }
+    if Drive::of(filter) == Drive::Session
+        && let Some(prefix) = filter.action_prefix()
+    {
+        let p = sql.bind(Arg::Text(prefix.into()));
+        eq.push(format!("substr({alias}action, 1, {}) = {p}", prefix.len()));
+    }
+    eq
+}
+
 /// Appends to `sql` a `SELECT seq …` of the matching seqs in `window`, in
 /// its order, at most its limit. `actions` are the branches of
 /// [`Drive::PerAction`].
@@ -112,33 +140,7 @@ fn seqs(sql: &mut Sql, filter: &AuditFilter, actions: &[String], window: &Window
     let lo = sql.bind(Arg::Int(window.lo));
     let hi = sql.bind(Arg::Int(window.hi));
     let limit = sql.bind(Arg::Int(window.limit));
-    let mut eq = Vec::new();
-    if let Some(s) = filter.session() {
-        eq.push(format!(
-            "session_id = {}",
-            sql.bind(Arg::Text(s.as_str().into()))
-        ));
-    }
-    if let Some(t) = filter.tenant() {
-        eq.push(format!(
-            "tenant_id = {}",
-            sql.bind(Arg::Text(t.as_str().into()))
-        ));
-    }
-    if let Some(a) = filter.actor() {
-        eq.push(format!("actor = {}", sql.bind(Arg::Text(a.into()))));
-    }
-    if drive == Drive::Session
-        && let Some(p) = filter.action_prefix()
-    {
-        // Checked row by row within the session's events; `substr` keeps
-        // the planner on the session's index.
-        let len = sql.bind(Arg::Int(p.len() as i64));
-        eq.push(format!(
-            "substr(action, 1, {len}) = {}",
-            sql.bind(Arg::Text(p.into()))
-        ));
-    }
+    let eq = equalities(sql, filter, "");
     let branch = |sql: &mut Sql, extra: Option<&str>| {
         let mut conds = eq.clone();
         if let Some(action) = extra {
@@ -356,32 +358,42 @@ impl Store {
         Ok((lo <= hi).then_some((lo, hi)))
     }
 
-    /// The distinct stored actions the filter's prefix covers (all of them
-    /// without a prefix), by a loose index scan: one index probe per action.
+    /// The distinct actions among the events the filter's equalities
+    /// (tenant, actor) select that its prefix covers (all without a
+    /// prefix), by a loose scan of the index those equalities lead: one
+    /// index probe per action found.
     async fn audit_actions(&self, filter: &AuditFilter) -> anyhow::Result<Vec<String>> {
-        let start = filter.action_prefix().unwrap_or("").to_owned();
-        let end = filter.action_prefix_end();
-        let below = if end.is_some() { " AND action < $2" } else { "" };
-        let below_e = if end.is_some() {
-            " AND e.action < $2"
-        } else {
-            ""
+        let mut sql = Sql::default();
+        let start = sql.bind(Arg::Text(filter.action_prefix().unwrap_or("").into()));
+        let end = filter
+            .action_prefix_end()
+            .map(|end| sql.bind(Arg::Text(end)));
+        let first = equalities(&mut sql, filter, "");
+        let next = equalities(&mut sql, filter, "e.");
+        let below = |col: &str| {
+            end.as_ref()
+                .map(|end| format!(" AND {col} < {end}"))
+                .unwrap_or_default()
         };
-        let text = format!(
+        let and = |conds: Vec<String>| {
+            conds.into_iter().map(|c| c + " AND ").collect::<String>()
+        };
+        sql.text = format!(
             "WITH RECURSIVE acts(action) AS ( \
-               SELECT (SELECT action FROM audit_events WHERE action >= $1{below} \
-                       ORDER BY action LIMIT 1) \
+               SELECT (SELECT action FROM audit_events \
+                       WHERE {}action >= {start}{} ORDER BY action LIMIT 1) \
                UNION ALL \
                SELECT (SELECT e.action FROM audit_events AS e \
-                       WHERE e.action > acts.action{below_e} ORDER BY e.action LIMIT 1) \
+                       WHERE {}e.action > acts.action{} ORDER BY e.action LIMIT 1) \
                FROM acts WHERE acts.action IS NOT NULL \
-             ) SELECT action FROM acts WHERE action IS NOT NULL"
+             ) SELECT action FROM acts WHERE action IS NOT NULL",
+            and(first),
+            below("action"),
+            and(next),
+            below("e.action"),
         );
-        let mut q = sqlx::query(&text).bind(start);
-        if let Some(end) = end {
-            q = q.bind(end);
-        }
-        let rows = q
+        let rows = sql
+            .query()
             .fetch_all(self.pool())
             .await
             .context("failed to list audit actions")?;

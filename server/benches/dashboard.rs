@@ -658,6 +658,79 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn screenshots(_dir: &std::path::Path, _n: usize, _iters: usize) -> anyhow::Result<()> {
+/// A 1280×720 JPEG with something on it, as a screenshot would be.
+fn frame_jpeg(seed: u32) -> Vec<u8> {
+    let img = image::RgbImage::from_fn(1280, 720, |x, y| {
+        let band = ((y / 40 + seed) % 7) as u8;
+        image::Rgb([
+            (x / 5) as u8 ^ band.wrapping_mul(31),
+            (y / 3) as u8,
+            band.wrapping_mul(36),
+        ])
+    });
+    let mut out = Vec::new();
+    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, 60)
+        .encode_image(&img)
+        .expect("encode a frame");
+    out
+}
+
+/// One session's `n` screenshots: the timeline, a full image, and a
+/// thumbnail the first time (made) and after (read back).
+async fn screenshots(dir: &std::path::Path, n: usize, iters: usize) -> anyhow::Result<()> {
+    use cordon::recording::{RecordMode, Recorder, ScreenshotId, Variant};
+    let rec = Recorder::new(dir);
+    let tenant: cordon::domain::TenantId = "bench".parse()?;
+    let session = cordon::domain::SessionId::generate();
+    let frames: Vec<Vec<u8>> = (0..8).map(frame_jpeg).collect();
+    let t = Instant::now();
+    for seq in 1..=n as u64 {
+        rec.save(
+            RecordMode::Audit,
+            tenant.as_str(),
+            session.as_str(),
+            seq,
+            "jpg",
+            &frames[seq as usize % frames.len()],
+        )
+        .await?;
+    }
+    eprintln!(
+        "  wrote {n} screenshots ({} KiB each) in {:.1} s",
+        frames[0].len() >> 10,
+        t.elapsed().as_secs_f64()
+    );
+    let mut times = Vec::new();
+    let mut listed = 0;
+    for _ in 0..iters {
+        let t = Instant::now();
+        listed = rec.timeline(&tenant, &session).await?.len();
+        times.push(t.elapsed());
+    }
+    assert_eq!(listed, n);
+    let timeline = Stats(times);
+    let id = |seq: u64| ScreenshotId::new(tenant.clone(), session.clone(), seq);
+    let mut full = Vec::new();
+    let mut made = Vec::new();
+    let mut kept = Vec::new();
+    for i in 0..iters as u64 {
+        let seq = 1 + i * (n as u64 / iters as u64).max(1);
+        let t = Instant::now();
+        rec.open(&id(seq), Variant::Full).await?;
+        full.push(t.elapsed());
+        let t = Instant::now();
+        rec.open(&id(seq), Variant::Thumb).await?;
+        made.push(t.elapsed());
+        let t = Instant::now();
+        rec.open(&id(seq), Variant::Thumb).await?;
+        kept.push(t.elapsed());
+    }
+    println!("\n### Screenshots: one session of {n} (p50 / p95 ms, {iters} rounds)\n");
+    println!("| what | p50 / p95 |");
+    println!("| --- | --- |");
+    println!("| `timeline` ({n} entries) | {} |", timeline.cell());
+    println!("| `open` full image | {} |", Stats(full).cell());
+    println!("| `open` thumbnail, first request (made, 1280×720 → 320×180) | {} |", Stats(made).cell());
+    println!("| `open` thumbnail, kept | {} |", Stats(kept).cell());
     Ok(())
 }

@@ -6,6 +6,7 @@
 //! The first event's `prev_hash` is 32 zero bytes. `params` must already be
 //! redacted (see [`redact`]): the log is as permanent as it is tamper-evident.
 
+mod query;
 pub mod redact;
 mod verify;
 
@@ -14,6 +15,10 @@ use sha2::{Digest, Sha256};
 
 use crate::domain::TenantId;
 
+pub use query::{
+    AuditCursor, AuditFilter, AuditFilterInput, AuditPage, AuditQueryError, MAX_ACTION_PREFIX_LEN,
+    MAX_ACTOR_LEN, MAX_PAGE_SIZE, PageSize,
+};
 pub use verify::{Verification, verify};
 
 /// The `prev_hash` of the first event: 32 zero bytes, hex.

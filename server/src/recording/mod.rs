@@ -1,12 +1,21 @@
 //! Screenshots kept outside the sandbox: `off`, `transient` (newest 50,
 //! removed at close) or `audit` (all, kept for the retention period).
-//! Files live in `<data_dir>/sessions/<tenant>/<session>/<seq>.<ext>`.
+//! Files live in `<data_dir>/sessions/<tenant>/<session>/<seq>.<ext>`, with
+//! thumbnails made for the dashboard beside them (`<seq>.thumb.jpg`, see
+//! [`screenshot`]). The quota and the GC count frames only.
+
+mod screenshot;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
+
+pub use screenshot::{
+    MalformedScreenshotId, OpenError, ScreenshotBytes, ScreenshotId, ScreenshotInfo, THUMB_JOBS,
+    THUMB_WIDTH, Variant,
+};
 
 /// How many screenshots a transient session keeps.
 pub const TRANSIENT_KEEP: u64 = 50;
@@ -67,6 +76,8 @@ pub struct Recorder {
     quotas: std::collections::BTreeMap<String, u64>,
     /// Bytes in use per tenant, read from disk on first use.
     used: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, u64>>>,
+    /// Thumbnails being made, at most [`THUMB_JOBS`] at once.
+    thumb_jobs: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 impl Recorder {
@@ -87,6 +98,7 @@ impl Recorder {
             quota,
             quotas,
             used: Default::default(),
+            thumb_jobs: std::sync::Arc::new(tokio::sync::Semaphore::new(THUMB_JOBS)),
         }
     }
 
@@ -154,16 +166,13 @@ impl Recorder {
                 });
             }
             // Transient frames make room by dropping their own oldest.
-            let mut frames = files(&dir);
+            let mut frames = frames(&dir);
             frames.sort();
-            for old in frames {
+            for (old_seq, old) in frames {
                 if self.usage(tenant).saturating_add(size) <= quota {
                     break;
                 }
-                let len = std::fs::metadata(&old).map_or(0, |m| m.len());
-                if tokio::fs::remove_file(&old).await.is_ok() {
-                    self.add_usage(tenant, -i64::try_from(len).unwrap_or(i64::MAX));
-                }
+                self.remove_frame(tenant, &dir, old_seq, &old).await;
             }
             if self.usage(tenant).saturating_add(size) > quota {
                 // Kept audit recordings fill the quota: a transient frame
@@ -182,14 +191,21 @@ impl Recorder {
         if mode == RecordMode::Transient && seq > TRANSIENT_KEEP {
             let old = seq - TRANSIENT_KEEP;
             for ext in ["png", "jpg"] {
-                let old = dir.join(format!("{old:06}.{ext}"));
-                let len = std::fs::metadata(&old).map_or(0, |m| m.len());
-                if tokio::fs::remove_file(&old).await.is_ok() {
-                    self.add_usage(tenant, -i64::try_from(len).unwrap_or(i64::MAX));
-                }
+                let path = dir.join(format!("{old:06}.{ext}"));
+                self.remove_frame(tenant, &dir, old, &path).await;
             }
         }
         Ok(Some(path))
+    }
+
+    /// Removes frame `seq` at `path` (if there) and its thumbnail, and
+    /// takes the frame off the tenant's usage.
+    async fn remove_frame(&self, tenant: &str, dir: &Path, seq: u64, path: &Path) {
+        let len = std::fs::metadata(path).map_or(0, |m| m.len());
+        if tokio::fs::remove_file(path).await.is_ok() {
+            self.add_usage(tenant, -i64::try_from(len).unwrap_or(i64::MAX));
+            let _ = tokio::fs::remove_file(screenshot::thumb_path(dir, seq)).await;
+        }
     }
 
     /// At close: a transient session's screenshots are removed; audit ones stay.
@@ -223,19 +239,36 @@ impl Recorder {
     }
 }
 
-/// The files directly in `dir`.
-fn files(dir: &Path) -> Vec<PathBuf> {
+/// The seq and extension of a frame's file name (`000042.png`); `None` for
+/// anything else (thumbnails, temporary files).
+fn frame_seq(name: &str) -> Option<(u64, &'static str)> {
+    let (stem, ext) = name.split_once('.')?;
+    let ext = match ext {
+        "png" => "png",
+        "jpg" => "jpg",
+        _ => return None,
+    };
+    if stem.is_empty() || !stem.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((stem.parse().ok()?, ext))
+}
+
+/// The frames directly in `dir`, with their seqs.
+fn frames(dir: &Path) -> Vec<(u64, PathBuf)> {
     std::fs::read_dir(dir)
         .map(|it| {
             it.flatten()
-                .map(|e| e.path())
-                .filter(|p| p.is_file())
+                .filter_map(|e| {
+                    let (seq, _) = frame_seq(e.file_name().to_str()?)?;
+                    Some((seq, e.path()))
+                })
                 .collect()
         })
         .unwrap_or_default()
 }
 
-/// Bytes of every file below `dir`.
+/// Bytes of every frame below `dir` (thumbnails are not counted).
 fn dir_size(dir: &Path) -> u64 {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
@@ -244,16 +277,20 @@ fn dir_size(dir: &Path) -> u64 {
         .flatten()
         .map(|e| match e.metadata() {
             Ok(m) if m.is_dir() => dir_size(&e.path()),
-            Ok(m) => m.len(),
-            Err(_) => 0,
+            Ok(m) if e.file_name().to_str().and_then(frame_seq).is_some() => m.len(),
+            _ => 0,
         })
         .sum()
 }
 
-fn newest_mtime(dir: &Path) -> Option<SystemTime> {
+/// When the newest frame in `dir` was written (a thumbnail made later does
+/// not count: looking at old recordings must not keep them).
+fn newest_frame_mtime(dir: &Path) -> Option<SystemTime> {
     std::fs::read_dir(dir)
         .ok()?
-        .filter_map(|e| e.ok()?.metadata().ok()?.modified().ok())
+        .flatten()
+        .filter(|e| e.file_name().to_str().and_then(frame_seq).is_some())
+        .filter_map(|e| e.metadata().ok()?.modified().ok())
         .max()
 }
 
@@ -271,7 +308,8 @@ fn gc_blocking(root: &Path, retention: Duration) -> anyhow::Result<usize> {
         };
         for session in sessions.flatten() {
             let path = session.path();
-            let newest = newest_mtime(&path).or_else(|| session.metadata().ok()?.modified().ok());
+            let newest =
+                newest_frame_mtime(&path).or_else(|| session.metadata().ok()?.modified().ok());
             if newest.is_some_and(|t| t < cutoff) {
                 std::fs::remove_dir_all(&path)
                     .with_context(|| format!("cannot remove {}", path.display()))?;
@@ -368,9 +406,9 @@ mod tests {
                 .unwrap();
             assert!(kept.is_some(), "frame {seq} kept");
         }
-        let left = files(&rec.session_dir("acme", "s_x"));
+        let left = frames(&rec.session_dir("acme", "s_x"));
         assert_eq!(left.len(), 2, "{left:?}");
-        assert!(!left.iter().any(|p| p.ends_with("000001.png")), "{left:?}");
+        assert!(!left.iter().any(|(seq, _)| *seq == 1), "{left:?}");
         assert_eq!(rec.usage("acme"), 200);
         // Audit frames are refused instead.
         let err = rec

@@ -7,9 +7,11 @@ use sqlx::any::AnyRow;
 use super::Store;
 use crate::audit::{Event, NewEvent, canonical_params, chain_hash};
 
+/// Every column of `audit_events`, in [`Event`]'s order.
 pub(super) const COLUMNS: &str =
     "seq, ts, tenant_id, session_id, actor, action, params, outcome, prev_hash, hash";
 
+/// An event from a row holding [`COLUMNS`].
 pub(super) fn from_row(row: &AnyRow) -> Result<Event, sqlx::Error> {
     Ok(Event {
         seq: row.try_get("seq")?,
@@ -25,7 +27,6 @@ pub(super) fn from_row(row: &AnyRow) -> Result<Event, sqlx::Error> {
     })
 }
 
-/// Unix milliseconds now.
 impl Store {
     /// Appends an event to the chain and returns it as stored. Appends are
     /// serialised: in this process by a mutex, across processes by the row
@@ -47,9 +48,17 @@ impl Store {
             .context("failed to lock the audit head")?;
         let prev_seq: i64 = head.try_get("seq")?;
         let prev_hash: String = head.try_get("hash")?;
+        // Time never goes backwards along the chain (a clock stepped back
+        // repeats the previous event's time), so a time range is a seq range
+        // (`audit_query`).
+        let prev_ts: Option<i64> = sqlx::query_scalar("SELECT ts FROM audit_events WHERE seq = $1")
+            .bind(prev_seq)
+            .fetch_optional(&mut *tx)
+            .await
+            .context("failed to read the previous audit event's time")?;
         let mut stored = Event {
             seq: prev_seq + 1,
-            ts: crate::time::now_ms(),
+            ts: crate::time::now_ms().max(prev_ts.unwrap_or(i64::MIN)),
             tenant: event.tenant.map(String::from),
             session: event.session,
             actor: event.actor.as_stored(),

@@ -1,5 +1,5 @@
 //! Storage: one seam over two backends. SQL that both dialects accept lives
-//! once, in the per-resource modules (`audit`, `tenants`); what differs per
+//! once, in the per-resource modules (`audit`, `audit_query`, `tenants`); what differs per
 //! backend (connecting, pragmas, migrations) lives in `sqlite` and `postgres`.
 
 mod postgres;
@@ -7,6 +7,7 @@ mod sqlite;
 
 pub mod api_keys;
 pub mod audit;
+pub mod audit_query;
 pub mod egress;
 pub mod grants;
 pub mod operators;

@@ -4,6 +4,7 @@
 
 mod helpers;
 
+mod audit_query;
 mod bwrap;
 mod chromium;
 mod cli;

@@ -138,20 +138,78 @@ test('approving a grant request hands the token to the polling agent; deny and r
 
 test('the audit log filters by action and pages through the results without offsets', async () => {
   const { page } = admin;
-  // Enough events to page: twelve tool calls on one session.
-  const opened = await agentApi(server.url, key, 'POST', '/api/sessions', {});
+  // Twelve tool calls on one session, with screenshots kept for the timeline.
+  const opened = await agentApi(server.url, key, 'POST', '/api/sessions', { record: 'audit' });
+  assert.equal(opened.status, 201, JSON.stringify(opened.json));
   const id = opened.json.session_id;
-  for (let i = 0; i < 12; i++) {
+  for (let i = 0; i < 9; i++) {
     const r = await agentApi(server.url, key, 'POST', `/api/sessions/${id}/snapshot`, {});
     assert.equal(r.status, 200, JSON.stringify(r.json));
   }
+  for (let i = 0; i < 3; i++) {
+    const r = await agentApi(server.url, key, 'POST', `/api/sessions/${id}/screenshot`, {});
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+  }
   await agentApi(server.url, key, 'DELETE', `/api/sessions/${id}`);
+  const seqs = async () => page.$$eval('#audit-events tbody tr', (rows) => rows.map((r) => Number(r.dataset.seq)));
+  const actions = async () => page.$$eval('#audit-events tbody tr td:nth-child(6)', (tds) => tds.map((t) => t.textContent));
+  await page.goto(`${server.url}/audit?session=${id}&action=tool.&limit=5`);
+  await page.waitForSelector('#audit-events');
+  const first = await seqs();
+  assert.equal(first.length, 5, JSON.stringify(first));
+  assert.ok((await actions()).every((a) => a.startsWith('tool.')), JSON.stringify(await actions()));
+  await page.click('#page-older');
+  await page.waitForFunction((f) => Number(document.querySelector('#audit-events tbody tr')?.dataset.seq) < f, first[4] + 1);
+  const second = await seqs();
+  assert.equal(second.length, 5, JSON.stringify(second));
+  assert.ok(second[0] < first[4], `pages overlap: ${first} / ${second}`);
+  await page.click('#page-older');
+  await page.waitForFunction(() => document.querySelectorAll('#audit-events tbody tr').length === 2);
+  const last = await seqs();
+  assert.ok(last[0] < second[4], `pages overlap: ${second} / ${last}`);
+  assert.equal(await page.getAttribute('#page-older', 'aria-disabled'), 'true');
+  // Twelve distinct tool events across the three pages.
+  assert.equal(new Set([...first, ...second, ...last]).size, 12);
+  await page.click('#page-newer');
+  await page.waitForFunction((s) => Number(document.querySelector('#audit-events tbody tr')?.dataset.seq) === s, second[0]);
+  assert.deepEqual(await seqs(), second);
+  // The last page holds the oldest five, ending with the oldest of all.
+  await page.click('#page-oldest');
+  await page.waitForFunction((s) => Number(document.querySelector('#audit-events tbody tr:last-child')?.dataset.seq) === s, last[1]);
+  assert.deepEqual(await seqs(), [...second.slice(2), ...last]);
+  // A bad filter says which field.
+  await page.goto(`${server.url}/audit?from=yesterday`);
+  await page.waitForSelector('[data-error="invalid"]');
+  assert.match(await page.textContent('[data-error="invalid"]'), /from/);
   await page.goto(`${server.url}/audit?session=${id}&action=tool.`);
   await page.waitForSelector('#audit-events');
-  const actions = await page.$$eval('#audit-events tbody tr td:nth-child(6)', (tds) => tds.map((t) => t.textContent));
-  assert.equal(actions.length, 12, JSON.stringify(actions));
-  assert.ok(actions.every((a) => a === 'tool.snapshot'), JSON.stringify(actions));
   await shot(page, 'audit');
+
+  // The session's screenshots: a timeline of thumbnails, arrows step through.
+  await page.goto(`${server.url}/sessions/${id}/screenshots`);
+  await page.waitForSelector('body[data-hydrated="true"]');
+  await page.waitForSelector('#timeline .shot');
+  assert.equal(await page.locator('#timeline .shot').count(), 3);
+  assert.match(await page.textContent('#retention'), /kept until/);
+  const thumbs = await page.$$eval('#timeline img', (imgs) => imgs.map((i) => i.complete && i.naturalWidth));
+  await page.waitForFunction(() => [...document.querySelectorAll('#timeline img')].every((i) => i.complete && i.naturalWidth > 0));
+  await page.click('#timeline .shot >> nth=0');
+  await page.waitForSelector('#viewer');
+  assert.match(await page.textContent('#viewer-caption'), /#1 of 3/);
+  await page.keyboard.press('ArrowRight');
+  await page.waitForFunction(() => /#2 of 3/.test(document.querySelector('#viewer-caption')?.textContent));
+  await page.waitForFunction(() => document.querySelector('#viewer-image')?.naturalWidth > 0);
+  await shot(page, 'screenshots');
+  await page.keyboard.press('Escape');
+  await page.waitForSelector('#viewer', { state: 'detached' });
+  assert.ok(thumbs.length === 3);
+  // Images are served by id only, and only to logged-in operators.
+  const src = await page.getAttribute('#timeline img >> nth=0', 'src');
+  assert.equal((await page.evaluate(async (u) => (await fetch(u)).status, src)), 200);
+  assert.equal((await fetch(server.url + src, { redirect: 'manual' })).status, 401);
+  for (const bad of ['/ui/screenshots/..%2F..%2Fcordon.db', '/ui/screenshots/acme:s_x:1', '/ui/screenshots/acme%3A..%3A1']) {
+    assert.equal(await page.evaluate(async (u) => (await fetch(u)).status, bad), 404, bad);
+  }
 });
 
 test('credentials list metadata only; export needs a fresh passkey check; delete removes one', async () => {

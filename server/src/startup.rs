@@ -265,6 +265,8 @@ fn router(state: AppState, origins: Origins, sessions: SessionSettings) -> Route
         .merge(auth::router())
         .route("/ui/events", get(dashboard::events))
         .route("/ui/credentials/export", get(dashboard::export))
+        .route("/ui/screenshots/{id}", get(dashboard::screenshot))
+        .route("/ui/screenshots/{id}/thumb", get(dashboard::screenshot_thumb))
         .leptos_routes_with_context(
             &state,
             routes,

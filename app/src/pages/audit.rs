@@ -41,7 +41,7 @@ pub fn Audit() -> impl IntoView {
                 (_, _, Some("oldest")) => AuditCursor::Oldest,
                 _ => AuditCursor::Newest,
             },
-            limit: PAGE,
+            limit: num("limit").unwrap_or(PAGE),
         }
     };
     let page = Resource::new(query, query_audit);
@@ -62,6 +62,9 @@ pub fn Audit() -> impl IntoView {
         .into_iter()
         .filter_map(|(k, v)| v.map(|v| format!("{k}={}", urlencode(&v))))
         .collect();
+        if q.limit != PAGE {
+            parts.push(format!("limit={}", q.limit));
+        }
         if !cursor.is_empty() {
             parts.push(cursor.to_owned());
         }

@@ -11,6 +11,7 @@ mod events;
 mod export;
 mod grants;
 mod health;
+mod images;
 mod sessions;
 mod tenants;
 
@@ -22,6 +23,7 @@ use crate::audit::Actor;
 pub use events::events;
 pub use export::export;
 pub use health::LastVerification;
+pub use images::{full as screenshot, thumb as screenshot_thumb};
 
 /// The audit actor of an operator.
 fn actor(op: &Operator) -> Actor {

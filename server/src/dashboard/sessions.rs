@@ -2,6 +2,7 @@
 
 use app::api::auth::Operator;
 use app::api::backend::{SessionsBackend, UiResult};
+use app::api::screenshots::{ShotView, TimelineView};
 use app::api::sessions::{EgressView, SessionDetail, SessionFilter, SessionView};
 use app::error::UiError;
 
@@ -116,6 +117,51 @@ impl SessionsBackend for AppState {
                 })
                 .collect(),
             screenshots,
+        })
+    }
+
+    async fn timeline(&self, _op: &Operator, session: String) -> UiResult<TimelineView> {
+        let not_found = || UiError::not_found(format!("session {session:?}"));
+        let sid: SessionId = session.parse().map_err(|_| not_found())?;
+        let row = self
+            .store
+            .session_find(sid.as_str())
+            .await
+            .map_err(|e| internal("reading the session", e))?
+            .ok_or_else(not_found)?;
+        let tenant: TenantId = row
+            .tenant_id
+            .parse()
+            .map_err(|e| internal("reading the session", anyhow::anyhow!("{e}")))?;
+        let recorder = self.sessions.recorder();
+        let shots = recorder
+            .timeline(&tenant, &sid)
+            .await
+            .map_err(|e| internal("listing screenshots", e))?;
+        let retention =
+            std::time::Duration::from_secs(self.settings.recording_retention_days * 24 * 3600);
+        let retained_until = if row.record == "audit" {
+            recorder
+                .expires_at(&tenant, &sid, retention)
+                .await
+                .map_err(|e| internal("reading screenshot ages", e))?
+        } else {
+            None
+        };
+        Ok(TimelineView {
+            session: row.id,
+            tenant: row.tenant_id,
+            record: row.record,
+            retained_until,
+            shots: shots
+                .into_iter()
+                .map(|s| ShotView {
+                    id: s.id.to_string(),
+                    seq: s.seq,
+                    taken_at: s.taken_at_ms,
+                    bytes: s.bytes,
+                })
+                .collect(),
         })
     }
 

@@ -2,9 +2,9 @@
 //! auth endpoint answers it, and one component ([`crate::components::ErrorView`])
 //! shows it. Each variant says what the operator can do about it.
 
-use serde::{Deserialize, Serialize};
 use leptos::server_fn::codec::JsonEncoding;
 use leptos::server_fn::error::{FromServerFnError, ServerFnErrorErr};
+use serde::{Deserialize, Serialize};
 
 /// What went wrong, in terms the page can act on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -36,7 +36,10 @@ async fn main() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let env = vec![
         ("CORDON_BIND".to_string(), "127.0.0.1:0".to_string()),
-        ("CORDON_DATA_DIR".to_string(), tmp.path().display().to_string()),
+        (
+            "CORDON_DATA_DIR".to_string(),
+            tmp.path().display().to_string(),
+        ),
         ("CORDON_POOL_SIZE".to_string(), "0".to_string()),
         ("CORDON_LOG_LEVEL".to_string(), "warn".to_string()),
         (
@@ -60,7 +63,10 @@ async fn main() {
     }
     for i in 0..2000 {
         store
-            .audit_append(NewEvent::new(Actor::System, format!("bench.event{}", i % 7)))
+            .audit_append(NewEvent::new(
+                Actor::System,
+                format!("bench.event{}", i % 7),
+            ))
             .await
             .unwrap();
     }
@@ -96,7 +102,14 @@ async fn main() {
     let cookie = format!("cordon_session={sid}");
     println!("page render, {iters} requests each (median / p95), SQLite, 2,000 audit events");
     for page in [
-        "/", "/sessions", "/grants", "/credentials", "/audit", "/tenants", "/operators", "/account",
+        "/",
+        "/sessions",
+        "/grants",
+        "/credentials",
+        "/audit",
+        "/tenants",
+        "/operators",
+        "/account",
         "/login",
     ] {
         let url = format!("http://localhost:{}{page}", addr.port());

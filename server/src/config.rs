@@ -617,8 +617,7 @@ impl Settings {
     /// `http://localhost:<port>` for the port actually bound.
     pub fn dashboard_url(&self, bound_port: u16) -> url::Url {
         self.public_url().unwrap_or_else(|| {
-            url::Url::parse(&format!("http://localhost:{bound_port}/"))
-                .expect("a valid URL")
+            url::Url::parse(&format!("http://localhost:{bound_port}/")).expect("a valid URL")
         })
     }
 

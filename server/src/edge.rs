@@ -204,10 +204,12 @@ pub async fn server_fn_status(req: Request, next: Next) -> Response {
         .await
         .unwrap_or_default();
     if let Ok(e) = serde_json::from_slice::<app::error::UiError>(&bytes) {
-        parts.status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        parts
-            .headers
-            .insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
+        parts.status =
+            StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        parts.headers.insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("application/json"),
+        );
     }
     Response::from_parts(parts, axum::body::Body::from(bytes))
 }

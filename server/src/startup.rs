@@ -23,10 +23,10 @@ use tower_http::trace::TraceLayer;
 
 use crate::api;
 use crate::auth::{self, Auth, Invitation, SessionSettings};
-use crate::dashboard::{self, LastVerification};
 use crate::config::EgressResolver;
 use crate::config::Settings;
 use crate::crypto::{KeySource, Keyring};
+use crate::dashboard::{self, LastVerification};
 use crate::edge::{self, Origins};
 use crate::egress::{AddressPolicy, EgressGuard, Limits, StaticResolver};
 use crate::error::{ApiError, ErrorCause};
@@ -266,7 +266,10 @@ fn router(state: AppState, origins: Origins, sessions: SessionSettings) -> Route
         .route("/ui/events", get(dashboard::events))
         .route("/ui/credentials/export", get(dashboard::export))
         .route("/ui/screenshots/{id}", get(dashboard::screenshot))
-        .route("/ui/screenshots/{id}/thumb", get(dashboard::screenshot_thumb))
+        .route(
+            "/ui/screenshots/{id}/thumb",
+            get(dashboard::screenshot_thumb),
+        )
         .leptos_routes_with_context(
             &state,
             routes,

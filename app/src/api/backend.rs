@@ -35,8 +35,7 @@ pub trait AuthBackend {
     /// Creates an operator with an enrollment link.
     async fn invite(&self, op: &Operator, name: String, role: Role) -> UiResult<Invite>;
     /// Disables (ending their dashboard sessions) or enables an operator.
-    async fn set_operator_enabled(&self, op: &Operator, id: String, enabled: bool)
-    -> UiResult<()>;
+    async fn set_operator_enabled(&self, op: &Operator, id: String, enabled: bool) -> UiResult<()>;
 }
 
 /// Health and the overview.
@@ -93,8 +92,12 @@ pub trait CredentialsBackend {
     /// Every credential.
     async fn credentials(&self, op: &Operator) -> UiResult<Vec<CredentialView>>;
     /// Deletes one.
-    async fn delete_credential(&self, op: &Operator, tenant: String, domain: String)
-    -> UiResult<()>;
+    async fn delete_credential(
+        &self,
+        op: &Operator,
+        tenant: String,
+        domain: String,
+    ) -> UiResult<()>;
 }
 
 /// Tenants and API keys.
@@ -105,8 +108,12 @@ pub trait TenantsBackend {
     /// Creates a tenant.
     async fn create_tenant(&self, op: &Operator, id: String, name: String) -> UiResult<()>;
     /// Creates a key (shown once).
-    async fn create_api_key(&self, op: &Operator, tenant: String, label: String)
-    -> UiResult<NewApiKey>;
+    async fn create_api_key(
+        &self,
+        op: &Operator,
+        tenant: String,
+        label: String,
+    ) -> UiResult<NewApiKey>;
     /// Revokes a key.
     async fn revoke_api_key(&self, op: &Operator, id: String) -> UiResult<()>;
 }

@@ -74,7 +74,11 @@ pub async fn list_grants() -> Result<GrantsView, UiError> {
 
 /// Approves a pending request: its token is handed to the polling agent.
 #[server(prefix = "/ui/fn", endpoint = "approve_grant")]
-pub async fn approve_grant(id: String, expires_min: u32, multi_use: bool) -> Result<String, UiError> {
+pub async fn approve_grant(
+    id: String,
+    expires_min: u32,
+    multi_use: bool,
+) -> Result<String, UiError> {
     let (ctl, op) = super::backend::require(Role::Operator, "approve grants").await?;
     if !(1..=MAX_GRANT_MINUTES).contains(&expires_min) {
         return Err(UiError::invalid(

@@ -29,7 +29,8 @@ pub fn on_change(topics: &'static [&'static str], refetch: impl Fn() + Clone + '
                     let _ = body.set_attribute("data-live", "true");
                 }
             });
-            let _ = source.add_event_listener_with_callback("ready", ready.as_ref().unchecked_ref());
+            let _ =
+                source.add_event_listener_with_callback("ready", ready.as_ref().unchecked_ref());
             ready.forget();
             let source = send_wrapper::SendWrapper::new(source);
             on_cleanup(move || source.close());

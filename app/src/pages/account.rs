@@ -17,8 +17,10 @@ pub fn Account() -> impl IntoView {
         use wasm_bindgen::JsCast;
         use wasm_bindgen::closure::Closure;
         let cb = Closure::<dyn Fn()>::new(move || keys.refetch());
-        let _ = document()
-            .add_event_listener_with_callback("cordon:passkeys-changed", cb.as_ref().unchecked_ref());
+        let _ = document().add_event_listener_with_callback(
+            "cordon:passkeys-changed",
+            cb.as_ref().unchecked_ref(),
+        );
         cb.forget();
     }
     let error = Signal::derive(move || remove.value().get().and_then(Result::err));

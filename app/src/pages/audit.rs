@@ -6,7 +6,9 @@
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
-use crate::api::audit::{AuditCursor, AuditQuery, AuditRow, AuditVerification, VerifyAudit, query_audit};
+use crate::api::audit::{
+    AuditCursor, AuditQuery, AuditRow, AuditVerification, VerifyAudit, query_audit,
+};
 use crate::components::{ErrorView, on_change};
 
 /// Rows per page.
@@ -68,7 +70,11 @@ pub fn Audit() -> impl IntoView {
         if !cursor.is_empty() {
             parts.push(cursor.to_owned());
         }
-        if parts.is_empty() { "/audit".to_owned() } else { format!("/audit?{}", parts.join("&")) }
+        if parts.is_empty() {
+            "/audit".to_owned()
+        } else {
+            format!("/audit?{}", parts.join("&"))
+        }
     };
     view! {
         <section class="page">
@@ -126,7 +132,9 @@ pub fn Audit() -> impl IntoView {
 fn urlencode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
             _ => format!("%{b:02X}"),
         })
         .collect()

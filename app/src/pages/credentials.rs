@@ -35,7 +35,11 @@ pub fn Credentials() -> impl IntoView {
 }
 
 #[component]
-fn Table(rows: Vec<CredentialView>, delete: ServerAction<DeleteCredential>, may: Signal<bool>) -> impl IntoView {
+fn Table(
+    rows: Vec<CredentialView>,
+    delete: ServerAction<DeleteCredential>,
+    may: Signal<bool>,
+) -> impl IntoView {
     let now = now_ms();
     view! {
         <table class="list" id="credentials">

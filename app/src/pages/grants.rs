@@ -19,7 +19,13 @@ pub fn Grants() -> impl IntoView {
     let deny = ServerAction::<DenyGrant>::new();
     let revoke = ServerAction::<RevokeGrant>::new();
     let data = Resource::new(
-        move || (approve.version().get(), deny.version().get(), revoke.version().get()),
+        move || {
+            (
+                approve.version().get(),
+                deny.version().get(),
+                revoke.version().get(),
+            )
+        },
         |_| list_grants(),
     );
     on_change(&["grants"], move || data.refetch());

@@ -8,7 +8,9 @@ use crate::components::{ErrorView, on_change};
 #[component]
 pub fn Overview() -> impl IntoView {
     let status = Resource::new(|| (), |_| get_status());
-    on_change(&["sessions", "grants", "credentials"], move || status.refetch());
+    on_change(&["sessions", "grants", "credentials"], move || {
+        status.refetch()
+    });
     let (checks, set_checks) = signal(1u32);
     let recheck = move |_| {
         set_checks.update(|n| *n += 1);

@@ -17,7 +17,10 @@ pub fn Session() -> impl IntoView {
     let params = use_params_map();
     let id = move || params.get().get("id").unwrap_or_default();
     let end = ServerAction::<EndSession>::new();
-    let detail = Resource::new(move || (id(), end.version().get()), |(id, _)| get_session(id));
+    let detail = Resource::new(
+        move || (id(), end.version().get()),
+        |(id, _)| get_session(id),
+    );
     on_change(&["sessions"], move || detail.refetch());
     let error = Signal::derive(move || end.value().get().and_then(Result::err));
     let me = expect_context::<Me>();
@@ -100,9 +103,11 @@ fn Detail(d: SessionDetail, end: ServerAction<EndSession>, may_end: Signal<bool>
 }
 
 fn bytes(n: i64) -> String {
-    match n {
-        ..1024 => format!("{n} B"),
-        ..1_048_576 => format!("{:.1} KiB", n as f64 / 1024.0),
-        _ => format!("{:.1} MiB", n as f64 / 1_048_576.0),
+    if n < 1024 {
+        format!("{n} B")
+    } else if n < 1_048_576 {
+        format!("{:.1} KiB", n as f64 / 1024.0)
+    } else {
+        format!("{:.1} MiB", n as f64 / 1_048_576.0)
     }
 }

@@ -13,7 +13,13 @@ pub fn Tenants() -> impl IntoView {
     let new_key = ServerAction::<CreateApiKey>::new();
     let revoke = ServerAction::<RevokeApiKey>::new();
     let list = Resource::new(
-        move || (create.version().get(), new_key.version().get(), revoke.version().get()),
+        move || {
+            (
+                create.version().get(),
+                new_key.version().get(),
+                revoke.version().get(),
+            )
+        },
         |_| list_tenants(),
     );
     on_change(&["tenants"], move || list.refetch());
@@ -53,7 +59,11 @@ pub fn Tenants() -> impl IntoView {
 }
 
 #[component]
-fn TenantCard(t: TenantView, new_key: ServerAction<CreateApiKey>, revoke: ServerAction<RevokeApiKey>) -> impl IntoView {
+fn TenantCard(
+    t: TenantView,
+    new_key: ServerAction<CreateApiKey>,
+    revoke: ServerAction<RevokeApiKey>,
+) -> impl IntoView {
     let form_tenant = t.id.clone();
     view! {
         <article class="card" data-tenant=t.id.clone()>

@@ -89,7 +89,9 @@ pub(crate) async fn operator_of(
         i64::try_from(state.settings.dashboard_session_hours).unwrap_or(12) * 3_600_000;
     let now = now_ms();
     let operator = match id.parse::<OperatorId>() {
-        Ok(id) if now - login_at < absolute_ms => state.auth.get(&id).await.map_err(UiError::from)?,
+        Ok(id) if now - login_at < absolute_ms => {
+            state.auth.get(&id).await.map_err(UiError::from)?
+        }
         _ => None,
     };
     let Some(op) = operator.filter(|o| o.disabled_at.is_none()) else {

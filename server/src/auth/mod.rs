@@ -32,8 +32,8 @@ use crate::store::Store;
 use crate::store::operators::{CreateOperatorError, EnrollmentRow, OperatorRow, PasskeyRow};
 use crate::time::now_ms;
 
-pub use middleware::{SessionSettings, authenticate, session_layer};
 pub(crate) use middleware::ui_error;
+pub use middleware::{SessionSettings, authenticate, session_layer};
 pub use routes::router;
 pub(crate) use routes::take_fresh;
 pub use session_store::DbSessionStore;
@@ -63,7 +63,9 @@ pub enum AuthError {
     #[error("the passkey response did not verify ({0}); try again")]
     Ceremony(String),
     /// No ceremony was started in this dashboard session, or it expired.
-    #[error("no passkey ceremony is in progress in this browser (or it took over 5 minutes): start again")]
+    #[error(
+        "no passkey ceremony is in progress in this browser (or it took over 5 minutes): start again"
+    )]
     NoCeremony,
     /// No such operator, or disabled, or without passkeys.
     #[error("no enabled operator {0:?} with a passkey")]
@@ -88,7 +90,9 @@ impl From<AuthError> for UiError {
             AuthError::Invalid { field, message } => UiError::invalid(field, message),
             AuthError::Link(m) => UiError::invalid("link", m),
             e @ AuthError::Ceremony(_) => UiError::invalid("passkey", e.to_string()),
-            e @ (AuthError::NoCeremony | AuthError::Conflict(_)) => UiError::conflict(e.to_string()),
+            e @ (AuthError::NoCeremony | AuthError::Conflict(_)) => {
+                UiError::conflict(e.to_string())
+            }
             e @ (AuthError::UnknownOperator(_) | AuthError::Disabled(_)) => {
                 UiError::invalid("name", e.to_string())
             }
@@ -164,10 +168,7 @@ struct Inner {
 
 fn checked_name(field: &'static str, name: &str) -> Result<String, AuthError> {
     let name = name.trim();
-    if name.is_empty()
-        || name.chars().count() > MAX_NAME
-        || name.chars().any(|c| c.is_control())
-    {
+    if name.is_empty() || name.chars().count() > MAX_NAME || name.chars().any(|c| c.is_control()) {
         return Err(AuthError::Invalid {
             field,
             message: format!("1 to {MAX_NAME} characters, no control characters"),
@@ -251,16 +252,21 @@ impl Auth {
         };
         self.audit(
             NewEvent::new(actor.clone(), "operator.invite")
-                .params(json!({ "operator": row.id.as_str(), "name": row.name, "role": role.as_str() }))
+                .params(
+                    json!({ "operator": row.id.as_str(), "name": row.name, "role": role.as_str() }),
+                )
                 .outcome("requested"),
         )
         .await?;
-        self.store().operator_create(&row).await.map_err(|e| match e {
-            CreateOperatorError::Exists(n) => {
-                AuthError::Conflict(format!("an operator named {n:?} already exists"))
-            }
-            CreateOperatorError::Other(e) => AuthError::Internal(e),
-        })?;
+        self.store()
+            .operator_create(&row)
+            .await
+            .map_err(|e| match e {
+                CreateOperatorError::Exists(n) => {
+                    AuthError::Conflict(format!("an operator named {n:?} already exists"))
+                }
+                CreateOperatorError::Other(e) => AuthError::Internal(e),
+            })?;
         let (link, expires_at) = self.new_link(&row.id).await?;
         Ok(Invitation {
             operator: row,
@@ -282,7 +288,11 @@ impl Auth {
         self.store()
             .enrollment_insert(&row, &token_hash(&secret), now)
             .await?;
-        let mut url = self.0.public_url.join("/enroll").map_err(anyhow::Error::new)?;
+        let mut url = self
+            .0
+            .public_url
+            .join("/enroll")
+            .map_err(anyhow::Error::new)?;
         url.set_fragment(Some(&secret));
         Ok((url.to_string(), row.expires_at))
     }
@@ -307,7 +317,10 @@ impl Auth {
                 } else {
                     format!("admin-{}", &ids::random_id("")[..6])
                 };
-                return self.invite(&Actor::System, &name, Role::Admin).await.map(Some);
+                return self
+                    .invite(&Actor::System, &name, Role::Admin)
+                    .await
+                    .map(Some);
             }
         };
         self.audit(
@@ -387,7 +400,9 @@ impl Auth {
         let op = self
             .get(&enrollment.operator_id)
             .await?
-            .ok_or(AuthError::Link("this enrollment link's operator no longer exists"))?;
+            .ok_or(AuthError::Link(
+                "this enrollment link's operator no longer exists",
+            ))?;
         if op.disabled_at.is_some() {
             return Err(AuthError::Disabled(op.name));
         }
@@ -624,7 +639,11 @@ impl Auth {
             return Err(AuthError::NoCeremony);
         }
         let actor = Actor::Operator(operator.to_string());
-        let result = match self.0.webauthn.finish_passkey_authentication(credential, &state) {
+        let result = match self
+            .0
+            .webauthn
+            .finish_passkey_authentication(credential, &state)
+        {
             Ok(r) => r,
             Err(e) => {
                 self.audit(
@@ -679,18 +698,17 @@ impl Auth {
     }
 
     /// Removes one of `operator`'s own passkeys, never the last.
-    pub async fn remove_passkey(
-        &self,
-        operator: &OperatorId,
-        id: &str,
-    ) -> Result<(), AuthError> {
+    pub async fn remove_passkey(&self, operator: &OperatorId, id: &str) -> Result<(), AuthError> {
         let id: PasskeyId = id
             .parse()
             .map_err(|_| AuthError::NotFound(format!("passkey {id:?}")))?;
         self.audit(
-            NewEvent::new(Actor::Operator(operator.to_string()), "operator.passkey_remove")
-                .params(json!({ "passkey": id.as_str() }))
-                .outcome("requested"),
+            NewEvent::new(
+                Actor::Operator(operator.to_string()),
+                "operator.passkey_remove",
+            )
+            .params(json!({ "passkey": id.as_str() }))
+            .outcome("requested"),
         )
         .await?;
         match self.store().passkey_delete(operator, &id).await? {
@@ -728,7 +746,10 @@ mod tests {
 
     #[test]
     fn passkey_names_may_hold_spaces_but_no_control_characters() {
-        assert_eq!(checked_name("passkey_name", "Work laptop").unwrap(), "Work laptop");
+        assert_eq!(
+            checked_name("passkey_name", "Work laptop").unwrap(),
+            "Work laptop"
+        );
         assert!(checked_name("passkey_name", "tab\there").is_err());
     }
 }

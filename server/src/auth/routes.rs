@@ -86,10 +86,7 @@ fn session_error(e: tower_sessions::session::Error) -> UiError {
 }
 
 async fn put_ceremony(session: &Session, c: &Ceremony) -> Result<(), UiError> {
-    session
-        .insert(CEREMONY_KEY, c)
-        .await
-        .map_err(session_error)
+    session.insert(CEREMONY_KEY, c).await.map_err(session_error)
 }
 
 async fn take_ceremony(session: &Session) -> Result<Ceremony, UiError> {

@@ -73,8 +73,8 @@ impl SessionStore for DbSessionStore {
         else {
             return Ok(None);
         };
-        let data: HashMap<String, serde_json::Value> = serde_json::from_str(&data)
-            .map_err(|e| session_store::Error::Decode(e.to_string()))?;
+        let data: HashMap<String, serde_json::Value> =
+            serde_json::from_str(&data).map_err(|e| session_store::Error::Decode(e.to_string()))?;
         let expiry_date =
             OffsetDateTime::from_unix_timestamp_nanos(i128::from(expires_at) * 1_000_000)
                 .map_err(|e| session_store::Error::Decode(e.to_string()))?;

@@ -3,15 +3,15 @@
 use app::api::audit::{
     AuditCursor as UiCursor, AuditPageView, AuditQuery, AuditRow, AuditVerification,
 };
-use app::error::UiError;
 use app::api::auth::Operator;
 use app::api::backend::{AuditBackend, UiResult};
+use app::error::UiError;
 
 use super::internal;
-use crate::audit::{AuditCursor, AuditFilter, AuditFilterInput, AuditQueryError, PageSize};
-use crate::audit::{self, Verification};
-use crate::state::AppState;
 use crate::audit::Event;
+use crate::audit::{self, Verification};
+use crate::audit::{AuditCursor, AuditFilter, AuditFilterInput, AuditQueryError, PageSize};
+use crate::state::AppState;
 use crate::time::rfc3339_ms;
 
 /// An event as the page lists it.
@@ -34,9 +34,11 @@ impl AuditBackend for AppState {
     async fn audit(&self, _op: &Operator, query: AuditQuery) -> UiResult<AuditPageView> {
         let time = |field: &'static str, v: Option<String>| -> UiResult<Option<i64>> {
             v.filter(|t| !t.trim().is_empty())
-                .map(|t| parse_time(t.trim()).ok_or_else(|| {
-                    UiError::invalid(field, "a UTC time like 2026-11-23T09:00 or 2026-11-23")
-                }))
+                .map(|t| {
+                    parse_time(t.trim()).ok_or_else(|| {
+                        UiError::invalid(field, "a UTC time like 2026-11-23T09:00 or 2026-11-23")
+                    })
+                })
                 .transpose()
         };
         let filter = AuditFilter::parse(AuditFilterInput {
@@ -85,11 +87,7 @@ impl AuditBackend for AppState {
                 reason: Some(reason),
             },
         };
-        *self
-            .last_verification
-            .0
-            .lock()
-            .expect("verification lock") = Some(result.clone());
+        *self.last_verification.0.lock().expect("verification lock") = Some(result.clone());
         Ok(result)
     }
 }

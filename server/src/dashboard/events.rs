@@ -17,11 +17,17 @@ use crate::state::AppState;
 const COALESCE: Duration = Duration::from_millis(250);
 
 /// The stream.
-pub async fn events(State(state): State<AppState>) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+pub async fn events(
+    State(state): State<AppState>,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let mut rx = state.store.changes().subscribe();
     let stream = async_stream(move |tx| async move {
         // A first event, so the page knows the stream is up.
-        if tx.send(Event::default().event("ready").data("ready")).await.is_err() {
+        if tx
+            .send(Event::default().event("ready").data("ready"))
+            .await
+            .is_err()
+        {
             return;
         }
         loop {
@@ -45,7 +51,11 @@ pub async fn events(State(state): State<AppState>) -> Sse<impl Stream<Item = Res
                 }
             }
             for t in topics {
-                if tx.send(Event::default().event(t.as_str()).data(t.as_str())).await.is_err() {
+                if tx
+                    .send(Event::default().event(t.as_str()).data(t.as_str()))
+                    .await
+                    .is_err()
+                {
                     return;
                 }
             }
@@ -63,7 +73,8 @@ where
 {
     let (tx, rx) = tokio::sync::mpsc::channel(16);
     tokio::spawn(f(tx));
-    futures::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|e| (Ok(e), rx))
-    })
+    futures::stream::unfold(
+        rx,
+        |mut rx| async move { rx.recv().await.map(|e| (Ok(e), rx)) },
+    )
 }

@@ -45,7 +45,13 @@ async fn run(
     which: Which,
 ) -> Result<Response, UiError> {
     if !op.role.allows(Role::Operator) {
-        state.auth.refused(&op.id.parse().map_err(|_| UiError::Unauthorized)?, "export credentials").await;
+        state
+            .auth
+            .refused(
+                &op.id.parse().map_err(|_| UiError::Unauthorized)?,
+                "export credentials",
+            )
+            .await;
         return Err(UiError::forbidden(format!(
             "{} may not export credentials (needs the operator role)",
             op.role
@@ -73,7 +79,8 @@ async fn run(
         }
         Err(e) => return Err(internal("exporting the credential", anyhow::anyhow!("{e}"))),
     };
-    let body = serde_json::to_vec_pretty(&doc).map_err(|e| internal("exporting the credential", e))?;
+    let body =
+        serde_json::to_vec_pretty(&doc).map_err(|e| internal("exporting the credential", e))?;
     let filename = format!("{tenant}-{domain}.storage-state.json");
     Ok((
         [

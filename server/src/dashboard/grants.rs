@@ -98,7 +98,10 @@ impl GrantsBackend for AppState {
             .await
             .map_err(|e| internal("listing grant tokens", e))?;
         Ok(GrantsView {
-            pending: pending.into_iter().map(|r| request_view(r, &labels)).collect(),
+            pending: pending
+                .into_iter()
+                .map(|r| request_view(r, &labels))
+                .collect(),
             decided: decided
                 .into_iter()
                 .take(50)
@@ -142,6 +145,8 @@ impl GrantsBackend for AppState {
         let jti: GrantTokenId = jti
             .parse()
             .map_err(|_| UiError::not_found(format!("grant token {jti:?}")))?;
-        grants::revoke(&self.store, &actor(op), &jti).await.map_err(ui)
+        grants::revoke(&self.store, &actor(op), &jti)
+            .await
+            .map_err(ui)
     }
 }

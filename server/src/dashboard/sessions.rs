@@ -97,7 +97,10 @@ impl SessionsBackend for AppState {
                 .map_err(|e| internal("reading the egress log", e))?,
             None => Vec::new(),
         };
-        let dir = self.sessions.recorder().session_dir(&row.tenant_id, &row.id);
+        let dir = self
+            .sessions
+            .recorder()
+            .session_dir(&row.tenant_id, &row.id);
         let screenshots = tokio::task::spawn_blocking(move || frames_in(&dir))
             .await
             .unwrap_or(0);

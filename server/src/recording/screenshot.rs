@@ -93,9 +93,8 @@ impl FromStr for ScreenshotId {
             return Err(MalformedScreenshotId);
         };
         // Canonical decimal only: one spelling per screenshot.
-        let canonical = !seq.is_empty()
-            && seq.bytes().all(|b| b.is_ascii_digit())
-            && !seq.starts_with('0');
+        let canonical =
+            !seq.is_empty() && seq.bytes().all(|b| b.is_ascii_digit()) && !seq.starts_with('0');
         let seq = canonical
             .then(|| seq.parse::<u64>().ok())
             .flatten()
@@ -173,7 +172,11 @@ pub enum OpenError {
 }
 
 fn content_type(ext: &str) -> &'static str {
-    if ext == "png" { "image/png" } else { "image/jpeg" }
+    if ext == "png" {
+        "image/png"
+    } else {
+        "image/jpeg"
+    }
 }
 
 fn ms(t: std::time::SystemTime) -> i64 {
@@ -269,7 +272,11 @@ impl Recorder {
     /// The image `id` names: the frame itself, or its thumbnail (made and
     /// kept beside the frame on first request). The path comes from the
     /// parsed id alone.
-    pub async fn open(&self, id: &ScreenshotId, variant: Variant) -> Result<ScreenshotBytes, OpenError> {
+    pub async fn open(
+        &self,
+        id: &ScreenshotId,
+        variant: Variant,
+    ) -> Result<ScreenshotBytes, OpenError> {
         let read = |path: PathBuf| async move {
             match tokio::fs::read(&path).await {
                 Ok(bytes) => Ok(Some(bytes)),
@@ -346,7 +353,9 @@ impl Recorder {
     ) -> anyhow::Result<Option<i64>> {
         let dir = self.session_dir(tenant.as_str(), session.as_str());
         let newest = tokio::task::spawn_blocking(move || newest_frame_mtime(&dir)).await?;
-        Ok(newest.map(|t| ms(t).saturating_add(i64::try_from(retention.as_millis()).unwrap_or(i64::MAX))))
+        Ok(newest.map(|t| {
+            ms(t).saturating_add(i64::try_from(retention.as_millis()).unwrap_or(i64::MAX))
+        }))
     }
 }
 
@@ -356,7 +365,9 @@ mod tests {
     use crate::recording::RecordMode;
 
     fn png(w: u32, h: u32) -> Vec<u8> {
-        let img = image::RgbImage::from_fn(w, h, |x, y| image::Rgb([(x % 256) as u8, (y % 256) as u8, 90]));
+        let img = image::RgbImage::from_fn(w, h, |x, y| {
+            image::Rgb([(x % 256) as u8, (y % 256) as u8, 90])
+        });
         let mut out = Vec::new();
         img.write_to(&mut std::io::Cursor::new(&mut out), image::ImageFormat::Png)
             .unwrap();
@@ -391,7 +402,11 @@ mod tests {
             format!("acme:{s}:1.png"),
             format!("acme:{s}:1\0"),
         ] {
-            assert_eq!(bad.parse::<ScreenshotId>(), Err(MalformedScreenshotId), "{bad:?}");
+            assert_eq!(
+                bad.parse::<ScreenshotId>(),
+                Err(MalformedScreenshotId),
+                "{bad:?}"
+            );
         }
     }
 
@@ -417,7 +432,12 @@ mod tests {
         assert_eq!(shots[0].id, ScreenshotId::new(t.clone(), s.clone(), 1));
         assert!(shots[0].taken_at_ms > 1_700_000_000_000);
         // A session that recorded nothing has an empty timeline.
-        assert!(rec.timeline(&t, &SessionId::generate()).await.unwrap().is_empty());
+        assert!(
+            rec.timeline(&t, &SessionId::generate())
+                .await
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[tokio::test]
@@ -431,7 +451,10 @@ mod tests {
             .unwrap();
         let id = ScreenshotId::new(t, s.clone(), 1);
         let full = rec.open(&id, Variant::Full).await.unwrap();
-        assert_eq!((full.bytes, full.content_type), (frame.clone(), "image/png"));
+        assert_eq!(
+            (full.bytes, full.content_type),
+            (frame.clone(), "image/png")
+        );
         let thumb = rec.open(&id, Variant::Thumb).await.unwrap();
         assert_eq!(thumb.content_type, "image/jpeg");
         let img = image::load_from_memory(&thumb.bytes).unwrap();
@@ -459,9 +482,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let rec = Recorder::new(dir.path());
         let (t, s) = ids();
-        rec.save(RecordMode::Audit, "acme", s.as_str(), 1, "png", &png(10, 10))
-            .await
-            .unwrap();
+        rec.save(
+            RecordMode::Audit,
+            "acme",
+            s.as_str(),
+            1,
+            "png",
+            &png(10, 10),
+        )
+        .await
+        .unwrap();
         for id in [
             ScreenshotId::new(t.clone(), s.clone(), 2),
             ScreenshotId::new(t.clone(), SessionId::generate(), 1),
@@ -545,9 +575,16 @@ mod tests {
         let sdir = rec.session_dir("acme", s.as_str());
         assert!(thumb_path(&sdir, 1).exists());
         for seq in 2..=super::super::TRANSIENT_KEEP + 1 {
-            rec.save(RecordMode::Transient, "acme", s.as_str(), seq, "png", &frame)
-                .await
-                .unwrap();
+            rec.save(
+                RecordMode::Transient,
+                "acme",
+                s.as_str(),
+                seq,
+                "png",
+                &frame,
+            )
+            .await
+            .unwrap();
         }
         assert!(!sdir.join("000001.png").exists());
         assert!(!thumb_path(&sdir, 1).exists());

@@ -143,11 +143,13 @@ impl Store {
 
     /// One operator by id.
     pub async fn operator_get(&self, id: &OperatorId) -> anyhow::Result<Option<OperatorRow>> {
-        let row = sqlx::query(&format!("SELECT {OP_COLUMNS} FROM operators o WHERE o.id = $1"))
-            .bind(id.as_str().to_owned())
-            .fetch_optional(self.pool())
-            .await
-            .context("failed to read operator")?;
+        let row = sqlx::query(&format!(
+            "SELECT {OP_COLUMNS} FROM operators o WHERE o.id = $1"
+        ))
+        .bind(id.as_str().to_owned())
+        .fetch_optional(self.pool())
+        .await
+        .context("failed to read operator")?;
         row.as_ref().map(op_from).transpose()
     }
 
@@ -294,13 +296,14 @@ impl Store {
         if n == 1 {
             return Ok(Some(true));
         }
-        let exists = sqlx::query("SELECT 1 AS one FROM passkeys WHERE id = $1 AND operator_id = $2")
-            .bind(id.as_str().to_owned())
-            .bind(op.as_str().to_owned())
-            .fetch_optional(self.pool())
-            .await
-            .context("failed to read passkey")?
-            .is_some();
+        let exists =
+            sqlx::query("SELECT 1 AS one FROM passkeys WHERE id = $1 AND operator_id = $2")
+                .bind(id.as_str().to_owned())
+                .bind(op.as_str().to_owned())
+                .fetch_optional(self.pool())
+                .await
+                .context("failed to read passkey")?
+                .is_some();
         Ok(exists.then_some(false))
     }
 
@@ -313,12 +316,14 @@ impl Store {
         now: i64,
     ) -> anyhow::Result<()> {
         let mut tx = self.pool().begin().await.context("failed to begin")?;
-        sqlx::query("UPDATE enrollments SET used_at = $1 WHERE operator_id = $2 AND used_at IS NULL")
-            .bind(now)
-            .bind(row.operator_id.as_str().to_owned())
-            .execute(&mut *tx)
-            .await
-            .context("failed to retire old enrollment links")?;
+        sqlx::query(
+            "UPDATE enrollments SET used_at = $1 WHERE operator_id = $2 AND used_at IS NULL",
+        )
+        .bind(now)
+        .bind(row.operator_id.as_str().to_owned())
+        .execute(&mut *tx)
+        .await
+        .context("failed to retire old enrollment links")?;
         sqlx::query(
             "INSERT INTO enrollments (id, operator_id, token_hash, created_at, expires_at) \
              VALUES ($1, $2, $3, $4, $5)",

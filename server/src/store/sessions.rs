@@ -216,11 +216,13 @@ impl Store {
 
     /// One session, whichever tenant's (the dashboard's view).
     pub async fn session_find(&self, id: &str) -> anyhow::Result<Option<SessionRow>> {
-        let row = sqlx::query(&format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1"))
-            .bind(id.to_owned())
-            .fetch_optional(self.pool())
-            .await
-            .context("failed to read session")?;
+        let row = sqlx::query(&format!(
+            "SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1"
+        ))
+        .bind(id.to_owned())
+        .fetch_optional(self.pool())
+        .await
+        .context("failed to read session")?;
         row.as_ref()
             .map(session_from)
             .transpose()

@@ -11,7 +11,12 @@ use serde_json::{Value, json};
 use crate::helpers::{Backend, TestApp, both_backends};
 
 impl TestApp {
-    async fn auth_post(&self, path: &str, body: Value, cookie: Option<&str>) -> (StatusCode, Value) {
+    async fn auth_post(
+        &self,
+        path: &str,
+        body: Value,
+        cookie: Option<&str>,
+    ) -> (StatusCode, Value) {
         let mut req = self
             .http
             .post(self.url(path))
@@ -24,7 +29,10 @@ impl TestApp {
         let res = req.send().await.expect("request");
         let status = res.status();
         let text = res.text().await.unwrap();
-        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
     }
 
     async fn audit_actions(&self) -> Vec<(String, String, String)> {
@@ -50,9 +58,17 @@ async fn enrollment_links_refuse_expired_used_tampered_and_foreign_tokens(backen
     // A fresh install offers the first admin a link.
     let first = app.state.auth.list().await.unwrap();
     assert_eq!(first.len(), 1, "{first:?}");
-    assert_eq!((first[0].name.as_str(), first[0].role), ("admin", Role::Admin));
+    assert_eq!(
+        (first[0].name.as_str(), first[0].role),
+        ("admin", Role::Admin)
+    );
 
-    let inv = app.state.auth.invite(&Actor::Cli, "erin", Role::Operator).await.unwrap();
+    let inv = app
+        .state
+        .auth
+        .invite(&Actor::Cli, "erin", Role::Operator)
+        .await
+        .unwrap();
     assert!(inv.link.contains("/enroll#cen_"), "{}", inv.link);
     let secret = secret_of(&inv.link);
     let start = |token: String| {
@@ -73,7 +89,10 @@ async fn enrollment_links_refuse_expired_used_tampered_and_foreign_tokens(backen
     tampered.replace_range(8..12, "AAAA");
     for (token, says) in [
         (tampered, "not valid"),
-        ("cgt_notanenrollmentlink".to_owned(), "not an enrollment link"),
+        (
+            "cgt_notanenrollmentlink".to_owned(),
+            "not an enrollment link",
+        ),
         (format!("cen_{}", "x".repeat(200)), "not an enrollment link"),
         ("".to_owned(), "not an enrollment link"),
         ("cen_'; DROP TABLE operators; --".to_owned(), "not valid"),
@@ -81,7 +100,10 @@ async fn enrollment_links_refuse_expired_used_tampered_and_foreign_tokens(backen
         let (status, body) = start(token.clone()).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{token}: {body}");
         assert_eq!(body["kind"], "invalid", "{body}");
-        assert!(body["message"].as_str().unwrap().contains(says), "{token}: {body}");
+        assert!(
+            body["message"].as_str().unwrap().contains(says),
+            "{token}: {body}"
+        );
     }
     // Expired.
     app.db
@@ -90,9 +112,18 @@ async fn enrollment_links_refuse_expired_used_tampered_and_foreign_tokens(backen
         .unwrap();
     let (status, body) = start(secret.clone()).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
-    assert!(body["message"].as_str().unwrap().contains("expired"), "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("expired"),
+        "{body}"
+    );
     // A new link replaces the old one: the old one is "used".
-    let again = app.state.auth.first_start_link().await.unwrap().expect("admin still unenrolled");
+    let again = app
+        .state
+        .auth
+        .first_start_link()
+        .await
+        .unwrap()
+        .expect("admin still unenrolled");
     assert_ne!(secret_of(&again.link), secret);
     assert_eq!(again.operator.name, "admin");
     // Malformed bodies.
@@ -118,9 +149,17 @@ async fn ceremony_answers_without_a_ceremony_or_forged_are_refused(backend: Back
         "extensions": {}
     });
     // No ceremony in this browser: refused, whatever the answer says.
-    let (status, body) = app.auth_post("/ui/auth/login/finish", forged.clone(), None).await;
+    let (status, body) = app
+        .auth_post("/ui/auth/login/finish", forged.clone(), None)
+        .await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
-    assert!(body["message"].as_str().unwrap().contains("no passkey ceremony"), "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("no passkey ceremony"),
+        "{body}"
+    );
     // Unknown operators cannot start one (and learn nothing more).
     let (status, body) = app
         .auth_post("/ui/auth/login/start", json!({ "name": "nobody" }), None)
@@ -133,7 +172,12 @@ async fn ceremony_answers_without_a_ceremony_or_forged_are_refused(backend: Back
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     // A registration answer with a forged enrollment ceremony in flight.
-    let inv = app.state.auth.invite(&Actor::Cli, "fred", Role::Viewer).await.unwrap();
+    let inv = app
+        .state
+        .auth
+        .invite(&Actor::Cli, "fred", Role::Viewer)
+        .await
+        .unwrap();
     let res = app
         .http
         .post(app.url("/ui/auth/enroll/start"))
@@ -154,7 +198,13 @@ async fn ceremony_answers_without_a_ceremony_or_forged_are_refused(backend: Back
     // The cookie's id is not what the database keys the session by.
     let id = cookie.split_once('=').unwrap().1;
     assert!(!app.state.store.dashboard_session_exists(id).await.unwrap());
-    assert!(app.state.store.dashboard_session_exists(&cordon::ids::token_hash(id)).await.unwrap());
+    assert!(
+        app.state
+            .store
+            .dashboard_session_exists(&cordon::ids::token_hash(id))
+            .await
+            .unwrap()
+    );
     let forged_reg = json!({
         "id": "AAAA", "rawId": "AAAA", "type": "public-key",
         "response": { "attestationObject": "AAAA", "clientDataJSON": "AAAA" },
@@ -164,7 +214,10 @@ async fn ceremony_answers_without_a_ceremony_or_forged_are_refused(backend: Back
         .auth_post("/ui/auth/enroll/finish", forged_reg.clone(), Some(&cookie))
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
-    assert!(body["message"].as_str().unwrap().contains("did not verify"), "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("did not verify"),
+        "{body}"
+    );
     // The failed answer used up the ceremony: replaying it finds none.
     let (status, _) = app
         .auth_post("/ui/auth/enroll/finish", forged_reg, Some(&cookie))
@@ -191,7 +244,11 @@ async fn dashboard_sessions_end_on_absolute_expiry_disable_and_unknown_ids(backe
     assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
     assert_eq!(body["kind"], "unauthorized");
     // A made-up or mangled cookie.
-    for bogus in ["cordon_session=AAAAAAAAAAAAAAAAAAAAAA", "cordon_session=%%%", "cordon_session="] {
+    for bogus in [
+        "cordon_session=AAAAAAAAAAAAAAAAAAAAAA",
+        "cordon_session=%%%",
+        "cordon_session=",
+    ] {
         let (status, _) = app.server_fn("whoami", "", Some(bogus)).await;
         assert_eq!(status, StatusCode::UNAUTHORIZED, "{bogus}");
         let res = app
@@ -206,11 +263,19 @@ async fn dashboard_sessions_end_on_absolute_expiry_disable_and_unknown_ids(backe
     }
     // Disabling ends the session at once.
     let olga = app.state.auth.by_name("olga").await.unwrap();
-    app.state.auth.set_disabled(&Actor::Cli, &olga.id, true).await.unwrap();
+    app.state
+        .auth
+        .set_disabled(&Actor::Cli, &olga.id, true)
+        .await
+        .unwrap();
     let (status, _) = app.server_fn("whoami", "", Some(&cookie)).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     // Enabling again does not bring old sessions back.
-    app.state.auth.set_disabled(&Actor::Cli, &olga.id, false).await.unwrap();
+    app.state
+        .auth
+        .set_disabled(&Actor::Cli, &olga.id, false)
+        .await
+        .unwrap();
     let (status, _) = app.server_fn("whoami", "", Some(&cookie)).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     // The change stream needs a login too.
@@ -233,11 +298,31 @@ async fn roles_are_checked_on_the_server_and_refusals_are_audited(backend: Backe
     let (_, ocookie) = app.operator_session("oz", Role::Operator).await;
     let (_, acookie) = app.operator_session("ada", Role::Admin).await;
     let cases: [(&str, &str, Role); 8] = [
-        ("approve_grant", "id=gr_aaaaaaaaaaaaaaaaaaaaaaaaaa&expires_min=60&multi_use=false", Role::Operator),
-        ("deny_grant", "id=gr_aaaaaaaaaaaaaaaaaaaaaaaaaa", Role::Operator),
-        ("revoke_grant", "jti=gt_aaaaaaaaaaaaaaaaaaaaaaaaaa", Role::Operator),
-        ("end_session", "id=s_aaaaaaaaaaaaaaaaaaaaaaaaaa", Role::Operator),
-        ("delete_credential", "tenant=acme&domain=a.test", Role::Operator),
+        (
+            "approve_grant",
+            "id=gr_aaaaaaaaaaaaaaaaaaaaaaaaaa&expires_min=60&multi_use=false",
+            Role::Operator,
+        ),
+        (
+            "deny_grant",
+            "id=gr_aaaaaaaaaaaaaaaaaaaaaaaaaa",
+            Role::Operator,
+        ),
+        (
+            "revoke_grant",
+            "jti=gt_aaaaaaaaaaaaaaaaaaaaaaaaaa",
+            Role::Operator,
+        ),
+        (
+            "end_session",
+            "id=s_aaaaaaaaaaaaaaaaaaaaaaaaaa",
+            Role::Operator,
+        ),
+        (
+            "delete_credential",
+            "tenant=acme&domain=a.test",
+            Role::Operator,
+        ),
         ("create_tenant", "id=evil&name=Evil", Role::Admin),
         ("invite_operator", "name=mallory&role=admin", Role::Admin),
         ("list_tenants", "", Role::Admin),
@@ -248,22 +333,41 @@ async fn roles_are_checked_on_the_server_and_refusals_are_audited(backend: Backe
         assert_eq!(answer["kind"], "forbidden", "{name}: {answer}");
         if needs == Role::Admin {
             let (status, answer) = app.server_fn(name, body, Some(&ocookie)).await;
-            assert_eq!(status, StatusCode::FORBIDDEN, "{name} as operator: {answer}");
+            assert_eq!(
+                status,
+                StatusCode::FORBIDDEN,
+                "{name} as operator: {answer}"
+            );
         }
     }
     let refused = app
         .audit_actions()
         .await
         .into_iter()
-        .filter(|(actor, action, _)| action == "operator.refused" && actor == &format!("operator:{viewer}"))
+        .filter(|(actor, action, _)| {
+            action == "operator.refused" && actor == &format!("operator:{viewer}")
+        })
         .count();
-    assert_eq!(refused, cases.len(), "each refusal of the viewer is audited");
+    assert_eq!(
+        refused,
+        cases.len(),
+        "each refusal of the viewer is audited"
+    );
     assert!(app.state.auth.by_name("mallory").await.is_err());
-    assert!(!cordon::tenants::list(&app.state.store).await.unwrap().iter().any(|t| t.id.as_str() == "evil"));
+    assert!(
+        !cordon::tenants::list(&app.state.store)
+            .await
+            .unwrap()
+            .iter()
+            .any(|t| t.id.as_str() == "evil")
+    );
 
     // Allowed roles reach the domain, which says the ids belong to nothing.
     for (name, body) in [
-        ("approve_grant", "id=gr_aaaaaaaaaaaaaaaaaaaaaaaaaa&expires_min=60&multi_use=false"),
+        (
+            "approve_grant",
+            "id=gr_aaaaaaaaaaaaaaaaaaaaaaaaaa&expires_min=60&multi_use=false",
+        ),
         ("deny_grant", "id=gr_aaaaaaaaaaaaaaaaaaaaaaaaaa"),
         ("deny_grant", "id=not-an-id"),
         ("revoke_grant", "jti=gt_aaaaaaaaaaaaaaaaaaaaaaaaaa"),
@@ -276,15 +380,25 @@ async fn roles_are_checked_on_the_server_and_refusals_are_audited(backend: Backe
         assert_eq!(answer["kind"], "not_found", "{name}: {answer}");
     }
     let (status, answer) = app
-        .server_fn("approve_grant", "id=gr_aaaaaaaaaaaaaaaaaaaaaaaaaa&expires_min=0&multi_use=false", Some(&ocookie))
+        .server_fn(
+            "approve_grant",
+            "id=gr_aaaaaaaaaaaaaaaaaaaaaaaaaa&expires_min=0&multi_use=false",
+            Some(&ocookie),
+        )
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
     assert_eq!(answer["field"], "expires_min", "{answer}");
-    let (status, answer) = app.server_fn("create_tenant", "id=Not%20Valid&name=x", Some(&acookie)).await;
+    let (status, answer) = app
+        .server_fn("create_tenant", "id=Not%20Valid&name=x", Some(&acookie))
+        .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
-    let (status, answer) = app.server_fn("create_tenant", "id=globex&name=Globex", Some(&acookie)).await;
+    let (status, answer) = app
+        .server_fn("create_tenant", "id=globex&name=Globex", Some(&acookie))
+        .await;
     assert_eq!(status, StatusCode::OK, "{answer}");
-    let (status, answer) = app.server_fn("create_tenant", "id=globex&name=Globex", Some(&acookie)).await;
+    let (status, answer) = app
+        .server_fn("create_tenant", "id=globex&name=Globex", Some(&acookie))
+        .await;
     assert_eq!(status, StatusCode::CONFLICT, "{answer}");
     // The admin's actions carry the admin's id.
     let created = app
@@ -326,7 +440,10 @@ async fn an_operator_cannot_remove_their_last_passkey_nor_anothers(backend: Back
     let remove = |id: String| {
         let cookie = cookie.clone();
         let app = &app;
-        async move { app.server_fn("remove_passkey", &format!("id={id}"), Some(&cookie)).await }
+        async move {
+            app.server_fn("remove_passkey", &format!("id={id}"), Some(&cookie))
+                .await
+        }
     };
     let (status, body) = remove(theirs).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "another's passkey: {body}");
@@ -334,7 +451,10 @@ async fn an_operator_cannot_remove_their_last_passkey_nor_anothers(backend: Back
     assert_eq!(status, StatusCode::OK, "{body}");
     let (status, body) = remove(mine_b).await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
-    assert!(body["message"].as_str().unwrap().contains("last passkey"), "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("last passkey"),
+        "{body}"
+    );
     let (status, body) = app.server_fn("my_passkeys", "", Some(&cookie)).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body.as_array().unwrap().len(), 1, "{body}");

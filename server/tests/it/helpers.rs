@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 use app::api::auth::Role;
 use cordon::config::Settings;
 use cordon::domain::OperatorId;
-use cordon::store::operators::OperatorRow;
 use cordon::startup::Application;
 use cordon::state::AppState;
 use cordon::store::Store;
+use cordon::store::operators::OperatorRow;
 use secrecy::SecretString;
 use tokio::sync::oneshot;
 
@@ -675,5 +675,12 @@ pub fn send_from_another_process(port: u16, request: &str) -> String {
 pub fn uuid_like() -> String {
     let b: [u8; 16] = rand::random();
     let h = hex::encode(b);
-    format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..])
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    )
 }

@@ -199,7 +199,6 @@ test('the audit log filters by action and pages through the results without offs
   await page.keyboard.press('ArrowRight');
   await page.waitForFunction(() => /#2 of 3/.test(document.querySelector('#viewer-caption')?.textContent));
   await page.waitForFunction(() => document.querySelector('#viewer-image')?.naturalWidth > 0);
-  await shot(page, 'screenshots');
   await page.keyboard.press('Escape');
   await page.waitForSelector('#viewer', { state: 'detached' });
   assert.ok(thumbs.length === 3);
@@ -229,7 +228,6 @@ test('credentials list metadata only; export needs a fresh passkey check; delete
   const text = await row.textContent();
   assert.match(text, /acme/);
   assert.doesNotMatch(text, /e2e-not-a-secret/, 'a cookie value reached the page');
-  await shot(page, 'credentials');
   // Without a fresh check the export is refused.
   const direct = await page.evaluate(async () => {
     const r = await fetch('/ui/credentials/export?tenant=acme&domain=shop.test');
@@ -275,7 +273,6 @@ test('an admin creates a tenant and a key (shown once), revokes it, and invites 
   await card.locator('tr[data-key] button.danger').click();
   await card.locator('tr[data-key] .badge[data-status="revoked"]').waitFor();
   assert.equal((await agentApi(server.url, newKey, 'GET', '/api/sessions')).status, 401);
-  await shot(page, 'tenants');
   // Inviting shows a one-time link for the new operator.
   await page.goto(server.url + '/operators');
   await live(page);

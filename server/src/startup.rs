@@ -71,21 +71,6 @@ impl Application {
             .context("bind: the listener has no address")?;
         let store = Store::connect(&settings.database_url()).await?;
         store.migrate().await?;
-        let dashboard_url = settings.dashboard_url(bound.port());
-        let auth = Auth::new(store.clone(), &dashboard_url)?;
-        // With no admin able to log in, a one-time link enrolls one; `serve`
-        // prints it before anything else.
-        let enrollment = auth
-            .first_start_link()
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot prepare the first enrollment link: {e}"))?;
-        if let Some(inv) = &enrollment {
-            tracing::warn!(
-                operator = %inv.operator.name,
-                link = %inv.link,
-                "no admin can log in yet: open this one-time link within an hour to enroll a passkey"
-            );
-        }
         // The vault's key is checked at start: a key file readable by others
         // or a key that did not seal the stored credentials stops startup.
         let keyring = Keyring::load(&settings)?;
@@ -101,6 +86,22 @@ impl Application {
         }
         let vault = Vault::new(store.clone(), keyring.key().clone());
         vault.check_keys().await?;
+        let dashboard_url = settings.dashboard_url(bound.port());
+        let auth = Auth::new(store.clone(), &dashboard_url)?;
+        // With no admin able to log in, a one-time link enrolls one (once
+        // the store and the key are known good); `serve` prints it before
+        // it listens.
+        let enrollment = auth
+            .first_start_link()
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot prepare the first enrollment link: {e}"))?;
+        if let Some(inv) = &enrollment {
+            tracing::warn!(
+                operator = %inv.operator.name,
+                link = %inv.link,
+                "no admin can log in yet: open this one-time link within an hour to enroll a passkey"
+            );
+        }
         let policy = AddressPolicy::with_entries(&settings.egress_allow);
         let egress = match settings.egress_resolver {
             EgressResolver::System => EgressGuard::new(policy, store.clone()),

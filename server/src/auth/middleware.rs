@@ -63,6 +63,29 @@ fn public(path: &str) -> bool {
         || crate::edge::outside_dashboard(path)
 }
 
+/// Passkeys are bound to the public URL's host: the login and enrollment
+/// pages reached by another of Cordon's names (`127.0.0.1`, an IP address)
+/// send the browser there (the link's `#fragment` goes along).
+fn elsewhere(state: &AppState, req: &Request) -> Option<Response> {
+    let url = state.auth.public_url();
+    let want = match (url.host_str(), url.port()) {
+        (Some(h), Some(p)) => format!("{h}:{p}"),
+        (Some(h), None) => h.to_owned(),
+        _ => return None,
+    };
+    let host = req.headers().get(header::HOST)?.to_str().ok()?;
+    let default_port = url
+        .port_or_known_default()
+        .map(|p| format!("{}:{p}", url.host_str().unwrap_or_default()));
+    if host.eq_ignore_ascii_case(&want) || default_port.is_some_and(|d| host.eq_ignore_ascii_case(&d)) {
+        return None;
+    }
+    let mut to = url.clone();
+    to.set_path(req.uri().path());
+    to.set_query(req.uri().query());
+    Some(Redirect::to(to.as_str()).into_response())
+}
+
 /// The operator of a dashboard session, if it is valid: logged in, not
 /// past its absolute expiry, the operator still enabled. An invalid one
 /// is emptied (so its cookie is removed).
@@ -112,6 +135,11 @@ pub(crate) async fn operator_of(
 /// The middleware: puts the [`Operator`] into the request, or refuses.
 pub async fn authenticate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let path = req.uri().path().to_owned();
+    if matches!(path.as_str(), "/login" | "/enroll")
+        && let Some(to) = elsewhere(&state, &req)
+    {
+        return to;
+    }
     if public(&path) {
         return next.run(req).await;
     }

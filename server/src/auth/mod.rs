@@ -226,6 +226,11 @@ impl Auth {
         &self.0.store
     }
 
+    /// The dashboard's URL, whose host passkeys are bound to.
+    pub fn public_url(&self) -> &Url {
+        &self.0.public_url
+    }
+
     async fn audit(&self, event: NewEvent) -> Result<(), AuthError> {
         self.store().audit_append(event).await?;
         Ok(())

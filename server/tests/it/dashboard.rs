@@ -460,3 +460,36 @@ async fn an_operator_cannot_remove_their_last_passkey_nor_anothers(backend: Back
     assert_eq!(body.as_array().unwrap().len(), 1, "{body}");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn login_pages_reached_by_an_ip_send_the_browser_to_the_public_url() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let no_redirects = reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let port = app.addr.port();
+    for path in ["/login", "/enroll", "/login?next=%2Fgrants"] {
+        let res = no_redirects
+            .get(format!("http://127.0.0.1:{port}{path}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::SEE_OTHER, "{path}");
+        assert_eq!(
+            res.headers()["location"].to_str().unwrap(),
+            format!("http://localhost:{port}{path}"),
+            "{path}"
+        );
+        // At the public URL itself the page is served.
+        let res = no_redirects
+            .get(format!("http://127.0.0.1:{port}{path}"))
+            .header("host", format!("localhost:{port}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK, "{path}");
+    }
+    app.stop().await;
+}

@@ -252,6 +252,19 @@ pub struct Settings {
     /// host name, not an IP address.
     #[serde(default)]
     pub public_url: Option<String>,
+    /// PEM file with the certificate chain (server certificate first) for
+    /// built-in HTTPS; set together with `tls_key`. With both set, Cordon
+    /// speaks only HTTPS on `bind`.
+    #[serde(default)]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM file with the private key of `tls_cert` (PKCS#8, PKCS#1 or SEC1).
+    #[serde(default)]
+    pub tls_key: Option<PathBuf>,
+    /// TLS is terminated by a reverse proxy in front of Cordon, which then
+    /// listens on plain HTTP behind it; Cordon requires `public_url` to be
+    /// the proxy's https:// address.
+    #[serde(default)]
+    pub trusted_proxy: bool,
     /// A dashboard session ends after this many minutes without a request.
     #[serde(default = "d::dashboard_idle_minutes")]
     pub dashboard_idle_minutes: u64,
@@ -541,6 +554,7 @@ impl Settings {
                 bail!("public_url: must be an http:// or https:// URL with a host");
             }
         }
+        self.validate_exposure()?;
         let host_mb = host_memory_mb();
         if self.session_memory_mb < 128 || host_mb.is_some_and(|h| self.session_memory_mb > h) {
             bail!(
@@ -595,6 +609,48 @@ impl Settings {
         Ok(())
     }
 
+    /// Who may reach the listener, and over what: a non-loopback `bind`
+    /// serves operators on a network, which needs TLS (built in, or from a
+    /// reverse proxy) and the https address they use, since passkeys and the
+    /// session cookie are bound to it.
+    fn validate_exposure(&self) -> anyhow::Result<()> {
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(_), None) => bail!("tls_key: must be set with tls_cert (both PEM files, or neither)"),
+            (None, Some(_)) => bail!("tls_cert: must be set with tls_key (both PEM files, or neither)"),
+            _ => {}
+        }
+        let https_url = self.public_url().is_some_and(|u| u.scheme() == "https");
+        if !self.bind.ip().is_loopback() {
+            if !self.builtin_tls() && !self.trusted_proxy {
+                bail!(
+                    "bind: {} is not a loopback address, so operators reach Cordon over a network, \
+                     which needs TLS: set tls_cert and tls_key (built-in HTTPS), or trusted_proxy = true \
+                     behind a TLS-terminating reverse proxy",
+                    self.bind
+                );
+            }
+            if !https_url {
+                bail!(
+                    "public_url: must be set to Cordon's https:// address when bind ({}) is not \
+                     a loopback address",
+                    self.bind
+                );
+            }
+        }
+        if self.trusted_proxy && !https_url {
+            bail!("public_url: must be the proxy's https:// address when trusted_proxy is set");
+        }
+        if self.builtin_tls() && self.public_url.is_some() && !https_url {
+            bail!("public_url: must start with https:// when tls_cert and tls_key are set");
+        }
+        Ok(())
+    }
+
+    /// Whether Cordon itself serves HTTPS (`tls_cert` and `tls_key` set).
+    pub fn builtin_tls(&self) -> bool {
+        self.tls_cert.is_some() && self.tls_key.is_some()
+    }
+
     /// The per-session resource limits.
     pub fn session_limits(&self) -> crate::sandbox::limits::Limits {
         crate::sandbox::limits::Limits {
@@ -614,10 +670,12 @@ impl Settings {
     }
 
     /// The dashboard's URL in force: `public_url`, else
-    /// `http://localhost:<port>` for the port actually bound.
+    /// `http://localhost:<port>` (`https://` with built-in TLS) for the port
+    /// actually bound.
     pub fn dashboard_url(&self, bound_port: u16) -> url::Url {
+        let scheme = if self.builtin_tls() { "https" } else { "http" };
         self.public_url().unwrap_or_else(|| {
-            url::Url::parse(&format!("http://localhost:{bound_port}/")).expect("a valid URL")
+            url::Url::parse(&format!("{scheme}://localhost:{bound_port}/")).expect("a valid URL")
         })
     }
 
@@ -946,6 +1004,93 @@ mod tests {
             Settings::load_from(None, env(&[("CORDON_SANDBOX_DRIVER", "process")])).is_ok(),
             "on loopback it runs"
         );
+    }
+
+    #[test]
+    fn a_non_loopback_bind_needs_tls_or_a_trusted_proxy() {
+        let err = load_err(&[("CORDON_BIND", "0.0.0.0:8443")]);
+        assert!(err.starts_with("bind:"), "{err}");
+        assert!(
+            err.contains("tls_cert") && err.contains("trusted_proxy"),
+            "names both ways out: {err}"
+        );
+        assert!(!err.contains('\n'), "{err}");
+        let err = load_err(&[
+            ("CORDON_BIND", "192.0.2.10:8443"),
+            ("CORDON_PUBLIC_URL", "https://cordon.example.com:8443"),
+        ]);
+        assert!(err.starts_with("bind:"), "an https URL alone is not TLS: {err}");
+    }
+
+    #[test]
+    fn a_non_loopback_bind_needs_an_https_public_url() {
+        let tls = [
+            ("CORDON_BIND", "0.0.0.0:8443"),
+            ("CORDON_TLS_CERT", "/etc/cordon/cert.pem"),
+            ("CORDON_TLS_KEY", "/etc/cordon/key.pem"),
+        ];
+        let proxy = [("CORDON_BIND", "0.0.0.0:8080"), ("CORDON_TRUSTED_PROXY", "true")];
+        for base in [&tls[..], &proxy[..]] {
+            let err = load_err(base);
+            assert!(err.starts_with("public_url:"), "unset: {err}");
+            let mut http = base.to_vec();
+            http.push(("CORDON_PUBLIC_URL", "http://cordon.example.com"));
+            let err = load_err(&http);
+            assert!(err.starts_with("public_url:") && err.contains("https://"), "{err}");
+            let mut https = base.to_vec();
+            https.push(("CORDON_PUBLIC_URL", "https://cordon.example.com:8443"));
+            let s = Settings::load_from(None, env(&https)).unwrap();
+            assert_eq!(
+                s.dashboard_url(8443).as_str(),
+                "https://cordon.example.com:8443/"
+            );
+        }
+    }
+
+    #[test]
+    fn a_trusted_proxy_needs_an_https_public_url_on_loopback_too() {
+        let err = load_err(&[("CORDON_TRUSTED_PROXY", "true")]);
+        assert!(err.starts_with("public_url:"), "{err}");
+        let err = load_err(&[
+            ("CORDON_TRUSTED_PROXY", "true"),
+            ("CORDON_PUBLIC_URL", "http://cordon.example.com"),
+        ]);
+        assert!(err.starts_with("public_url:"), "{err}");
+        let s = Settings::load_from(
+            None,
+            env(&[
+                ("CORDON_TRUSTED_PROXY", "true"),
+                ("CORDON_PUBLIC_URL", "https://cordon.example.com"),
+            ]),
+        )
+        .unwrap();
+        assert!(s.trusted_proxy && !s.builtin_tls());
+        assert!(!Settings::load_from(None, env(&[])).unwrap().trusted_proxy);
+    }
+
+    #[test]
+    fn tls_cert_and_tls_key_are_set_together() {
+        let err = load_err(&[("CORDON_TLS_CERT", "/etc/cordon/cert.pem")]);
+        assert!(err.starts_with("tls_key:"), "{err}");
+        let err = load_err(&[("CORDON_TLS_KEY", "/etc/cordon/key.pem")]);
+        assert!(err.starts_with("tls_cert:"), "{err}");
+    }
+
+    #[test]
+    fn builtin_tls_on_loopback_serves_https_localhost_unless_told_otherwise() {
+        let tls = [
+            ("CORDON_TLS_CERT", "/etc/cordon/cert.pem"),
+            ("CORDON_TLS_KEY", "/etc/cordon/key.pem"),
+        ];
+        let s = Settings::load_from(None, env(&tls)).unwrap();
+        assert!(s.builtin_tls());
+        assert_eq!(s.dashboard_url(8443).as_str(), "https://localhost:8443/");
+        let mut http = tls.to_vec();
+        http.push(("CORDON_PUBLIC_URL", "http://localhost:8443"));
+        let err = load_err(&http);
+        assert!(err.starts_with("public_url:"), "{err}");
+        let plain = Settings::load_from(None, env(&[])).unwrap();
+        assert_eq!(plain.dashboard_url(8080).as_str(), "http://localhost:8080/");
     }
 
     #[test]

@@ -37,9 +37,11 @@ struct Inner {
 
 impl Origins {
     /// Cordon's own names: `localhost`, `127.0.0.1` and `[::1]` on the bound
-    /// port, and the host of `public_url` when one is set.
-    pub fn new(bound: SocketAddr, public_url: Option<&url::Url>) -> Self {
+    /// port, reached over `https` when the listener speaks TLS itself (`tls`)
+    /// and `http` otherwise, and the host of `public_url` when one is set.
+    pub fn new(bound: SocketAddr, tls: bool, public_url: Option<&url::Url>) -> Self {
         let port = bound.port();
+        let (scheme, default_port) = if tls { ("https", 443) } else { ("http", 80) };
         let mut hosts: HashSet<String> = [
             format!("localhost:{port}"),
             format!("127.0.0.1:{port}"),
@@ -47,11 +49,12 @@ impl Origins {
         ]
         .into_iter()
         .collect();
-        if port == 80 {
+        if port == default_port {
             // Browsers leave out the scheme's default port.
             hosts.extend(["localhost", "127.0.0.1", "[::1]"].map(String::from));
         }
-        let mut origins: HashSet<String> = hosts.iter().map(|h| format!("http://{h}")).collect();
+        let mut origins: HashSet<String> =
+            hosts.iter().map(|h| format!("{scheme}://{h}")).collect();
         if let Some(url) = public_url
             && let Some(host) = url.host_str()
         {
@@ -228,7 +231,7 @@ mod tests {
 
     #[test]
     fn only_cordons_own_names_are_accepted_as_host() {
-        let o = Origins::new("127.0.0.1:8080".parse().unwrap(), None);
+        let o = Origins::new("127.0.0.1:8080".parse().unwrap(), false, None);
         assert!(o.host_ok(&headers(&[(header::HOST, "localhost:8080")])));
         assert!(o.host_ok(&headers(&[(header::HOST, "127.0.0.1:8080")])));
         assert!(o.host_ok(&headers(&[(header::HOST, "[::1]:8080")])));
@@ -239,17 +242,27 @@ mod tests {
 
     #[test]
     fn on_port_80_the_names_without_a_port_are_ours_too() {
-        let o = Origins::new("127.0.0.1:80".parse().unwrap(), None);
+        let o = Origins::new("127.0.0.1:80".parse().unwrap(), false, None);
         assert!(o.host_ok(&headers(&[(header::HOST, "localhost")])));
         assert!(o.origin_ok(&headers(&[(header::ORIGIN, "http://localhost")])));
-        let other = Origins::new("127.0.0.1:8080".parse().unwrap(), None);
+        let other = Origins::new("127.0.0.1:8080".parse().unwrap(), false, None);
         assert!(!other.host_ok(&headers(&[(header::HOST, "localhost")])));
+    }
+
+    #[test]
+    fn with_builtin_tls_the_loopback_names_are_https_origins() {
+        let o = Origins::new("127.0.0.1:8443".parse().unwrap(), true, None);
+        assert!(o.origin_ok(&headers(&[(header::ORIGIN, "https://localhost:8443")])));
+        assert!(!o.origin_ok(&headers(&[(header::ORIGIN, "http://localhost:8443")])));
+        let o = Origins::new("127.0.0.1:443".parse().unwrap(), true, None);
+        assert!(o.host_ok(&headers(&[(header::HOST, "localhost")])));
+        assert!(o.origin_ok(&headers(&[(header::ORIGIN, "https://localhost")])));
     }
 
     #[test]
     fn the_public_url_adds_its_host_and_origin() {
         let url = url::Url::parse("https://cordon.example.com/").unwrap();
-        let o = Origins::new("127.0.0.1:8080".parse().unwrap(), Some(&url));
+        let o = Origins::new("127.0.0.1:8080".parse().unwrap(), false, Some(&url));
         assert!(o.host_ok(&headers(&[(header::HOST, "cordon.example.com")])));
         assert!(o.host_ok(&headers(&[(header::HOST, "cordon.example.com:443")])));
         assert!(o.origin_ok(&headers(&[(header::ORIGIN, "https://cordon.example.com")])));

@@ -26,4 +26,5 @@ pub mod store;
 pub mod telemetry;
 pub mod tenants;
 pub mod time;
+pub mod tls;
 pub mod vault;

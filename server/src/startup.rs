@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use app::api::DashboardHandle;
 use app::{App, shell};
 use axum::Router;
@@ -35,6 +35,7 @@ use crate::sessions::SessionManager;
 use crate::state::{AppState, Inner};
 use crate::store::Store;
 use crate::telemetry;
+use crate::tls;
 use crate::vault::Vault;
 
 /// The largest request body any route accepts; larger ones get 413.
@@ -43,6 +44,8 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 /// A bound, ready-to-serve Cordon.
 pub struct Application {
     listener: TcpListener,
+    /// Built-in HTTPS (`tls_cert`, `tls_key`); plain HTTP when `None`.
+    tls: Option<Arc<rustls::ServerConfig>>,
     router: Router,
     state: AppState,
     enrollment: Option<Invitation>,
@@ -53,13 +56,14 @@ impl Application {
     /// Prepares the data dir, opens and migrates the database, builds the
     /// router and binds the listener (port 0 picks a free port).
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
-        if !settings.bind.ip().is_loopback() {
-            bail!(
-                "bind: {} is not a loopback address; the dashboard has no operator login yet, \
-                 so Cordon only listens on 127.0.0.1 or ::1",
-                settings.bind
-            );
-        }
+        // Who may listen where was settled when the settings loaded: a
+        // non-loopback bind has TLS (built in or from a trusted proxy) and
+        // an https public_url. The certificate is checked now, before
+        // anything binds or starts.
+        let tls = match (&settings.tls_cert, &settings.tls_key) {
+            (Some(cert), Some(key)) => Some(tls::server_config(cert, key)?),
+            _ => None,
+        };
         prepare_data_dir(&settings.data_dir)?;
         // Bound before anything starts browsers: a port in use must not
         // leave the warm pool's browsers behind.
@@ -146,7 +150,7 @@ impl Application {
             auth,
             last_verification: LastVerification::default(),
         });
-        let origins = Origins::new(bound, Some(&dashboard_url));
+        let origins = Origins::new(bound, tls.is_some(), Some(&dashboard_url));
         let sessions = SessionSettings {
             secure: dashboard_url.scheme() == "https",
             idle_minutes: state.settings.dashboard_idle_minutes,
@@ -155,6 +159,7 @@ impl Application {
         let router = router(state.clone(), origins, sessions);
         Ok(Self {
             listener,
+            tls,
             router,
             state,
             enrollment,
@@ -187,11 +192,15 @@ impl Application {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
         let addr = self.local_addr();
-        tracing::info!(%addr, dashboard = %self.dashboard_url, "cordon listening; dashboard at {}", self.dashboard_url);
-        axum::serve(self.listener, self.router)
-            .with_graceful_shutdown(shutdown)
-            .await
-            .context("server failed")?;
+        let https = self.tls.is_some();
+        tracing::info!(%addr, https, dashboard = %self.dashboard_url, "cordon listening; dashboard at {}", self.dashboard_url);
+        match self.tls {
+            Some(config) => tls::serve(self.listener, config, self.router, shutdown).await,
+            None => axum::serve(self.listener, self.router)
+                .with_graceful_shutdown(shutdown)
+                .await
+                .context("server failed")?,
+        }
         self.state.housekeeping.stop();
         self.state.sessions.shutdown().await;
         self.state.store.close().await;

@@ -1,0 +1,10 @@
+//! Built-in HTTPS: the certificate and key from `tls_cert` / `tls_key`,
+//! checked at start, and the accept loop that serves the router over TLS.
+//! Without them Cordon serves plain HTTP through `axum::serve` (on loopback,
+//! or behind a TLS-terminating proxy).
+
+mod certs;
+mod serve;
+
+pub use certs::server_config;
+pub use serve::{HANDSHAKE_TIMEOUT, serve};

@@ -615,8 +615,12 @@ impl Settings {
     /// session cookie are bound to it.
     fn validate_exposure(&self) -> anyhow::Result<()> {
         match (&self.tls_cert, &self.tls_key) {
-            (Some(_), None) => bail!("tls_key: must be set with tls_cert (both PEM files, or neither)"),
-            (None, Some(_)) => bail!("tls_cert: must be set with tls_key (both PEM files, or neither)"),
+            (Some(_), None) => {
+                bail!("tls_key: must be set with tls_cert (both PEM files, or neither)")
+            }
+            (None, Some(_)) => {
+                bail!("tls_cert: must be set with tls_key (both PEM files, or neither)")
+            }
             _ => {}
         }
         let https_url = self.public_url().is_some_and(|u| u.scheme() == "https");
@@ -1019,7 +1023,10 @@ mod tests {
             ("CORDON_BIND", "192.0.2.10:8443"),
             ("CORDON_PUBLIC_URL", "https://cordon.example.com:8443"),
         ]);
-        assert!(err.starts_with("bind:"), "an https URL alone is not TLS: {err}");
+        assert!(
+            err.starts_with("bind:"),
+            "an https URL alone is not TLS: {err}"
+        );
     }
 
     #[test]
@@ -1029,14 +1036,20 @@ mod tests {
             ("CORDON_TLS_CERT", "/etc/cordon/cert.pem"),
             ("CORDON_TLS_KEY", "/etc/cordon/key.pem"),
         ];
-        let proxy = [("CORDON_BIND", "0.0.0.0:8080"), ("CORDON_TRUSTED_PROXY", "true")];
+        let proxy = [
+            ("CORDON_BIND", "0.0.0.0:8080"),
+            ("CORDON_TRUSTED_PROXY", "true"),
+        ];
         for base in [&tls[..], &proxy[..]] {
             let err = load_err(base);
             assert!(err.starts_with("public_url:"), "unset: {err}");
             let mut http = base.to_vec();
             http.push(("CORDON_PUBLIC_URL", "http://cordon.example.com"));
             let err = load_err(&http);
-            assert!(err.starts_with("public_url:") && err.contains("https://"), "{err}");
+            assert!(
+                err.starts_with("public_url:") && err.contains("https://"),
+                "{err}"
+            );
             let mut https = base.to_vec();
             https.push(("CORDON_PUBLIC_URL", "https://cordon.example.com:8443"));
             let s = Settings::load_from(None, env(&https)).unwrap();

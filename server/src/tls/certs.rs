@@ -102,10 +102,16 @@ mod tests {
         let (dir, c, k) = files(&cert, &key);
         let gone = dir.path().join("nope.pem");
         let e = err(&gone, &k);
-        assert!(e.starts_with("tls_cert:") && e.contains(&gone.display().to_string()), "{e}");
+        assert!(
+            e.starts_with("tls_cert:") && e.contains(&gone.display().to_string()),
+            "{e}"
+        );
         assert!(e.contains("does not exist"), "{e}");
         let e = err(&c, &gone);
-        assert!(e.starts_with("tls_key:") && e.contains("does not exist"), "{e}");
+        assert!(
+            e.starts_with("tls_key:") && e.contains("does not exist"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -122,13 +128,22 @@ mod tests {
         let (cert, key) = self_signed();
         let (_dir, c, k) = files(&key, &cert);
         let e = err(&c, &k);
-        assert!(e.starts_with("tls_cert:") && e.contains("no PEM certificate"), "{e}");
+        assert!(
+            e.starts_with("tls_cert:") && e.contains("no PEM certificate"),
+            "{e}"
+        );
         let (_dir, c, k) = files(&cert, &cert);
         let e = err(&c, &k);
-        assert!(e.starts_with("tls_key:") && e.contains("no PEM private key"), "{e}");
+        assert!(
+            e.starts_with("tls_key:") && e.contains("no PEM private key"),
+            "{e}"
+        );
         let (_dir, c, k) = files("not pem at all\n", &key);
         let e = err(&c, &k);
-        assert!(e.starts_with("tls_cert:") && e.contains("no PEM certificate"), "{e}");
+        assert!(
+            e.starts_with("tls_cert:") && e.contains("no PEM certificate"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -137,7 +152,10 @@ mod tests {
         let (_, other_key) = self_signed();
         let (_dir, c, k) = files(&cert, &other_key);
         let e = err(&c, &k);
-        assert!(e.starts_with("tls_key:") && e.contains("does not match"), "{e}");
+        assert!(
+            e.starts_with("tls_key:") && e.contains("does not match"),
+            "{e}"
+        );
         assert!(e.contains(&c.display().to_string()), "{e}");
     }
 }

@@ -118,7 +118,10 @@ async fn connection(
 /// `axum::serve` does, rather than spinning.
 async fn accept_failed(e: std::io::Error) {
     use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
-    if matches!(e.kind(), ConnectionAborted | ConnectionRefused | ConnectionReset) {
+    if matches!(
+        e.kind(),
+        ConnectionAborted | ConnectionRefused | ConnectionReset
+    ) {
         return;
     }
     tracing::error!(error = %e, "accepting a connection failed; retrying in a second");

@@ -86,10 +86,62 @@ fn an_unusable_data_dir_is_a_clear_error() {
 }
 
 #[test]
-fn serving_on_a_non_loopback_address_is_refused_until_operators_log_in() {
+fn serving_on_a_non_loopback_address_without_tls_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let out = cordon(dir.path(), &[("CORDON_BIND", "0.0.0.0:0")], &["serve"]);
-    assert_clean_failure(&out, "not a loopback address");
+    assert_clean_failure(&out, "bind: 0.0.0.0:0 is not a loopback address");
+    assert!(stderr(&out).contains("tls_cert"), "{}", stderr(&out));
+    let out = cordon(
+        dir.path(),
+        &[
+            ("CORDON_BIND", "0.0.0.0:0"),
+            ("CORDON_TRUSTED_PROXY", "true"),
+            ("CORDON_PUBLIC_URL", "http://cordon.example.com"),
+        ],
+        &["serve"],
+    );
+    assert_clean_failure(&out, "public_url: must be");
+    assert!(
+        !dir.path().join("data").exists(),
+        "refused before anything was made"
+    );
+}
+
+#[test]
+fn config_show_lists_the_tls_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = cordon(dir.path(), &[], &["config", "show"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    for line in [
+        "# tls_cert is unset",
+        "# tls_key is unset",
+        "trusted_proxy = false",
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "{line:?} missing from:\n{text}"
+        );
+    }
+    let env = [
+        ("CORDON_TLS_CERT", "/etc/cordon/cert.pem"),
+        ("CORDON_TLS_KEY", "/etc/cordon/key.pem"),
+        ("CORDON_PUBLIC_URL", "https://cordon.example.com"),
+        ("CORDON_TRUSTED_PROXY", "true"),
+    ];
+    let out = cordon(dir.path(), &env, &["config", "show"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    for line in [
+        "tls_cert = \"/etc/cordon/cert.pem\"",
+        "tls_key = \"/etc/cordon/key.pem\"",
+        "trusted_proxy = true",
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "{line:?} missing from:\n{text}"
+        );
+    }
 }
 
 #[test]

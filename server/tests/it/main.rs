@@ -18,5 +18,6 @@ mod reaper;
 mod sessions;
 mod site;
 mod storage;
+mod tls;
 mod tools;
 mod vault;

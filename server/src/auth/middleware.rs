@@ -77,7 +77,9 @@ fn elsewhere(state: &AppState, req: &Request) -> Option<Response> {
     let default_port = url
         .port_or_known_default()
         .map(|p| format!("{}:{p}", url.host_str().unwrap_or_default()));
-    if host.eq_ignore_ascii_case(&want) || default_port.is_some_and(|d| host.eq_ignore_ascii_case(&d)) {
+    if host.eq_ignore_ascii_case(&want)
+        || default_port.is_some_and(|d| host.eq_ignore_ascii_case(&d))
+    {
         return None;
     }
     let mut to = url.clone();

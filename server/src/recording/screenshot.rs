@@ -395,7 +395,7 @@ mod tests {
             format!("acme:{s}:1:2"),
             format!("acme:{s}:99999999999999999999999"),
             format!("../acme:{s}:1"),
-            format!("acme:../../etc:1"),
+            "acme:../../etc:1".to_string(),
             format!("acme:{s}/..:1"),
             format!("Acme:{s}:1"),
             "acme:s_aaaaaaaaaaaaaaaaaaaaaaaaaa:1/../../x".into(),

@@ -390,7 +390,7 @@ async fn action_prefixes_match_literally_even_with_wildcards_and_quotes(backend:
     let store = &store;
     let actions = |prefix: &'static str| async move {
         let f = filter(by(None, None, None, Some(prefix)));
-        let mut seen: Vec<String> = page(&store, &f, AuditCursor::Newest, 200)
+        let mut seen: Vec<String> = page(store, &f, AuditCursor::Newest, 200)
             .await
             .events
             .into_iter()
@@ -420,7 +420,7 @@ async fn action_prefixes_match_literally_even_with_wildcards_and_quotes(backend:
     assert_eq!(actions("'").await, Vec::<String>::new());
     // Exact values with quotes and wildcards match only themselves.
     let f = filter(by(None, None, Some("operator:o'brien"), None));
-    let p = page(&store, &f, AuditCursor::Newest, 200).await;
+    let p = page(store, &f, AuditCursor::Newest, 200).await;
     assert_eq!(
         p.events.len(),
         expected(&log, &by(None, None, Some("operator:o'brien"), None)).len()
@@ -428,7 +428,7 @@ async fn action_prefixes_match_literally_even_with_wildcards_and_quotes(backend:
     for actor in ["operator:o%", "operator:o_brien", "%", "operator:o''brien"] {
         let f = filter(by(None, None, Some(actor), None));
         assert!(
-            page(&store, &f, AuditCursor::Newest, 10)
+            page(store, &f, AuditCursor::Newest, 10)
                 .await
                 .events
                 .is_empty(),

@@ -52,23 +52,42 @@ impl Topic {
 
 /// The publishing side; cheap to clone.
 #[derive(Debug, Clone)]
-pub struct Changes(broadcast::Sender<Topic>);
+pub struct Changes {
+    topics: broadcast::Sender<Topic>,
+    /// True once the server shuts down: streams end, so an open dashboard
+    /// tab does not hold the graceful shutdown forever.
+    stopping: std::sync::Arc<tokio::sync::watch::Sender<bool>>,
+}
 
 impl Default for Changes {
     fn default() -> Self {
-        Self(broadcast::channel(256).0)
+        Self {
+            topics: broadcast::channel(256).0,
+            stopping: std::sync::Arc::new(tokio::sync::watch::channel(false).0),
+        }
     }
 }
 
 impl Changes {
     /// Tells listeners that `topic` changed (nobody listening is fine).
     pub fn publish(&self, topic: Topic) {
-        let _ = self.0.send(topic);
+        let _ = self.topics.send(topic);
     }
 
     /// A new listener.
     pub fn subscribe(&self) -> broadcast::Receiver<Topic> {
-        self.0.subscribe()
+        self.topics.subscribe()
+    }
+
+    /// Ends every stream (at shutdown).
+    pub fn stop(&self) {
+        self.stopping.send_replace(true);
+    }
+
+    /// Resolves once [`Self::stop`] was called.
+    pub async fn stopped(&self) {
+        let mut rx = self.stopping.subscribe();
+        let _ = rx.wait_for(|s| *s).await;
     }
 }
 
@@ -82,6 +101,23 @@ mod tests {
         assert_eq!(Topic::of_action("grant.approve"), Some(Topic::Grants));
         assert_eq!(Topic::of_action("apikey.create"), Some(Topic::Tenants));
         assert_eq!(Topic::of_action("audit.verify"), None);
+    }
+
+    #[tokio::test]
+    async fn stopping_wakes_whoever_waits_for_it_even_if_they_came_late() {
+        let c = Changes::default();
+        let waiter = tokio::spawn({
+            let c = c.clone();
+            async move { c.stopped().await }
+        });
+        c.stop();
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+            .await
+            .expect("woken")
+            .unwrap();
+        tokio::time::timeout(std::time::Duration::from_secs(5), c.stopped())
+            .await
+            .expect("already stopped");
     }
 
     #[tokio::test]

@@ -193,6 +193,13 @@ impl Application {
     ) -> anyhow::Result<()> {
         let addr = self.local_addr();
         let https = self.tls.is_some();
+        // Long-lived streams (the dashboard's change notices) end when the
+        // shutdown starts, or an open tab would hold it forever.
+        let changes = self.state.store.changes().clone();
+        let shutdown = async move {
+            shutdown.await;
+            changes.stop();
+        };
         tracing::info!(%addr, https, dashboard = %self.dashboard_url, "cordon listening; dashboard at {}", self.dashboard_url);
         match self.tls {
             Some(config) => tls::serve(self.listener, config, self.router, shutdown).await,

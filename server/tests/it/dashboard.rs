@@ -493,3 +493,40 @@ async fn login_pages_reached_by_an_ip_send_the_browser_to_the_public_url() {
     }
     app.stop().await;
 }
+
+#[tokio::test]
+async fn an_open_change_stream_hears_changes_and_does_not_hold_the_shutdown() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let (_, cookie) = app.operator_session("sam", Role::Viewer).await;
+    let mut res = app
+        .http
+        .get(app.url("/ui/events"))
+        .header("cookie", &cookie)
+        .header("host", format!("localhost:{}", app.addr.port()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(res.headers()["content-type"], "text/event-stream");
+    let mut seen = String::new();
+    let mut read_until = async |needle: &str, seen: &mut String| {
+        while !seen.contains(needle) {
+            let chunk = tokio::time::timeout(crate::helpers::PATIENCE, res.chunk())
+                .await
+                .unwrap_or_else(|_| panic!("no {needle:?} in {seen:?}"))
+                .unwrap()
+                .unwrap_or_else(|| panic!("stream ended before {needle:?}: {seen:?}"));
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    };
+    read_until("event: ready", &mut seen).await;
+    cordon::tenants::create(&app.state.store, &Actor::Cli, &"acme".parse().unwrap(), None)
+        .await
+        .unwrap();
+    read_until("event: tenants", &mut seen).await;
+    read_until("event: audit", &mut seen).await;
+    // The stream is still open: the server must still stop promptly.
+    tokio::time::timeout(std::time::Duration::from_secs(20), app.stop())
+        .await
+        .expect("shutdown held by an open change stream");
+}

@@ -12,6 +12,7 @@ use app::{App, shell};
 use axum::Router;
 use axum::extract::{MatchedPath, Request};
 use axum::middleware::{self, Next};
+use axum::serve::ListenerExt;
 use axum::response::Response;
 use axum::routing::{any, get};
 use leptos::config::LeptosOptions;
@@ -203,7 +204,17 @@ impl Application {
         tracing::info!(%addr, https, dashboard = %self.dashboard_url, "cordon listening; dashboard at {}", self.dashboard_url);
         match self.tls {
             Some(config) => tls::serve(self.listener, config, self.router, shutdown).await,
-            None => axum::serve(self.listener, self.router)
+            // Responses go out in several writes (headers, then streamed
+            // HTML): without TCP_NODELAY a client's delayed ACK holds the
+            // rest back ~40 ms (measured: BENCHMARKS.md, page render).
+            None => axum::serve(
+                self.listener.tap_io(|tcp| {
+                    if let Err(e) = tcp.set_nodelay(true) {
+                        tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+                    }
+                }),
+                self.router,
+            )
                 .with_graceful_shutdown(shutdown)
                 .await
                 .context("server failed")?,

@@ -52,6 +52,8 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        // As on the plain listener: no ~40 ms delayed-ACK stalls.
+        let _ = tcp.set_nodelay(true);
         tokio::spawn(connection(
             tcp,
             peer,

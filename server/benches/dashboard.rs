@@ -460,25 +460,76 @@ fn cases(w: &World) -> Vec<Case> {
         ("actor system", f(None, None, sys, None, None)),
         ("action tool.", f(None, None, None, Some("tool."), None)),
         ("action grant.", f(None, None, None, Some("grant."), None)),
-        ("action tool.wait_", f(None, None, None, Some("tool.wait_"), None)),
+        (
+            "action tool.wait_",
+            f(None, None, None, Some("tool.wait_"), None),
+        ),
         ("time (1 day)", f(None, None, None, None, Some(day))),
         ("tenant + session", f(big_t, s, None, None, None)),
-        ("tenant (largest) + actor system", f(big_t, None, sys, None, None)),
-        ("tenant (smallest) + actor system", f(small_t, None, sys, None, None)),
-        ("tenant (largest) + action grant.", f(big_t, None, None, Some("grant."), None)),
-        ("tenant (smallest) + action tool.", f(small_t, None, None, Some("tool."), None)),
-        ("tenant (smallest) + time (1 day)", f(small_t, None, None, None, Some(day))),
-        ("session + actor", f(None, s, Some(&session_actor), None, None)),
-        ("session + action tool.", f(None, s, None, Some("tool."), None)),
-        ("session + time (middle third)", f(None, s, None, None, Some(month))),
-        ("actor (agent key) + action grant.", f(None, None, ag, Some("grant."), None)),
-        ("actor system + action tool. (none)", f(None, None, sys, Some("tool."), None)),
-        ("actor (agent key) + time (1 day)", f(None, None, ag, None, Some(day))),
-        ("action grant. + time (1 day)", f(None, None, None, Some("grant."), Some(day))),
-        ("action tool. + time (middle third)", f(None, None, None, Some("tool."), Some(month))),
-        ("tenant (smallest) + actor of largest (none)", f(small_t, None, ag, None, None)),
-        ("tenant + actor + action tool.", f(big_t, None, ag, Some("tool."), None)),
-        ("all five", f(big_t, s, Some(&session_actor), Some("tool."), Some(month))),
+        (
+            "tenant (largest) + actor system",
+            f(big_t, None, sys, None, None),
+        ),
+        (
+            "tenant (smallest) + actor system",
+            f(small_t, None, sys, None, None),
+        ),
+        (
+            "tenant (largest) + action grant.",
+            f(big_t, None, None, Some("grant."), None),
+        ),
+        (
+            "tenant (smallest) + action tool.",
+            f(small_t, None, None, Some("tool."), None),
+        ),
+        (
+            "tenant (smallest) + time (1 day)",
+            f(small_t, None, None, None, Some(day)),
+        ),
+        (
+            "session + actor",
+            f(None, s, Some(&session_actor), None, None),
+        ),
+        (
+            "session + action tool.",
+            f(None, s, None, Some("tool."), None),
+        ),
+        (
+            "session + time (middle third)",
+            f(None, s, None, None, Some(month)),
+        ),
+        (
+            "actor (agent key) + action grant.",
+            f(None, None, ag, Some("grant."), None),
+        ),
+        (
+            "actor system + action tool. (none)",
+            f(None, None, sys, Some("tool."), None),
+        ),
+        (
+            "actor (agent key) + time (1 day)",
+            f(None, None, ag, None, Some(day)),
+        ),
+        (
+            "action grant. + time (1 day)",
+            f(None, None, None, Some("grant."), Some(day)),
+        ),
+        (
+            "action tool. + time (middle third)",
+            f(None, None, None, Some("tool."), Some(month)),
+        ),
+        (
+            "tenant (smallest) + actor of largest (none)",
+            f(small_t, None, ag, None, None),
+        ),
+        (
+            "tenant + actor + action tool.",
+            f(big_t, None, ag, Some("tool."), None),
+        ),
+        (
+            "all five",
+            f(big_t, s, Some(&session_actor), Some("tool."), Some(month)),
+        ),
     ]
     .into_iter()
     .map(|(label, input)| Case {
@@ -557,11 +608,28 @@ async fn audit(backend: &str, url: &str, world: &World, iters: usize) -> anyhow:
         };
         let (middle, mid_page) = timed(&store, &filter, middle_cursor, iters).await?;
         // The pages hold what they should.
-        for e in page.events.iter().chain(&mid_page.events).chain(&oldest.events) {
-            let ok = case.input.tenant.as_ref().is_none_or(|t| e.tenant.as_ref() == Some(t))
-                && case.input.session.as_ref().is_none_or(|s| e.session.as_ref() == Some(s))
+        for e in page
+            .events
+            .iter()
+            .chain(&mid_page.events)
+            .chain(&oldest.events)
+        {
+            let ok = case
+                .input
+                .tenant
+                .as_ref()
+                .is_none_or(|t| e.tenant.as_ref() == Some(t))
+                && case
+                    .input
+                    .session
+                    .as_ref()
+                    .is_none_or(|s| e.session.as_ref() == Some(s))
                 && case.input.actor.as_ref().is_none_or(|a| &e.actor == a)
-                && case.input.action_prefix.as_ref().is_none_or(|p| e.action.starts_with(p.as_str()))
+                && case
+                    .input
+                    .action_prefix
+                    .as_ref()
+                    .is_none_or(|p| e.action.starts_with(p.as_str()))
                 && case.input.from_ms.is_none_or(|f| e.ts >= f)
                 && case.input.to_ms.is_none_or(|t| e.ts <= t);
             assert!(ok, "{}: {e:?} does not match", case.label);
@@ -709,6 +777,15 @@ async fn screenshots(dir: &std::path::Path, n: usize, iters: usize) -> anyhow::R
     }
     assert_eq!(listed, n);
     let timeline = Stats(times);
+    let mut times = Vec::new();
+    for _ in 0..iters {
+        let t = Instant::now();
+        rec.expires_at(&tenant, &session, Duration::from_secs(30 * 86_400))
+            .await?
+            .context("frames are there")?;
+        times.push(t.elapsed());
+    }
+    let expires = Stats(times);
     let id = |seq: u64| ScreenshotId::new(tenant.clone(), session.clone(), seq);
     let mut full = Vec::new();
     let mut made = Vec::new();
@@ -729,8 +806,15 @@ async fn screenshots(dir: &std::path::Path, n: usize, iters: usize) -> anyhow::R
     println!("| what | p50 / p95 |");
     println!("| --- | --- |");
     println!("| `timeline` ({n} entries) | {} |", timeline.cell());
+    println!(
+        "| `expires_at` (newest of {n} frames) | {} |",
+        expires.cell()
+    );
     println!("| `open` full image | {} |", Stats(full).cell());
-    println!("| `open` thumbnail, first request (made, 1280×720 → 320×180) | {} |", Stats(made).cell());
+    println!(
+        "| `open` thumbnail, first request (made, 1280×720 → 320×180) | {} |",
+        Stats(made).cell()
+    );
     println!("| `open` thumbnail, kept | {} |", Stats(kept).cell());
     Ok(())
 }

@@ -93,9 +93,8 @@ impl FromStr for ScreenshotId {
             return Err(MalformedScreenshotId);
         };
         // Canonical decimal only: one spelling per screenshot.
-        let canonical = !seq.is_empty()
-            && seq.bytes().all(|b| b.is_ascii_digit())
-            && !seq.starts_with('0');
+        let canonical =
+            !seq.is_empty() && seq.bytes().all(|b| b.is_ascii_digit()) && !seq.starts_with('0');
         let seq = canonical
             .then(|| seq.parse::<u64>().ok())
             .flatten()
@@ -173,12 +172,63 @@ pub enum OpenError {
 }
 
 fn content_type(ext: &str) -> &'static str {
-    if ext == "png" { "image/png" } else { "image/jpeg" }
+    if ext == "png" {
+        "image/png"
+    } else {
+        "image/jpeg"
+    }
 }
 
 fn ms(t: std::time::SystemTime) -> i64 {
     t.duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Each session folder's list of frames written: `<seq> <unix ms> <bytes>
+/// <ext>` per line, appended at save time, so a timeline of thousands of
+/// frames reads one file instead of asking the file system about each
+/// (10,000 `stat` calls cost ~20 ms on this project's VMs). The folder's
+/// listing stays the truth about which frames exist; a frame missing from
+/// this log (written by an older Cordon, or a torn last line) is looked at
+/// directly.
+const FRAMES_LOG: &str = "frames.log";
+
+/// Notes frame `seq` in the session folder's [`FRAMES_LOG`]. A failure only
+/// costs the timeline a `stat`, so it is logged and not returned.
+pub(super) async fn note_frame(dir: &Path, seq: u64, ext: &str, bytes: u64) {
+    use tokio::io::AsyncWriteExt;
+    let line = format!("{seq} {} {bytes} {ext}\n", crate::time::now_ms());
+    let path = dir.join(FRAMES_LOG);
+    let res = async {
+        let mut f = tokio::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .await?;
+        f.write_all(line.as_bytes()).await
+    }
+    .await;
+    if let Err(e) = res {
+        tracing::warn!(file = %path.display(), error = %e, "cannot note a screenshot for the timeline");
+    }
+}
+
+/// [`FRAMES_LOG`] read back: seq → (unix ms, bytes, ext). Malformed lines
+/// are skipped.
+fn read_frames_log(dir: &Path) -> std::collections::HashMap<u64, (i64, u64, String)> {
+    let Ok(text) = std::fs::read_to_string(dir.join(FRAMES_LOG)) else {
+        return Default::default();
+    };
+    text.lines()
+        .filter_map(|line| {
+            let mut f = line.split(' ');
+            let seq = f.next()?.parse().ok()?;
+            let at = f.next()?.parse().ok()?;
+            let bytes = f.next()?.parse().ok()?;
+            let ext = f.next()?.to_owned();
+            f.next().is_none().then_some((seq, (at, bytes, ext)))
+        })
+        .collect()
 }
 
 /// The thumbnail's file beside frame `seq`.
@@ -231,18 +281,26 @@ impl Recorder {
                     return Err(e).with_context(|| format!("cannot list {}", dir.display()));
                 }
             };
+            let noted = read_frames_log(&dir);
             let mut shots: Vec<ScreenshotInfo> = entries
                 .flatten()
                 .filter_map(|entry| {
                     let name = entry.file_name();
                     let (seq, ext) = frame_seq(name.to_str()?)?;
-                    // A frame removed since the listing is simply left out.
-                    let meta = entry.metadata().ok()?;
+                    let (taken_at_ms, bytes) = match noted.get(&seq) {
+                        Some((at, bytes, noted_ext)) if noted_ext == ext => (*at, *bytes),
+                        // Not noted: asked directly (a frame removed since
+                        // the listing is simply left out).
+                        _ => {
+                            let meta = entry.metadata().ok()?;
+                            (meta.modified().map_or(0, ms), meta.len())
+                        }
+                    };
                     Some(ScreenshotInfo {
                         id: ScreenshotId::new(tenant.clone(), session.clone(), seq),
                         seq,
-                        taken_at_ms: meta.modified().map_or(0, ms),
-                        bytes: meta.len(),
+                        taken_at_ms,
+                        bytes,
                         content_type: content_type(ext),
                     })
                 })
@@ -269,7 +327,11 @@ impl Recorder {
     /// The image `id` names: the frame itself, or its thumbnail (made and
     /// kept beside the frame on first request). The path comes from the
     /// parsed id alone.
-    pub async fn open(&self, id: &ScreenshotId, variant: Variant) -> Result<ScreenshotBytes, OpenError> {
+    pub async fn open(
+        &self,
+        id: &ScreenshotId,
+        variant: Variant,
+    ) -> Result<ScreenshotBytes, OpenError> {
         let read = |path: PathBuf| async move {
             match tokio::fs::read(&path).await {
                 Ok(bytes) => Ok(Some(bytes)),
@@ -346,7 +408,9 @@ impl Recorder {
     ) -> anyhow::Result<Option<i64>> {
         let dir = self.session_dir(tenant.as_str(), session.as_str());
         let newest = tokio::task::spawn_blocking(move || newest_frame_mtime(&dir)).await?;
-        Ok(newest.map(|t| ms(t).saturating_add(i64::try_from(retention.as_millis()).unwrap_or(i64::MAX))))
+        Ok(newest.map(|t| {
+            ms(t).saturating_add(i64::try_from(retention.as_millis()).unwrap_or(i64::MAX))
+        }))
     }
 }
 
@@ -356,7 +420,9 @@ mod tests {
     use crate::recording::RecordMode;
 
     fn png(w: u32, h: u32) -> Vec<u8> {
-        let img = image::RgbImage::from_fn(w, h, |x, y| image::Rgb([(x % 256) as u8, (y % 256) as u8, 90]));
+        let img = image::RgbImage::from_fn(w, h, |x, y| {
+            image::Rgb([(x % 256) as u8, (y % 256) as u8, 90])
+        });
         let mut out = Vec::new();
         img.write_to(&mut std::io::Cursor::new(&mut out), image::ImageFormat::Png)
             .unwrap();
@@ -384,14 +450,18 @@ mod tests {
             format!("acme:{s}:1:2"),
             format!("acme:{s}:99999999999999999999999"),
             format!("../acme:{s}:1"),
-            format!("acme:../../etc:1"),
+            "acme:../../etc:1".into(),
             format!("acme:{s}/..:1"),
             format!("Acme:{s}:1"),
             "acme:s_aaaaaaaaaaaaaaaaaaaaaaaaaa:1/../../x".into(),
             format!("acme:{s}:1.png"),
             format!("acme:{s}:1\0"),
         ] {
-            assert_eq!(bad.parse::<ScreenshotId>(), Err(MalformedScreenshotId), "{bad:?}");
+            assert_eq!(
+                bad.parse::<ScreenshotId>(),
+                Err(MalformedScreenshotId),
+                "{bad:?}"
+            );
         }
     }
 
@@ -409,15 +479,40 @@ mod tests {
         let sdir = rec.session_dir("acme", s.as_str());
         std::fs::write(thumb_path(&sdir, 1), b"t").unwrap();
         std::fs::write(sdir.join("notes.txt"), b"?").unwrap();
+        // A frame the log does not know (an older Cordon wrote it) and a
+        // torn last line.
+        std::fs::write(sdir.join("000004.png"), b"four").unwrap();
+        let mut log = std::fs::OpenOptions::new()
+            .append(true)
+            .open(sdir.join(FRAMES_LOG))
+            .unwrap();
+        std::io::Write::write_all(&mut log, b"4 17").unwrap();
         let shots = rec.timeline(&t, &s).await.unwrap();
         let seqs: Vec<u64> = shots.iter().map(|s| s.seq).collect();
-        assert_eq!(seqs, [1, 2, 3, 1_000_002]);
+        assert_eq!(seqs, [1, 2, 3, 4, 1_000_002]);
         assert_eq!(shots[1].content_type, "image/jpeg");
-        assert_eq!(shots[0].bytes, 3);
+        assert_eq!((shots[0].bytes, shots[3].bytes), (3, 4));
         assert_eq!(shots[0].id, ScreenshotId::new(t.clone(), s.clone(), 1));
-        assert!(shots[0].taken_at_ms > 1_700_000_000_000);
+        for shot in &shots {
+            assert!(shot.taken_at_ms > 1_700_000_000_000, "{shot:?}");
+        }
+        // The log never makes a removed frame appear.
+        std::fs::remove_file(sdir.join("000003.png")).unwrap();
+        let seqs: Vec<u64> = rec
+            .timeline(&t, &s)
+            .await
+            .unwrap()
+            .iter()
+            .map(|s| s.seq)
+            .collect();
+        assert_eq!(seqs, [1, 2, 4, 1_000_002]);
         // A session that recorded nothing has an empty timeline.
-        assert!(rec.timeline(&t, &SessionId::generate()).await.unwrap().is_empty());
+        assert!(
+            rec.timeline(&t, &SessionId::generate())
+                .await
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[tokio::test]
@@ -431,7 +526,10 @@ mod tests {
             .unwrap();
         let id = ScreenshotId::new(t, s.clone(), 1);
         let full = rec.open(&id, Variant::Full).await.unwrap();
-        assert_eq!((full.bytes, full.content_type), (frame.clone(), "image/png"));
+        assert_eq!(
+            (full.bytes, full.content_type),
+            (frame.clone(), "image/png")
+        );
         let thumb = rec.open(&id, Variant::Thumb).await.unwrap();
         assert_eq!(thumb.content_type, "image/jpeg");
         let img = image::load_from_memory(&thumb.bytes).unwrap();
@@ -459,9 +557,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let rec = Recorder::new(dir.path());
         let (t, s) = ids();
-        rec.save(RecordMode::Audit, "acme", s.as_str(), 1, "png", &png(10, 10))
-            .await
-            .unwrap();
+        rec.save(
+            RecordMode::Audit,
+            "acme",
+            s.as_str(),
+            1,
+            "png",
+            &png(10, 10),
+        )
+        .await
+        .unwrap();
         for id in [
             ScreenshotId::new(t.clone(), s.clone(), 2),
             ScreenshotId::new(t.clone(), SessionId::generate(), 1),
@@ -474,12 +579,15 @@ mod tests {
                 );
             }
         }
-        // Nothing was made for them.
-        assert_eq!(files_in(&rec.session_dir("acme", s.as_str())), 1);
-    }
-
-    fn files_in(dir: &Path) -> usize {
-        std::fs::read_dir(dir).unwrap().count()
+        // No thumbnail was made for them.
+        let thumbs = std::fs::read_dir(rec.session_dir("acme", s.as_str()))
+            .unwrap()
+            .filter(|e| {
+                let name = e.as_ref().unwrap().file_name();
+                name.to_str().unwrap().contains("thumb")
+            })
+            .count();
+        assert_eq!(thumbs, 0);
     }
 
     #[tokio::test]
@@ -545,9 +653,16 @@ mod tests {
         let sdir = rec.session_dir("acme", s.as_str());
         assert!(thumb_path(&sdir, 1).exists());
         for seq in 2..=super::super::TRANSIENT_KEEP + 1 {
-            rec.save(RecordMode::Transient, "acme", s.as_str(), seq, "png", &frame)
-                .await
-                .unwrap();
+            rec.save(
+                RecordMode::Transient,
+                "acme",
+                s.as_str(),
+                seq,
+                "png",
+                &frame,
+            )
+            .await
+            .unwrap();
         }
         assert!(!sdir.join("000001.png").exists());
         assert!(!thumb_path(&sdir, 1).exists());

@@ -330,13 +330,12 @@ impl Store {
         let mut lo = 0;
         let mut hi = i64::MAX;
         if let Some(from) = filter.from_ms() {
-            let row = sqlx::query(
-                "SELECT seq FROM audit_events WHERE ts >= $1 ORDER BY ts, seq LIMIT 1",
-            )
-            .bind(from)
-            .fetch_optional(self.pool())
-            .await
-            .context("failed to find the start of a time range")?;
+            let row =
+                sqlx::query("SELECT seq FROM audit_events WHERE ts >= $1 ORDER BY ts, seq LIMIT 1")
+                    .bind(from)
+                    .fetch_optional(self.pool())
+                    .await
+                    .context("failed to find the start of a time range")?;
             match row {
                 Some(row) => lo = row.try_get("seq")?,
                 None => return Ok(None),
@@ -375,9 +374,7 @@ impl Store {
                 .map(|end| format!(" AND {col} < {end}"))
                 .unwrap_or_default()
         };
-        let and = |conds: Vec<String>| {
-            conds.into_iter().map(|c| c + " AND ").collect::<String>()
-        };
+        let and = |conds: Vec<String>| conds.into_iter().map(|c| c + " AND ").collect::<String>();
         sql.text = format!(
             "WITH RECURSIVE acts(action) AS ( \
                SELECT (SELECT action FROM audit_events \

@@ -191,10 +191,21 @@ async fn walk_newer(store: &Store, f: &AuditFilter, size: i64) -> Vec<i64> {
 /// Checks `input` both ways with pages of 7, and that some event matches.
 async fn check(store: &Store, log: &Log, input: AuditFilterInput) {
     let want = expected(log, &input);
-    assert!(!want.is_empty(), "a case that selects nothing proves little: {input:?}");
+    assert!(
+        !want.is_empty(),
+        "a case that selects nothing proves little: {input:?}"
+    );
     let f = filter(input.clone());
-    assert_eq!(walk_older(store, &f, 7).await, want, "older pages of {input:?}");
-    assert_eq!(walk_newer(store, &f, 7).await, want, "newer pages of {input:?}");
+    assert_eq!(
+        walk_older(store, &f, 7).await,
+        want,
+        "older pages of {input:?}"
+    );
+    assert_eq!(
+        walk_newer(store, &f, 7).await,
+        want,
+        "newer pages of {input:?}"
+    );
 }
 
 fn by(
@@ -275,9 +286,16 @@ async fn filters_combine_as_an_intersection(backend: Backend) {
     ] {
         assert!(expected(&log, &input).is_empty());
         let f = filter(input);
-        for cursor in [AuditCursor::Newest, AuditCursor::Oldest, AuditCursor::Before(75)] {
+        for cursor in [
+            AuditCursor::Newest,
+            AuditCursor::Oldest,
+            AuditCursor::Before(75),
+        ] {
             let p = page(&store, &f, cursor, 7).await;
-            assert_eq!((p.events.len(), p.has_older, p.has_newer), (0, false, false));
+            assert_eq!(
+                (p.events.len(), p.has_older, p.has_newer),
+                (0, false, false)
+            );
         }
     }
 }
@@ -340,7 +358,12 @@ async fn a_time_range_is_inclusive_and_exact_at_equal_timestamps(backend: Backen
     assert_eq!(seqs(&p), (21..=30).rev().collect::<Vec<_>>());
     // Between two timestamps: nothing.
     let f = filter(range(Some(1_010_001), Some(1_010_999)));
-    assert!(page(&store, &f, AuditCursor::Newest, 10).await.events.is_empty());
+    assert!(
+        page(&store, &f, AuditCursor::Newest, 10)
+            .await
+            .events
+            .is_empty()
+    );
     // Open ends, and ranges past either end of the log.
     for (from, to) in [
         (None, Some(1_003_000)),
@@ -353,7 +376,10 @@ async fn a_time_range_is_inclusive_and_exact_at_equal_timestamps(backend: Backen
     for (from, to) in [(Some(2_000_000), None), (None, Some(999_999))] {
         let f = filter(range(from, to));
         let p = page(&store, &f, AuditCursor::Oldest, 10).await;
-        assert_eq!((p.events.len(), p.has_older, p.has_newer), (0, false, false));
+        assert_eq!(
+            (p.events.len(), p.has_older, p.has_newer),
+            (0, false, false)
+        );
     }
 }
 
@@ -364,7 +390,7 @@ async fn action_prefixes_match_literally_even_with_wildcards_and_quotes(backend:
     let store = &store;
     let actions = |prefix: &'static str| async move {
         let f = filter(by(None, None, None, Some(prefix)));
-        let mut seen: Vec<String> = page(&store, &f, AuditCursor::Newest, 200)
+        let mut seen: Vec<String> = page(store, &f, AuditCursor::Newest, 200)
             .await
             .events
             .into_iter()
@@ -382,29 +408,45 @@ async fn action_prefixes_match_literally_even_with_wildcards_and_quotes(backend:
     assert_eq!(actions("tool.wait_").await, ["tool.wait_for"]);
     assert_eq!(
         actions("tool").await,
-        ["tool%x", "tool.click", "tool.navigate", "tool.wait_for", "tool_x"]
+        [
+            "tool%x",
+            "tool.click",
+            "tool.navigate",
+            "tool.wait_for",
+            "tool_x"
+        ]
     );
     assert_eq!(actions("it's").await, ["it's.quoted"]);
     assert_eq!(actions("'").await, Vec::<String>::new());
     // Exact values with quotes and wildcards match only themselves.
     let f = filter(by(None, None, Some("operator:o'brien"), None));
-    let p = page(&store, &f, AuditCursor::Newest, 200).await;
-    assert_eq!(p.events.len(), expected(&log, &by(None, None, Some("operator:o'brien"), None)).len());
+    let p = page(store, &f, AuditCursor::Newest, 200).await;
+    assert_eq!(
+        p.events.len(),
+        expected(&log, &by(None, None, Some("operator:o'brien"), None)).len()
+    );
     for actor in ["operator:o%", "operator:o_brien", "%", "operator:o''brien"] {
         let f = filter(by(None, None, Some(actor), None));
-        assert!(page(&store, &f, AuditCursor::Newest, 10).await.events.is_empty(), "{actor}");
+        assert!(
+            page(store, &f, AuditCursor::Newest, 10)
+                .await
+                .events
+                .is_empty(),
+            "{actor}"
+        );
     }
 }
 
-async fn hostile_filter_text_is_refused_or_matched_literally_and_changes_nothing(
-    backend: Backend,
-) {
+async fn hostile_filter_text_is_refused_or_matched_literally_and_changes_nothing(backend: Backend) {
     let db = TestDb::new(backend).await;
     let store = db.store().await;
     seed(&db).await;
     // Refused before any query, naming the field.
     let refused = [
-        (by(Some("acme'; DROP TABLE audit_events; --"), None, None, None), "tenant"),
+        (
+            by(Some("acme'; DROP TABLE audit_events; --"), None, None, None),
+            "tenant",
+        ),
         (by(Some("%"), None, None, None), "tenant"),
         (
             AuditFilterInput {
@@ -426,7 +468,10 @@ async fn hostile_filter_text_is_refused_or_matched_literally_and_changes_nothing
     }
     assert_eq!(PageSize::parse(0), Err(AuditQueryError::PageSize));
     assert_eq!(PageSize::parse(201), Err(AuditQueryError::PageSize));
-    assert_eq!("before:1;--".parse::<AuditCursor>(), Err(AuditQueryError::Cursor));
+    assert_eq!(
+        "before:1;--".parse::<AuditCursor>(),
+        Err(AuditQueryError::Cursor)
+    );
     // Taken literally: SQL in an actor or prefix finds nothing and runs nothing.
     for input in [
         by(None, None, Some("system' OR '1'='1"), None),
@@ -435,7 +480,11 @@ async fn hostile_filter_text_is_refused_or_matched_literally_and_changes_nothing
         by(None, None, None, Some("%' OR action LIKE '%")),
     ] {
         let f = filter(input.clone());
-        for cursor in [AuditCursor::Newest, AuditCursor::Oldest, AuditCursor::After(3)] {
+        for cursor in [
+            AuditCursor::Newest,
+            AuditCursor::Oldest,
+            AuditCursor::After(3),
+        ] {
             let p = page(&store, &f, cursor, 50).await;
             assert!(p.events.is_empty(), "{input:?} at {cursor}");
         }
@@ -458,7 +507,11 @@ async fn appended_times_never_go_backwards(backend: Backend) {
     let ahead = first.ts + 10 * 365 * 24 * 3600 * 1000;
     db.raw(&format!(
         "DROP TRIGGER audit_events_no_update{}",
-        if backend == Backend::Postgres { " ON audit_events" } else { "" }
+        if backend == Backend::Postgres {
+            " ON audit_events"
+        } else {
+            ""
+        }
     ))
     .await
     .unwrap();
@@ -486,7 +539,10 @@ async fn appended_times_never_go_backwards(backend: Backend) {
         from_ms: Some(ahead),
         ..Default::default()
     });
-    assert_eq!(seqs(&page(&store, &f, AuditCursor::Newest, 10).await), [2, 1]);
+    assert_eq!(
+        seqs(&page(&store, &f, AuditCursor::Newest, 10).await),
+        [2, 1]
+    );
 }
 
 /// A PostgreSQL database whose default collation is linguistic (ICU `en`,
@@ -524,6 +580,9 @@ async fn postgres_with_a_linguistic_collation_still_matches_prefixes_by_bytes() 
     assert_eq!(actions, ["tool.b", "tool.a"]);
     // With an actor, the per-action path.
     let f = filter(by(None, None, Some("system"), Some("tool.")));
-    assert_eq!(seqs(&page(&store, &f, AuditCursor::Oldest, 10).await), [5, 1]);
+    assert_eq!(
+        seqs(&page(&store, &f, AuditCursor::Oldest, 10).await),
+        [5, 1]
+    );
     store.close().await;
 }

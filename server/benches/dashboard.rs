@@ -650,6 +650,7 @@ async fn audit(backend: &str, url: &str, world: &World, iters: usize) -> anyhow:
         );
     }
     println!("\n{backend}: worst p95 {worst:.2} ms");
+    println!("\n{backend}: {}", sizes(url).await?);
     // What the indexes cost the write path: real appends (lock, head row,
     // previous time, insert) on the full table, with them and without.
     let with = appends(&store, iters * 5).await?;
@@ -667,6 +668,41 @@ async fn audit(backend: &str, url: &str, world: &World, iters: usize) -> anyhow:
     );
     store.close().await;
     Ok(())
+}
+
+/// One table's or index's size on disk, bytes.
+async fn size(conn: &mut sqlx::AnyConnection, sqlite: bool, name: &str) -> anyhow::Result<i64> {
+    let sql = if sqlite {
+        "SELECT CAST(COALESCE(SUM(pgsize), 0) AS BIGINT) FROM dbstat WHERE name = $1"
+    } else {
+        "SELECT pg_relation_size($1::regclass)"
+    };
+    Ok(sqlx::query_scalar::<_, i64>(sql)
+        .bind(name)
+        .fetch_one(conn)
+        .await?)
+}
+
+/// The table's and the indexes' size on disk.
+async fn sizes(url: &str) -> anyhow::Result<String> {
+    let mut conn = sqlx::AnyConnection::connect(url).await?;
+    let sqlite = url.starts_with("sqlite");
+    let mib = |b: i64| b as f64 / (1 << 20) as f64;
+    let table = size(&mut conn, sqlite, "audit_events").await?;
+    let mut before = 0;
+    for index in ["audit_events_tenant", "audit_events_session"] {
+        before += size(&mut conn, sqlite, index).await?;
+    }
+    let mut added = 0;
+    for index in INDEXES_0007 {
+        added += size(&mut conn, sqlite, index).await?;
+    }
+    Ok(format!(
+        "`audit_events` {:.0} MiB, its indexes before 0007 {:.0} MiB, the five 0007 indexes {:.0} MiB",
+        mib(table),
+        mib(before),
+        mib(added)
+    ))
 }
 
 /// The indexes migration 0007 adds.
@@ -770,7 +806,8 @@ async fn audit_both(
             eprintln!("kept PostgreSQL database {url}");
         } else {
             let mut conn = sqlx::AnyConnection::connect(&admin).await?;
-            sqlx::raw_sql(&format!("DROP DATABASE {name}"))
+            // FORCE: a connection the benchmark dropped may not be closed yet.
+            sqlx::raw_sql(&format!("DROP DATABASE {name} WITH (FORCE)"))
                 .execute(&mut conn)
                 .await?;
         }

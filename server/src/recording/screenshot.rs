@@ -215,7 +215,7 @@ pub(super) async fn note_frame(dir: &Path, seq: u64, ext: &str, bytes: u64) {
 
 /// [`FRAMES_LOG`] read back: seq → (unix ms, bytes, ext). Malformed lines
 /// are skipped.
-fn read_frames_log(dir: &Path) -> std::collections::HashMap<u64, (i64, u64, String)> {
+fn read_frames_log(dir: &Path) -> std::collections::HashMap<u64, (i64, u64, &'static str)> {
     let Ok(text) = std::fs::read_to_string(dir.join(FRAMES_LOG)) else {
         return Default::default();
     };
@@ -225,7 +225,11 @@ fn read_frames_log(dir: &Path) -> std::collections::HashMap<u64, (i64, u64, Stri
             let seq = f.next()?.parse().ok()?;
             let at = f.next()?.parse().ok()?;
             let bytes = f.next()?.parse().ok()?;
-            let ext = f.next()?.to_owned();
+            let ext = match f.next()? {
+                "png" => "png",
+                "jpg" => "jpg",
+                _ => return None,
+            };
             f.next().is_none().then_some((seq, (at, bytes, ext)))
         })
         .collect()
@@ -288,7 +292,7 @@ impl Recorder {
                     let name = entry.file_name();
                     let (seq, ext) = frame_seq(name.to_str()?)?;
                     let (taken_at_ms, bytes) = match noted.get(&seq) {
-                        Some((at, bytes, noted_ext)) if noted_ext == ext => (*at, *bytes),
+                        Some((at, bytes, noted_ext)) if *noted_ext == ext => (*at, *bytes),
                         // Not noted: asked directly (a frame removed since
                         // the listing is simply left out).
                         _ => {

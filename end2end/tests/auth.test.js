@@ -195,6 +195,20 @@ test('a replayed login answer is refused', async () => {
   }, finish);
   assert.equal(forged.status, 400, forged.body);
   assert.match(forged.body, /did not verify/);
+  // An answer made for another origin (a phishing page's) does not verify.
+  const foreign = await page.evaluate(async (body) => {
+    await fetch('/ui/auth/login/start', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'admin' }) });
+    const b64u = (s) => atob(s.replace(/-/g, '+').replace(/_/g, '/') + '='.repeat((4 - (s.length % 4)) % 4));
+    const enc = (s) => btoa(s).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+    const answer = JSON.parse(body);
+    const client = JSON.parse(b64u(answer.response.clientDataJSON));
+    client.origin = 'https://cordon.evil.test';
+    answer.response.clientDataJSON = enc(JSON.stringify(client));
+    const r = await fetch('/ui/auth/login/finish', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(answer) });
+    return { status: r.status, body: await r.text() };
+  }, finish);
+  assert.equal(foreign.status, 400, foreign.body);
+  assert.match(foreign.body, /did not verify/);
 });
 
 // The CLI does not know the port the test server picked (its links use

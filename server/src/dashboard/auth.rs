@@ -50,7 +50,9 @@ impl AuthBackend for AppState {
     }
 
     async fn remove_passkey(&self, op: &Operator, id: String) -> UiResult<()> {
-        Ok(self.auth.remove_passkey(&operator_id(&op.id)?, &id).await?)
+        let result =
+            async { Ok(self.auth.remove_passkey(&operator_id(&op.id)?, &id).await?) }.await;
+        super::audited(self, op, "operator.passkey_remove", result).await
     }
 
     async fn operators(&self, _op: &Operator) -> UiResult<Vec<OperatorInfo>> {
@@ -58,18 +60,26 @@ impl AuthBackend for AppState {
     }
 
     async fn invite(&self, op: &Operator, name: String, role: Role) -> UiResult<Invite> {
-        let inv = self.auth.invite(&actor(op), &name, role).await?;
-        Ok(Invite {
-            operator: info(inv.operator),
-            link: inv.link,
-            expires_at: inv.expires_at,
-        })
+        let result = async {
+            let inv = self.auth.invite(&actor(op), &name, role).await?;
+            Ok(Invite {
+                operator: info(inv.operator),
+                link: inv.link,
+                expires_at: inv.expires_at,
+            })
+        }
+        .await;
+        super::audited(self, op, "operator.invite", result).await
     }
 
     async fn set_operator_enabled(&self, op: &Operator, id: String, enabled: bool) -> UiResult<()> {
-        self.auth
-            .set_disabled(&actor(op), &operator_id(&id)?, !enabled)
-            .await?;
-        Ok(())
+        let result = async {
+            self.auth
+                .set_disabled(&actor(op), &operator_id(&id)?, !enabled)
+                .await?;
+            Ok(())
+        }
+        .await;
+        super::audited(self, op, "operator.enable", result).await
     }
 }

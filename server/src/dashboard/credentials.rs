@@ -43,19 +43,23 @@ impl CredentialsBackend for AppState {
         tenant: String,
         domain: String,
     ) -> UiResult<()> {
-        let tenant: TenantId = tenant
-            .parse()
-            .map_err(|e: crate::domain::TenantIdError| UiError::invalid("tenant", e.to_string()))?;
-        let domain: Domain = domain
-            .parse()
-            .map_err(|e: crate::vault::DomainError| UiError::invalid("domain", e.to_string()))?;
-        match self.vault.delete(&actor(op), &tenant, &domain).await {
-            Ok(_) => Ok(()),
-            Err(VaultError::NotFound { .. }) => Err(UiError::not_found(format!(
-                "credential of {tenant} for {domain}"
-            ))),
-            Err(VaultError::UnknownTenant(t)) => Err(UiError::not_found(format!("tenant {t}"))),
-            Err(e) => Err(internal("deleting the credential", anyhow::anyhow!("{e}"))),
+        let result = async {
+            let tenant: TenantId = tenant.parse().map_err(|e: crate::domain::TenantIdError| {
+                UiError::invalid("tenant", e.to_string())
+            })?;
+            let domain: Domain = domain.parse().map_err(|e: crate::vault::DomainError| {
+                UiError::invalid("domain", e.to_string())
+            })?;
+            match self.vault.delete(&actor(op), &tenant, &domain).await {
+                Ok(_) => Ok(()),
+                Err(VaultError::NotFound { .. }) => Err(UiError::not_found(format!(
+                    "credential of {tenant} for {domain}"
+                ))),
+                Err(VaultError::UnknownTenant(t)) => Err(UiError::not_found(format!("tenant {t}"))),
+                Err(e) => Err(internal("deleting the credential", anyhow::anyhow!("{e}"))),
+            }
         }
+        .await;
+        super::audited(self, op, "vault.delete", result).await
     }
 }

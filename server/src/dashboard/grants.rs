@@ -119,34 +119,46 @@ impl GrantsBackend for AppState {
         expires_min: u32,
         multi_use: bool,
     ) -> UiResult<String> {
-        let id: GrantRequestId = id
-            .parse()
-            .map_err(|_| UiError::not_found(format!("grant request {id:?}")))?;
-        let token = grants::approve(
-            &self.store,
-            &actor(op),
-            &id,
-            u64::from(expires_min),
-            !multi_use,
-        )
-        .await
-        .map_err(ui)?;
-        Ok(token.jti)
+        let result = async {
+            let id: GrantRequestId = id
+                .parse()
+                .map_err(|_| UiError::not_found(format!("grant request {id:?}")))?;
+            let token = grants::approve(
+                &self.store,
+                &actor(op),
+                &id,
+                u64::from(expires_min),
+                !multi_use,
+            )
+            .await
+            .map_err(ui)?;
+            Ok(token.jti)
+        }
+        .await;
+        super::audited(self, op, "grant.approve", result).await
     }
 
     async fn deny_grant(&self, op: &Operator, id: String) -> UiResult<()> {
-        let id: GrantRequestId = id
-            .parse()
-            .map_err(|_| UiError::not_found(format!("grant request {id:?}")))?;
-        grants::deny(&self.store, &actor(op), &id).await.map_err(ui)
+        let result = async {
+            let id: GrantRequestId = id
+                .parse()
+                .map_err(|_| UiError::not_found(format!("grant request {id:?}")))?;
+            grants::deny(&self.store, &actor(op), &id).await.map_err(ui)
+        }
+        .await;
+        super::audited(self, op, "grant.deny", result).await
     }
 
     async fn revoke_grant(&self, op: &Operator, jti: String) -> UiResult<()> {
-        let jti: GrantTokenId = jti
-            .parse()
-            .map_err(|_| UiError::not_found(format!("grant token {jti:?}")))?;
-        grants::revoke(&self.store, &actor(op), &jti)
-            .await
-            .map_err(ui)
+        let result = async {
+            let jti: GrantTokenId = jti
+                .parse()
+                .map_err(|_| UiError::not_found(format!("grant token {jti:?}")))?;
+            grants::revoke(&self.store, &actor(op), &jti)
+                .await
+                .map_err(ui)
+        }
+        .await;
+        super::audited(self, op, "grant.revoke", result).await
     }
 }

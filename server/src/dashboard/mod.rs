@@ -38,6 +38,29 @@ fn internal(what: &str, err: impl Into<anyhow::Error>) -> UiError {
     UiError::internal(format!("{what} failed; see the server log"))
 }
 
+/// A mutation's outcome, with a refusal (bad id, already decided, invalid
+/// field) written to the audit log as `operator.refused` with what was
+/// tried and why, so refused attempts of logged-in operators are visible.
+/// Faults (internal, unavailable) are logged, not audited.
+async fn audited<T>(
+    state: &crate::state::AppState,
+    op: &Operator,
+    what: &str,
+    result: Result<T, UiError>,
+) -> Result<T, UiError> {
+    if let Err(e) = &result
+        && !matches!(e, UiError::Internal { .. } | UiError::Unavailable { .. })
+    {
+        let event = crate::audit::NewEvent::new(actor(op), "operator.refused")
+            .params(serde_json::json!({ "what": what, "why": e.code() }))
+            .outcome(format!("denied: {}", e.code()));
+        if let Err(err) = state.store.audit_append(event).await {
+            tracing::error!(error = %format!("{err:#}"), "failed to audit a refused attempt");
+        }
+    }
+    result
+}
+
 /// `items` as a JSON array of strings, or empty if it is not one.
 fn json_list(items: &str) -> Vec<String> {
     serde_json::from_str(items).unwrap_or_default()

@@ -169,14 +169,18 @@ impl SessionsBackend for AppState {
     }
 
     async fn end_session(&self, op: &Operator, id: String) -> UiResult<()> {
-        match self.sessions.end_by_operator(&id, &op.id).await {
-            Ok(()) => Ok(()),
-            Err(SessionError::NotFound) => Err(UiError::not_found(format!("session {id:?}"))),
-            Err(SessionError::Gone { state, .. }) => Err(UiError::conflict(format!(
-                "this session is {state} already"
-            ))),
-            Err(e) => Err(internal("ending the session", anyhow::anyhow!("{e}"))),
+        let result = async {
+            match self.sessions.end_by_operator(&id, &op.id).await {
+                Ok(()) => Ok(()),
+                Err(SessionError::NotFound) => Err(UiError::not_found(format!("session {id:?}"))),
+                Err(SessionError::Gone { state, .. }) => Err(UiError::conflict(format!(
+                    "this session is {state} already"
+                ))),
+                Err(e) => Err(internal("ending the session", anyhow::anyhow!("{e}"))),
+            }
         }
+        .await;
+        super::audited(self, op, "session.end", result).await
     }
 }
 

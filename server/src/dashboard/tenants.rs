@@ -48,15 +48,19 @@ impl TenantsBackend for AppState {
     }
 
     async fn create_tenant(&self, op: &Operator, id: String, name: String) -> UiResult<()> {
-        let id: TenantId = id
-            .trim()
-            .parse()
-            .map_err(|e: crate::domain::TenantIdError| UiError::invalid("id", e.to_string()))?;
-        let name = Some(name.trim()).filter(|n| !n.is_empty());
-        tenants::create(&self.store, &actor(op), &id, name)
-            .await
-            .map(|_| ())
-            .map_err(ui)
+        let result = async {
+            let id: TenantId = id
+                .trim()
+                .parse()
+                .map_err(|e: crate::domain::TenantIdError| UiError::invalid("id", e.to_string()))?;
+            let name = Some(name.trim()).filter(|n| !n.is_empty());
+            tenants::create(&self.store, &actor(op), &id, name)
+                .await
+                .map(|_| ())
+                .map_err(ui)
+        }
+        .await;
+        super::audited(self, op, "tenant.create", result).await
     }
 
     async fn create_api_key(
@@ -65,24 +69,32 @@ impl TenantsBackend for AppState {
         tenant: String,
         label: String,
     ) -> UiResult<NewApiKey> {
-        let tenant: TenantId = tenant
-            .parse()
-            .map_err(|e: crate::domain::TenantIdError| UiError::invalid("tenant", e.to_string()))?;
-        let (id, key) = tenants::create_key(&self.store, &actor(op), &tenant, &label)
-            .await
-            .map_err(|e| match e {
-                TenantError::Invalid(m) => UiError::invalid("label", m),
-                other => ui(other),
+        let result = async {
+            let tenant: TenantId = tenant.parse().map_err(|e: crate::domain::TenantIdError| {
+                UiError::invalid("tenant", e.to_string())
             })?;
-        Ok(NewApiKey { id, key })
+            let (id, key) = tenants::create_key(&self.store, &actor(op), &tenant, &label)
+                .await
+                .map_err(|e| match e {
+                    TenantError::Invalid(m) => UiError::invalid("label", m),
+                    other => ui(other),
+                })?;
+            Ok(NewApiKey { id, key })
+        }
+        .await;
+        super::audited(self, op, "apikey.create", result).await
     }
 
     async fn revoke_api_key(&self, op: &Operator, id: String) -> UiResult<()> {
-        let id: ApiKeyId = id
-            .parse()
-            .map_err(|_| UiError::not_found(format!("API key {id:?}")))?;
-        tenants::revoke_key(&self.store, &actor(op), &id)
-            .await
-            .map_err(ui)
+        let result = async {
+            let id: ApiKeyId = id
+                .parse()
+                .map_err(|_| UiError::not_found(format!("API key {id:?}")))?;
+            tenants::revoke_key(&self.store, &actor(op), &id)
+                .await
+                .map_err(ui)
+        }
+        .await;
+        super::audited(self, op, "apikey.revoke", result).await
     }
 }

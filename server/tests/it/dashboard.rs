@@ -295,7 +295,7 @@ both_backends!(roles_are_checked_on_the_server_and_refusals_are_audited);
 async fn roles_are_checked_on_the_server_and_refusals_are_audited(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let (viewer, vcookie) = app.operator_session("vic", Role::Viewer).await;
-    let (_, ocookie) = app.operator_session("oz", Role::Operator).await;
+    let (oz, ocookie) = app.operator_session("oz", Role::Operator).await;
     let (_, acookie) = app.operator_session("ada", Role::Admin).await;
     let cases: [(&str, &str, Role); 8] = [
         (
@@ -379,6 +379,24 @@ async fn roles_are_checked_on_the_server_and_refusals_are_audited(backend: Backe
         assert_eq!(status, StatusCode::NOT_FOUND, "{name} {body}: {answer}");
         assert_eq!(answer["kind"], "not_found", "{name}: {answer}");
     }
+    // Each refused change of a logged-in operator is in the audit log: the
+    // six changes above (`get_session` only reads), besides the three
+    // admin-only attempts refused for the role earlier.
+    let refused: Vec<String> = app
+        .audit_actions()
+        .await
+        .into_iter()
+        .filter(|(actor, action, _)| {
+            action == "operator.refused" && actor == &format!("operator:{oz}")
+        })
+        .map(|(_, _, outcome)| outcome)
+        .collect();
+    let count = |o: &str| refused.iter().filter(|r| *r == o).count();
+    assert_eq!(
+        (count("denied: not_found"), count("denied: role")),
+        (6, 3),
+        "{refused:?}"
+    );
     let (status, answer) = app
         .server_fn(
             "approve_grant",

@@ -7,7 +7,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
-  agentApi, cordon, enroll, freshDataDir, launchBrowser, live, login, operatorPage,
+  addAuthenticator, agentApi, cordon, enroll, freshDataDir, launchBrowser, live, login, operatorPage,
   removeDir, startCordon, waitFor,
 } from './helpers.js';
 
@@ -282,4 +282,27 @@ test('an admin creates a tenant and a key (shown once), revokes it, and invites 
   await page.waitForSelector('#invite-link');
   assert.match(await page.inputValue('#invite-link input'), /\/enroll#cen_/);
   await page.waitForSelector('#operators tr[data-operator="nina"] .badge[data-status="not enrolled"]');
+});
+
+test('an operator adds a second passkey, removes one, and cannot remove the last', async () => {
+  const { page } = admin;
+  await page.goto(server.url + '/account');
+  await page.waitForSelector('body[data-hydrated="true"]');
+  await page.waitForSelector('#passkeys tbody tr');
+  assert.equal(await page.locator('#passkeys tbody tr').count(), 1);
+  assert.equal(await page.locator('#passkeys button.danger').first().isDisabled(), true);
+  // The same device cannot register twice (the server excludes its
+  // credential): the second passkey comes from a second device.
+  await admin.cdp.send('WebAuthn.removeVirtualAuthenticator', { authenticatorId: admin.authenticatorId });
+  admin.authenticatorId = await addAuthenticator(admin.cdp);
+  await page.fill('#new-passkey-name', 'Backup key');
+  await page.click('#add-passkey button[type="submit"]');
+  await waitFor('the second passkey', async () =>
+    (await page.locator('#passkeys tbody tr').count()) === 2
+      || /error|fail|cancel/i.test(await page.textContent('#add-passkey [data-passkey-status]')) && await page.textContent('#add-passkey [data-passkey-status]'));
+  assert.equal(await page.locator('#passkeys tbody tr').count(), 2, await page.textContent('#add-passkey [data-passkey-status]'));
+  assert.match(await page.textContent('#passkeys'), /Backup key/);
+  await page.locator('#passkeys tbody tr', { hasText: 'Backup key' }).locator('button.danger').click();
+  await page.waitForFunction(() => document.querySelectorAll('#passkeys tbody tr').length === 1);
+  assert.equal(await page.locator('#passkeys button.danger').first().isDisabled(), true);
 });

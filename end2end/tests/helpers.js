@@ -100,13 +100,19 @@ export async function operatorPage(browser) {
   page.on('pageerror', (e) => errors.push(e));
   const cdp = await context.newCDPSession(page);
   await cdp.send('WebAuthn.enable');
-  await cdp.send('WebAuthn.addVirtualAuthenticator', {
+  const authenticatorId = await addAuthenticator(cdp);
+  return { context, page, errors, cdp, authenticatorId };
+}
+
+/** Adds a virtual authenticator (a new device) to a page; answers its id. */
+export async function addAuthenticator(cdp) {
+  const { authenticatorId } = await cdp.send('WebAuthn.addVirtualAuthenticator', {
     options: {
       protocol: 'ctap2', transport: 'internal', hasResidentKey: true,
       hasUserVerification: true, isUserVerified: true, automaticPresenceSimulation: true,
     },
   });
-  return { context, page, errors };
+  return authenticatorId;
 }
 
 /** Opens an enrollment link, creates a passkey, and waits until logged in. */

@@ -50,6 +50,8 @@ pub struct Application {
     state: AppState,
     enrollment: Option<Invitation>,
     dashboard_url: url::Url,
+    /// Ends the MCP endpoint's sessions and streams at shutdown.
+    mcp_shutdown: tokio_util::sync::CancellationToken,
 }
 
 impl Application {
@@ -156,7 +158,9 @@ impl Application {
             idle_minutes: state.settings.dashboard_idle_minutes,
             absolute_hours: state.settings.dashboard_session_hours,
         };
-        let router = router(state.clone(), origins, sessions);
+        let mcp_shutdown = tokio_util::sync::CancellationToken::new();
+        let mcp = api::mcp_router(state.clone(), &dashboard_url, mcp_shutdown.clone());
+        let router = router(state.clone(), origins, sessions, mcp);
         Ok(Self {
             listener,
             tls,
@@ -164,6 +168,7 @@ impl Application {
             state,
             enrollment,
             dashboard_url,
+            mcp_shutdown,
         })
     }
 
@@ -193,12 +198,15 @@ impl Application {
     ) -> anyhow::Result<()> {
         let addr = self.local_addr();
         let https = self.tls.is_some();
-        // Long-lived streams (the dashboard's change notices) end when the
-        // shutdown starts, or an open tab would hold it forever.
+        // Long-lived streams (the dashboard's change notices, MCP sessions'
+        // event streams) end when the shutdown starts, or an open tab or MCP
+        // client would hold it forever.
         let changes = self.state.store.changes().clone();
+        let mcp = self.mcp_shutdown.clone();
         let shutdown = async move {
             shutdown.await;
             changes.stop();
+            mcp.cancel();
         };
         tracing::info!(%addr, https, dashboard = %self.dashboard_url, "cordon listening; dashboard at {}", self.dashboard_url);
         match self.tls {
@@ -269,13 +277,19 @@ fn lies_inside(path: &Path, dir: &Path) -> bool {
 }
 
 /// The whole HTTP surface.
-fn router(state: AppState, origins: Origins, sessions: SessionSettings) -> Router {
+fn router(
+    state: AppState,
+    origins: Origins,
+    sessions: SessionSettings,
+    mcp: Router<AppState>,
+) -> Router {
     let routes = generate_route_list(App);
     let dashboard: DashboardHandle = Arc::new(state.clone());
     let leptos = state.leptos.clone();
     Router::new()
         .merge(api::ops_router())
         .merge(api::sessions_router())
+        .merge(mcp)
         .route("/api", any(api_not_found))
         .route("/api/", any(api_not_found))
         .route("/api/{*rest}", any(api_not_found))

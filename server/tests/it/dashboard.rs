@@ -520,9 +520,14 @@ async fn an_open_change_stream_hears_changes_and_does_not_hold_the_shutdown() {
         }
     };
     read_until("event: ready", &mut seen).await;
-    cordon::tenants::create(&app.state.store, &Actor::Cli, &"acme".parse().unwrap(), None)
-        .await
-        .unwrap();
+    cordon::tenants::create(
+        &app.state.store,
+        &Actor::Cli,
+        &"acme".parse().unwrap(),
+        None,
+    )
+    .await
+    .unwrap();
     read_until("event: tenants", &mut seen).await;
     read_until("event: audit", &mut seen).await;
     // The stream is still open: the server must still stop promptly.

@@ -14,6 +14,7 @@ use axum::extract::{MatchedPath, Request};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{any, get};
+use axum::serve::ListenerExt;
 use leptos::config::LeptosOptions;
 use leptos::prelude::provide_context;
 use leptos_axum::{LeptosRoutes, file_and_error_handler, generate_route_list};
@@ -211,7 +212,7 @@ impl Application {
         tracing::info!(%addr, https, dashboard = %self.dashboard_url, "cordon listening; dashboard at {}", self.dashboard_url);
         match self.tls {
             Some(config) => tls::serve(self.listener, config, self.router, shutdown).await,
-            None => axum::serve(self.listener, self.router)
+            None => axum::serve(self.listener.tap_io(no_delay), self.router)
                 .with_graceful_shutdown(shutdown)
                 .await
                 .context("server failed")?,
@@ -221,6 +222,16 @@ impl Application {
         self.state.store.close().await;
         tracing::info!("cordon stopped");
         Ok(())
+    }
+}
+
+/// Sends each write at once. An answer written in several pieces (an MCP
+/// result on its SSE stream: an event, then the end of the stream) would
+/// otherwise wait for the client's delayed ACK of the first piece, 40 ms
+/// on Linux, on every call (BENCHMARKS.md, 2026-11-23).
+pub(crate) fn no_delay(tcp: &mut tokio::net::TcpStream) {
+    if let Err(e) = tcp.set_nodelay(true) {
+        tracing::debug!(error = %e, "cannot set TCP_NODELAY");
     }
 }
 

@@ -194,11 +194,17 @@ async fn tools_list_shows_every_browser_tool_with_its_input_schema() {
     ] {
         assert!(names.contains(&want), "{want} missing from {names:?}");
     }
-    let navigate = tools.iter().find(|t| t["name"] == "browser_navigate").unwrap();
+    let navigate = tools
+        .iter()
+        .find(|t| t["name"] == "browser_navigate")
+        .unwrap();
     let schema = &navigate["inputSchema"];
     assert_eq!(schema["required"], json!(["session_id", "url"]), "{schema}");
     assert_eq!(schema["properties"]["url"]["type"], "string", "{schema}");
-    let open = tools.iter().find(|t| t["name"] == "browser_open_session").unwrap();
+    let open = tools
+        .iter()
+        .find(|t| t["name"] == "browser_open_session")
+        .unwrap();
     assert!(
         open["inputSchema"]["properties"]["credential_mode"].is_object(),
         "{open}"
@@ -214,7 +220,10 @@ async fn an_mcp_client_opens_navigates_snapshots_clicks_and_closes(backend: Back
     let mut mcp = Mcp::of(&app, &agent).await;
 
     let opened = mcp.ok("browser_open_session", json!({})).await;
-    let sid = opened["session_id"].as_str().expect("session id").to_owned();
+    let sid = opened["session_id"]
+        .as_str()
+        .expect("session id")
+        .to_owned();
     let s = |extra: Value| {
         let mut args = json!({ "session_id": sid });
         args.as_object_mut()
@@ -225,7 +234,10 @@ async fn an_mcp_client_opens_navigates_snapshots_clicks_and_closes(backend: Back
     let nav = mcp
         .ok("browser_navigate", s(json!({ "url": site.url("/form") })))
         .await;
-    assert_eq!((nav["status"].clone(), nav["title"].clone()), (json!(200), json!("Login")));
+    assert_eq!(
+        (nav["status"].clone(), nav["title"].clone()),
+        (json!(200), json!("Login"))
+    );
     let snap = mcp.ok("browser_snapshot", s(json!({}))).await;
     let button = find_ref(&snap["nodes"], "button", "Sign in").expect("the button in the snapshot");
     let clicked = mcp.ok("browser_click", s(json!({ "ref": button }))).await;
@@ -242,9 +254,15 @@ async fn an_mcp_client_opens_navigates_snapshots_clicks_and_closes(backend: Back
 
     // The session is an ordinary one: the HTTP API sees it, open.
     let (status, info) = agent.get(&format!("/api/sessions/{sid}")).await;
-    assert_eq!((status, info["state"].as_str()), (StatusCode::OK, Some("ready")));
+    assert_eq!(
+        (status, info["state"].as_str()),
+        (StatusCode::OK, Some("ready"))
+    );
     let closed = mcp.ok("browser_close_session", s(json!({}))).await;
-    assert_eq!((closed["state"].as_str(), closed["close_reason"].as_str()), (Some("closed"), Some("client")));
+    assert_eq!(
+        (closed["state"].as_str(), closed["close_reason"].as_str()),
+        (Some("closed"), Some("client"))
+    );
     let (_, info) = agent.get(&format!("/api/sessions/{sid}")).await;
     assert_eq!(info["state"], "closed");
 
@@ -298,15 +316,26 @@ async fn mcp_tool_errors_carry_the_http_apis_codes() {
     let err = mcp
         .err("browser_navigate", json!({ "session_id": sid, "url": 5 }))
         .await;
-    assert!(err.starts_with("bad_request: ") && err.contains("url"), "{err}");
+    assert!(
+        err.starts_with("bad_request: ") && err.contains("url"),
+        "{err}"
+    );
     let err = mcp
         .err("browser_click", json!({ "session_id": sid, "bogus": 1 }))
         .await;
-    assert!(err.starts_with("bad_request: ") && err.contains("bogus"), "{err}");
-    let err = mcp.err("browser_navigate", json!({ "url": "http://x.test/" })).await;
+    assert!(
+        err.starts_with("bad_request: ") && err.contains("bogus"),
+        "{err}"
+    );
+    let err = mcp
+        .err("browser_navigate", json!({ "url": "http://x.test/" }))
+        .await;
     assert!(err.contains("session_id"), "{err}");
     let err = mcp
-        .err("browser_press", json!({ "session_id": sid, "key": "NotAKey" }))
+        .err(
+            "browser_press",
+            json!({ "session_id": sid, "key": "NotAKey" }),
+        )
         .await;
     assert!(err.starts_with("unknown_key: "), "{err}");
 
@@ -319,16 +348,29 @@ async fn mcp_tool_errors_carry_the_http_apis_codes() {
         .await;
     assert_eq!(refused["isError"], true, "{refused}");
     assert!(text(&refused).starts_with("egress_refused: "), "{refused}");
-    assert_eq!(refused["structuredContent"]["egress_refused"]["reason"], "loopback");
+    assert_eq!(
+        refused["structuredContent"]["egress_refused"]["reason"],
+        "loopback"
+    );
     assert_eq!(canary.hits(), 0);
 
     // An unknown tool is a protocol error, not a tool error.
     let unknown = mcp
-        .rpc("tools/call", json!({ "name": "browser_fly", "arguments": {} }))
+        .rpc(
+            "tools/call",
+            json!({ "name": "browser_fly", "arguments": {} }),
+        )
         .await;
-    assert!(unknown["error"]["message"].as_str().unwrap().contains("browser_fly"), "{unknown}");
+    assert!(
+        unknown["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("browser_fly"),
+        "{unknown}"
+    );
 
-    mcp.ok("browser_close_session", json!({ "session_id": sid })).await;
+    mcp.ok("browser_close_session", json!({ "session_id": sid }))
+        .await;
     let err = mcp
         .err("browser_snapshot", json!({ "session_id": sid }))
         .await;
@@ -349,10 +391,15 @@ async fn a_grant_is_requested_and_polled_over_mcp() {
         .await;
     let id = asked["request_id"].as_str().expect("request id").to_owned();
     assert_eq!(asked["state"], "pending");
-    let polled = mcp.ok("browser_grant_status", json!({ "request_id": id })).await;
+    let polled = mcp
+        .ok("browser_grant_status", json!({ "request_id": id }))
+        .await;
     assert_eq!(polled["state"], "pending");
     let err = mcp
-        .err("browser_request_grant", json!({ "domains": [], "reason": "x" }))
+        .err(
+            "browser_request_grant",
+            json!({ "domains": [], "reason": "x" }),
+        )
         .await;
     assert!(err.starts_with("bad_request: "), "{err}");
     let err = mcp
@@ -395,14 +442,37 @@ async fn the_official_python_client_drives_a_session() {
         String::from_utf8_lossy(&out.stderr)
     );
     let report: Value = serde_json::from_str(stdout.trim()).expect("one JSON line");
-    assert!(
-        report["tools"].as_array().unwrap().len() >= 17,
-        "{report}"
-    );
+    assert!(report["tools"].as_array().unwrap().len() >= 17, "{report}");
     assert_eq!(report["title"], "Login", "{report}");
     assert_eq!(report["clicked"], true, "{report}");
     assert_eq!(report["closed"], "closed", "{report}");
     let sid = report["session_id"].as_str().unwrap();
     let (_, info) = agent.get(&format!("/api/sessions/{sid}")).await;
     assert_eq!(info["close_reason"], "client");
+}
+
+#[tokio::test]
+async fn an_open_mcp_event_stream_does_not_hold_the_shutdown() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let agent = app.agent("acme").await;
+    let mcp = Mcp::of(&app, &agent).await;
+    // The stream a client keeps open for the server's own messages.
+    let stream = app
+        .http
+        .get(app.url("/mcp"))
+        .bearer_auth(&agent.key)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", mcp.session.clone().expect("a session id"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), StatusCode::OK);
+
+    let stopped = tokio::time::timeout(std::time::Duration::from_secs(20), app.stop()).await;
+
+    assert!(
+        stopped.is_ok(),
+        "the server did not stop with an MCP stream open"
+    );
+    drop(stream);
 }

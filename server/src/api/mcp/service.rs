@@ -69,12 +69,10 @@ impl ServerHandler for Cordon {
         let name = request.name.as_ref();
         let args = request.arguments.unwrap_or_default();
         let span = tracing::info_span!("mcp.tool", mcp.tool = name, tenant.id = %agent.0.tenant);
-        let result = tracing::Instrument::instrument(
-            tools::call(&self.state, &agent, name, args),
-            span,
-        )
-        .await
-        .ok_or_else(|| ErrorData::invalid_params(format!("unknown tool: {name}"), None))?;
+        let result =
+            tracing::Instrument::instrument(tools::call(&self.state, &agent, name, args), span)
+                .await
+                .ok_or_else(|| ErrorData::invalid_params(format!("unknown tool: {name}"), None))?;
         Ok(result.into())
     }
 }
@@ -94,9 +92,7 @@ async fn authenticate(State(state): State<AppState>, req: Request, next: Next) -
 /// public URL's host (rmcp refuses any other `Host`, against DNS
 /// rebinding; its default is the loopback names only).
 pub fn allowed_hosts(public_url: &url::Url) -> Vec<String> {
-    let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"]
-        .map(String::from)
-        .to_vec();
+    let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec();
     if let Some(host) = public_url.host_str() {
         let host = host.trim_matches(['[', ']']).to_ascii_lowercase();
         if !hosts.contains(&host) {

@@ -309,7 +309,9 @@ async fn run(
                 .request_id
                 .parse()
                 .map_err(|_| ApiError::NotFound("grant request"))?;
-            Ok(answer::value(&grants::poll(&state.store, owner, &id).await?))
+            Ok(answer::value(
+                &grants::poll(&state.store, owner, &id).await?,
+            ))
         }
         Action::Close => {
             let id = session_id(&mut args)?;
@@ -359,7 +361,10 @@ mod tests {
             );
         }
         let navigate = tools.iter().find(|t| t.name == "browser_navigate").unwrap();
-        assert_eq!(navigate.input_schema["required"], json!(["session_id", "url"]));
+        assert_eq!(
+            navigate.input_schema["required"],
+            json!(["session_id", "url"])
+        );
         assert!(navigate.input_schema["properties"]["wait"].is_object());
     }
 
@@ -380,7 +385,12 @@ mod tests {
     #[test]
     fn session_id_is_required_and_a_string() {
         let mut none = JsonObject::new();
-        assert!(session_id(&mut none).unwrap_err().to_string().contains("session_id"));
+        assert!(
+            session_id(&mut none)
+                .unwrap_err()
+                .to_string()
+                .contains("session_id")
+        );
         let mut number = json!({ "session_id": 3 }).as_object().unwrap().clone();
         assert_eq!(session_id(&mut number).unwrap_err().code(), "bad_request");
     }

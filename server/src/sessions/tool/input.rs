@@ -539,10 +539,7 @@ mod tests {
                 tab: "ABC123".into()
             }
         );
-        assert_eq!(
-            TabsReq::default().into_call().unwrap().tool,
-            Tool::TabsList
-        );
+        assert_eq!(TabsReq::default().into_call().unwrap().tool, Tool::TabsList);
         let no_tab = TabsReq {
             action: TabAction::Close,
             ..TabsReq::default()

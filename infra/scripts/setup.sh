@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Installs what building, running and testing Cordon needs, skipping what is
 # already there: Debian packages (Chromium, binaryen, bubblewrap, PostgreSQL,
-# sqlite3, Node.js), the wasm32 target, rustfmt/clippy, the wasm-bindgen CLI
-# matching the pinned crate, and the end-to-end tests' npm packages.
+# sqlite3, Node.js, pip), the wasm32 target, rustfmt/clippy, the wasm-bindgen CLI
+# matching the pinned crate, the end-to-end tests' npm packages, and the
+# stock Python MCP client (PyPI `mcp`) the MCP test drives.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 WASM_BINDGEN_VERSION=0.2.105
+MCP_PY_VERSION=2.3.0
+python=${CORDON_TEST_PYTHON:-python3}
 
 as_root() {
   if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
@@ -16,6 +19,7 @@ for pkg in chromium binaryen bubblewrap postgresql sqlite3 ca-certificates; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
 done
 command -v node >/dev/null && command -v npm >/dev/null || missing+=(nodejs npm)
+"$python" -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${missing[*]}"
   as_root apt-get update -qq
@@ -36,4 +40,11 @@ fi
 
 if [ ! -d "$root/end2end/node_modules/playwright-core" ]; then
   (cd "$root/end2end" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
+# Debian 12's Python is "externally managed": pip needs --break-system-packages
+# (it only adds this one package and its dependencies).
+if ! "$python" -c "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '$MCP_PY_VERSION')" 2>/dev/null; then
+  echo "setup: installing the Python MCP client (mcp==$MCP_PY_VERSION)"
+  "$python" -m pip install --quiet --disable-pip-version-check --break-system-packages "mcp==$MCP_PY_VERSION"
 fi

@@ -589,6 +589,129 @@ async fn engine(page_addr: std::net::SocketAddr, page: &str, tmp: &std::path::Pa
     task.await.unwrap();
 }
 
+/// A minimal MCP client (Streamable HTTP): POST JSON-RPC with the session id.
+struct McpClient {
+    http: reqwest::Client,
+    url: String,
+    key: String,
+    session: String,
+    next_id: u64,
+}
+
+impl McpClient {
+    async fn connect(api: &Api) -> Self {
+        let url = format!("{}/mcp", api.base);
+        let res = api
+            .http
+            .post(&url)
+            .bearer_auth(&api.key)
+            .header("accept", "application/json, text/event-stream")
+            .json(
+                &json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": { "name": "bench", "version": "0" } } }),
+            )
+            .send()
+            .await
+            .unwrap();
+        let session = res.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+        res.text().await.unwrap();
+        let mut c = Self {
+            http: api.http.clone(),
+            url,
+            key: api.key.clone(),
+            session,
+            next_id: 1,
+        };
+        c.send(json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }))
+            .await;
+        c
+    }
+
+    async fn send(&mut self, body: Value) -> String {
+        let res = self
+            .http
+            .post(&self.url)
+            .bearer_auth(&self.key)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-session-id", &self.session)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert!(res.status().is_success(), "{}", res.status());
+        res.text().await.unwrap()
+    }
+
+    /// One tool call; panics on a tool error.
+    async fn call(&mut self, name: &str, args: Value) {
+        let id = self.next_id;
+        self.next_id += 1;
+        let body = self
+            .send(json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": { "name": name, "arguments": args } }))
+            .await;
+        assert!(!body.contains("\"isError\":true"), "{name}: {body}");
+    }
+}
+
+/// One tool call over MCP against the same call over the HTTP API, on one
+/// warm session, alternating so both see the same browser.
+async fn mcp_cost(
+    page_addr: std::net::SocketAddr,
+    page: &str,
+    tmp: &std::path::Path,
+    iters: usize,
+) {
+    let (api, stop, task, _) = start_cordon(&tmp.join("mcp"), page_addr, 1, &[]).await;
+    let sid = api.open().await;
+    api.post(
+        &format!("/api/sessions/{sid}/navigate"),
+        json!({ "url": page }),
+    )
+    .await;
+    let mut mcp = McpClient::connect(&api).await;
+    let (mut http_press, mut mcp_press, mut http_snap, mut mcp_snap) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..iters * 10 {
+        let t = Instant::now();
+        api.post(
+            &format!("/api/sessions/{sid}/press"),
+            json!({ "key": "Tab" }),
+        )
+        .await;
+        http_press.push(t.elapsed());
+        let t = Instant::now();
+        mcp.call("browser_press", json!({ "session_id": sid, "key": "Tab" }))
+            .await;
+        mcp_press.push(t.elapsed());
+        let t = Instant::now();
+        api.post(&format!("/api/sessions/{sid}/snapshot"), json!({}))
+            .await;
+        http_snap.push(t.elapsed());
+        let t = Instant::now();
+        mcp.call("browser_snapshot", json!({ "session_id": sid }))
+            .await;
+        mcp_snap.push(t.elapsed());
+    }
+    for (name, http, mcp) in [
+        ("press   ", http_press, mcp_press),
+        ("snapshot", http_snap, mcp_snap),
+    ] {
+        let (http, mcp) = (Stats(http), Stats(mcp));
+        println!(
+            "tool {name} HTTP {}   MCP {}   MCP/HTTP p50 {:.2}, +{:.2} ms",
+            http.show(),
+            mcp.show(),
+            ms(mcp.median()) / ms(http.median()),
+            ms(mcp.median()) - ms(http.median())
+        );
+    }
+    api.close(&sid).await;
+    let _ = stop.send(());
+    task.await.unwrap();
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     // Warnings and errors of the Cordons under test (why a start failed).
@@ -598,7 +721,7 @@ async fn main() {
     let page_addr = page_server().await;
     let page = format!("http://{page_addr}/");
     let tmp = tempfile::tempdir().unwrap();
-    // BENCH_ONLY: comma-separated sections (engine, inject, limits, capacity); all
+    // BENCH_ONLY: comma-separated sections (engine, inject, limits, mcp, capacity); all
     // when unset.
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
     let run = |name: &str| only.is_empty() || only.split(',').any(|s| s.trim() == name);
@@ -615,6 +738,9 @@ async fn main() {
     }
     if run("limits") {
         limits_cost(page_addr, tmp.path(), iters).await;
+    }
+    if run("mcp") {
+        mcp_cost(page_addr, &page, tmp.path(), iters).await;
     }
 
     // --- memory per idle session and capacity -------------------------------

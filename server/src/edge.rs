@@ -89,11 +89,14 @@ impl Origins {
     }
 }
 
-/// Paths that are not the dashboard: the agent API (key-authenticated,
-/// reached by any name) and the probes of whoever runs Cordon.
+/// Paths that are not the dashboard: the agent API and the MCP endpoint
+/// (key-authenticated, reached by any name; `/mcp` checks `Host` itself,
+/// against the public URL's host and the loopback names) and the probes of
+/// whoever runs Cordon.
 pub(crate) fn outside_dashboard(path: &str) -> bool {
     path == "/api"
         || path.starts_with("/api/")
+        || path == crate::api::mcp::PATH
         || matches!(path, "/healthz" | "/readyz" | "/metrics")
 }
 
@@ -274,6 +277,8 @@ mod tests {
     fn the_agent_api_and_probes_are_not_the_dashboard() {
         assert!(outside_dashboard("/api/sessions"));
         assert!(outside_dashboard("/healthz"));
+        assert!(outside_dashboard("/mcp"));
+        assert!(!outside_dashboard("/mcpx"));
         assert!(!outside_dashboard("/apix"));
         assert!(!outside_dashboard("/ui/fn/recent_audit"));
         assert!(!outside_dashboard("/"));

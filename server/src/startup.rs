@@ -51,6 +51,8 @@ pub struct Application {
     state: AppState,
     enrollment: Option<Invitation>,
     dashboard_url: url::Url,
+    /// Ends the MCP endpoint's sessions and streams at shutdown.
+    mcp_shutdown: tokio_util::sync::CancellationToken,
 }
 
 impl Application {
@@ -157,7 +159,9 @@ impl Application {
             idle_minutes: state.settings.dashboard_idle_minutes,
             absolute_hours: state.settings.dashboard_session_hours,
         };
-        let router = router(state.clone(), origins, sessions);
+        let mcp_shutdown = tokio_util::sync::CancellationToken::new();
+        let mcp = api::mcp_router(state.clone(), &dashboard_url, mcp_shutdown.clone());
+        let router = router(state.clone(), origins, sessions, mcp);
         Ok(Self {
             listener,
             tls,
@@ -165,6 +169,7 @@ impl Application {
             state,
             enrollment,
             dashboard_url,
+            mcp_shutdown,
         })
     }
 
@@ -194,36 +199,39 @@ impl Application {
     ) -> anyhow::Result<()> {
         let addr = self.local_addr();
         let https = self.tls.is_some();
-        // Long-lived streams (the dashboard's change notices) end when the
-        // shutdown starts, or an open tab would hold it forever.
+        // Long-lived streams (the dashboard's change notices, MCP sessions'
+        // event streams) end when the shutdown starts, or an open tab or MCP
+        // client would hold it forever.
         let changes = self.state.store.changes().clone();
+        let mcp = self.mcp_shutdown.clone();
         let shutdown = async move {
             shutdown.await;
             changes.stop();
+            mcp.cancel();
         };
         tracing::info!(%addr, https, dashboard = %self.dashboard_url, "cordon listening; dashboard at {}", self.dashboard_url);
         match self.tls {
             Some(config) => tls::serve(self.listener, config, self.router, shutdown).await,
-            // Responses go out in several writes (headers, then streamed
-            // HTML): without TCP_NODELAY a client's delayed ACK holds the
-            // rest back ~40 ms (measured: BENCHMARKS.md, page render).
-            None => axum::serve(
-                self.listener.tap_io(|tcp| {
-                    if let Err(e) = tcp.set_nodelay(true) {
-                        tracing::debug!(error = %e, "cannot set TCP_NODELAY");
-                    }
-                }),
-                self.router,
-            )
-            .with_graceful_shutdown(shutdown)
-            .await
-            .context("server failed")?,
+            None => axum::serve(self.listener.tap_io(no_delay), self.router)
+                .with_graceful_shutdown(shutdown)
+                .await
+                .context("server failed")?,
         }
         self.state.housekeeping.stop();
         self.state.sessions.shutdown().await;
         self.state.store.close().await;
         tracing::info!("cordon stopped");
         Ok(())
+    }
+}
+
+/// Sends each write at once. An answer written in several pieces (an MCP
+/// result on its SSE stream: an event, then the end of the stream) would
+/// otherwise wait for the client's delayed ACK of the first piece, 40 ms
+/// on Linux, on every call (BENCHMARKS.md, 2026-11-23).
+pub(crate) fn no_delay(tcp: &mut tokio::net::TcpStream) {
+    if let Err(e) = tcp.set_nodelay(true) {
+        tracing::debug!(error = %e, "cannot set TCP_NODELAY");
     }
 }
 
@@ -280,13 +288,19 @@ fn lies_inside(path: &Path, dir: &Path) -> bool {
 }
 
 /// The whole HTTP surface.
-fn router(state: AppState, origins: Origins, sessions: SessionSettings) -> Router {
+fn router(
+    state: AppState,
+    origins: Origins,
+    sessions: SessionSettings,
+    mcp: Router<AppState>,
+) -> Router {
     let routes = generate_route_list(App);
     let dashboard: DashboardHandle = Arc::new(state.clone());
     let leptos = state.leptos.clone();
     Router::new()
         .merge(api::ops_router())
         .merge(api::sessions_router())
+        .merge(mcp)
         .route("/api", any(api_not_found))
         .route("/api/", any(api_not_found))
         .route("/api/{*rest}", any(api_not_found))

@@ -3,10 +3,12 @@
 pub mod auth;
 mod grants;
 pub mod json;
+pub mod mcp;
 pub mod openapi;
 mod ops;
 mod sessions;
 
+pub use mcp::router as mcp_router;
 pub use ops::router as ops_router;
 pub use sessions::router as sessions_router;
 

@@ -42,7 +42,7 @@ pub async fn serve(
     let (stop_tx, stop_rx) = watch::channel(());
     let mut shutdown = pin!(shutdown);
     loop {
-        let (tcp, peer) = tokio::select! {
+        let (mut tcp, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(conn) => conn,
                 Err(e) => {
@@ -52,8 +52,7 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
-        // As on the plain listener: no ~40 ms delayed-ACK stalls.
-        let _ = tcp.set_nodelay(true);
+        crate::startup::no_delay(&mut tcp);
         tokio::spawn(connection(
             tcp,
             peer,

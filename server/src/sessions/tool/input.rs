@@ -407,6 +407,57 @@ impl OpenTabReq {
     }
 }
 
+/// What `tabs` does (the MCP tool's `action`; the HTTP API has a route each).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TabAction {
+    /// List the tabs.
+    #[default]
+    List,
+    /// Open a tab (at `url` if given) and make it active.
+    Open,
+    /// Make the tab `tab_id` active.
+    Focus,
+    /// Close the tab `tab_id` (not the last).
+    Close,
+}
+
+/// The tab tools in one input: the MCP tool `browser_tabs`, parsed into the
+/// same calls as `GET/POST /api/sessions/{id}/tabs` and `…/tabs/{tab}…`.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TabsReq {
+    /// `list` (default), `open`, `focus` or `close`.
+    #[serde(default)]
+    pub action: TabAction,
+    /// The tab to focus or close (from a list).
+    pub tab_id: Option<String>,
+    /// For `open`: load this http(s) URL in the new tab.
+    pub url: Option<String>,
+}
+
+impl TabsReq {
+    /// The call.
+    pub fn into_call(self) -> Result<ToolCall, ToolError> {
+        let needs_tab = matches!(self.action, TabAction::Focus | TabAction::Close);
+        if self.url.is_some() && self.action != TabAction::Open {
+            return Err(ToolError::Invalid("url is only for action open".into()));
+        }
+        if self.tab_id.is_some() != needs_tab {
+            return Err(ToolError::Invalid(
+                "tab_id is needed for focus and close, and only for them".into(),
+            ));
+        }
+        let tab = || tab_id(self.tab_id.clone().unwrap_or_default());
+        match self.action {
+            TabAction::List => Ok(ToolCall::new(Tool::TabsList)),
+            TabAction::Open => OpenTabReq { url: self.url }.into_call(),
+            TabAction::Focus => Ok(ToolCall::new(Tool::TabFocus { tab: tab()? })),
+            TabAction::Close => Ok(ToolCall::new(Tool::TabClose { tab: tab()? })),
+        }
+    }
+}
+
 /// A tab id from a path.
 pub fn tab_id(raw: String) -> Result<String, ToolError> {
     if raw.is_empty() || raw.len() > 64 || !raw.bytes().all(|b| b.is_ascii_alphanumeric()) {
@@ -473,6 +524,32 @@ mod tests {
         .into_call()
         .unwrap_err();
         assert!(matches!(err, ToolError::TooLarge(_)), "{err:?}");
+    }
+
+    #[test]
+    fn the_tabs_input_names_what_each_action_needs() {
+        let focus = TabsReq {
+            action: TabAction::Focus,
+            tab_id: Some("ABC123".into()),
+            url: None,
+        };
+        assert_eq!(
+            focus.into_call().unwrap().tool,
+            Tool::TabFocus {
+                tab: "ABC123".into()
+            }
+        );
+        assert_eq!(TabsReq::default().into_call().unwrap().tool, Tool::TabsList);
+        let no_tab = TabsReq {
+            action: TabAction::Close,
+            ..TabsReq::default()
+        };
+        assert!(matches!(no_tab.into_call(), Err(ToolError::Invalid(_))));
+        let stray_url = TabsReq {
+            url: Some("http://example.com/".into()),
+            ..TabsReq::default()
+        };
+        assert!(matches!(stray_url.into_call(), Err(ToolError::Invalid(_))));
     }
 
     #[test]

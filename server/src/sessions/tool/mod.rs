@@ -1,5 +1,5 @@
-//! The one path every tool call takes, whoever asks (the HTTP API today;
-//! MCP, `run_task` and an operator's live input next): bound → audit →
+//! The one path every tool call takes, whoever asks (the HTTP API and MCP
+//! today; `run_task` and an operator's live input next): bound → audit →
 //! (policy) → tab lock → CDP, with a crashed tab answered at once → a dead
 //! browser fails the session → recording → result. Callers only parse their
 //! input into a [`ToolCall`] and shape the [`ToolOutput`].

@@ -1,0 +1,142 @@
+//! `/mcp`: rmcp's Streamable HTTP service in Cordon's router, behind the
+//! agent API's own key check.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use tokio_util::sync::CancellationToken;
+
+use super::tools;
+use crate::api::auth::Agent;
+use crate::state::AppState;
+
+/// The path of the MCP endpoint.
+pub const PATH: &str = "/mcp";
+
+/// What the MCP server tells a client about itself.
+const INSTRUCTIONS: &str = "Cordon runs sandboxed browsers. Open a session with \
+    browser_open_session, pass its session_id to the other tools, and close it with \
+    browser_close_session. browser_snapshot gives refs (e12) that click, type, hover, \
+    scroll and select accept. A failed call is a tool error whose text starts with a \
+    machine code (not_found, egress_refused, element_not_found …).";
+
+/// The MCP server for one MCP session (rmcp makes one per `initialize`):
+/// it holds only the shared state; who calls is read per request.
+#[derive(Clone)]
+struct Cordon {
+    state: AppState,
+}
+
+impl ServerHandler for Cordon {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("cordon", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(tools::listed().to_vec()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        // The key was checked by `authenticate` on this very HTTP request.
+        let agent = context
+            .extensions
+            .get::<Parts>()
+            .and_then(|p| p.extensions.get::<Agent>())
+            .cloned()
+            .ok_or_else(|| ErrorData::internal_error("the caller is not authenticated", None))?;
+        let name = request.name.as_ref();
+        let args = request.arguments.unwrap_or_default();
+        let span = tracing::info_span!("mcp.tool", mcp.tool = name, tenant.id = %agent.0.tenant);
+        let result =
+            tracing::Instrument::instrument(tools::call(&self.state, &agent, name, args), span)
+                .await
+                .ok_or_else(|| ErrorData::invalid_params(format!("unknown tool: {name}"), None))?;
+        Ok(result.into())
+    }
+}
+
+/// Resolves the bearer key exactly as the HTTP API does (`Agent`, the same
+/// lookup and the same 401) and leaves the caller in the request's
+/// extensions, where the tools read it.
+async fn authenticate(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let (mut parts, body) = req.into_parts();
+    match Agent::from_request_parts(&mut parts, &state).await {
+        Ok(_) => next.run(Request::from_parts(parts, body)).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+/// The host names the endpoint answers to: the loopback names and the
+/// public URL's host (rmcp refuses any other `Host`, against DNS
+/// rebinding; its default is the loopback names only).
+pub fn allowed_hosts(public_url: &url::Url) -> Vec<String> {
+    let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec();
+    if let Some(host) = public_url.host_str() {
+        let host = host.trim_matches(['[', ']']).to_ascii_lowercase();
+        if !hosts.contains(&host) {
+            hosts.push(host);
+        }
+    }
+    hosts
+}
+
+/// `/mcp`, key-authenticated. `shutdown` ends the MCP sessions' open
+/// streams when the server shuts down (or they would hold it open).
+pub fn router(
+    state: AppState,
+    public_url: &url::Url,
+    shutdown: CancellationToken,
+) -> Router<AppState> {
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(allowed_hosts(public_url))
+        .with_cancellation_token(shutdown)
+        .with_max_request_body_bytes(crate::startup::MAX_BODY_BYTES);
+    let handler = Cordon {
+        state: state.clone(),
+    };
+    let service = StreamableHttpService::new(
+        move || Ok(handler.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    Router::new()
+        .route_service(PATH, service)
+        .route_layer(middleware::from_fn_with_state(state, authenticate))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_public_urls_host_is_allowed_besides_loopback() {
+        let url = url::Url::parse("https://Cordon.Example.com/").unwrap();
+        let hosts = allowed_hosts(&url);
+        assert!(hosts.contains(&"cordon.example.com".to_owned()));
+        assert!(hosts.contains(&"127.0.0.1".to_owned()));
+        let local = allowed_hosts(&url::Url::parse("http://localhost:8080/").unwrap());
+        assert_eq!(local.len(), 3);
+    }
+}

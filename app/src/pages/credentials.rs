@@ -67,7 +67,7 @@ fn Table(
                             <td>{utc(c.refreshed_at)}</td>
                             <td>{c.last_injected_at.map_or_else(|| "never".to_owned(), utc)}</td>
                             <td>{c.source.clone()}</td>
-                            <td class="actions">
+                            <td><div class="row-actions">
                                 <button type="button" disabled title="Refreshing through a live, streamed browser arrives with the live view">"Refresh"</button>
                                 <form data-passkey="export" class="export">
                                     <input type="hidden" name="tenant" value=c.tenant.clone()/>
@@ -81,7 +81,7 @@ fn Table(
                                     <button type="submit" class="danger" disabled=move || !may.get()
                                         aria-label=label>"Delete"</button>
                                 </ActionForm>
-                            </td>
+                            </div></td>
                         </tr>
                     }
                 }).collect_view()}

@@ -71,7 +71,7 @@ fn Detail(d: SessionDetail, end: ServerAction<EndSession>, may_end: Signal<bool>
                     <thead><tr><th>"Seq"</th><th>"Time (UTC)"</th><th>"Actor"</th><th>"Action"</th><th>"Params"</th><th>"Outcome"</th></tr></thead>
                     <tbody>
                         {d.audit.into_iter().map(|e| view! {
-                            <tr><td>{e.seq}</td><td>{e.ts}</td><td>{e.actor}</td><td>{e.action}</td><td><code>{e.params}</code></td><td>{e.outcome}</td></tr>
+                            <tr><td>{e.seq}</td><td>{e.ts.replace('T', " ").trim_end_matches('Z').to_owned()}</td><td>{e.actor}</td><td>{e.action}</td><td><code>{e.params}</code></td><td>{e.outcome}</td></tr>
                         }).collect_view()}
                     </tbody>
                 </table>

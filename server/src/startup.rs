@@ -297,13 +297,10 @@ fn router(
     let routes = generate_route_list(App);
     let dashboard: DashboardHandle = Arc::new(state.clone());
     let leptos = state.leptos.clone();
-    Router::new()
-        .merge(api::ops_router())
-        .merge(api::sessions_router())
-        .merge(mcp)
-        .route("/api", any(api_not_found))
-        .route("/api/", any(api_not_found))
-        .route("/api/{*rest}", any(api_not_found))
+    // The dashboard: its sessions and the operator check wrap only these
+    // routes (and the fallback), so agent API and MCP requests never pay
+    // for a dashboard session.
+    let ui = Router::new()
         .merge(auth::router())
         .route("/ui/events", get(dashboard::events))
         .route("/ui/credentials/export", get(dashboard::export))
@@ -323,7 +320,15 @@ fn router(
             state.clone(),
             auth::authenticate,
         ))
-        .layer(auth::session_layer(state.store.clone(), sessions))
+        .layer(auth::session_layer(state.store.clone(), sessions));
+    Router::new()
+        .merge(api::ops_router())
+        .merge(api::sessions_router())
+        .merge(mcp)
+        .route("/api", any(api_not_found))
+        .route("/api/", any(api_not_found))
+        .route("/api/{*rest}", any(api_not_found))
+        .merge(ui)
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
         .layer(middleware::from_fn(edge::server_fn_status))
         .layer(middleware::from_fn(edge::json_errors))

@@ -23,6 +23,7 @@ use super::Ceremony;
 use super::middleware::{LOGIN_AT_KEY, operator_of, ui_error};
 use super::session_store::OPERATOR_KEY;
 use crate::audit::{Actor, NewEvent};
+use crate::domain::OperatorId;
 use crate::state::AppState;
 use crate::store::operators::OperatorRow;
 use crate::time::now_ms;
@@ -132,13 +133,7 @@ async fn add_start(
     session: Session,
     Body(body): Body<AddStart>,
 ) -> Reply {
-    let op = operator_of(&state, &session)
-        .await?
-        .ok_or(UiError::Unauthorized)?;
-    let id = op
-        .id
-        .parse()
-        .map_err(|_| UiError::internal("malformed operator id"))?;
+    let id = logged_in(&state, &session).await?;
     let (options, ceremony) = state.auth.add_start(&id, &body.passkey_name).await?;
     put_ceremony(&session, &ceremony).await?;
     ok_json(options)
@@ -198,13 +193,7 @@ async fn login_finish(
 
 /// A logged-in operator starts proving presence again.
 async fn reauth_start(State(state): State<AppState>, session: Session) -> Reply {
-    let op = operator_of(&state, &session)
-        .await?
-        .ok_or(UiError::Unauthorized)?;
-    let id = op
-        .id
-        .parse()
-        .map_err(|_| UiError::internal("malformed operator id"))?;
+    let id = logged_in(&state, &session).await?;
     let (options, ceremony) = state.auth.reauth_start(&id).await?;
     put_ceremony(&session, &ceremony).await?;
     ok_json(options)
@@ -217,16 +206,14 @@ async fn reauth_finish(
     session: Session,
     Body(credential): Body<PublicKeyCredential>,
 ) -> Reply {
-    let current = operator_of(&state, &session)
-        .await?
-        .ok_or(UiError::Unauthorized)?;
+    let current = logged_in(&state, &session).await?;
     let ceremony = take_ceremony(&session).await?;
     match &ceremony {
         Ceremony::Login {
             reauth: true,
             operator,
             ..
-        } if operator.as_str() == current.id => {}
+        } if *operator == current => {}
         _ => return Err(Fail(super::AuthError::NoCeremony.into())),
     }
     state.auth.login_finish(ceremony, &credential).await?;
@@ -250,6 +237,16 @@ pub(crate) async fn take_fresh(session: &Session) -> Result<bool, UiError> {
         .await
         .map_err(session_error)?;
     Ok(at.is_some_and(|t| now_ms() - t < FRESH_MS))
+}
+
+/// The id of the session's logged-in operator, or [`UiError::Unauthorized`].
+async fn logged_in(state: &AppState, session: &Session) -> Result<OperatorId, UiError> {
+    let op = operator_of(state, session)
+        .await?
+        .ok_or(UiError::Unauthorized)?;
+    op.id
+        .parse()
+        .map_err(|_| UiError::internal("malformed operator id"))
 }
 
 /// Makes `op` the session's operator under a fresh session id.

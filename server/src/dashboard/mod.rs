@@ -19,6 +19,7 @@ use app::api::auth::Operator;
 use app::error::UiError;
 
 use crate::audit::Actor;
+use crate::grants::domains_of as json_list;
 
 pub use events::events;
 pub use export::export;
@@ -59,9 +60,4 @@ async fn audited<T>(
         }
     }
     result
-}
-
-/// `items` as a JSON array of strings, or empty if it is not one.
-fn json_list(items: &str) -> Vec<String> {
-    serde_json::from_str(items).unwrap_or_default()
 }

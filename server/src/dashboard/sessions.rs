@@ -71,14 +71,7 @@ impl SessionsBackend for AppState {
     }
 
     async fn session(&self, _op: &Operator, id: String) -> UiResult<SessionDetail> {
-        let not_found = || UiError::not_found(format!("session {id:?}"));
-        let sid: SessionId = id.parse().map_err(|_| not_found())?;
-        let row = self
-            .store
-            .session_find(sid.as_str())
-            .await
-            .map_err(|e| internal("reading the session", e))?
-            .ok_or_else(not_found)?;
+        let (sid, tenant, row) = find(self, &id).await?;
         let activity = self
             .store
             .session_activity(std::slice::from_ref(&row.id))
@@ -97,13 +90,13 @@ impl SessionsBackend for AppState {
                 .map_err(|e| internal("reading the egress log", e))?,
             None => Vec::new(),
         };
-        let dir = self
+        let screenshots = self
             .sessions
             .recorder()
-            .session_dir(&row.tenant_id, &row.id);
-        let screenshots = tokio::task::spawn_blocking(move || frames_in(&dir))
+            .timeline(&tenant, &sid)
             .await
-            .unwrap_or(0);
+            .map_err(|e| internal("listing screenshots", e))?
+            .len() as i64;
         Ok(SessionDetail {
             session: view(row.clone(), activity.get(&row.id)),
             audit: audit.into_iter().map(super::audit::row).collect(),
@@ -124,18 +117,7 @@ impl SessionsBackend for AppState {
     }
 
     async fn timeline(&self, _op: &Operator, session: String) -> UiResult<TimelineView> {
-        let not_found = || UiError::not_found(format!("session {session:?}"));
-        let sid: SessionId = session.parse().map_err(|_| not_found())?;
-        let row = self
-            .store
-            .session_find(sid.as_str())
-            .await
-            .map_err(|e| internal("reading the session", e))?
-            .ok_or_else(not_found)?;
-        let tenant: TenantId = row
-            .tenant_id
-            .parse()
-            .map_err(|e| internal("reading the session", anyhow::anyhow!("{e}")))?;
+        let (sid, tenant, row) = find(self, &session).await?;
         let recorder = self.sessions.recorder();
         let shots = recorder
             .timeline(&tenant, &sid)
@@ -184,16 +166,20 @@ impl SessionsBackend for AppState {
     }
 }
 
-/// Screenshots kept in a session's folder (thumbnails not counted).
-fn frames_in(dir: &std::path::Path) -> i64 {
-    std::fs::read_dir(dir).map_or(0, |entries| {
-        entries
-            .filter_map(Result::ok)
-            .filter(|e| {
-                let name = e.file_name();
-                let name = name.to_string_lossy();
-                !name.contains(".thumb.") && (name.ends_with(".png") || name.ends_with(".jpg"))
-            })
-            .count() as i64
-    })
+/// A session of any tenant by its id (the dashboard's view): its parsed id,
+/// its tenant and its row; `NotFound` for a malformed or unknown id.
+async fn find(state: &AppState, id: &str) -> UiResult<(SessionId, TenantId, SessionRow)> {
+    let not_found = || UiError::not_found(format!("session {id:?}"));
+    let sid: SessionId = id.parse().map_err(|_| not_found())?;
+    let row = state
+        .store
+        .session_find(sid.as_str())
+        .await
+        .map_err(|e| internal("reading the session", e))?
+        .ok_or_else(not_found)?;
+    let tenant: TenantId = row
+        .tenant_id
+        .parse()
+        .map_err(|e| internal("reading the session", anyhow::anyhow!("{e}")))?;
+    Ok((sid, tenant, row))
 }

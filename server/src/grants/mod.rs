@@ -187,7 +187,8 @@ pub fn parse_domains(domains: &[String]) -> Result<Vec<Domain>, GrantError> {
     Ok(out)
 }
 
-pub(super) fn domains_of(json: &str) -> Vec<String> {
+/// A stored JSON list of domains (empty if it is not one).
+pub(crate) fn domains_of(json: &str) -> Vec<String> {
     serde_json::from_str(json).unwrap_or_default()
 }
 

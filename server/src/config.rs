@@ -271,6 +271,20 @@ pub struct Settings {
     /// A dashboard session ends this many hours after its login, however busy.
     #[serde(default = "d::dashboard_session_hours")]
     pub dashboard_session_hours: u64,
+    /// Lifetime of a refresh session (an operator logging in to sites from
+    /// the dashboard), in seconds.
+    #[serde(default = "d::refresh_deadline_s")]
+    pub refresh_deadline_s: u64,
+    /// JPEG quality of the live view's frames, 1–100.
+    #[serde(default = "d::live_jpeg_quality")]
+    pub live_jpeg_quality: u8,
+    /// Largest width of a live view frame, in pixels (larger viewports are
+    /// scaled down).
+    #[serde(default = "d::live_max_width")]
+    pub live_max_width: u32,
+    /// Largest height of a live view frame, in pixels.
+    #[serde(default = "d::live_max_height")]
+    pub live_max_height: u32,
 }
 
 /// This host's memory in MiB (`MemTotal`), when it can be read.
@@ -346,6 +360,18 @@ mod d {
     }
     pub fn dashboard_session_hours() -> u64 {
         12
+    }
+    pub fn refresh_deadline_s() -> u64 {
+        15 * 60
+    }
+    pub fn live_jpeg_quality() -> u8 {
+        70
+    }
+    pub fn live_max_width() -> u32 {
+        1920
+    }
+    pub fn live_max_height() -> u32 {
+        1080
     }
     pub fn session_memory_mb() -> u64 {
         1024
@@ -534,6 +560,17 @@ impl Settings {
         }
         if !(1..=24 * 60).contains(&self.dashboard_idle_minutes) {
             bail!("dashboard_idle_minutes: must be between 1 and 1440");
+        }
+        if !(1..=100).contains(&self.live_jpeg_quality) {
+            bail!("live_jpeg_quality: must be between 1 and 100");
+        }
+        if !(200..=3840).contains(&self.live_max_width)
+            || !(200..=2160).contains(&self.live_max_height)
+        {
+            bail!("live_max_width / live_max_height: must be 200–3840 × 200–2160");
+        }
+        if self.refresh_deadline_s == 0 || self.refresh_deadline_s > self.session_deadline_max_s {
+            bail!("refresh_deadline_s: must be between 1 and session_deadline_max_s");
         }
         if !(1..=24 * 7).contains(&self.dashboard_session_hours) {
             bail!("dashboard_session_hours: must be between 1 and 168");

@@ -247,6 +247,10 @@ impl From<crate::sessions::ToolError> for ApiError {
                 code: "last_tab",
                 message,
             },
+            T::OperatorHasControl(_) => Self::Conflict {
+                code: "operator_has_control",
+                message,
+            },
             T::ActionFailed(_) => Self::Unprocessable {
                 code: "action_failed",
                 message,

@@ -16,6 +16,7 @@ pub mod events;
 pub mod grants;
 pub mod housekeeping;
 pub mod ids;
+pub mod live;
 pub mod peer;
 pub mod recording;
 pub mod sandbox;

@@ -152,6 +152,7 @@ impl Application {
             housekeeping,
             auth,
             last_verification: LastVerification::default(),
+            live: crate::live::Live::default(),
         });
         let origins = Origins::new(bound, tls.is_some(), Some(&dashboard_url));
         let sessions = SessionSettings {
@@ -303,6 +304,7 @@ fn router(
     let ui = Router::new()
         .merge(auth::router())
         .route("/ui/events", get(dashboard::events))
+        .route("/live/{session}", get(crate::live::handler))
         .route("/ui/credentials/export", get(dashboard::export))
         .route("/ui/screenshots/{id}", get(dashboard::screenshot))
         .route(

@@ -13,6 +13,7 @@ use super::auth::{Invite, Operator, OperatorInfo, PasskeyInfo, Role};
 use super::credentials::CredentialView;
 use super::grants::GrantsView;
 use super::health::SystemStatus;
+use super::live::LiveAccess;
 use super::screenshots::TimelineView;
 use super::sessions::{SessionDetail, SessionFilter, SessionView};
 use super::tenants::{NewApiKey, TenantView};
@@ -127,6 +128,7 @@ pub trait Dashboard:
     + SessionsBackend
     + CredentialsBackend
     + TenantsBackend
+    + LiveBackend
     + Send
     + Sync
     + 'static
@@ -141,10 +143,28 @@ impl<T> Dashboard for T where
         + SessionsBackend
         + CredentialsBackend
         + TenantsBackend
+        + LiveBackend
         + Send
         + Sync
         + 'static
 {
+}
+
+/// The live view and refresh sessions.
+#[async_trait::async_trait]
+pub trait LiveBackend {
+    /// A single-use ticket for the live view of a session.
+    async fn live_ticket(&self, op: &Operator, session: String) -> UiResult<LiveAccess>;
+    /// Starts a refresh session; answers its id.
+    async fn start_refresh(
+        &self,
+        op: &Operator,
+        tenant: String,
+        domains: String,
+        start_url: Option<String>,
+    ) -> UiResult<String>;
+    /// Hands control of a session back to its agent.
+    async fn release_control(&self, op: &Operator, session: String) -> UiResult<()>;
 }
 
 /// How the server provides its [`Dashboard`] to server functions.

@@ -10,6 +10,7 @@ pub mod backend;
 pub mod credentials;
 pub mod grants;
 pub mod health;
+pub mod live;
 pub mod screenshots;
 pub mod sessions;
 pub mod tenants;

@@ -23,6 +23,7 @@ pub const BODY: Errors = &[(400, "bad_request"), (413, "payload_too_large")];
 pub const SESSION: Errors = &[(404, "not_found"), (410, "gone")];
 /// Routes that reach the session's browser.
 pub const BROWSER: Errors = &[
+    (409, "operator_has_control"),
     (422, "browser_error"),
     (422, "tab_crashed"),
     (502, "browser_failed"),

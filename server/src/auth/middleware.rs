@@ -154,7 +154,9 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
             req.extensions_mut().insert(op);
             next.run(req).await
         }
-        Ok(None) if path.starts_with("/ui/") => ui_error(&UiError::Unauthorized),
+        Ok(None) if path.starts_with("/ui/") || path.starts_with("/live/") => {
+            ui_error(&UiError::Unauthorized)
+        }
         Ok(None) => {
             let next_path = req
                 .uri()

@@ -92,3 +92,134 @@ pub async fn press(page: &Page, key: &str, modifiers: i64) -> Result<(), CdpErro
     page.execute(base(DispatchKeyEventType::KeyUp)).await?;
     Ok(())
 }
+
+/// What a mouse event does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MouseKind {
+    /// The pointer moved.
+    Move,
+    /// A button went down.
+    Down,
+    /// A button went up.
+    Up,
+}
+
+/// A mouse button.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Button {
+    /// None.
+    None,
+    /// Left.
+    Left,
+    /// Middle.
+    Middle,
+    /// Right.
+    Right,
+    /// Back.
+    Back,
+    /// Forward.
+    Forward,
+}
+
+impl Button {
+    fn cdp(self) -> MouseButton {
+        match self {
+            Self::None => MouseButton::None,
+            Self::Left => MouseButton::Left,
+            Self::Middle => MouseButton::Middle,
+            Self::Right => MouseButton::Right,
+            Self::Back => MouseButton::Back,
+            Self::Forward => MouseButton::Forward,
+        }
+    }
+}
+
+/// One raw mouse event at (x, y), as a person's pointer would produce it.
+#[allow(clippy::too_many_arguments)]
+pub async fn mouse_event(
+    page: &Page,
+    kind: MouseKind,
+    x: f64,
+    y: f64,
+    button: Button,
+    buttons: i64,
+    click_count: i64,
+    modifiers: i64,
+) -> Result<(), CdpError> {
+    let kind = match kind {
+        MouseKind::Move => DispatchMouseEventType::MouseMoved,
+        MouseKind::Down => DispatchMouseEventType::MousePressed,
+        MouseKind::Up => DispatchMouseEventType::MouseReleased,
+    };
+    let mut ev = DispatchMouseEventParams::new(kind, x, y);
+    ev.button = Some(button.cdp());
+    ev.buttons = Some(buttons);
+    ev.click_count = Some(click_count);
+    ev.modifiers = Some(modifiers);
+    page.execute(ev).await?;
+    Ok(())
+}
+
+/// A wheel event at (x, y) with modifiers.
+pub async fn wheel_with(
+    page: &Page,
+    x: f64,
+    y: f64,
+    dx: f64,
+    dy: f64,
+    modifiers: i64,
+) -> Result<(), CdpError> {
+    let mut ev = DispatchMouseEventParams::new(DispatchMouseEventType::MouseWheel, x, y);
+    ev.delta_x = Some(dx);
+    ev.delta_y = Some(dy);
+    ev.modifiers = Some(modifiers);
+    page.execute(ev).await?;
+    Ok(())
+}
+
+/// One key going down or up, named as `KeyboardEvent.key` (`Enter`, `a`,
+/// `ArrowLeft`, `é`) with its `code`. A printable key without Ctrl or
+/// Meta types its character; a key the keyboard table does not know is
+/// sent by name (printable ones as their text), so layouts and dead keys
+/// still reach the page.
+pub async fn key_event(
+    page: &Page,
+    down: bool,
+    key: &str,
+    code: &str,
+    modifiers: i64,
+) -> Result<(), CdpError> {
+    let def = get_key_definition(key);
+    let printable = key.chars().count() == 1;
+    if def.is_none() && !printable {
+        return Err(CdpError::UnknownKey(unknown_key(key)));
+    }
+    let commands = modifiers & 0b0110 != 0;
+    let text = match def {
+        Some(d) => d.text.or((d.key.len() == 1).then_some(d.key)),
+        None => Some(key),
+    }
+    .filter(|_| !commands)
+    .map(str::to_owned);
+    let kind = match (down, text.is_some()) {
+        (true, true) => DispatchKeyEventType::KeyDown,
+        (true, false) => DispatchKeyEventType::RawKeyDown,
+        (false, _) => DispatchKeyEventType::KeyUp,
+    };
+    let mut ev = DispatchKeyEventParams::new(kind);
+    ev.key = Some(def.map_or(key, |d| d.key).to_owned());
+    ev.code = Some(match def {
+        Some(d) if code.is_empty() => d.code.to_owned(),
+        _ => code.to_owned(),
+    });
+    if let Some(d) = def {
+        ev.windows_virtual_key_code = Some(d.key_code);
+        ev.native_virtual_key_code = Some(d.key_code);
+    }
+    ev.modifiers = Some(modifiers);
+    if down {
+        ev.text = text;
+    }
+    page.execute(ev).await?;
+    Ok(())
+}

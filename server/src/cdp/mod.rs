@@ -16,7 +16,9 @@ use chromiumoxide::{Browser, Page};
 use futures::StreamExt;
 
 pub use cookies::cookie_param;
-pub use input::{is_known_key, unknown_key};
+pub use input::{
+    Button, MouseKind, insert_text, is_known_key, key_event, mouse_event, unknown_key, wheel_with,
+};
 pub use tools::*;
 
 /// What a CDP call can fail with, typed so the API can answer precisely.

@@ -12,6 +12,7 @@ mod export;
 mod grants;
 mod health;
 mod images;
+mod live;
 mod sessions;
 mod tenants;
 

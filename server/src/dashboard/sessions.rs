@@ -152,17 +152,27 @@ impl SessionsBackend for AppState {
 
     async fn end_session(&self, op: &Operator, id: String) -> UiResult<()> {
         let result = async {
-            match self.sessions.end_by_operator(&id, &op.id).await {
-                Ok(()) => Ok(()),
-                Err(SessionError::NotFound) => Err(UiError::not_found(format!("session {id:?}"))),
-                Err(SessionError::Gone { state, .. }) => Err(UiError::conflict(format!(
-                    "this session is {state} already"
-                ))),
-                Err(e) => Err(internal("ending the session", anyhow::anyhow!("{e}"))),
-            }
+            self.sessions
+                .end_by_operator(&id, &op.id)
+                .await
+                .map_err(|e| session_error(&id, "ending the session", e))
         }
         .await;
         super::audited(self, op, "session.end", result).await
+    }
+}
+
+/// A session engine's refusal as the dashboard shows it: unknown → 404,
+/// ended → 409, anything else a fault while doing `what`.
+pub(super) fn session_error(id: &str, what: &str, e: SessionError) -> UiError {
+    match e {
+        SessionError::NotFound => UiError::not_found(format!("session {id:?}")),
+        SessionError::Gone { state, .. } => {
+            UiError::conflict(format!("this session is {state} already"))
+        }
+        SessionError::Limit { message, .. } => UiError::Unavailable { message },
+        SessionError::Invalid(e) => UiError::invalid("domains", e.to_string()),
+        e => internal(what, anyhow::anyhow!("{e}")),
     }
 }
 

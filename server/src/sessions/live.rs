@@ -15,7 +15,19 @@ use crate::recording::RecordMode;
 use crate::sandbox::Sandbox;
 use crate::time::now_ms;
 
-use super::request::Viewport;
+use super::request::{CredentialMode, Viewport};
+
+/// The operator driving a session from the live view; agent tool calls are
+/// refused meanwhile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControlHolder {
+    /// `op_…`.
+    pub operator_id: String,
+    /// Their login name (shown to the agent and on the page).
+    pub name: String,
+    /// Unix ms.
+    pub since: i64,
+}
 
 /// Per-session browser state that tool calls share; holding its lock
 /// serialises tool calls on one session.
@@ -35,11 +47,17 @@ pub struct LiveSession {
     pub tenant: TenantId,
     /// Recording mode.
     pub record: RecordMode,
-    /// Viewport.
-    pub viewport: Viewport,
+    /// Clean, operator (injected) or refresh.
+    pub mode: CredentialMode,
+    /// Domains asked for (operator and refresh modes).
+    pub domains: Vec<String>,
+    viewport: std::sync::Mutex<Viewport>,
+    /// Who holds control from the live view (none: the agent drives).
+    control: tokio::sync::watch::Sender<Option<ControlHolder>>,
     /// Unix ms after which it is closed.
     pub deadline_at: i64,
     last_activity: AtomicI64,
+    last_move_audited: AtomicI64,
     screenshot_seq: AtomicU64,
     /// The sandbox running its browser.
     pub sandbox: Sandbox,
@@ -55,18 +73,21 @@ impl LiveSession {
     pub(super) fn new(
         id: SessionId,
         tenant: TenantId,
-        record: RecordMode,
-        viewport: Viewport,
+        req: &super::OpenRequest,
         deadline_at: i64,
         warm: super::pool::Warm,
     ) -> Self {
         Self {
             id,
             tenant,
-            record,
-            viewport,
+            record: req.record,
+            mode: req.credential_mode,
+            domains: req.domains.clone(),
+            viewport: std::sync::Mutex::new(req.viewport),
+            control: tokio::sync::watch::Sender::new(None),
             deadline_at,
             last_activity: AtomicI64::new(now_ms()),
+            last_move_audited: AtomicI64::new(0),
             screenshot_seq: AtomicU64::new(0),
             tabs: Mutex::new(Tabs {
                 active: Some(warm.page.target_id().clone()),
@@ -79,9 +100,46 @@ impl LiveSession {
         }
     }
 
+    /// The page's viewport now (the live view may resize it).
+    pub fn viewport(&self) -> Viewport {
+        *self.viewport.lock().expect("viewport lock")
+    }
+
+    /// Records a new viewport (after the page was resized).
+    pub(super) fn set_viewport(&self, v: Viewport) {
+        *self.viewport.lock().expect("viewport lock") = v;
+    }
+
+    /// The operator holding control, if any.
+    pub fn control(&self) -> Option<ControlHolder> {
+        self.control.borrow().clone()
+    }
+
+    /// Follows control changes.
+    pub fn watch_control(&self) -> tokio::sync::watch::Receiver<Option<ControlHolder>> {
+        self.control.subscribe()
+    }
+
+    /// Gives control to `holder` (or back to the agent with `None`);
+    /// answers the previous holder.
+    pub(super) fn set_control(&self, holder: Option<ControlHolder>) -> Option<ControlHolder> {
+        self.control.send_replace(holder)
+    }
+
     /// Marks activity now (resets the idle timer).
     pub fn touch(&self) {
         self.last_activity.store(now_ms(), Ordering::Relaxed);
+    }
+
+    /// Whether a pointer move now should be audited: one a second at most.
+    pub(super) fn sample_move(&self) -> bool {
+        let now = now_ms();
+        let last = self.last_move_audited.load(Ordering::Relaxed);
+        now - last >= 1000
+            && self
+                .last_move_audited
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
     }
 
     /// Unix ms of the last tool call.
@@ -105,6 +163,28 @@ impl LiveSession {
             return Err(CdpError::BrowserGone);
         }
         Ok(self.conn.browser().pages().await?)
+    }
+
+    /// Every tab as Chromium describes it (URL, title, opener), in
+    /// creation order.
+    pub async fn tab_targets(
+        &self,
+    ) -> Result<Vec<chromiumoxide::cdp::browser_protocol::target::TargetInfo>, CdpError> {
+        use chromiumoxide::cdp::browser_protocol::target::GetTargetsParams;
+        if self.conn.is_closed() {
+            return Err(CdpError::BrowserGone);
+        }
+        let mut targets = self
+            .conn
+            .browser()
+            .execute(GetTargetsParams::default())
+            .await?
+            .result
+            .target_infos;
+        targets.retain(|t| t.r#type == "page");
+        // Chromium lists the newest first.
+        targets.reverse();
+        Ok(targets)
     }
 
     /// The active tab (falling back to the first open one).
@@ -131,7 +211,8 @@ impl LiveSession {
             .browser()
             .new_page(url.unwrap_or("about:blank"))
             .await?;
-        page.execute(super::metrics_override(self.viewport)).await?;
+        page.execute(super::metrics_override(self.viewport()))
+            .await?;
         tabs.active = Some(page.target_id().clone());
         tabs.refs.clear();
         Ok(page)

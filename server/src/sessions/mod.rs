@@ -2,6 +2,7 @@
 //! (starting → ready → closing → closed | failed), deadlines, idle timeout,
 //! per-tenant and per-host limits, and the orphan reaper.
 
+mod control;
 mod injection;
 mod lifecycle;
 mod live;
@@ -32,10 +33,10 @@ use crate::store::Store;
 use crate::store::api_keys::ApiKeyOwner;
 use crate::store::sessions::SessionRow;
 
-pub use live::{LiveSession, Tabs};
+pub use live::{ControlHolder, LiveSession, Tabs};
 pub use reaper::ReapReport;
 pub use request::{CredentialMode, OpenRequest, OpenRequestError, Viewport};
-pub use tool::{Tool, ToolCall, ToolError, ToolOutput};
+pub use tool::{LiveInput, Tool, ToolCall, ToolError, ToolOutput};
 
 /// Session settings, from [`Settings`].
 #[derive(Debug, Clone)]
@@ -458,25 +459,15 @@ impl SessionManager {
     /// (dashboard). `NotFound` if it never existed, `Gone` if it has ended
     /// or runs on another control plane.
     pub async fn end_by_operator(&self, id: &str, operator: &str) -> Result<(), SessionError> {
-        let sid: SessionId = id.parse().map_err(|_| SessionError::NotFound)?;
-        let live = self.0.live.lock().expect("live lock").get(&sid).cloned();
-        if let Some(live) = live {
-            self.end(
-                &live.id,
-                CloseReason::Operator,
-                None,
-                Actor::Operator(operator.to_owned()),
-            )
-            .await;
-            return Ok(());
-        }
-        match self.0.store.session_find(sid.as_str()).await? {
-            Some(row) => Err(SessionError::Gone {
-                state: row.state,
-                reason: row.close_reason,
-            }),
-            None => Err(SessionError::NotFound),
-        }
+        let live = self.find_live(id).await?;
+        self.end(
+            &live.id,
+            CloseReason::Operator,
+            None,
+            Actor::Operator(operator.to_owned()),
+        )
+        .await;
+        Ok(())
     }
 
     /// Marks a session failed because its browser is gone, and stops it.

@@ -16,6 +16,14 @@ use crate::store::api_keys::ApiKeyOwner;
 use crate::store::sessions::SessionRow;
 use crate::time::now_ms;
 
+/// Who opens a session: an agent (by its key) or an operator (refresh).
+struct Opener<'a> {
+    tenant: &'a TenantId,
+    actor: Actor,
+    /// The agent's key, when an agent opens it.
+    agent: Option<&'a ApiKeyOwner>,
+}
+
 impl SessionManager {
     fn reserve(&self, tenant: &TenantId) -> Result<(), SessionError> {
         let mut slots = self.0.slots.lock().expect("slots lock");
@@ -61,6 +69,43 @@ impl SessionManager {
         owner: &ApiKeyOwner,
         req: OpenRequest,
     ) -> Result<SessionInfo, SessionError> {
+        let who = Opener {
+            tenant: &owner.tenant,
+            actor: Actor::Agent(owner.key_id.clone()),
+            agent: Some(owner),
+        };
+        self.open_as(who, req).await
+    }
+
+    /// Opens a refresh session for an operator: `tenant`'s, clean, for
+    /// `domains`, with the refresh deadline unless `deadline_s` is given.
+    /// Nothing is injected; what the operator logs in to is saved later
+    /// from the live view.
+    #[tracing::instrument(skip_all, fields(tenant.id = %tenant))]
+    pub async fn open_refresh(
+        &self,
+        operator_id: &str,
+        tenant: &TenantId,
+        domains: Vec<String>,
+        deadline_s: u64,
+    ) -> Result<SessionInfo, SessionError> {
+        let req = OpenRequest {
+            credential_mode: CredentialMode::Refresh,
+            domains,
+            // A login page shows what is typed: nothing is recorded.
+            record: crate::recording::RecordMode::Off,
+            deadline_s: Some(deadline_s),
+            ..OpenRequest::default()
+        };
+        let who = Opener {
+            tenant,
+            actor: Actor::Operator(operator_id.to_owned()),
+            agent: None,
+        };
+        self.open_as(who, req).await
+    }
+
+    async fn open_as(&self, who: Opener<'_>, req: OpenRequest) -> Result<SessionInfo, SessionError> {
         let checked = async {
             let deadline_s =
                 req.validate(self.0.cfg.deadline_default_s, self.0.cfg.deadline_max_s)?;
@@ -70,7 +115,7 @@ impl SessionManager {
                     retry_after_s: 5,
                 });
             }
-            self.reserve(&owner.tenant)?;
+            self.reserve(who.tenant)?;
             Ok(deadline_s)
         }
         .await;
@@ -89,8 +134,8 @@ impl SessionManager {
                 self.0
                     .store
                     .audit_append(
-                        NewEvent::new(Actor::Agent(owner.key_id.clone()), "session.open")
-                            .tenant(&owner.tenant)
+                        NewEvent::new(who.actor.clone(), "session.open")
+                            .tenant(who.tenant)
                             .params(json!({
                                 "credential_mode": req.credential_mode.as_str(),
                                 "domains": req.domains.len(),
@@ -111,11 +156,12 @@ impl SessionManager {
             // The grant is checked (and a single-use one consumed) before
             // any browser starts, so losers of a race are refused at once.
             if req.credential_mode == CredentialMode::Operator {
+                let owner = who.agent.ok_or(OpenRequestError::GrantRequired)?;
                 let domains = req.vault_domains()?;
                 let token = req.grant_token.as_deref().unwrap_or_default();
                 crate::grants::redeem(&self.0.store, owner, id.as_str(), token, &domains).await?;
             }
-            self.open_reserved(owner, &req, &id, deadline_s).await
+            self.open_reserved(&who, &req, &id, deadline_s).await
         }
         .await;
         self.0
@@ -124,14 +170,14 @@ impl SessionManager {
             .expect("opening lock")
             .remove(id.as_str());
         if result.is_err() {
-            self.release(&owner.tenant);
+            self.release(who.tenant);
         }
         result
     }
 
     async fn open_reserved(
         &self,
-        owner: &ApiKeyOwner,
+        who: &Opener<'_>,
         req: &OpenRequest,
         id: &SessionId,
         deadline_s: u64,
@@ -142,8 +188,8 @@ impl SessionManager {
         inner
             .store
             .audit_append(
-                NewEvent::new(Actor::Agent(owner.key_id.clone()), "session.open")
-                    .tenant(&owner.tenant)
+                NewEvent::new(who.actor.clone(), "session.open")
+                    .tenant(who.tenant)
                     .session(id.as_str())
                     .params(json!({
                         "credential_mode": req.credential_mode.as_str(),
@@ -157,8 +203,8 @@ impl SessionManager {
             .await?;
         let mut row = SessionRow {
             id: id.to_string(),
-            tenant_id: owner.tenant.to_string(),
-            api_key_id: Some(owner.key_id.clone()),
+            tenant_id: who.tenant.to_string(),
+            api_key_id: who.agent.map(|o| o.key_id.clone()),
             state: SessionState::Starting,
             close_reason: None,
             error: None,
@@ -204,7 +250,7 @@ impl SessionManager {
                             .store
                             .audit_append(
                                 NewEvent::new(Actor::System, "session.open")
-                                    .tenant(&owner.tenant)
+                                    .tenant(who.tenant)
                                     .session(id.as_str())
                                     .outcome("failed: browser start"),
                             )
@@ -221,7 +267,7 @@ impl SessionManager {
         // with (on this host's cgroups: an `exec` engine got the defaults at
         // create time, see `start`'s warning).
         if let (Some(own), Some(limits)) = (
-            inner.cfg.tenant_limits.get(owner.tenant.as_str()),
+            inner.cfg.tenant_limits.get(who.tenant.as_str()),
             &warm.sandbox.limits,
         ) {
             let want = own.over(inner.limits.limits().to_owned());
@@ -260,10 +306,11 @@ impl SessionManager {
                     .context("failed to set the viewport")
             };
             tokio::try_join!(assign, viewport)?;
-            let injected = if req.credential_mode == CredentialMode::Operator {
-                Some(injection::inject(inner, owner, id, req, &warm.page).await?)
-            } else {
-                None
+            let injected = match (req.credential_mode, who.agent) {
+                (CredentialMode::Operator, Some(owner)) => {
+                    Some(injection::inject(inner, owner, id, req, &warm.page).await?)
+                }
+                _ => None,
             };
             inner
                 .store
@@ -274,9 +321,8 @@ impl SessionManager {
         .await;
         let live = Arc::new(LiveSession::new(
             id.clone(),
-            owner.tenant.clone(),
-            req.record,
-            req.viewport,
+            who.tenant.clone(),
+            req,
             row.deadline_at,
             warm,
         ));

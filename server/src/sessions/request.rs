@@ -15,6 +15,10 @@ pub enum CredentialMode {
     Clean,
     /// Injected from the vault, with an operator grant token.
     Operator,
+    /// Started by an operator from the dashboard to log in to sites and
+    /// save the fresh login; never injected, never opened by an agent.
+    #[serde(skip)]
+    Refresh,
 }
 
 impl CredentialMode {
@@ -23,6 +27,7 @@ impl CredentialMode {
         match self {
             Self::Clean => "clean",
             Self::Operator => "operator",
+            Self::Refresh => "refresh",
         }
     }
 }
@@ -142,6 +147,19 @@ impl OpenRequest {
                 if self.domains.is_empty() {
                     return Err(OpenRequestError::Domains(
                         "operator mode needs at least one domain".into(),
+                    ));
+                }
+                self.vault_domains()?;
+            }
+            CredentialMode::Refresh => {
+                if self.grant_token.is_some() {
+                    return Err(OpenRequestError::Domains(
+                        "a refresh session takes no grant token".into(),
+                    ));
+                }
+                if self.domains.is_empty() {
+                    return Err(OpenRequestError::Domains(
+                        "name at least one domain to log in to".into(),
                     ));
                 }
                 self.vault_domains()?;

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use super::output::{
     Dom, Done, Navigated, Pdf, Screenshot, Selected, SnapshotResult, TabClosed, TabInfo, Waited,
 };
-use super::{ElementTarget, Tool, ToolError, ToolOutput};
+use super::{ElementTarget, LiveInput, Tool, ToolError, ToolOutput};
 use crate::audit::redact;
 use crate::cdp::{self, CdpError, Locator, WaitTarget, snapshot};
 use crate::sessions::{LiveSession, Tabs};
@@ -62,7 +62,124 @@ pub(super) fn audit_params(tool: &Tool) -> Value {
         Tool::TabOpen { url } => json!({ "url": url.as_ref().map(|u| redact::url(u.as_str())) }),
         Tool::TabFocus { tab } | Tool::TabClose { tab } => json!({ "tab": tab }),
         Tool::Back | Tool::Forward | Tool::Reload | Tool::Pdf | Tool::TabsList => json!({}),
+        Tool::Input(input) => input_params(input),
     }
+}
+
+/// An operator input's audit params: where and which button, a named
+/// key's name; a printable key or inserted text only as its length.
+fn input_params(input: &LiveInput) -> Value {
+    match input {
+        LiveInput::Mouse {
+            kind,
+            x,
+            y,
+            button,
+            click_count,
+            ..
+        } => json!({
+            "kind": format!("{kind:?}").to_lowercase(),
+            "x": x.round(),
+            "y": y.round(),
+            "button": format!("{button:?}").to_lowercase(),
+            "click_count": click_count,
+        }),
+        LiveInput::Wheel { dx, dy, .. } => json!({ "dx": dx, "dy": dy }),
+        LiveInput::Key { down, key, .. } if key.chars().count() == 1 => {
+            json!({ "down": down, "key": redact::typed_text(key) })
+        }
+        LiveInput::Key { down, key, .. } => json!({ "down": down, "key": key }),
+        LiveInput::Text(text) => json!({ "text": redact::typed_text(text) }),
+        LiveInput::Resize(v) => json!({ "width": v.width, "height": v.height }),
+    }
+}
+
+/// A coordinate on the viewport: finite, clamped onto `0..=max`.
+fn clamp(v: f64, max: u32) -> Result<f64, ToolError> {
+    if !v.is_finite() {
+        return Err(ToolError::Invalid("coordinates must be numbers".into()));
+    }
+    Ok(v.clamp(0.0, f64::from(max.saturating_sub(1))))
+}
+
+/// An operator's input checked against the viewport: coordinates finite
+/// and clamped onto it, wheel deltas bounded, a new size in range.
+fn check_input(input: &LiveInput, viewport: (u32, u32)) -> Result<LiveInput, ToolError> {
+    let mut out = input.clone();
+    match &mut out {
+        LiveInput::Mouse { x, y, .. } => {
+            *x = clamp(*x, viewport.0)?;
+            *y = clamp(*y, viewport.1)?;
+        }
+        LiveInput::Wheel { x, y, dx, dy, .. } => {
+            *x = clamp(*x, viewport.0)?;
+            *y = clamp(*y, viewport.1)?;
+            if !dx.is_finite() || !dy.is_finite() {
+                return Err(ToolError::Invalid("wheel deltas must be numbers".into()));
+            }
+            *dx = dx.clamp(-10_000.0, 10_000.0);
+            *dy = dy.clamp(-10_000.0, 10_000.0);
+        }
+        LiveInput::Resize(v) => {
+            if !(200..=3840).contains(&v.width) || !(200..=2160).contains(&v.height) {
+                return Err(ToolError::Invalid(
+                    "the viewport must be 200–3840 × 200–2160 pixels".into(),
+                ));
+            }
+        }
+        LiveInput::Key { .. } | LiveInput::Text(_) => {}
+    }
+    Ok(out)
+}
+
+/// Runs an operator's (checked) input on `page`.
+async fn input(
+    session: &LiveSession,
+    page: &chromiumoxide::Page,
+    input: &LiveInput,
+) -> Result<ToolOutput, CdpError> {
+    match input {
+        LiveInput::Mouse {
+            kind,
+            x,
+            y,
+            button,
+            buttons,
+            click_count,
+            modifiers,
+        } => {
+            cdp::mouse_event(
+                page,
+                *kind,
+                *x,
+                *y,
+                *button,
+                *buttons,
+                *click_count,
+                *modifiers,
+            )
+            .await?;
+        }
+        LiveInput::Wheel {
+            x,
+            y,
+            dx,
+            dy,
+            modifiers,
+        } => cdp::wheel_with(page, *x, *y, *dx, *dy, *modifiers).await?,
+        LiveInput::Key {
+            down,
+            key,
+            code,
+            modifiers,
+        } => cdp::key_event(page, *down, key, code, *modifiers).await?,
+        LiveInput::Text(text) => cdp::insert_text(page, text).await?,
+        LiveInput::Resize(v) => {
+            page.execute(crate::sessions::metrics_override(*v)).await?;
+            session.set_viewport(*v);
+        }
+    }
+    Ok(DONE)
 }
 
 /// Resolves a target against the session's viewport and last snapshot.
@@ -96,7 +213,8 @@ pub(super) async fn run(
     tool: &Tool,
     timeout: Duration,
 ) -> Result<ToolOutput, ToolError> {
-    let viewport = (session.viewport.width, session.viewport.height);
+    let v = session.viewport();
+    let viewport = (v.width, v.height);
     let locator = match tool {
         Tool::Click(t) | Tool::Hover(t) | Tool::Select { target: t, .. } => {
             Some(locate(t, tabs, viewport)?)
@@ -107,6 +225,10 @@ pub(super) async fn run(
         | Tool::Scroll {
             target: Some(t), ..
         } => Some(locate(t, tabs, viewport)?),
+        _ => None,
+    };
+    let checked = match tool {
+        Tool::Input(i) => Some(check_input(i, viewport)?),
         _ => None,
     };
     // Tab tools act on the browser, not on the active tab.
@@ -251,6 +373,7 @@ pub(super) async fn run(
             Tool::Pdf => ToolOutput::Pdf(Pdf {
                 bytes: cdp::pdf(page, timeout).await?,
             }),
+            Tool::Input(_) => input(session, page, checked.as_ref().expect("checked")).await?,
             Tool::TabsList
             | Tool::TabOpen { .. }
             | Tool::TabFocus { .. }

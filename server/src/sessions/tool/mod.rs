@@ -33,6 +33,58 @@ pub enum ElementTarget {
     Ref(String),
 }
 
+/// An operator's raw input from the live view. Coordinates are the page's
+/// CSS pixels; finite values outside the viewport are clamped onto its
+/// edge, never forwarded as they are.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LiveInput {
+    /// A mouse event.
+    Mouse {
+        /// Move, down or up.
+        kind: crate::cdp::MouseKind,
+        /// CSS pixels.
+        x: f64,
+        /// CSS pixels.
+        y: f64,
+        /// Which button changed.
+        button: crate::cdp::Button,
+        /// Buttons held (bit mask).
+        buttons: i64,
+        /// 1, 2 (double click), …
+        click_count: i64,
+        /// Modifier bits.
+        modifiers: i64,
+    },
+    /// A wheel turn.
+    Wheel {
+        /// CSS pixels.
+        x: f64,
+        /// CSS pixels.
+        y: f64,
+        /// Horizontal delta.
+        dx: f64,
+        /// Vertical delta.
+        dy: f64,
+        /// Modifier bits.
+        modifiers: i64,
+    },
+    /// A key down or up.
+    Key {
+        /// Down (true) or up.
+        down: bool,
+        /// `KeyboardEvent.key`.
+        key: String,
+        /// `KeyboardEvent.code`.
+        code: String,
+        /// Modifier bits.
+        modifiers: i64,
+    },
+    /// Text inserted at the focus (IME, paste); audited as its length.
+    Text(String),
+    /// A new viewport size.
+    Resize(super::Viewport),
+}
+
 /// One browser tool with its checked arguments.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Tool {
@@ -120,6 +172,8 @@ pub enum Tool {
         /// Its id.
         tab: String,
     },
+    /// An operator's input from the live view.
+    Input(LiveInput),
 }
 
 impl Tool {
@@ -145,6 +199,11 @@ impl Tool {
             Self::TabOpen { .. } => "tool.tabs.open",
             Self::TabFocus { .. } => "tool.tabs.focus",
             Self::TabClose { .. } => "tool.tabs.close",
+            Self::Input(LiveInput::Mouse { .. }) => "input.mouse",
+            Self::Input(LiveInput::Wheel { .. }) => "input.wheel",
+            Self::Input(LiveInput::Key { .. }) => "input.key",
+            Self::Input(LiveInput::Text(_)) => "input.text",
+            Self::Input(LiveInput::Resize(_)) => "input.resize",
         }
     }
 
@@ -232,6 +291,10 @@ pub enum ToolError {
     /// The session cannot be used (ended meanwhile).
     #[error(transparent)]
     Session(#[from] SessionError),
+    /// An operator drives the session from the live view; agent calls wait
+    /// until they hand control back.
+    #[error("operator {0} has taken control of this session; retry after they hand it back")]
+    OperatorHasControl(String),
     /// A bug or an outage (the audit row could not be written).
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
@@ -269,16 +332,36 @@ impl SessionManager {
     ) -> Result<ToolOutput, ToolError> {
         let timeout = self.bound(call.timeout_ms)?;
         let tool = call.tool;
-        self.0
-            .store
-            .audit_append(
-                NewEvent::new(actor, tool.action())
-                    .tenant(&session.tenant)
-                    .session(session.id.as_str())
-                    .params(exec::audit_params(&tool))
-                    .outcome("requested"),
-            )
-            .await?;
+        let event = NewEvent::new(actor.clone(), tool.action())
+            .tenant(&session.tenant)
+            .session(session.id.as_str())
+            .params(exec::audit_params(&tool));
+        // Whoever does not hold control while an operator does is refused,
+        // and the refusal is audited.
+        if let Some(holder) = session.control()
+            && !matches!(&actor, Actor::Operator(id) if *id == holder.operator_id)
+        {
+            self.0
+                .store
+                .audit_append(event.outcome("refused: operator_has_control"))
+                .await?;
+            return Err(ToolError::OperatorHasControl(holder.name));
+        }
+        // Pointer moves are audited one a second at most; every other
+        // input is.
+        let sampled_out = matches!(
+            tool,
+            Tool::Input(LiveInput::Mouse {
+                kind: crate::cdp::MouseKind::Move,
+                ..
+            })
+        ) && !session.sample_move();
+        if !sampled_out {
+            self.0
+                .store
+                .audit_append(event.outcome("requested"))
+                .await?;
+        }
         session.touch();
         let refusals = session.refusals.mark();
         // The whole call, waiting for the tab lock included, is bounded: a

@@ -1,0 +1,377 @@
+//! The live view: watching a session's browser and driving it.
+//!
+//! A page asks [`live_ticket`] for a short-lived, single-use ticket bound to
+//! the operator and the session, then opens the WebSocket
+//! `/live/{session}?ticket=…` (same origin, so the dashboard cookie goes
+//! along and is checked too). Over it:
+//!
+//! - server → browser: a [`ServerMsg::Frame`] text message describing the
+//!   JPEG that follows as the next binary message (the newest frame only: a
+//!   slow socket gets fewer frames, never a queue), and text messages for
+//!   the page state, who has control, errors and the end;
+//! - browser → server: [`ClientMsg`] as JSON text messages, coordinates in
+//!   the page's CSS pixels (the frame's [`FrameMeta`] maps canvas pixels to
+//!   them). A malformed, unknown or oversized message is dropped with a
+//!   [`ServerMsg::Error`] and the socket stays open.
+
+use leptos::prelude::*;
+use serde::{Deserialize, Serialize};
+
+#[cfg(feature = "ssr")]
+use super::auth::Role;
+use crate::error::UiError;
+
+/// The largest text message the server reads, in bytes; larger ones are
+/// dropped with an error.
+pub const MAX_CLIENT_MESSAGE: usize = 16 * 1024;
+/// The longest text an `insert_text` message may carry, in characters.
+pub const MAX_TEXT_CHARS: usize = 4096;
+
+/// What [`live_ticket`] hands out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveAccess {
+    /// The WebSocket path with the ticket (`/live/s_…?ticket=…`); valid once,
+    /// for [`LiveAccess::expires_in_s`] seconds.
+    pub path: String,
+    /// Seconds the ticket stays valid.
+    pub expires_in_s: u64,
+    /// Whether this operator may take control (role operator or admin).
+    pub may_control: bool,
+}
+
+/// Where the pointer is, in the page's CSS pixels.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Point {
+    /// From the viewport's left edge.
+    pub x: f64,
+    /// From the viewport's top edge.
+    pub y: f64,
+}
+
+/// A mouse action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MouseAction {
+    /// The pointer moved.
+    Move,
+    /// A button went down.
+    Down,
+    /// A button went up.
+    Up,
+    /// Down and up at once.
+    Click,
+}
+
+/// A mouse button.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MouseButton {
+    /// None (a move).
+    #[default]
+    None,
+    /// Left.
+    Left,
+    /// Middle.
+    Middle,
+    /// Right.
+    Right,
+    /// Back.
+    Back,
+    /// Forward.
+    Forward,
+}
+
+/// A key action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeyAction {
+    /// Pressed (repeats while held).
+    Down,
+    /// Released.
+    Up,
+}
+
+/// Modifier bits, as CDP counts them: Alt = 1, Ctrl = 2, Meta = 4, Shift = 8.
+pub type Modifiers = u8;
+
+/// What the browser sends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ClientMsg {
+    /// A mouse event.
+    Mouse {
+        /// Move, down, up or click.
+        action: MouseAction,
+        /// Page CSS pixels.
+        x: f64,
+        /// Page CSS pixels.
+        y: f64,
+        /// Which button changed.
+        #[serde(default)]
+        button: MouseButton,
+        /// Buttons held (1 left, 2 right, 4 middle, 8 back, 16 forward).
+        #[serde(default)]
+        buttons: u8,
+        /// 1 for a click, 2 for a double click.
+        #[serde(default)]
+        click_count: u8,
+        /// Modifier bits.
+        #[serde(default)]
+        modifiers: Modifiers,
+    },
+    /// A wheel turn.
+    Wheel {
+        /// Page CSS pixels.
+        x: f64,
+        /// Page CSS pixels.
+        y: f64,
+        /// Horizontal delta.
+        dx: f64,
+        /// Vertical delta.
+        dy: f64,
+        /// Modifier bits.
+        #[serde(default)]
+        modifiers: Modifiers,
+    },
+    /// A key went down or up (`KeyboardEvent.key` and `.code`).
+    Key {
+        /// Down or up.
+        action: KeyAction,
+        /// `KeyboardEvent.key`: `Enter`, `a`, `ArrowLeft`.
+        key: String,
+        /// `KeyboardEvent.code`: `Enter`, `KeyA`, `ArrowLeft`.
+        #[serde(default)]
+        code: String,
+        /// Modifier bits.
+        #[serde(default)]
+        modifiers: Modifiers,
+    },
+    /// Text inserted at the focus as an IME or a paste would.
+    Text {
+        /// At most [`MAX_TEXT_CHARS`] characters.
+        text: String,
+    },
+    /// Load a URL in the shown tab.
+    Navigate {
+        /// `http(s)://…`.
+        url: String,
+    },
+    /// History back.
+    Back,
+    /// History forward.
+    Forward,
+    /// Reload.
+    Reload,
+    /// Open a tab (and show it).
+    TabOpen {
+        /// Where, or `about:blank`.
+        #[serde(default)]
+        url: Option<String>,
+    },
+    /// Show and drive another tab.
+    TabSwitch {
+        /// Its id.
+        id: String,
+    },
+    /// Close a tab.
+    TabClose {
+        /// Its id.
+        id: String,
+    },
+    /// Resize the page's viewport.
+    Resize {
+        /// CSS pixels.
+        width: u32,
+        /// CSS pixels.
+        height: u32,
+    },
+    /// Take control: agent tool calls are refused until handed back.
+    TakeControl,
+    /// Hand control back.
+    ReleaseControl,
+}
+
+impl ClientMsg {
+    /// Whether the message drives the browser (needs control), as opposed
+    /// to asking for control.
+    pub fn is_input(&self) -> bool {
+        !matches!(self, Self::TakeControl | Self::ReleaseControl)
+    }
+}
+
+/// How a frame maps onto the page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FrameMeta {
+    /// Frame number on this socket, from 1.
+    pub seq: u64,
+    /// When Chromium made it (Unix ms).
+    pub ts: f64,
+    /// The viewport's width in CSS pixels (what the frame's width shows).
+    pub width: f64,
+    /// The viewport's height in CSS pixels.
+    pub height: f64,
+    /// Pixels of the frame above the page (mobile emulation).
+    pub offset_top: f64,
+    /// Pinch zoom.
+    pub page_scale: f64,
+    /// Page scroll, CSS pixels.
+    pub scroll_x: f64,
+    /// Page scroll, CSS pixels.
+    pub scroll_y: f64,
+}
+
+/// One tab.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TabInfo {
+    /// Its id.
+    pub id: String,
+    /// URL.
+    pub url: String,
+    /// Title.
+    pub title: String,
+    /// Whether it is the one shown and driven.
+    pub active: bool,
+}
+
+/// The shown tab's state and the tab strip.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PageState {
+    /// The shown tab's URL.
+    pub url: String,
+    /// The shown tab's title.
+    pub title: String,
+    /// Whether it is loading.
+    pub loading: bool,
+    /// Every tab, in creation order.
+    pub tabs: Vec<TabInfo>,
+}
+
+/// Who drives the session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ControlState {
+    /// The operator holding control, by name (agents are refused meanwhile).
+    pub holder: Option<String>,
+    /// Whether that is this socket's operator.
+    pub yours: bool,
+    /// Whether this socket's operator may take control.
+    pub may_control: bool,
+}
+
+/// What the server sends as text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ServerMsg {
+    /// First message: the session.
+    Hello {
+        /// `s_…`.
+        session: String,
+        /// `clean`, `operator` or `refresh`.
+        mode: String,
+        /// Viewport, CSS pixels.
+        width: u32,
+        /// Viewport, CSS pixels.
+        height: u32,
+    },
+    /// Describes the binary JPEG that follows.
+    Frame(FrameMeta),
+    /// The shown tab and the tab strip changed.
+    Page(PageState),
+    /// Control changed.
+    Control(ControlState),
+    /// A message was refused or a call failed; the socket stays open.
+    Error {
+        /// Stable code (`bad_message`, `not_in_control`, `forbidden`, …).
+        code: String,
+        /// For people.
+        message: String,
+    },
+    /// The session ended (or the dashboard session did); the socket closes.
+    Ended {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// A ticket for the live view of `session`: single use, valid for a minute
+/// at most, bound to this operator and that session.
+#[server(prefix = "/ui/fn", endpoint = "live_ticket")]
+pub async fn live_ticket(session: String) -> Result<LiveAccess, UiError> {
+    let (ctl, op) = super::backend::require(Role::Viewer, "watch sessions").await?;
+    ctl.live_ticket(&op, session).await
+}
+
+/// Starts a refresh session for `tenant` and the domains (space or comma
+/// separated); answers its id. `start_url` defaults to the first domain's
+/// `https://` address.
+#[server(prefix = "/ui/fn", endpoint = "start_refresh")]
+pub async fn start_refresh(
+    tenant: String,
+    domains: String,
+    start_url: Option<String>,
+) -> Result<String, UiError> {
+    let (ctl, op) = super::backend::require(Role::Operator, "start refresh sessions").await?;
+    ctl.start_refresh(&op, tenant, domains, start_url).await
+}
+
+/// Hands control of a session back to its agent (whoever holds it).
+#[server(prefix = "/ui/fn", endpoint = "release_control")]
+pub async fn release_control(session: String) -> Result<(), UiError> {
+    let (ctl, op) = super::backend::require(Role::Operator, "hand control back").await?;
+    ctl.release_control(&op, session).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_messages_parse_from_the_documented_shape() {
+        let m: ClientMsg = serde_json::from_str(
+            r#"{"type":"mouse","action":"down","x":10.5,"y":3,"button":"left","buttons":1,"click_count":1,"modifiers":8}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            m,
+            ClientMsg::Mouse {
+                action: MouseAction::Down,
+                x: 10.5,
+                y: 3.0,
+                button: MouseButton::Left,
+                buttons: 1,
+                click_count: 1,
+                modifiers: 8
+            }
+        );
+        let k: ClientMsg =
+            serde_json::from_str(r#"{"type":"key","action":"up","key":"Enter","code":"Enter"}"#)
+                .unwrap();
+        assert!(matches!(k, ClientMsg::Key { action: KeyAction::Up, .. }));
+        assert_eq!(
+            serde_json::from_str::<ClientMsg>(r#"{"type":"take_control"}"#).unwrap(),
+            ClientMsg::TakeControl
+        );
+    }
+
+    #[test]
+    fn unknown_types_and_fields_are_refused() {
+        for bad in [
+            r#"{"type":"format_disk"}"#,
+            r#"{"type":"back","extra":1}"#,
+            r#"{"type":"mouse","action":"hover","x":1,"y":1}"#,
+            r#"{"x":1}"#,
+            r#"[]"#,
+        ] {
+            assert!(serde_json::from_str::<ClientMsg>(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn server_messages_are_tagged() {
+        let s = serde_json::to_string(&ServerMsg::Error {
+            code: "bad_message".into(),
+            message: "x".into(),
+        })
+        .unwrap();
+        assert_eq!(s, r#"{"type":"error","code":"bad_message","message":"x"}"#);
+    }
+}

@@ -1,0 +1,719 @@
+//! `GET /live/{session}?ticket=…`: the live view's WebSocket.
+//!
+//! Before the upgrade: the dashboard cookie's operator (the auth middleware
+//! put it into the request), a ticket issued to that operator for that
+//! session, and a running session. Every refusal is audited
+//! (`session.watch`, `denied: <code>`) and answered with the dashboard's
+//! error shape. After it: frames and page state out; messages in, each
+//! checked (size, shape, role, control) and turned into tool calls that run
+//! through the one pipeline as the operator, in order, on a worker of their
+//! own so a slow navigation does not stall the stream.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use axum::Extension;
+use futures::{SinkExt, StreamExt};
+use serde::Deserialize;
+use serde_json::json;
+use tokio::sync::{Notify, mpsc};
+
+use app::api::auth::{Operator, Role};
+use app::api::live::{
+    ClientMsg, ControlState, FrameMeta, KeyAction, MAX_CLIENT_MESSAGE, MAX_TEXT_CHARS,
+    MouseAction, MouseButton, PageState, ServerMsg, TabInfo,
+};
+use app::error::UiError;
+
+use super::stream::{Encoding, Frame, Screencast, Slot};
+use crate::audit::{Actor, NewEvent};
+use crate::auth::ui_error;
+use crate::cdp::{Button, MouseKind};
+use crate::domain::TargetUrl;
+use crate::error::ApiError;
+use crate::ids::token_hash;
+use crate::sessions::{LiveInput, LiveSession, SessionError, Tool, ToolCall, Viewport};
+use crate::state::AppState;
+
+/// The query string.
+#[derive(Deserialize)]
+pub struct TicketQuery {
+    #[serde(default)]
+    ticket: String,
+}
+
+/// How often the page state is read and the session checked.
+const TICK: Duration = Duration::from_millis(250);
+/// How often the dashboard session and the operator are checked.
+const AUTH_CHECK: Duration = Duration::from_secs(5);
+/// How long control stays with an operator whose last view closed.
+const RELEASE_AFTER: Duration = Duration::from_secs(30);
+/// Input messages waiting for the browser; more are refused.
+const INPUT_QUEUE: usize = 256;
+
+/// The WebSocket upgrade.
+pub async fn handler(
+    State(state): State<AppState>,
+    Path(session): Path<String>,
+    Query(q): Query<TicketQuery>,
+    op: Option<Extension<Operator>>,
+    dash: Option<Extension<tower_sessions::Session>>,
+    ws: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> Response {
+    let Some(Extension(op)) = op else {
+        return ui_error(&UiError::Unauthorized);
+    };
+    let refuse = |e: UiError| {
+        let state = state.clone();
+        let (op, session) = (op.clone(), session.clone());
+        async move {
+            let event = NewEvent::new(Actor::Operator(op.id.clone()), "session.watch")
+                .params(json!({ "session": session.chars().take(64).collect::<String>() }))
+                .outcome(format!("denied: {}", e.code()));
+            if let Err(err) = state.store.audit_append(event).await {
+                tracing::error!(error = %format!("{err:#}"), "failed to audit a refused live view");
+            }
+            ui_error(&e)
+        }
+    };
+    let ws = match ws {
+        Ok(ws) => ws,
+        Err(e) => {
+            return refuse(UiError::invalid("upgrade", format!("not a WebSocket request: {e}")))
+                .await;
+        }
+    };
+    if let Err(e) = state.live.tickets.redeem(&q.ticket, &op.id, &session) {
+        return refuse(UiError::forbidden(e.to_string())).await;
+    }
+    let live = match state.sessions.find_live(&session).await {
+        Ok(live) => live,
+        Err(SessionError::NotFound) => {
+            return refuse(UiError::not_found(format!("session {session}"))).await;
+        }
+        Err(SessionError::Gone { state: s, .. }) => {
+            return refuse(UiError::conflict(format!("the session is {s}"))).await;
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "live view: session lookup failed");
+            return ui_error(&UiError::internal("the session could not be read"));
+        }
+    };
+    let dash = dash.and_then(|Extension(s)| s.id()).map(|id| token_hash(&id.to_string()));
+    ws.max_message_size(MAX_CLIENT_MESSAGE * 4)
+        .on_upgrade(move |socket| async move {
+            Connection::run(state, live, op, dash, socket).await;
+        })
+        .into_response()
+}
+
+/// One open live view.
+struct Connection {
+    state: AppState,
+    live: Arc<LiveSession>,
+    op: Operator,
+    out: mpsc::Sender<ServerMsg>,
+    input: mpsc::Sender<ToolCall>,
+    refused_input_audited: bool,
+}
+
+impl Connection {
+    async fn run(
+        state: AppState,
+        live: Arc<LiveSession>,
+        op: Operator,
+        dash: Option<String>,
+        socket: WebSocket,
+    ) {
+        let (mut sink, mut stream) = socket.split();
+        let slot = Arc::new(Slot::default());
+        let (out, mut out_rx) = mpsc::channel::<ServerMsg>(64);
+        let writer_slot = slot.clone();
+        let writer = tokio::spawn(async move {
+            let mut seq = 0u64;
+            loop {
+                tokio::select! {
+                    biased;
+                    msg = out_rx.recv() => {
+                        let Some(msg) = msg else { break };
+                        let end = matches!(msg, ServerMsg::Ended { .. });
+                        if sink.send(text(&msg)).await.is_err() {
+                            break;
+                        }
+                        if end {
+                            let _ = sink.send(Message::Close(None)).await;
+                            break;
+                        }
+                    }
+                    frame = writer_slot.next() => {
+                        seq += 1;
+                        let meta = ServerMsg::Frame(FrameMeta {
+                            seq,
+                            ts: frame.ts,
+                            width: frame.width,
+                            height: frame.height,
+                            offset_top: frame.offset_top,
+                            page_scale: frame.page_scale,
+                            scroll_x: frame.scroll_x,
+                            scroll_y: frame.scroll_y,
+                        });
+                        let bytes = frame.jpeg.len();
+                        let sent = sink.send(text(&meta)).await.is_ok()
+                            && sink.send(Message::Binary(frame.jpeg.into())).await.is_ok();
+                        // Only now may Chromium send the next frame.
+                        Frame::ack(&frame.page, frame.acks).await;
+                        if !sent {
+                            break;
+                        }
+                        metrics::counter!("cordon_live_frames_sent_total").increment(1);
+                        metrics::counter!("cordon_live_bytes_sent_total").increment(bytes as u64);
+                    }
+                }
+            }
+        });
+        let nudge = Arc::new(Notify::new());
+        let (input, mut input_rx) = mpsc::channel::<ToolCall>(INPUT_QUEUE);
+        let worker = {
+            let (state, live, out, nudge) =
+                (state.clone(), live.clone(), out.clone(), nudge.clone());
+            let actor = Actor::Operator(op.id.clone());
+            tokio::spawn(async move {
+                while let Some(call) = input_rx.recv().await {
+                    let tabs = matches!(
+                        call.tool,
+                        Tool::TabOpen { .. } | Tool::TabFocus { .. } | Tool::TabClose { .. }
+                    );
+                    if let Err(e) = state.sessions.run_tool(&live, actor.clone(), call).await {
+                        let e = ApiError::from(e);
+                        let _ = out
+                            .send(ServerMsg::Error {
+                                code: e.code().to_owned(),
+                                message: e.to_string(),
+                            })
+                            .await;
+                    }
+                    if tabs {
+                        nudge.notify_one();
+                    }
+                }
+            })
+        };
+        state.live.opened(live.id.as_str(), &op.id);
+        if let Err(e) = state
+            .store
+            .audit_append(
+                NewEvent::new(Actor::Operator(op.id.clone()), "session.watch")
+                    .tenant(&live.tenant)
+                    .session(live.id.as_str())
+                    .outcome("opened"),
+            )
+            .await
+        {
+            tracing::error!(error = %format!("{e:#}"), "failed to audit a live view");
+        }
+        let mut conn = Self {
+            state: state.clone(),
+            live: live.clone(),
+            op: op.clone(),
+            out,
+            input,
+            refused_input_audited: false,
+        };
+        let v = live.viewport();
+        conn.send(ServerMsg::Hello {
+            session: live.id.to_string(),
+            mode: live.mode.as_str().to_owned(),
+            width: v.width,
+            height: v.height,
+        })
+        .await;
+        // Nobody else drives a refresh session: its operator has control
+        // from the start.
+        if live.mode == crate::sessions::CredentialMode::Refresh
+            && op.role.allows(Role::Operator)
+            && live.control().is_none()
+            && let Err(e) = state.sessions.take_control(&live, &op.id, &op.name).await
+        {
+            tracing::error!(error = %e, "live view: cannot take control of a refresh session");
+        }
+        conn.send(ServerMsg::Control(conn.control_state())).await;
+        let ended = conn.main_loop(&mut stream, slot, dash, &nudge).await;
+        if let Some(reason) = ended {
+            conn.send(ServerMsg::Ended { reason }).await;
+        }
+        drop(conn);
+        worker.abort();
+        // The writer ends after sending `ended` (or when its socket fails).
+        let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
+        if state.live.closed(live.id.as_str(), &op.id) == 0
+            && live
+                .control()
+                .is_some_and(|h| h.operator_id == op.id)
+        {
+            tokio::spawn(release_later(state, live, op.id));
+        }
+    }
+
+    /// Reads messages and keeps the view in step until the socket closes
+    /// (`None`) or the session or the dashboard session ends (the reason).
+    async fn main_loop(
+        &mut self,
+        stream: &mut futures::stream::SplitStream<WebSocket>,
+        slot: Arc<Slot>,
+        dash: Option<String>,
+        nudge: &Notify,
+    ) -> Option<String> {
+        let enc = Encoding {
+            quality: self.state.settings.live_jpeg_quality,
+            max_width: self.state.settings.live_max_width,
+            max_height: self.state.settings.live_max_height,
+        };
+        let mut control = self.live.watch_control();
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut cast: Option<Screencast> = None;
+        let mut last_page: Option<PageState> = None;
+        let mut seen: HashSet<String> = HashSet::new();
+        let mut checked_auth = tokio::time::Instant::now();
+        let stopped = self.state.store.changes().clone();
+        let ended = loop {
+            tokio::select! {
+                msg = stream.next() => match msg {
+                    Some(Ok(Message::Text(t))) => self.on_text(t.as_str()).await,
+                    Some(Ok(Message::Binary(_))) => {
+                        self.error("bad_message", "binary messages are not accepted").await;
+                    }
+                    Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break None,
+                    Some(Ok(_)) => {}
+                },
+                changed = control.changed() => {
+                    if changed.is_err() {
+                        break Some("the session ended".to_owned());
+                    }
+                    self.send(ServerMsg::Control(self.control_state())).await;
+                }
+                () = stopped.stopped() => break Some("Cordon is shutting down".to_owned()),
+                _ = tick.tick() => {}
+                () = nudge.notified() => {}
+            }
+            // After every event: is the session still there, and which tab
+            // is shown?
+            if let Some(reason) = self.session_ended().await {
+                break Some(reason);
+            }
+            if checked_auth.elapsed() >= AUTH_CHECK {
+                checked_auth = tokio::time::Instant::now();
+                if !self.still_allowed(dash.as_deref()).await {
+                    break Some("your dashboard session ended; log in again".to_owned());
+                }
+            }
+            self.follow(&mut cast, &slot, enc, &mut seen, &mut last_page)
+                .await;
+        };
+        if let Some(c) = cast {
+            c.stop().await;
+        }
+        ended
+    }
+
+    fn control_state(&self) -> ControlState {
+        let holder = self.live.control();
+        ControlState {
+            yours: holder.as_ref().is_some_and(|h| h.operator_id == self.op.id),
+            holder: holder.map(|h| h.name),
+            may_control: self.op.role.allows(Role::Operator),
+        }
+    }
+
+    async fn send(&self, msg: ServerMsg) {
+        let _ = self.out.send(msg).await;
+    }
+
+    async fn error(&self, code: &str, message: impl Into<String>) {
+        self.send(ServerMsg::Error {
+            code: code.to_owned(),
+            message: message.into(),
+        })
+        .await;
+    }
+
+    /// The reason, once the session has ended.
+    async fn session_ended(&self) -> Option<String> {
+        match self.state.sessions.find_live(self.live.id.as_str()).await {
+            Ok(_) => None,
+            Err(SessionError::Gone { state, reason }) => Some(match reason {
+                Some(r) => format!("the session is {state} ({})", r.as_str()),
+                None => format!("the session is {state}"),
+            }),
+            Err(_) => Some("the session ended".to_owned()),
+        }
+    }
+
+    /// Whether the dashboard session behind this view is still valid and
+    /// its operator still enabled.
+    async fn still_allowed(&self, dash: Option<&str>) -> bool {
+        let Some(hash) = dash else { return false };
+        let alive = self
+            .state
+            .store
+            .dashboard_session_load(hash, crate::time::now_ms())
+            .await
+            .is_ok_and(|s| s.is_some());
+        let enabled = match self.op.id.parse::<crate::domain::OperatorId>() {
+            Ok(id) => self
+                .state
+                .auth
+                .get(&id)
+                .await
+                .is_ok_and(|o| o.is_some_and(|o| o.disabled_at.is_none())),
+            Err(_) => false,
+        };
+        alive && enabled
+    }
+
+    /// Shows the session's active tab (following a popup the operator's
+    /// page opened), and sends the page state when it changed.
+    async fn follow(
+        &mut self,
+        cast: &mut Option<Screencast>,
+        slot: &Arc<Slot>,
+        enc: Encoding,
+        seen: &mut HashSet<String>,
+        last: &mut Option<PageState>,
+    ) {
+        let Ok(targets) = self.live.tab_targets().await else {
+            return;
+        };
+        let mine = self
+            .live
+            .control()
+            .is_some_and(|h| h.operator_id == self.op.id);
+        let first = seen.is_empty();
+        for t in &targets {
+            let id = t.target_id.inner().clone();
+            if seen.insert(id.clone()) && !first && mine && t.opener_id.is_some() {
+                // A popup (an OAuth window): show and drive it.
+                let _ = self
+                    .input
+                    .try_send(ToolCall::new(Tool::TabFocus { tab: id }));
+            }
+        }
+        seen.retain(|id| targets.iter().any(|t| t.target_id.inner() == id));
+        // The tab tools act on; a running tool holds the lock: keep what
+        // is shown until it is done.
+        let active = match self.live.tabs.try_lock() {
+            Ok(tabs) => tabs.active.as_ref().map(|a| a.inner().clone()),
+            Err(_) => cast.as_ref().map(|c| c.page.target_id().inner().clone()),
+        };
+        let shown = active
+            .filter(|a| targets.iter().any(|t| t.target_id.inner() == a))
+            .or_else(|| targets.first().map(|t| t.target_id.inner().clone()));
+        let Some(shown) = shown else { return };
+        if cast
+            .as_ref()
+            .is_none_or(|c| c.page.target_id().inner() != &shown)
+        {
+            if let Some(old) = cast.take() {
+                old.stop().await;
+            }
+            slot.clear();
+            if let Ok(pages) = self.live.pages().await
+                && let Some(page) = pages.into_iter().find(|p| p.target_id().inner() == &shown)
+            {
+                match Screencast::start(page, slot.clone(), enc).await {
+                    Ok(c) => *cast = Some(c),
+                    Err(e) => {
+                        self.error("browser_error", format!("cannot show the tab: {e}"))
+                            .await;
+                    }
+                }
+            }
+        }
+        let loading = cast
+            .as_ref()
+            .is_some_and(|c| c.loading.load(std::sync::atomic::Ordering::Relaxed));
+        let tabs: Vec<TabInfo> = targets
+            .iter()
+            .map(|t| TabInfo {
+                id: t.target_id.inner().clone(),
+                url: t.url.clone(),
+                title: t.title.clone(),
+                active: t.target_id.inner() == &shown,
+            })
+            .collect();
+        let current = tabs.iter().find(|t| t.active);
+        let page = PageState {
+            url: current.map(|t| t.url.clone()).unwrap_or_default(),
+            title: current.map(|t| t.title.clone()).unwrap_or_default(),
+            loading,
+            tabs,
+        };
+        if last.as_ref() != Some(&page) {
+            *last = Some(page.clone());
+            self.send(ServerMsg::Page(page)).await;
+        }
+    }
+
+    /// One text message from the browser.
+    async fn on_text(&mut self, text: &str) {
+        if text.len() > MAX_CLIENT_MESSAGE {
+            self.error(
+                "too_large",
+                format!("messages are at most {MAX_CLIENT_MESSAGE} bytes; this one was dropped"),
+            )
+            .await;
+            return;
+        }
+        let msg: ClientMsg = match serde_json::from_str(text) {
+            Ok(m) => m,
+            Err(e) => {
+                self.error("bad_message", format!("message dropped: {e}")).await;
+                return;
+            }
+        };
+        if !self.op.role.allows(Role::Operator) {
+            self.refuse_viewer().await;
+            return;
+        }
+        match msg {
+            ClientMsg::TakeControl => {
+                if let Err(e) = self
+                    .state
+                    .sessions
+                    .take_control(&self.live, &self.op.id, &self.op.name)
+                    .await
+                {
+                    self.error("internal", format!("cannot take control: {e}")).await;
+                }
+            }
+            ClientMsg::ReleaseControl => {
+                if self
+                    .live
+                    .control()
+                    .is_some_and(|h| h.operator_id == self.op.id)
+                    && let Err(e) = self
+                        .state
+                        .sessions
+                        .release_control(&self.live, Actor::Operator(self.op.id.clone()))
+                        .await
+                {
+                    self.error("internal", format!("cannot hand control back: {e}"))
+                        .await;
+                }
+            }
+            input => {
+                if !self
+                    .live
+                    .control()
+                    .is_some_and(|h| h.operator_id == self.op.id)
+                {
+                    self.error(
+                        "not_in_control",
+                        "take control before driving the browser",
+                    )
+                    .await;
+                    return;
+                }
+                match calls(input) {
+                    Ok(calls) => {
+                        for call in calls {
+                            if self.input.try_send(call).is_err() {
+                                self.error("busy", "too much input at once; this one was dropped")
+                                    .await;
+                                return;
+                            }
+                        }
+                    }
+                    Err(m) => self.error("bad_message", m).await,
+                }
+            }
+        }
+    }
+
+    /// A viewer sent input or asked for control: refused, and audited once
+    /// per view.
+    async fn refuse_viewer(&mut self) {
+        self.error(
+            "forbidden",
+            "viewers may watch; taking control needs the operator role",
+        )
+        .await;
+        if !self.refused_input_audited {
+            self.refused_input_audited = true;
+            let event = NewEvent::new(Actor::Operator(self.op.id.clone()), "operator.refused")
+                .tenant(&self.live.tenant)
+                .session(self.live.id.as_str())
+                .params(json!({ "what": "drive a session", "why": "forbidden" }))
+                .outcome("denied: forbidden");
+            if let Err(e) = self.state.store.audit_append(event).await {
+                tracing::error!(error = %format!("{e:#}"), "failed to audit a refused input");
+            }
+        }
+    }
+}
+
+/// A server message as a text frame.
+fn text(msg: &ServerMsg) -> Message {
+    Message::Text(serde_json::to_string(msg).unwrap_or_default().into())
+}
+
+/// Hands control back if its holder has not opened a view again within
+/// [`RELEASE_AFTER`]: an operator who closed the tab does not block the
+/// agent forever.
+async fn release_later(state: AppState, live: Arc<LiveSession>, operator: String) {
+    tokio::time::sleep(RELEASE_AFTER).await;
+    if state.live.open_views(live.id.as_str(), &operator) == 0
+        && live.control().is_some_and(|h| h.operator_id == operator)
+        && let Err(e) = state.sessions.release_control(&live, Actor::System).await
+    {
+        tracing::error!(error = %e, "live view: cannot hand control back");
+    }
+}
+
+/// A browser message as tool calls (a click is a press and a release).
+fn calls(msg: ClientMsg) -> Result<Vec<ToolCall>, String> {
+    let one = |t: Tool| Ok(vec![ToolCall::new(t)]);
+    let button = |b: MouseButton| match b {
+        MouseButton::None => Button::None,
+        MouseButton::Left => Button::Left,
+        MouseButton::Middle => Button::Middle,
+        MouseButton::Right => Button::Right,
+        MouseButton::Back => Button::Back,
+        MouseButton::Forward => Button::Forward,
+    };
+    let url = |u: &str| {
+        TargetUrl::parse(u)
+            .map_err(|e| format!("cannot open that address: {e}"))
+    };
+    match msg {
+        ClientMsg::Mouse {
+            action,
+            x,
+            y,
+            button: b,
+            buttons,
+            click_count,
+            modifiers,
+        } => {
+            let mouse = |kind, buttons| {
+                ToolCall::new(Tool::Input(LiveInput::Mouse {
+                    kind,
+                    x,
+                    y,
+                    button: button(b),
+                    buttons,
+                    click_count: i64::from(click_count.max(u8::from(kind != MouseKind::Move))),
+                    modifiers: i64::from(modifiers),
+                }))
+            };
+            Ok(match action {
+                MouseAction::Move => vec![mouse(MouseKind::Move, i64::from(buttons))],
+                MouseAction::Down => vec![mouse(MouseKind::Down, i64::from(buttons))],
+                MouseAction::Up => vec![mouse(MouseKind::Up, i64::from(buttons))],
+                MouseAction::Click => vec![
+                    mouse(MouseKind::Down, i64::from(buttons.max(1))),
+                    mouse(MouseKind::Up, 0),
+                ],
+            })
+        }
+        ClientMsg::Wheel {
+            x,
+            y,
+            dx,
+            dy,
+            modifiers,
+        } => one(Tool::Input(LiveInput::Wheel {
+            x,
+            y,
+            dx,
+            dy,
+            modifiers: i64::from(modifiers),
+        })),
+        ClientMsg::Key {
+            action,
+            key,
+            code,
+            modifiers,
+        } => {
+            if key.is_empty() || key.chars().count() > 32 || code.chars().count() > 32 {
+                return Err("key and code are names of at most 32 characters".into());
+            }
+            one(Tool::Input(LiveInput::Key {
+                down: action == KeyAction::Down,
+                key,
+                code,
+                modifiers: i64::from(modifiers),
+            }))
+        }
+        ClientMsg::Text { text } => {
+            if text.is_empty() || text.chars().count() > MAX_TEXT_CHARS {
+                return Err(format!("text must be 1–{MAX_TEXT_CHARS} characters"));
+            }
+            one(Tool::Input(LiveInput::Text(text)))
+        }
+        ClientMsg::Navigate { url: u } => one(Tool::Navigate {
+            url: url(&u)?,
+            wait: crate::cdp::WaitUntil::Load,
+        }),
+        ClientMsg::Back => one(Tool::Back),
+        ClientMsg::Forward => one(Tool::Forward),
+        ClientMsg::Reload => one(Tool::Reload),
+        ClientMsg::TabOpen { url: u } => one(Tool::TabOpen {
+            url: u.as_deref().map(url).transpose()?,
+        }),
+        ClientMsg::TabSwitch { id } => one(Tool::TabFocus { tab: id }),
+        ClientMsg::TabClose { id } => one(Tool::TabClose { tab: id }),
+        ClientMsg::Resize { width, height } => {
+            one(Tool::Input(LiveInput::Resize(Viewport { width, height })))
+        }
+        ClientMsg::TakeControl | ClientMsg::ReleaseControl => Ok(Vec::new()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_click_is_a_press_and_a_release() {
+        let c = calls(ClientMsg::Mouse {
+            action: MouseAction::Click,
+            x: 5.0,
+            y: 6.0,
+            button: MouseButton::Left,
+            buttons: 0,
+            click_count: 0,
+            modifiers: 0,
+        })
+        .unwrap();
+        assert_eq!(c.len(), 2, "{c:?}");
+        assert!(matches!(
+            &c[0].tool,
+            Tool::Input(LiveInput::Mouse { kind: MouseKind::Down, buttons: 1, click_count: 1, .. })
+        ));
+        assert!(matches!(
+            &c[1].tool,
+            Tool::Input(LiveInput::Mouse { kind: MouseKind::Up, buttons: 0, click_count: 1, .. })
+        ));
+    }
+
+    #[test]
+    fn bad_urls_keys_and_texts_are_refused_with_a_reason() {
+        for msg in [
+            ClientMsg::Navigate { url: "javascript:alert(1)".into() },
+            ClientMsg::Navigate { url: "file:///etc/passwd".into() },
+            ClientMsg::Key { action: KeyAction::Down, key: String::new(), code: String::new(), modifiers: 0 },
+            ClientMsg::Key { action: KeyAction::Down, key: "k".repeat(33), code: String::new(), modifiers: 0 },
+            ClientMsg::Text { text: String::new() },
+            ClientMsg::Text { text: "x".repeat(MAX_TEXT_CHARS + 1) },
+        ] {
+            let shown = format!("{msg:?}");
+            let err = calls(msg).expect_err(&shown);
+            assert!(!err.is_empty(), "{shown}");
+        }
+    }
+}

@@ -14,6 +14,7 @@ mod exec;
 mod grants;
 mod http;
 mod limits;
+mod live;
 mod mcp;
 mod reaper;
 mod sessions;

@@ -48,6 +48,16 @@ impl Site {
     }
 }
 
+/// A field at the top and a pad below: clicks on the pad count in the
+/// title; Enter in the field puts its value in the title.
+const PAD: &str = r#"<!doctype html><html><head><title>ready</title></head>
+<body style="margin:0">
+<input id="i" style="position:absolute;left:0;top:0;width:400px;height:40px;font-size:20px"
+ onkeydown="if (event.key === 'Enter') document.title = 'typed ' + this.value">
+<div id="pad" style="position:absolute;left:0;top:100px;width:800px;height:400px;background:#00f"
+ onclick="window.n = (window.n || 0) + 1; this.style.background = '#f00'; document.title = 'clicked ' + window.n"></div>
+</body></html>"#;
+
 const FORM: &str = r#"<!doctype html><html><head><title>Login</title></head><body>
 <h1>Sign in</h1>
 <form id="f" onsubmit="event.preventDefault(); document.getElementById('result').textContent = 'hello ' + document.getElementById('user').value + ' (' + document.getElementById('pass').value.length + ')'; document.title = 'Signed in';">
@@ -145,6 +155,7 @@ pub async fn start() -> Site {
         .with_state(logins.clone());
     let app = Router::new()
         .route("/form", get(|| async { Html(FORM) }))
+        .route("/pad", get(|| async { Html(PAD) }))
         .route("/links", get(|| async { Html(LINKS) }))
         .route("/popup", get(|| async { Html(POPUP) }))
         .route("/iframe", get(|| async { Html(IFRAME) }))

@@ -1,0 +1,332 @@
+//! The live view's WebSocket against a real Chromium: tickets, frames,
+//! operator input through the tool pipeline, take-over and hand-back, and
+//! hostile input that is dropped while the connection stays.
+
+use app::api::auth::Role;
+use futures::{SinkExt, StreamExt};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+use crate::helpers::{Backend, PATIENCE, TestApp, assert_error, session_app};
+use crate::site;
+
+type Ws = tokio_tungstenite::WebSocketStream<
+    tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+>;
+
+/// One live view, as the dashboard's page holds it.
+struct View {
+    ws: Ws,
+    /// Frames received (binary messages).
+    frames: usize,
+    /// Every text message received, in order (printed when a wait fails).
+    seen: Vec<Value>,
+}
+
+/// A ticket for `sid` from the server function, as a page gets it.
+async fn ticket(app: &TestApp, sid: &str, cookie: &str) -> String {
+    let (status, v) = app
+        .server_fn("live_ticket", &format!("session={sid}"), Some(cookie))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    v["path"].as_str().expect("a path").to_owned()
+}
+
+/// Opens the socket at `path` with the dashboard cookie and Cordon's own
+/// Origin; the refusal's status and body if it is refused.
+async fn connect(app: &TestApp, path: &str, cookie: Option<&str>) -> Result<View, (u16, String)> {
+    let mut req = format!("ws://{}{path}", app.addr)
+        .into_client_request()
+        .expect("request");
+    let h = req.headers_mut();
+    h.insert(
+        "origin",
+        format!("http://localhost:{}", app.addr.port()).parse().unwrap(),
+    );
+    if let Some(c) = cookie {
+        h.insert("cookie", c.parse().unwrap());
+    }
+    match tokio_tungstenite::connect_async(req).await {
+        Ok((ws, _)) => Ok(View {
+            ws,
+            frames: 0,
+            seen: Vec::new(),
+        }),
+        Err(tokio_tungstenite::tungstenite::Error::Http(res)) => {
+            let body = res
+                .body()
+                .as_ref()
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+                .unwrap_or_default();
+            Err((res.status().as_u16(), body))
+        }
+        Err(e) => panic!("connect failed: {e}"),
+    }
+}
+
+impl View {
+    async fn send(&mut self, v: Value) {
+        self.ws
+            .send(Message::Text(v.to_string().into()))
+            .await
+            .expect("send");
+    }
+
+    async fn send_raw(&mut self, m: Message) {
+        self.ws.send(m).await.expect("send");
+    }
+
+    /// Reads until a text message satisfies `want`; frames are counted and
+    /// their JPEG checked on the way.
+    async fn wait_for(&mut self, what: &str, mut want: impl FnMut(&Value) -> bool) -> Value {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let msg = match tokio::time::timeout(left, self.ws.next()).await {
+                Ok(Some(Ok(m))) => m,
+                other => panic!(
+                    "waiting for {what}: socket gave {other:?}; text messages so far: {:#?}",
+                    self.seen.iter().rev().take(12).collect::<Vec<_>>()
+                ),
+            };
+            match msg {
+                Message::Binary(b) => {
+                    assert!(b.starts_with(&[0xFF, 0xD8]), "a frame is a JPEG");
+                    self.frames += 1;
+                }
+                Message::Text(t) => {
+                    let v: Value = serde_json::from_str(t.as_str()).expect("JSON text");
+                    self.seen.push(v.clone());
+                    if want(&v) {
+                        return v;
+                    }
+                }
+                Message::Close(_) => panic!(
+                    "waiting for {what}: the socket closed; last messages: {:#?}",
+                    self.seen.iter().rev().take(12).collect::<Vec<_>>()
+                ),
+                _ => {}
+            }
+        }
+    }
+
+    /// Waits until the page state's title is `title` (it may be already).
+    async fn wait_title(&mut self, title: &str) {
+        let last_page = self.seen.iter().rev().find(|v| v["type"] == "page");
+        if last_page.is_some_and(|p| p["title"] == title) {
+            return;
+        }
+        self.wait_for(&format!("title {title:?}"), |v| {
+            v["type"] == "page" && v["title"] == title
+        })
+        .await;
+    }
+
+    async fn wait_error(&mut self, code: &str) -> Value {
+        self.wait_for(&format!("error {code}"), |v| {
+            v["type"] == "error" && v["code"] == code
+        })
+        .await
+    }
+
+    async fn click(&mut self, x: f64, y: f64) {
+        self.send(json!({ "type": "mouse", "action": "click", "x": x, "y": y, "button": "left" }))
+            .await;
+    }
+
+    async fn key(&mut self, key: &str, code: &str) {
+        for action in ["down", "up"] {
+            self.send(json!({ "type": "key", "action": action, "key": key, "code": code }))
+                .await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_watches_takes_control_drives_the_page_and_hands_back() {
+    let site = site::start().await;
+    let app = session_app(Backend::Sqlite, &site.allow(), &[]).await;
+    let agent = app.agent("acme").await;
+    let sid = agent.open(json!({})).await;
+    agent.navigate_ok(&sid, &site.url("/pad")).await;
+    let (_, cookie) = app.operator_session("olive", Role::Operator).await;
+
+    let path = ticket(&app, &sid, &cookie).await;
+    let mut view = connect(&app, &path, Some(&cookie)).await.expect("upgrade");
+    let hello = view.wait_for("hello", |v| v["type"] == "hello").await;
+    assert_eq!(hello["session"], sid.as_str());
+    assert_eq!(hello["mode"], "clean");
+    assert_eq!((hello["width"].as_u64(), hello["height"].as_u64()), (Some(1280), Some(720)));
+    let control = view.wait_for("control", |v| v["type"] == "control").await;
+    assert_eq!(control["holder"], Value::Null, "{control}");
+    assert_eq!(control["may_control"], true);
+    let frame = view.wait_for("a frame", |v| v["type"] == "frame").await;
+    assert_eq!(frame["width"].as_f64(), Some(1280.0), "{frame}");
+    view.wait_title("ready").await;
+
+    // Driving without control is refused; nothing reaches the page.
+    view.click(200.0, 300.0).await;
+    view.wait_error("not_in_control").await;
+
+    // Take-over: the agent is refused with the operator's name.
+    view.send(json!({ "type": "take_control" })).await;
+    let control = view
+        .wait_for("control taken", |v| v["type"] == "control" && v["yours"] == true)
+        .await;
+    assert_eq!(control["holder"], "olive");
+    let refused = agent.tool(&sid, "click", json!({ "x": 10, "y": 10 })).await;
+    assert_error(&refused, StatusCode::CONFLICT, "operator_has_control");
+    assert!(
+        refused.1["error"]["message"].as_str().unwrap_or_default().contains("olive"),
+        "{}",
+        refused.1
+    );
+
+    // The operator's click and keys reach the page.
+    view.click(200.0, 300.0).await;
+    view.wait_title("clicked 1").await;
+    view.click(50.0, 20.0).await;
+    view.key("h", "KeyH").await;
+    view.key("i", "KeyI").await;
+    view.send(json!({ "type": "text", "text": "!" })).await;
+    view.key("Enter", "Enter").await;
+    view.wait_title("typed hi!").await;
+
+    // Hostile or broken messages are dropped with an error; the socket stays.
+    view.send_raw(Message::Text("not json".into())).await;
+    view.wait_error("bad_message").await;
+    view.send(json!({ "type": "format_disk" })).await;
+    view.wait_error("bad_message").await;
+    view.send(json!({ "type": "mouse", "action": "click", "x": "left", "y": 1 }))
+        .await;
+    view.wait_error("bad_message").await;
+    view.send(json!({ "type": "navigate", "url": "javascript:alert(1)" }))
+        .await;
+    view.wait_error("bad_message").await;
+    view.send(json!({ "type": "key", "action": "down", "key": "NoSuchKeyAnywhere" }))
+        .await;
+    view.wait_error("unknown_key").await;
+    view.send_raw(Message::Text("x".repeat(20_000).into())).await;
+    view.wait_error("too_large").await;
+    view.send_raw(Message::Binary(vec![1, 2, 3].into())).await;
+    view.wait_error("bad_message").await;
+    // A click far outside the page is clamped onto its edge, not refused
+    // and not forwarded as it came; the connection still works.
+    view.click(1.0e9, 300.0).await;
+    view.click(200.0, 300.0).await;
+    view.wait_title("clicked 2").await;
+    assert!(view.frames > 0, "frames were streamed");
+
+    // Hand back: the agent's next call works.
+    view.send(json!({ "type": "release_control" })).await;
+    view.wait_for("control released", |v| {
+        v["type"] == "control" && v["holder"].is_null()
+    })
+    .await;
+    let (status, body) = agent.tool(&sid, "click", json!({ "x": 200, "y": 300 })).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    view.wait_title("clicked 3").await;
+
+    // The audit says who did what, never what was typed.
+    let rows = app.state.store.audit_page(0, 10_000).await.expect("audit");
+    let of = |action: &str| -> Vec<&cordon::audit::Event> {
+        rows.iter().filter(|r| r.action == action).collect()
+    };
+    let control: Vec<_> = of("session.control")
+        .iter()
+        .map(|r| r.outcome.clone())
+        .collect();
+    assert_eq!(control, ["taken", "released"], "{control:?}");
+    assert!(of("tool.click").iter().any(|r| r.outcome == "refused: operator_has_control"));
+    let keys = of("input.key");
+    assert!(keys.len() >= 6, "every key is audited: {}", keys.len());
+    for r in keys.iter().chain(of("input.text").iter()) {
+        assert!(r.actor.starts_with("operator:"), "{}", r.actor);
+        let p = &r.params;
+        assert!(!p.contains("\"h\"") && !p.contains("\"i\"") && !p.contains('!'), "{p}");
+    }
+    assert_eq!(of("session.watch").len(), 1);
+
+    // The session's end reaches the view, which then closes.
+    agent.close(&sid).await;
+    let ended = view.wait_for("the end", |v| v["type"] == "ended").await;
+    assert!(ended["reason"].as_str().unwrap_or_default().contains("closed"), "{ended}");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tickets_cookies_and_roles_are_checked_before_and_after_the_upgrade() {
+    let site = site::start().await;
+    let app = session_app(Backend::Sqlite, &site.allow(), &[]).await;
+    let agent = app.agent("acme").await;
+    let sid = agent.open(json!({})).await;
+    let other = agent.open(json!({})).await;
+    let (_, cookie) = app.operator_session("olive", Role::Operator).await;
+    let (_, viewer) = app.operator_session("vera", Role::Viewer).await;
+
+    // No ticket, a made-up one, another session's, a used one: 403.
+    for path in [
+        format!("/live/{sid}"),
+        format!("/live/{sid}?ticket=lvt_madeup"),
+        format!("/live/{sid}?ticket={}", "x".repeat(5000)),
+    ] {
+        let err = connect(&app, &path, Some(&cookie)).await.err().expect("refused");
+        assert_eq!(err.0, 403, "{path}: {err:?}");
+    }
+    let for_other = ticket(&app, &other, &cookie).await;
+    let stolen = for_other.replace(&other, &sid);
+    assert_eq!(connect(&app, &stolen, Some(&cookie)).await.err().map(|e| e.0), Some(403));
+    let path = ticket(&app, &sid, &cookie).await;
+    let first = connect(&app, &path, Some(&cookie)).await.expect("first use");
+    assert_eq!(connect(&app, &path, Some(&cookie)).await.err().map(|e| e.0), Some(403));
+    drop(first);
+    // Another operator's ticket, and no dashboard cookie at all.
+    let olive_ticket = ticket(&app, &sid, &cookie).await;
+    assert_eq!(connect(&app, &olive_ticket, Some(&viewer)).await.err().map(|e| e.0), Some(403));
+    let path = ticket(&app, &sid, &cookie).await;
+    assert_eq!(connect(&app, &path, None).await.err().map(|e| e.0), Some(401));
+    // A ticket for an unknown session is not even issued.
+    let (status, v) = app
+        .server_fn("live_ticket", "session=s_unknownunknownunknown00", Some(&cookie))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{v}");
+    let denied = app
+        .state
+        .store
+        .audit_page(0, 10_000)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.action == "session.watch" && r.outcome.starts_with("denied"))
+        .count();
+    assert!(denied >= 6, "refusals are audited: {denied}");
+
+    // A viewer watches but cannot drive or take control.
+    let path = ticket(&app, &sid, &viewer).await;
+    let mut view = connect(&app, &path, Some(&viewer)).await.expect("a viewer may watch");
+    let control = view.wait_for("control", |v| v["type"] == "control").await;
+    assert_eq!(control["may_control"], false);
+    view.send(json!({ "type": "take_control" })).await;
+    view.wait_error("forbidden").await;
+    view.click(10.0, 10.0).await;
+    view.wait_error("forbidden").await;
+    assert!(app.live("acme", &sid).await.control().is_none());
+    let (status, _) = agent.tool(&sid, "click", json!({ "x": 10, "y": 10 })).await;
+    assert_eq!(status, StatusCode::OK);
+
+    // Disabling the operator ends their dashboard session and their view.
+    let (op_id, cookie) = app.operator_session("otto", Role::Operator).await;
+    let path = ticket(&app, &sid, &cookie).await;
+    let mut view = connect(&app, &path, Some(&cookie)).await.expect("upgrade");
+    view.wait_for("hello", |v| v["type"] == "hello").await;
+    app.state
+        .auth
+        .set_disabled(&cordon::audit::Actor::Cli, &op_id.parse().unwrap(), true)
+        .await
+        .expect("disable");
+    let ended = view.wait_for("the end", |v| v["type"] == "ended").await;
+    assert!(ended["reason"].as_str().unwrap_or_default().contains("dashboard"), "{ended}");
+    app.stop().await;
+}

@@ -72,6 +72,7 @@ impl Slot {
         let mut slot = self.frame.lock().expect("frame slot lock");
         if let Some(old) = slot.take() {
             self.dropped.fetch_add(1, Ordering::Relaxed);
+            metrics::counter!("cordon_live_frames_dropped_total").increment(1);
             if old.page.target_id() == frame.page.target_id() {
                 let mut acks = old.acks;
                 acks.append(&mut frame.acks);

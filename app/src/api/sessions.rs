@@ -28,6 +28,8 @@ pub struct SessionView {
     pub created_at: i64,
     /// Unix ms.
     pub last_activity_at: i64,
+    /// Unix ms it is closed at, at the latest.
+    pub deadline_at: i64,
     /// Unix ms, once ended.
     pub closed_at: Option<i64>,
     /// Tool calls so far (from the audit log).

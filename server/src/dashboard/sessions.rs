@@ -27,6 +27,7 @@ fn view(r: SessionRow, activity: Option<&(i64, Option<String>)>) -> SessionView 
         close_reason: r.close_reason.map(|c| c.as_str().to_owned()),
         created_at: r.created_at,
         last_activity_at: r.last_activity_at,
+        deadline_at: r.deadline_at,
         closed_at: r.closed_at,
         tool_calls: activity.map_or(0, |a| a.0),
         last_action: activity.and_then(|a| a.1.clone()),

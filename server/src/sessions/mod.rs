@@ -148,6 +148,10 @@ pub struct SessionInfo {
     /// never values).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub injected: Option<BTreeMap<String, usize>>,
+    /// Operator mode, on open only: localStorage items installed per
+    /// domain (counts, never keys or values).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub injected_storage: Option<BTreeMap<String, usize>>,
     /// Operator mode, on open only: each configured smoke probe's result
     /// (`ok`, or what failed) for the injected domains.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -180,6 +184,7 @@ impl SessionInfo {
             error: r.error.clone(),
             from_pool: None,
             injected: None,
+            injected_storage: None,
             smoke: None,
             missing_credentials: Vec::new(),
         }

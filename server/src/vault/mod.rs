@@ -1,4 +1,4 @@
-//! The credential vault: site cookies per (tenant, domain), sealed at rest
+//! The credential vault: site cookies and localStorage per (tenant, domain), sealed at rest
 //! (see [`crate::crypto`]), imported from files or a refresh session,
 //! exported only on explicit request, and decrypted in memory for injection.
 
@@ -7,12 +7,16 @@ mod domain;
 mod error;
 pub mod export;
 pub mod import;
+mod plaintext;
 pub mod rotate;
 mod service;
 
-pub use cookie::{Cookie, PartitionKey, SameSite, StorageState, earliest_expiry};
+pub use cookie::{
+    Cookie, Origin, PartitionKey, SameSite, StorageItem, StorageState, earliest_expiry,
+    storage_items,
+};
 pub use domain::{Domain, DomainError};
 pub use error::VaultError;
 pub use import::{ImportError, MAX_IMPORT_BYTES, Rejected};
 pub use rotate::{RotateError, Rotation, rotate};
-pub use service::{ImportOptions, ImportReport, Source, Vault};
+pub use service::{ImportOptions, ImportReport, Selected, Source, Vault};

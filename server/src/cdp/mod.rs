@@ -15,7 +15,7 @@ use chromiumoxide::handler::HandlerConfig;
 use chromiumoxide::{Browser, Page};
 use futures::StreamExt;
 
-pub use cookies::cookie_param;
+pub use cookies::{cookie_param, vault_cookie};
 pub use input::{is_known_key, unknown_key};
 pub use tools::*;
 

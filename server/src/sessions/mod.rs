@@ -2,6 +2,7 @@
 //! (starting → ready → closing → closed | failed), deadlines, idle timeout,
 //! per-tenant and per-host limits, and the orphan reaper.
 
+pub mod harvest;
 mod injection;
 mod lifecycle;
 mod live;
@@ -32,6 +33,10 @@ use crate::store::Store;
 use crate::store::api_keys::ApiKeyOwner;
 use crate::store::sessions::SessionRow;
 
+pub use harvest::{
+    CookieMeta, CredentialDiff, DomainPreview, DomainSaved, HarvestError, HarvestPreview,
+    OriginKeys, SaveReport,
+};
 pub use live::{LiveSession, Tabs};
 pub use reaper::ReapReport;
 pub use request::{CredentialMode, OpenRequest, OpenRequestError, Viewport};

@@ -3,6 +3,7 @@
 //! exported only on explicit request, and decrypted in memory for injection.
 
 mod cookie;
+mod diff;
 mod domain;
 mod error;
 pub mod export;
@@ -15,6 +16,7 @@ pub use cookie::{
     Cookie, Origin, PartitionKey, SameSite, StorageItem, StorageState, earliest_expiry,
     storage_items,
 };
+pub use diff::{CredentialDiff, diff};
 pub use domain::{Domain, DomainError};
 pub use error::VaultError;
 pub use import::{ImportError, MAX_IMPORT_BYTES, Rejected};

@@ -4,6 +4,7 @@
 //! printing), never show them.
 
 mod cli;
+mod harvest;
 
 use cordon::audit::{self, Actor, Verification};
 use cordon::crypto::{CryptoError, Keyring, MasterKey};

@@ -3,6 +3,7 @@
 mod cookies;
 mod input;
 pub mod snapshot;
+mod storage;
 mod tools;
 
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use futures::StreamExt;
 
 pub use cookies::{cookie_param, vault_cookie};
 pub use input::{is_known_key, unknown_key};
+pub use storage::{frame_origins, local_storage};
 pub use tools::*;
 
 /// What a CDP call can fail with, typed so the API can answer precisely.

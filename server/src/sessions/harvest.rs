@@ -8,15 +8,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chromiumoxide::Page;
-use chromiumoxide::cdp::browser_protocol::dom_storage::{GetDomStorageItemsParams, StorageId};
-use chromiumoxide::cdp::browser_protocol::page::{FrameTree, GetFrameTreeParams};
 use serde_json::json;
 
 use super::{LiveSession, SessionManager};
 use crate::audit::{Actor, NewEvent};
-use crate::cdp::{CdpError, vault_cookie};
-use crate::vault::{self, Cookie, Domain, Origin, Source, StorageItem, VaultError};
+use crate::cdp::{self, CdpError, vault_cookie};
+use crate::vault::{self, Cookie, Domain, Origin, Source, VaultError};
 
 pub use crate::vault::CredentialDiff;
 
@@ -313,14 +310,12 @@ async fn read_local_storage(
     let mut seen: Vec<String> = Vec::new();
     let mut out = Vec::new();
     for page in live.pages().await? {
-        let tree = match page.execute(GetFrameTreeParams::default()).await {
-            Ok(tree) => tree.result.frame_tree,
+        let origins = match cdp::frame_origins(&page).await {
+            Ok(origins) => origins,
             // A tab that closed meanwhile holds nothing to read.
             Err(_) if !live.browser_gone() => continue,
             Err(e) => return Err(e.into()),
         };
-        let mut origins = Vec::new();
-        frame_origins(&tree, &mut origins);
         for origin in origins {
             let candidate = Origin {
                 origin,
@@ -330,7 +325,7 @@ async fn read_local_storage(
                 continue;
             }
             seen.push(candidate.origin.clone());
-            let items = storage_items(&page, &candidate.origin).await?;
+            let items = cdp::local_storage(&page, &candidate.origin).await?;
             if !items.is_empty() {
                 out.push(Origin {
                     local_storage: items,
@@ -340,52 +335,6 @@ async fn read_local_storage(
         }
     }
     Ok(out)
-}
-
-/// The security origins of a frame tree, the main frame's first.
-fn frame_origins(tree: &FrameTree, out: &mut Vec<String>) {
-    let origin = &tree.frame.security_origin;
-    if !out.contains(origin) {
-        out.push(origin.clone());
-    }
-    for child in tree.child_frames.iter().flatten() {
-        frame_origins(child, out);
-    }
-}
-
-/// One origin's localStorage items, read on a tab showing it
-/// (`DOMStorage.getDOMStorageItems`; the storage key, `origin/`, where the
-/// security origin alone is not accepted).
-async fn storage_items(page: &Page, origin: &str) -> Result<Vec<StorageItem>, HarvestError> {
-    let by_origin = StorageId::builder()
-        .security_origin(origin)
-        .is_local_storage(true)
-        .build()
-        .map_err(|e| anyhow::anyhow!("storage id: {e}"))?;
-    let entries = match page.execute(GetDomStorageItemsParams::new(by_origin)).await {
-        Ok(r) => r.result.entries,
-        Err(_) => {
-            let by_key = StorageId::builder()
-                .storage_key(format!("{origin}/"))
-                .is_local_storage(true)
-                .build()
-                .map_err(|e| anyhow::anyhow!("storage id: {e}"))?;
-            page.execute(GetDomStorageItemsParams::new(by_key))
-                .await?
-                .result
-                .entries
-        }
-    };
-    Ok(entries
-        .into_iter()
-        .filter_map(|item| match item.inner().as_slice() {
-            [name, value] => Some(StorageItem {
-                name: name.clone(),
-                value: value.clone(),
-            }),
-            _ => None,
-        })
-        .collect())
 }
 
 fn preview(h: &Held) -> DomainPreview {

@@ -10,6 +10,7 @@ pub mod export;
 pub mod import;
 mod plaintext;
 pub mod rotate;
+mod select;
 mod service;
 
 pub use cookie::{
@@ -21,4 +22,5 @@ pub use domain::{Domain, DomainError};
 pub use error::VaultError;
 pub use import::{ImportError, MAX_IMPORT_BYTES, Rejected};
 pub use rotate::{RotateError, Rotation, rotate};
-pub use service::{ImportOptions, ImportReport, Selected, Source, Vault};
+pub use select::Selected;
+pub use service::{ImportOptions, ImportReport, Source, Vault};

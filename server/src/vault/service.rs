@@ -55,17 +55,6 @@ pub struct ImportReport {
     pub ignored_origins: usize,
 }
 
-/// One domain's stored credential, decrypted for injection.
-#[derive(Debug)]
-pub struct Selected {
-    /// The domain.
-    pub domain: Domain,
-    /// Its unexpired cookies.
-    pub cookies: Vec<Cookie>,
-    /// localStorage of its origins (hosts the domain covers).
-    pub origins: Vec<Origin>,
-}
-
 /// The credential vault over the store, with the master key in force.
 #[derive(Clone)]
 pub struct Vault {
@@ -116,7 +105,7 @@ impl Vault {
         Ok(())
     }
 
-    async fn require_tenant(&self, tenant: &TenantId) -> Result<(), VaultError> {
+    pub(super) async fn require_tenant(&self, tenant: &TenantId) -> Result<(), VaultError> {
         if self.store.vault_tenant_exists(tenant).await? {
             Ok(())
         } else {
@@ -378,78 +367,8 @@ impl Vault {
             .ok_or_else(not_found)
     }
 
-    /// The tenant's stored cookies and localStorage for `domains` (exact
-    /// domain matches; domains without a credential are left out), decrypted
-    /// in memory and without cookies that have expired. All or nothing: if any record does
-    /// not decrypt, nothing is returned. Not audited here: the session that
-    /// injects them audits the injection.
-    #[tracing::instrument(skip_all, fields(tenant.id = %tenant, vault.domains = domains.len()))]
-    pub async fn select_for_injection(
-        &self,
-        tenant: &TenantId,
-        domains: &[Domain],
-    ) -> Result<Vec<Selected>, VaultError> {
-        self.require_tenant(tenant).await?;
-        let names: Vec<&str> = domains.iter().map(Domain::as_str).collect();
-        let now = now_ms();
-        let mut out = Vec::new();
-        for row in self.store.vault_get(tenant, &names).await? {
-            let domain: Domain = row.info.domain.parse().map_err(|e| {
-                anyhow::anyhow!("malformed domain on credential {}: {e}", row.info.id)
-            })?;
-            let StorageState {
-                mut cookies,
-                origins,
-            } = self.open(&row)?;
-            cookies.retain(|c| !c.expired_at(now));
-            out.push(Selected {
-                domain,
-                cookies,
-                origins,
-            });
-        }
-        Ok(out)
-    }
-
-    /// Records that the tenant's credentials for `domains` were injected now.
-    pub async fn mark_injected(
-        &self,
-        tenant: &TenantId,
-        domains: &[Domain],
-    ) -> Result<u64, VaultError> {
-        self.require_tenant(tenant).await?;
-        let names: Vec<&str> = domains.iter().map(Domain::as_str).collect();
-        Ok(self
-            .store
-            .vault_mark_injected(tenant, &names, now_ms())
-            .await?)
-    }
-
-    /// The tenant's stored credential for `domain` decrypted in memory, or
-    /// `None` if it has none; for the refresh flow's diff. Not audited:
-    /// the caller audits what it does with it, and nothing leaves memory.
-    pub async fn current(
-        &self,
-        tenant: &TenantId,
-        domain: &Domain,
-    ) -> Result<Option<(CredentialInfo, StorageState)>, VaultError> {
-        self.require_tenant(tenant).await?;
-        match self
-            .store
-            .vault_get(tenant, &[domain.as_str()])
-            .await?
-            .pop()
-        {
-            Some(row) => {
-                let state = self.open(&row)?;
-                Ok(Some((row.info, state)))
-            }
-            None => Ok(None),
-        }
-    }
-
     /// Decrypts a row: cookies and localStorage (older rows: cookies only).
-    fn open(&self, row: &CredentialRow) -> Result<StorageState, VaultError> {
+    pub(super) fn open(&self, row: &CredentialRow) -> Result<StorageState, VaultError> {
         let plaintext = self.key.open(&ad_of(&row.info), &row.sealed)?;
         plaintext::decode(&plaintext).map_err(|_| {
             anyhow::anyhow!("credential {} decrypted to malformed cookies", row.info.id).into()

@@ -1,8 +1,9 @@
 //! The vault's cookies as CDP sees them: each stored cookie becomes one
-//! `Network.CookieParam` to set.
+//! `Network.CookieParam` to set, and each cookie the browser holds
+//! (`Storage.getCookies`) becomes a vault cookie.
 
 use chromiumoxide::cdp::browser_protocol::network::{
-    CookieParam, CookiePartitionKey, CookieSameSite, TimeSinceEpoch,
+    Cookie as CdpCookie, CookieParam, CookiePartitionKey, CookieSameSite, TimeSinceEpoch,
 };
 
 use crate::vault::{Cookie, PartitionKey, SameSite};
@@ -65,6 +66,34 @@ pub fn cookie_param(c: &Cookie) -> anyhow::Result<CookieParam> {
     })
 }
 
+/// The vault form of a cookie the browser holds: the inverse of
+/// [`cookie_param`]. A session cookie gets expiry -1.
+pub fn vault_cookie(c: CdpCookie) -> Cookie {
+    let expires = if c.session || !c.expires.is_finite() || c.expires <= 0.0 {
+        -1.0
+    } else {
+        c.expires
+    };
+    Cookie {
+        same_site: c.same_site.map(|s| match s {
+            CookieSameSite::Strict => SameSite::Strict,
+            CookieSameSite::Lax => SameSite::Lax,
+            CookieSameSite::None => SameSite::None,
+        }),
+        partition_key: c.partition_key.map(|k| PartitionKey::Key {
+            top_level_site: k.top_level_site,
+            has_cross_site_ancestor: k.has_cross_site_ancestor,
+        }),
+        expires,
+        http_only: c.http_only,
+        secure: c.secure,
+        name: c.name,
+        value: c.value,
+        domain: c.domain,
+        path: c.path,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,6 +105,40 @@ mod tests {
             "expires": -1.0, "httpOnly": true, "secure": false,
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn a_browser_cookie_becomes_the_vault_cookie_that_sets_it_again() {
+        let cdp: CdpCookie = serde_json::from_value(json!({
+            "name": "sid", "value": "v", "domain": ".example.com", "path": "/a",
+            "expires": 1_893_456_000.5, "size": 4, "httpOnly": true, "secure": true,
+            "session": false, "sameSite": "Lax", "priority": "Medium",
+            "sourceScheme": "Secure", "sourcePort": 443,
+            "partitionKey": {"topLevelSite": "https://example.com", "hasCrossSiteAncestor": false}
+        }))
+        .unwrap();
+        let c = vault_cookie(cdp);
+        assert_eq!(
+            (c.name.as_str(), c.domain.as_str(), c.path.as_str()),
+            ("sid", ".example.com", "/a")
+        );
+        assert_eq!(c.expires_ms(), Some(1_893_456_000_500));
+        assert!(c.http_only && c.secure && c.same_site == Some(SameSite::Lax));
+        let p = cookie_param(&c).unwrap();
+        assert_eq!(p.domain.as_deref(), Some(".example.com"));
+        assert_eq!(
+            p.partition_key.map(|k| k.top_level_site),
+            Some("https://example.com".into())
+        );
+
+        let session: CdpCookie = serde_json::from_value(json!({
+            "name": "s", "value": "v", "domain": "example.com", "path": "/",
+            "expires": -1, "size": 2, "httpOnly": false, "secure": false,
+            "session": true, "priority": "Medium", "sourceScheme": "NonSecure", "sourcePort": 80
+        }))
+        .unwrap();
+        let c = vault_cookie(session);
+        assert!(c.is_session() && c.same_site.is_none() && c.partition_key.is_none());
     }
 
     #[test]

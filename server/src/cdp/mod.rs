@@ -3,6 +3,7 @@
 mod cookies;
 mod input;
 pub mod snapshot;
+mod storage;
 mod tools;
 
 use std::sync::Arc;
@@ -15,10 +16,11 @@ use chromiumoxide::handler::HandlerConfig;
 use chromiumoxide::{Browser, Page};
 use futures::StreamExt;
 
-pub use cookies::cookie_param;
+pub use cookies::{cookie_param, vault_cookie};
 pub use input::{
     Button, MouseKind, insert_text, is_known_key, key_event, mouse_event, unknown_key, wheel_with,
 };
+pub use storage::{frame_origins, local_storage};
 pub use tools::*;
 
 /// What a CDP call can fail with, typed so the API can answer precisely.

@@ -46,7 +46,7 @@ pub(super) async fn creds_with(vault: &Vault, command: CredsCommand) -> anyhow::
             }
             if report.ignored_origins > 0 {
                 eprintln!(
-                    "localStorage of {} origin(s) was not imported (the vault holds cookies only)",
+                    "localStorage of {} origin(s) of other sites was not imported",
                     report.ignored_origins
                 );
             }
@@ -55,6 +55,12 @@ pub(super) async fn creds_with(vault: &Vault, command: CredsCommand) -> anyhow::
                 "imported {} cookie(s) for {domain} (tenant {tenant}) as credential {}",
                 c.cookie_count, c.id
             );
+            if c.storage_count > 0 {
+                println!(
+                    "imported {} localStorage item(s) of {domain}'s origins",
+                    c.storage_count
+                );
+            }
         }
         CredsCommand::List { tenant } => {
             let tenant = tenant.as_deref().map(tenant_arg).transpose()?;
@@ -63,11 +69,12 @@ pub(super) async fn creds_with(vault: &Vault, command: CredsCommand) -> anyhow::
             };
             for c in vault.list(tenant.as_ref()).await? {
                 println!(
-                    "{}\t{}\t{}\t{} cookies\t{}\tkey {}\texpires {}\trefreshed {}\tinjected {}",
+                    "{}\t{}\t{}\t{} cookies\t{} storage items\t{}\tkey {}\texpires {}\trefreshed {}\tinjected {}",
                     c.id,
                     c.tenant_id,
                     c.domain,
                     c.cookie_count,
+                    c.storage_count,
                     c.source,
                     c.key_id,
                     when(c.earliest_expiry, "session"),

@@ -1,22 +1,80 @@
 //! Injection at open: vault cookies decrypted in the control plane and set
-//! on the session's browser as CDP `Network.CookieParam`s.
+//! on the session's browser as CDP `Network.CookieParam`s, and the vault's
+//! localStorage installed as scripts that run before any page script.
 
 use std::collections::BTreeMap;
 
 use anyhow::Context;
+use chromiumoxide::cdp::browser_protocol::page::AddScriptToEvaluateOnNewDocumentParams;
 use serde_json::json;
+use zeroize::Zeroize;
 
 use super::{Inner, OpenRequest};
 use crate::audit::{Actor, NewEvent};
 use crate::cdp::cookie_param;
 use crate::domain::SessionId;
 use crate::store::api_keys::ApiKeyOwner;
+use crate::vault::Origin;
+
+/// A script that restores one origin's stored localStorage in every new
+/// document of that origin. It holds secrets: no `Debug`, never logged,
+/// wiped on drop.
+pub(crate) struct InitScript(String);
+
+impl InitScript {
+    /// The script for `origin`: guarded by `location.origin`, it sets each
+    /// stored item the page does not hold yet, before any page script runs.
+    /// Items already present are left alone, so what the site writes later
+    /// (a refreshed token) survives its next navigation.
+    pub(crate) fn for_origin(origin: &Origin) -> anyhow::Result<Self> {
+        let items: Vec<[&str; 2]> = origin
+            .local_storage
+            .iter()
+            .map(|i| [i.name.as_str(), i.value.as_str()])
+            .collect();
+        // serde_json's escaping makes each string a valid JS string literal.
+        let mut items = serde_json::to_string(&items).context("cannot encode localStorage")?;
+        let origin = serde_json::to_string(&origin.origin).context("cannot encode an origin")?;
+        let source = format!(
+            "(() => {{ if (location.origin !== {origin}) return; try {{ \
+             const s = window.localStorage; \
+             for (const [k, v] of {items}) {{ if (s.getItem(k) === null) s.setItem(k, v); }} \
+             }} catch (e) {{}} }})();"
+        );
+        items.zeroize();
+        Ok(Self(source))
+    }
+
+    /// The CDP command that installs it on a tab.
+    pub(crate) fn params(&self) -> AddScriptToEvaluateOnNewDocumentParams {
+        AddScriptToEvaluateOnNewDocumentParams::new(self.0.clone())
+    }
+
+    /// Installs it on `page` (`Page.addScriptToEvaluateOnNewDocument`).
+    pub(crate) async fn install(
+        &self,
+        page: &chromiumoxide::Page,
+    ) -> Result<(), crate::cdp::CdpError> {
+        page.execute(self.params()).await?;
+        Ok(())
+    }
+}
+
+impl Drop for InitScript {
+    fn drop(&mut self) {
+        self.0.zeroize();
+    }
+}
 
 /// What an injection did, for the open's answer (counts and names only).
 pub(super) struct Injected {
     /// Cookies set per domain asked for: 0 where the tenant stores none
     /// (or only expired ones).
     pub counts: BTreeMap<String, usize>,
+    /// localStorage items installed per domain asked for.
+    pub storage: BTreeMap<String, usize>,
+    /// The scripts installed on the first tab, for the tabs opened later.
+    pub scripts: Vec<InitScript>,
     /// Each configured smoke probe's result for the injected domains.
     pub smoke: BTreeMap<String, String>,
     /// Domains asked for that the tenant has no stored credential for.
@@ -24,7 +82,7 @@ pub(super) struct Injected {
 }
 
 /// Sets the tenant's stored cookies for the session's domains on its
-/// browser over CDP, runs the configured smoke probes, records the
+/// browser over CDP, installs their localStorage on `page`, runs the configured smoke probes, records the
 /// injection, and audits the counts (never a value). Nothing is read back
 /// from the browser into the vault. When a probe ran, the page is left on
 /// the probe's page: the caller resets it to `about:blank`
@@ -44,27 +102,46 @@ pub(super) async fn inject(
         .map_err(|e| anyhow::anyhow!("vault: {e}"))?;
     let mut counts: BTreeMap<String, usize> =
         domains.iter().map(|d| (d.as_str().to_owned(), 0)).collect();
+    let mut storage = counts.clone();
     let mut params = Vec::new();
-    for (domain, cookies) in &selected {
-        for c in cookies {
+    let mut scripts = Vec::new();
+    for sel in &selected {
+        for c in &sel.cookies {
             params.push(cookie_param(c)?);
         }
-        counts.insert(domain.as_str().to_owned(), cookies.len());
+        counts.insert(sel.domain.as_str().to_owned(), sel.cookies.len());
+        for origin in sel.origins.iter().filter(|o| !o.local_storage.is_empty()) {
+            scripts.push(InitScript::for_origin(origin)?);
+        }
+        storage.insert(
+            sel.domain.as_str().to_owned(),
+            crate::vault::storage_items(&sel.origins),
+        );
     }
     if !params.is_empty() {
         page.execute(chromiumoxide::cdp::browser_protocol::network::SetCookiesParams::new(params))
             .await
             .context("failed to set cookies over CDP")?;
     }
+    for script in &scripts {
+        script
+            .install(page)
+            .await
+            .context("failed to install localStorage over CDP")?;
+    }
     let missing_credentials: Vec<String> = domains
         .iter()
-        .filter(|d| !selected.iter().any(|(stored, _)| stored == *d))
+        .filter(|d| !selected.iter().any(|sel| &sel.domain == *d))
         .map(|d| d.as_str().to_owned())
         .collect();
     drop(selected);
     let injected: Vec<crate::vault::Domain> = domains
         .into_iter()
-        .filter(|d| counts.get(d.as_str()).copied().unwrap_or(0) > 0)
+        .filter(|d| {
+            counts.get(d.as_str()).copied().unwrap_or(0)
+                + storage.get(d.as_str()).copied().unwrap_or(0)
+                > 0
+        })
         .collect();
     // The probes load pages; recording the injection needs only the store:
     // both at once.
@@ -98,6 +175,7 @@ pub(super) async fn inject(
                 .session(id.as_str())
                 .params(json!({
                     "cookies": counts,
+                    "local_storage": storage,
                     "smoke": smoke,
                     "missing_credentials": missing_credentials,
                 }))
@@ -106,6 +184,8 @@ pub(super) async fn inject(
         .await?;
     Ok(Injected {
         counts,
+        storage,
+        scripts,
         smoke,
         missing_credentials,
     })

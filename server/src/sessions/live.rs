@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use chromiumoxide::Page;
 use chromiumoxide::cdp::browser_protocol::dom::BackendNodeId;
+use chromiumoxide::cdp::browser_protocol::page::AddScriptToEvaluateOnNewDocumentParams;
 use chromiumoxide::cdp::browser_protocol::target::TargetId;
 use tokio::sync::Mutex;
 
@@ -67,6 +68,9 @@ pub struct LiveSession {
     pub(super) refusals: Refusals,
     /// Tab state; lock it for the duration of a tool call.
     pub tabs: Mutex<Tabs>,
+    /// Scripts every new tab gets before its first page (operator mode's
+    /// stored localStorage); set once after injection.
+    init_scripts: std::sync::Mutex<Vec<super::injection::InitScript>>,
 }
 
 impl LiveSession {
@@ -97,6 +101,7 @@ impl LiveSession {
             conn: warm.conn,
             refusals: warm.egress.refusals(),
             egress: Mutex::new(Some(warm.egress)),
+            init_scripts: std::sync::Mutex::default(),
         }
     }
 
@@ -124,6 +129,12 @@ impl LiveSession {
     /// answers the previous holder.
     pub(super) fn set_control(&self, holder: Option<ControlHolder>) -> Option<ControlHolder> {
         self.control.send_replace(holder)
+    }
+
+    /// Keeps the scripts injection installed on the first tab, for the
+    /// tabs [`Self::open_tab`] opens later.
+    pub(super) fn set_init_scripts(&self, scripts: Vec<super::injection::InitScript>) {
+        *self.init_scripts.lock().expect("init scripts lock") = scripts;
     }
 
     /// Marks activity now (resets the idle timer).
@@ -204,15 +215,29 @@ impl LiveSession {
         Ok(first)
     }
 
-    /// Opens a tab (optionally at `url`) and makes it active.
+    /// Opens a tab (optionally at `url`) and makes it active. With init
+    /// scripts, the tab opens blank, gets them, and only then loads `url`.
     pub async fn open_tab(&self, tabs: &mut Tabs, url: Option<&str>) -> Result<Page, CdpError> {
+        let sources: Vec<AddScriptToEvaluateOnNewDocumentParams> = self
+            .init_scripts
+            .lock()
+            .expect("init scripts lock")
+            .iter()
+            .map(super::injection::InitScript::params)
+            .collect();
+        let first = if sources.is_empty() { url } else { None };
         let page = self
             .conn
             .browser()
-            .new_page(url.unwrap_or("about:blank"))
+            .new_page(first.unwrap_or("about:blank"))
             .await?;
-        page.execute(super::metrics_override(self.viewport()))
-            .await?;
+        for params in sources {
+            page.execute(params).await?;
+        }
+        page.execute(super::metrics_override(self.viewport())).await?;
+        if let (Some(url), None) = (url, first) {
+            page.goto(url).await?;
+        }
         tabs.active = Some(page.target_id().clone());
         tabs.refs.clear();
         Ok(page)

@@ -3,6 +3,7 @@
 //! per-tenant and per-host limits, and the orphan reaper.
 
 mod control;
+pub mod harvest;
 mod injection;
 mod lifecycle;
 mod live;
@@ -33,6 +34,10 @@ use crate::store::Store;
 use crate::store::api_keys::ApiKeyOwner;
 use crate::store::sessions::SessionRow;
 
+pub use harvest::{
+    CookieMeta, CredentialDiff, DomainPreview, DomainSaved, HarvestError, HarvestPreview,
+    OriginKeys, SaveReport,
+};
 pub use live::{ControlHolder, LiveSession, Tabs};
 pub use reaper::ReapReport;
 pub use request::{CredentialMode, OpenRequest, OpenRequestError, Viewport};
@@ -149,6 +154,10 @@ pub struct SessionInfo {
     /// never values).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub injected: Option<BTreeMap<String, usize>>,
+    /// Operator mode, on open only: localStorage items installed per
+    /// domain (counts, never keys or values).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub injected_storage: Option<BTreeMap<String, usize>>,
     /// Operator mode, on open only: each configured smoke probe's result
     /// (`ok`, or what failed) for the injected domains.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -181,6 +190,7 @@ impl SessionInfo {
             error: r.error.clone(),
             from_pool: None,
             injected: None,
+            injected_storage: None,
             smoke: None,
             missing_credentials: Vec::new(),
         }

@@ -292,7 +292,7 @@ impl SessionManager {
                 ));
             }
         }
-        let setup = async {
+        let mut setup = async {
             let assign = async {
                 inner
                     .store
@@ -331,6 +331,9 @@ impl SessionManager {
             .lock()
             .expect("live lock")
             .insert(id.clone(), live.clone());
+        if let Ok(Some(injected)) = &mut setup {
+            live.set_init_scripts(std::mem::take(&mut injected.scripts));
+        }
         if let Ok(Some(injected)) = &setup
             && !injected.smoke.is_empty()
         {
@@ -358,6 +361,7 @@ impl SessionManager {
         info.from_pool = Some(from_pool);
         if let Some(injected) = injected {
             info.injected = Some(injected.counts);
+            info.injected_storage = Some(injected.storage);
             info.smoke = (!injected.smoke.is_empty()).then_some(injected.smoke);
             info.missing_credentials = injected.missing_credentials;
         }

@@ -30,21 +30,23 @@ pub struct CredentialInfo {
     pub earliest_expiry: Option<i64>,
     /// How many cookies it holds.
     pub cookie_count: i64,
+    /// How many localStorage items it holds (all origins together).
+    pub storage_count: i64,
     /// `import` or `refresh`.
     pub source: String,
 }
 
-/// A credential with its sealed cookies.
+/// A credential with its sealed cookies and localStorage.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CredentialRow {
     /// Metadata.
     pub info: CredentialInfo,
-    /// The sealed cookie list.
+    /// The sealed storageState (or, on older rows, cookie list).
     pub sealed: Sealed,
 }
 
 const INFO_COLUMNS: &str = "id, tenant_id, domain, key_id, created_at, last_refreshed_at, \
-     last_injected_at, earliest_expiry, cookie_count, source";
+     last_injected_at, earliest_expiry, cookie_count, storage_count, source";
 
 fn info_from(r: &AnyRow) -> Result<CredentialInfo, sqlx::Error> {
     Ok(CredentialInfo {
@@ -57,6 +59,7 @@ fn info_from(r: &AnyRow) -> Result<CredentialInfo, sqlx::Error> {
         last_injected_at: r.try_get("last_injected_at")?,
         earliest_expiry: r.try_get("earliest_expiry")?,
         cookie_count: r.try_get("cookie_count")?,
+        storage_count: r.try_get("storage_count")?,
         source: r.try_get("source")?,
     })
 }
@@ -119,7 +122,7 @@ impl Store {
         let i = &row.info;
         let res = sqlx::query(&format!(
             "INSERT INTO vault_credentials ({INFO_COLUMNS}, ciphertext, nonce) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
              ON CONFLICT (tenant_id, domain) DO NOTHING"
         ))
         .bind(i.id.clone())
@@ -131,6 +134,7 @@ impl Store {
         .bind(i.last_injected_at)
         .bind(i.earliest_expiry)
         .bind(i.cookie_count)
+        .bind(i.storage_count)
         .bind(i.source.clone())
         .bind(row.sealed.ciphertext.clone())
         .bind(row.sealed.nonce.clone())
@@ -148,8 +152,8 @@ impl Store {
         let i = &row.info;
         let res = sqlx::query(
             "UPDATE vault_credentials SET ciphertext = $1, nonce = $2, key_id = $3, \
-             last_refreshed_at = $4, earliest_expiry = $5, cookie_count = $6, source = $7 \
-             WHERE id = $8 AND tenant_id = $9 AND domain = $10",
+             last_refreshed_at = $4, earliest_expiry = $5, cookie_count = $6, storage_count = $7, \
+             source = $8 WHERE id = $9 AND tenant_id = $10 AND domain = $11",
         )
         .bind(row.sealed.ciphertext.clone())
         .bind(row.sealed.nonce.clone())
@@ -157,6 +161,7 @@ impl Store {
         .bind(i.last_refreshed_at)
         .bind(i.earliest_expiry)
         .bind(i.cookie_count)
+        .bind(i.storage_count)
         .bind(i.source.clone())
         .bind(i.id.clone())
         .bind(i.tenant_id.clone())

@@ -133,15 +133,66 @@ pub fn earliest_expiry(cookies: &[Cookie]) -> Option<i64> {
     cookies.iter().filter_map(Cookie::expires_ms).min()
 }
 
-/// Playwright's storageState file: cookies, and localStorage per origin
-/// (which the vault does not hold yet, so an export writes none).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// Playwright's storageState file: cookies, and localStorage per origin.
+/// Also the shape of a credential's sealed plaintext.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StorageState {
     /// The cookies.
     pub cookies: Vec<Cookie>,
-    /// localStorage per origin, as found.
+    /// localStorage per origin.
     #[serde(default)]
-    pub origins: Vec<serde_json::Value>,
+    pub origins: Vec<Origin>,
+}
+
+/// One origin's localStorage, as storageState holds it:
+/// `{"origin": "https://app.example.com", "localStorage": [{name, value}]}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Origin {
+    /// `scheme://host[:port]`, as `location.origin` spells it.
+    pub origin: String,
+    /// Its items.
+    #[serde(default)]
+    pub local_storage: Vec<StorageItem>,
+}
+
+impl Origin {
+    /// The origin's host (`app.example.com`, `127.0.0.1`, `[::1]`), or
+    /// `None` if it is not a URL with a host (`null`, `file://`).
+    pub fn host(&self) -> Option<String> {
+        let url = url::Url::parse(&self.origin).ok()?;
+        url.host_str().map(str::to_owned)
+    }
+}
+
+/// One localStorage item. `Debug` never shows the value, which is wiped on
+/// drop: sites keep tokens there.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+pub struct StorageItem {
+    /// The key.
+    pub name: String,
+    /// The value: a secret.
+    pub value: String,
+}
+
+impl Drop for StorageItem {
+    fn drop(&mut self) {
+        self.value.zeroize();
+    }
+}
+
+impl fmt::Debug for StorageItem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StorageItem")
+            .field("name", &self.name)
+            .field("value", &crate::audit::redact::MASK)
+            .finish()
+    }
+}
+
+/// How many localStorage items `origins` hold in all.
+pub fn storage_items(origins: &[Origin]) -> usize {
+    origins.iter().map(|o| o.local_storage.len()).sum()
 }
 
 #[cfg(test)]
@@ -162,6 +213,26 @@ mod tests {
             same_site: Some(SameSite::Lax),
             partition_key: None,
         }
+    }
+
+    #[test]
+    fn an_origins_debug_hides_its_values_and_its_host_is_parsed() {
+        let o: Origin = serde_json::from_value(serde_json::json!({
+            "origin": "https://app.example.com:8443",
+            "localStorage": [{"name": "token", "value": CANARY}]
+        }))
+        .unwrap();
+        let shown = format!("{o:?}");
+        assert!(
+            !shown.contains(CANARY) && shown.contains("token"),
+            "{shown}"
+        );
+        assert_eq!(o.host().as_deref(), Some("app.example.com"));
+        let null = Origin {
+            origin: "null".into(),
+            local_storage: Vec::new(),
+        };
+        assert_eq!(null.host(), None);
     }
 
     #[test]

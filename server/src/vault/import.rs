@@ -8,7 +8,7 @@ use std::path::Path;
 
 use zeroize::Zeroizing;
 
-use super::cookie::{Cookie, StorageState};
+use super::cookie::{Cookie, Origin, StorageState};
 use super::domain::Domain;
 
 /// The largest file an import reads.
@@ -140,8 +140,8 @@ pub struct Parsed {
     pub format: Format,
     /// Every cookie in it, in order.
     pub cookies: Vec<Cookie>,
-    /// storageState origins (localStorage) found and not imported.
-    pub ignored_origins: usize,
+    /// storageState origins (localStorage), in order.
+    pub origins: Vec<Origin>,
 }
 
 /// Reads at most [`MAX_IMPORT_BYTES`] from `path`; a larger file is refused
@@ -179,7 +179,7 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, ImportError> {
         Some(b'[') => Parsed {
             format: Format::CdpArray,
             cookies: serde_json::from_slice(bytes).map_err(json_error)?,
-            ignored_origins: 0,
+            origins: Vec::new(),
         },
         _ => parse_netscape(bytes)?,
     };
@@ -210,8 +210,8 @@ fn parse_storage_state(bytes: &[u8]) -> Result<Parsed, ImportError> {
     let state: StorageState = serde_json::from_slice(bytes).map_err(json_error)?;
     Ok(Parsed {
         format: Format::StorageState,
-        ignored_origins: state.origins.len(),
         cookies: state.cookies,
+        origins: state.origins,
     })
 }
 
@@ -298,8 +298,16 @@ fn parse_netscape(bytes: &[u8]) -> Result<Parsed, ImportError> {
     Ok(Parsed {
         format: Format::Netscape,
         cookies,
-        ignored_origins: 0,
+        origins: Vec::new(),
     })
+}
+
+/// Splits origins into those whose host `domain` covers and the rest (an
+/// origin without a host, `null` say, belongs to no domain).
+pub fn partition_origins(origins: Vec<Origin>, domain: &Domain) -> (Vec<Origin>, Vec<Origin>) {
+    origins
+        .into_iter()
+        .partition(|o| o.host().is_some_and(|h| domain.covers(&h)))
 }
 
 /// Splits cookies into those of `domain` (or its subdomains) and the rest.
@@ -349,7 +357,8 @@ mod tests {
         );
         let p = parse(file.as_bytes()).unwrap();
         assert_eq!(p.format, Format::StorageState);
-        assert_eq!(p.ignored_origins, 1);
+        assert_eq!(p.origins.len(), 1);
+        assert_eq!(p.origins[0].origin, "https://example.com");
         assert_eq!(p.cookies.len(), 2);
         assert_eq!(p.cookies[0].value, CANARY);
         assert!(p.cookies[0].http_only && p.cookies[0].is_session());

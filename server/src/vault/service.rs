@@ -1,14 +1,15 @@
-//! `Vault`: stores, lists, exports and hands out credentials. Cookies are
-//! decrypted in memory only, and every change or disclosure is audited with
+//! `Vault`: stores, lists, exports and hands out credentials (cookies and
+//! localStorage). They are decrypted in memory only, and every change or disclosure is audited with
 //! ids and counts, never values.
 
 use serde_json::json;
 use zeroize::Zeroizing;
 
-use super::cookie::{Cookie, StorageState, earliest_expiry};
+use super::cookie::{Cookie, Origin, StorageState, earliest_expiry, storage_items};
 use super::domain::Domain;
 use super::error::VaultError;
 use super::import::{self, ImportError, Rejected};
+use super::plaintext;
 use crate::audit::{Actor, NewEvent};
 use crate::crypto::{AssociatedData, CryptoError, KeyId, MasterKey};
 use crate::domain::{TenantId, random_id};
@@ -50,7 +51,7 @@ pub struct ImportReport {
     pub credential: CredentialInfo,
     /// Cookies of other sites that were skipped (with `drop_foreign`).
     pub rejected: Vec<Rejected>,
-    /// storageState origins (localStorage) present and not imported.
+    /// storageState origins (localStorage) of other sites, not imported.
     pub ignored_origins: usize,
 }
 
@@ -104,7 +105,7 @@ impl Vault {
         Ok(())
     }
 
-    async fn require_tenant(&self, tenant: &TenantId) -> Result<(), VaultError> {
+    pub(super) async fn require_tenant(&self, tenant: &TenantId) -> Result<(), VaultError> {
         if self.store.vault_tenant_exists(tenant).await? {
             Ok(())
         } else {
@@ -143,9 +144,10 @@ impl Vault {
             if kept.is_empty() {
                 return Err(ImportError::Empty(domain.clone()));
             }
-            Ok((kept, rejected, parsed.ignored_origins))
+            let (origins, ignored) = import::partition_origins(parsed.origins, domain);
+            Ok((kept, rejected, origins, ignored.len()))
         });
-        let (cookies, rejected, ignored_origins) = match checked {
+        let (cookies, rejected, origins, ignored_origins) = match checked {
             Ok(ok) => ok,
             Err(e) => {
                 let rejected = match &e {
@@ -166,12 +168,15 @@ impl Vault {
                 .params(json!({
                     "domain": domain.as_str(),
                     "cookies": cookies.len(),
+                    "local_storage": storage_items(&origins),
                     "rejected": rejected.len(),
                 }))
                 .outcome("requested"),
         )
         .await?;
-        let credential = self.put(tenant, domain, &cookies, Source::Import).await?;
+        let credential = self
+            .put(tenant, domain, &cookies, &origins, Source::Import)
+            .await?;
         Ok(ImportReport {
             credential,
             rejected,
@@ -179,24 +184,36 @@ impl Vault {
         })
     }
 
-    /// Stores `cookies` (already filtered to `domain`) as the tenant's
-    /// credential for it, replacing any it had; the refresh flow's entry.
-    /// Audited as `vault.store`.
+    /// Stores `cookies` and `origins`' localStorage (both already filtered
+    /// to `domain`) as the tenant's credential for it, replacing any it had
+    /// (same row id); the refresh flow's entry. Audited as `vault.store`.
     pub async fn save(
         &self,
         actor: &Actor,
         tenant: &TenantId,
         domain: &Domain,
         cookies: &[Cookie],
+        origins: &[Origin],
         source: Source,
     ) -> Result<CredentialInfo, VaultError> {
         self.require_tenant(tenant).await?;
-        if let Some(c) = cookies.iter().find(|c| !domain.covers(&c.domain)) {
+        let foreign_cookie = cookies
+            .iter()
+            .find(|c| !domain.covers(&c.domain))
+            .map(|c| (c.name.clone(), c.domain.clone()));
+        // An origin has no name: it is listed as its origin.
+        let foreign_origin = || {
+            origins
+                .iter()
+                .find(|o| !o.host().is_some_and(|h| domain.covers(&h)))
+                .map(|o| ("localStorage".to_owned(), o.origin.clone()))
+        };
+        if let Some((name, other)) = foreign_cookie.or_else(foreign_origin) {
             return Err(ImportError::Foreign {
                 domain: domain.clone(),
                 rejected: vec![Rejected {
-                    name: c.name.clone(),
-                    domain: c.domain.clone(),
+                    name,
+                    domain: other,
                 }],
             }
             .into());
@@ -207,12 +224,13 @@ impl Vault {
                 .params(json!({
                     "domain": domain.as_str(),
                     "cookies": cookies.len(),
+                    "local_storage": storage_items(origins),
                     "source": source.as_str(),
                 }))
                 .outcome("requested"),
         )
         .await?;
-        self.put(tenant, domain, cookies, source).await
+        self.put(tenant, domain, cookies, origins, source).await
     }
 
     /// Seals and writes; the row id is part of the associated data, so a
@@ -222,14 +240,13 @@ impl Vault {
         tenant: &TenantId,
         domain: &Domain,
         cookies: &[Cookie],
+        origins: &[Origin],
         source: Source,
     ) -> Result<CredentialInfo, VaultError> {
         // Never write under one key while rows are sealed under another.
         self.check_keys().await?;
-        let plaintext = Zeroizing::new(
-            serde_json::to_vec(cookies)
-                .map_err(|e| anyhow::anyhow!("cannot encode cookies: {e}"))?,
-        );
+        let plaintext: Zeroizing<Vec<u8>> = plaintext::encode(cookies, origins)
+            .map_err(|e| anyhow::anyhow!("cannot encode cookies: {e}"))?;
         for _ in 0..3 {
             let existing = self.store.vault_id_of(tenant, domain.as_str()).await?;
             let now = now_ms();
@@ -245,6 +262,7 @@ impl Vault {
                 last_injected_at: None,
                 earliest_expiry: earliest_expiry(cookies),
                 cookie_count: i64::try_from(cookies.len()).unwrap_or(i64::MAX),
+                storage_count: i64::try_from(storage_items(origins)).unwrap_or(i64::MAX),
                 source: source.as_str().to_owned(),
             };
             let sealed = self.key.seal(&ad_of(&info), &plaintext)?;
@@ -309,14 +327,12 @@ impl Vault {
                     "credential": row.info.id,
                     "domain": domain.as_str(),
                     "cookies": row.info.cookie_count,
+                    "local_storage": row.info.storage_count,
                 }))
                 .outcome("requested"),
         )
         .await?;
-        Ok(StorageState {
-            cookies: self.open(&row)?,
-            origins: Vec::new(),
-        })
+        self.open(&row)
     }
 
     /// Deletes the tenant's credential for `domain` (audited as `vault.delete`).
@@ -351,49 +367,10 @@ impl Vault {
             .ok_or_else(not_found)
     }
 
-    /// The tenant's stored cookies for `domains` (exact domain matches;
-    /// domains without a credential are left out), decrypted in memory and
-    /// without cookies that have expired. All or nothing: if any record does
-    /// not decrypt, nothing is returned. Not audited here: the session that
-    /// injects them audits the injection.
-    #[tracing::instrument(skip_all, fields(tenant.id = %tenant, vault.domains = domains.len()))]
-    pub async fn select_for_injection(
-        &self,
-        tenant: &TenantId,
-        domains: &[Domain],
-    ) -> Result<Vec<(Domain, Vec<Cookie>)>, VaultError> {
-        self.require_tenant(tenant).await?;
-        let names: Vec<&str> = domains.iter().map(Domain::as_str).collect();
-        let now = now_ms();
-        let mut out = Vec::new();
-        for row in self.store.vault_get(tenant, &names).await? {
-            let domain: Domain = row.info.domain.parse().map_err(|e| {
-                anyhow::anyhow!("malformed domain on credential {}: {e}", row.info.id)
-            })?;
-            let mut cookies = self.open(&row)?;
-            cookies.retain(|c| !c.expired_at(now));
-            out.push((domain, cookies));
-        }
-        Ok(out)
-    }
-
-    /// Records that the tenant's credentials for `domains` were injected now.
-    pub async fn mark_injected(
-        &self,
-        tenant: &TenantId,
-        domains: &[Domain],
-    ) -> Result<u64, VaultError> {
-        self.require_tenant(tenant).await?;
-        let names: Vec<&str> = domains.iter().map(Domain::as_str).collect();
-        Ok(self
-            .store
-            .vault_mark_injected(tenant, &names, now_ms())
-            .await?)
-    }
-
-    fn open(&self, row: &CredentialRow) -> Result<Vec<Cookie>, VaultError> {
+    /// Decrypts a row: cookies and localStorage (older rows: cookies only).
+    pub(super) fn open(&self, row: &CredentialRow) -> Result<StorageState, VaultError> {
         let plaintext = self.key.open(&ad_of(&row.info), &row.sealed)?;
-        serde_json::from_slice(&plaintext).map_err(|_| {
+        plaintext::decode(&plaintext).map_err(|_| {
             anyhow::anyhow!("credential {} decrypted to malformed cookies", row.info.id).into()
         })
     }

@@ -140,6 +140,87 @@ async fn account(State(logins): State<Logins>, headers: HeaderMap) -> Html<Strin
 }
 
 #[derive(serde::Deserialize)]
+struct LoginState {
+    sid: String,
+    #[serde(default)]
+    token: String,
+}
+
+/// `GET /set-login?sid=…&token=…`: an httpOnly session cookie `sid` and a
+/// persistent `pref` by Set-Cookie, and localStorage `token` by script.
+async fn set_login(Query(q): Query<LoginState>) -> axum::response::Response {
+    use axum::response::{AppendHeaders, IntoResponse};
+    let token = serde_json::to_string(&q.token).unwrap();
+    (
+        AppendHeaders([
+            (
+                header::SET_COOKIE,
+                format!("sid={}; Path=/; HttpOnly; SameSite=Lax", q.sid),
+            ),
+            (
+                header::SET_COOKIE,
+                "pref=compact; Path=/; Max-Age=3600".to_owned(),
+            ),
+        ]),
+        Html(format!(
+            "<!doctype html><title>Logged in</title><p id=\"done\"></p><script>\
+             localStorage.setItem('token', {token}); \
+             document.getElementById('done').textContent = 'stored';</script>"
+        )),
+    )
+        .into_response()
+}
+
+/// `GET /relogin?sid=…`: a new `sid` value, `pref` removed, `theme` added.
+async fn relogin(Query(q): Query<LoginState>) -> axum::response::Response {
+    use axum::response::{AppendHeaders, IntoResponse};
+    (
+        AppendHeaders([
+            (
+                header::SET_COOKIE,
+                format!("sid={}; Path=/; HttpOnly; SameSite=Lax", q.sid),
+            ),
+            (header::SET_COOKIE, "pref=; Path=/; Max-Age=0".to_owned()),
+            (
+                header::SET_COOKIE,
+                "theme=dark; Path=/; Max-Age=7200".to_owned(),
+            ),
+        ]),
+        Html("<!doctype html><title>Again</title><p>again</p>"),
+    )
+        .into_response()
+}
+
+/// `GET /logout`: every cookie `/set-login` and `/relogin` set is removed
+/// (localStorage is left as it is).
+async fn logout() -> axum::response::Response {
+    use axum::response::{AppendHeaders, IntoResponse};
+    (
+        AppendHeaders(
+            ["sid", "pref", "theme"]
+                .map(|n| (header::SET_COOKIE, format!("{n}=; Path=/; Max-Age=0"))),
+        ),
+        Html("<!doctype html><title>Bye</title><p>bye</p>"),
+    )
+        .into_response()
+}
+
+/// `GET /show-login`: the Cookie header the server received, and the
+/// page's localStorage `token` as its script reads it.
+async fn show_login(headers: HeaderMap) -> Html<String> {
+    let cookies = headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect::<Vec<_>>()
+        .join("; ");
+    Html(format!(
+        "<!doctype html><title>Show</title><p id=\"cookies\">cookies=[{cookies}]</p><p id=\"ls\"></p>\
+         <script>document.getElementById('ls').textContent = 'token=[' + (localStorage.getItem('token') || '') + ']';</script>"
+    ))
+}
+
+#[derive(serde::Deserialize)]
 struct To {
     to: String,
 }
@@ -160,6 +241,10 @@ pub async fn start() -> Site {
         .route("/popup", get(|| async { Html(POPUP) }))
         .route("/iframe", get(|| async { Html(IFRAME) }))
         .route("/show-state", get(|| async { Html(SHOW_STATE) }))
+        .route("/set-login", get(set_login))
+        .route("/relogin", get(relogin))
+        .route("/logout", get(logout))
+        .route("/show-login", get(show_login))
         .route(
             "/set-state",
             get(|| async {

@@ -4,11 +4,12 @@
 //! printing), never show them.
 
 mod cli;
+mod harvest;
 
 use cordon::audit::{self, Actor, Verification};
 use cordon::crypto::{CryptoError, Keyring, MasterKey};
 use cordon::store::Store;
-use cordon::vault::{self, Domain, ImportError, ImportOptions, Vault, VaultError};
+use cordon::vault::{self, ImportError, ImportOptions, Vault, VaultError};
 use serde_json::json;
 
 use crate::helpers::{Backend, TestDb, both_backends, domain, tenant};
@@ -74,9 +75,13 @@ async fn import(vault: &Vault, t: &str, d: &str, value: &str) -> vault::ImportRe
 }
 
 /// The value of cookie `sid` in a selection, compared without printing it.
-fn sid_is(selected: &[(Domain, Vec<vault::Cookie>)], d: &str, value: &str) -> bool {
-    selected.iter().any(|(dom, cookies)| {
-        dom.as_str() == d && cookies.iter().any(|c| c.name == "sid" && c.value == value)
+fn sid_is(selected: &[vault::Selected], d: &str, value: &str) -> bool {
+    selected.iter().any(|sel| {
+        sel.domain.as_str() == d
+            && sel
+                .cookies
+                .iter()
+                .any(|c| c.name == "sid" && c.value == value)
     })
 }
 
@@ -111,12 +116,16 @@ async fn an_imported_credential_is_stored_sealed_and_selected_for_injection(back
         .await
         .unwrap();
     assert_eq!(selected.len(), 1);
-    assert_eq!(selected[0].1.len(), 2);
+    assert_eq!(selected[0].cookies.len(), 2);
     assert!(
         sid_is(&selected, "example.com", &secret),
         "the stored cookie did not come back"
     );
-    let sid = selected[0].1.iter().find(|c| c.name == "sid").unwrap();
+    let sid = selected[0]
+        .cookies
+        .iter()
+        .find(|c| c.name == "sid")
+        .unwrap();
     assert!(sid.http_only && sid.secure && sid.is_session());
     assert!(!format!("{selected:?}").contains(&secret));
     if backend == Backend::Sqlite {
@@ -497,7 +506,7 @@ async fn selection_is_per_tenant_and_per_domain_and_marks_injection(backend: Bac
         .select_for_injection(&tenant("acme"), &[domain("stale.com")])
         .await
         .unwrap();
-    let names: Vec<_> = sel[0].1.iter().map(|c| c.name.as_str()).collect();
+    let names: Vec<_> = sel[0].cookies.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, vec!["sid"], "expired cookies are not handed out");
 
     let marked = vault

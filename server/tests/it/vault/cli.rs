@@ -143,7 +143,7 @@ async fn the_cli_imports_lists_exports_and_deletes_a_credential() {
     let out = creds(&["list"]);
     let listed = stdout(&out);
     assert!(
-        listed.contains("\tacme\texample.com\t2 cookies\timport\t"),
+        listed.contains("\tacme\texample.com\t2 cookies\t0 storage items\timport\t"),
         "{listed}"
     );
     assert!(listed.contains("injected never"), "{listed}");

@@ -25,6 +25,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
                 <link rel="icon" href="/favicon.svg"/>
                 <script type="module" src="/passkey.js"></script>
+                <script type="module" src="/live.js"></script>
                 <HydrationScripts options/>
                 <MetaTags/>
             </head>
@@ -52,6 +53,7 @@ pub fn App() -> impl IntoView {
                     <Route path=StaticSegment("sessions") view=pages::Sessions/>
                     <Route path=(StaticSegment("sessions"), ParamSegment("id")) view=pages::Session/>
                     <Route path=(StaticSegment("sessions"), ParamSegment("id"), StaticSegment("screenshots")) view=pages::Screenshots/>
+                    <Route path=(StaticSegment("sessions"), ParamSegment("id"), StaticSegment("live")) view=pages::Live/>
                     <Route path=StaticSegment("grants") view=pages::Grants/>
                     <Route path=StaticSegment("credentials") view=pages::Credentials/>
                     <Route path=StaticSegment("audit") view=pages::Audit/>

@@ -13,7 +13,7 @@ use super::auth::{Invite, Operator, OperatorInfo, PasskeyInfo, Role};
 use super::credentials::CredentialView;
 use super::grants::GrantsView;
 use super::health::SystemStatus;
-use super::live::LiveAccess;
+use super::live::{DomainPreviewView, LiveAccess, SavedView};
 use super::screenshots::TimelineView;
 use super::sessions::{SessionDetail, SessionFilter, SessionView};
 use super::tenants::{NewApiKey, TenantView};
@@ -165,6 +165,20 @@ pub trait LiveBackend {
     ) -> UiResult<String>;
     /// Hands control of a session back to its agent.
     async fn release_control(&self, op: &Operator, session: String) -> UiResult<()>;
+    /// What saving a refresh session would store.
+    async fn refresh_preview(
+        &self,
+        op: &Operator,
+        session: String,
+        domains: String,
+    ) -> UiResult<Vec<DomainPreviewView>>;
+    /// Saves a refresh session's logins and ends it.
+    async fn save_refresh(
+        &self,
+        op: &Operator,
+        session: String,
+        domains: String,
+    ) -> UiResult<Vec<SavedView>>;
 }
 
 /// How the server provides its [`Dashboard`] to server functions.

@@ -17,6 +17,8 @@ pub struct CredentialView {
     pub domain: String,
     /// Cookies stored.
     pub cookies: i64,
+    /// localStorage items stored.
+    pub storage: i64,
     /// Unix ms of the first cookie to expire (None: session cookies only).
     pub earliest_expiry: Option<i64>,
     /// Unix ms.

@@ -292,6 +292,88 @@ pub enum ServerMsg {
     },
 }
 
+/// One cookie a save would store: never its value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CookieRow {
+    /// Name.
+    pub name: String,
+    /// Its `domain` attribute.
+    pub domain: String,
+    /// Path.
+    pub path: String,
+    /// Unix ms; none for a session cookie.
+    pub expires: Option<i64>,
+    /// `HttpOnly`.
+    pub http_only: bool,
+    /// `Secure`.
+    pub secure: bool,
+    /// `SameSite`, if set.
+    pub same_site: Option<String>,
+}
+
+/// The localStorage keys of one origin (never values).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OriginRow {
+    /// `https://app.example.com`.
+    pub origin: String,
+    /// Keys.
+    pub keys: Vec<String>,
+}
+
+/// What saving would store for one domain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DomainPreviewView {
+    /// The domain (and its subdomains).
+    pub domain: String,
+    /// Its cookies.
+    pub cookies: Vec<CookieRow>,
+    /// localStorage of its open origins.
+    pub origins: Vec<OriginRow>,
+}
+
+/// What a save stored for one domain, and how it differs from before.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedView {
+    /// The domain.
+    pub domain: String,
+    /// False when it had no cookie (the previous credential is kept).
+    pub stored: bool,
+    /// Cookies stored.
+    pub cookies: usize,
+    /// localStorage items stored.
+    pub storage: usize,
+    /// Whether it replaced a previous credential.
+    pub replaced: bool,
+    /// Cookie names new since the previous credential.
+    pub added: Vec<String>,
+    /// Cookie names gone.
+    pub removed: Vec<String>,
+    /// Cookie names with a new value or expiry.
+    pub changed: Vec<String>,
+    /// Of those, the ones whose expiry changed.
+    pub expiry_changed: Vec<String>,
+}
+
+/// What a refresh session would store for the chosen domains (space or
+/// comma separated; each one of the session's).
+#[server(prefix = "/ui/fn", endpoint = "refresh_preview")]
+pub async fn refresh_preview(
+    session: String,
+    domains: String,
+) -> Result<Vec<DomainPreviewView>, UiError> {
+    let (ctl, op) = super::backend::require(Role::Operator, "save logins").await?;
+    ctl.refresh_preview(&op, session, domains).await
+}
+
+/// Reads, encrypts and stores the chosen domains' cookies and localStorage
+/// from a refresh session (replacing the previous credentials), then ends
+/// the session; answers what changed.
+#[server(prefix = "/ui/fn", endpoint = "save_refresh")]
+pub async fn save_refresh(session: String, domains: String) -> Result<Vec<SavedView>, UiError> {
+    let (ctl, op) = super::backend::require(Role::Operator, "save logins").await?;
+    ctl.save_refresh(&op, session, domains).await
+}
+
 /// A ticket for the live view of `session`: single use, valid for a minute
 /// at most, bound to this operator and that session.
 #[server(prefix = "/ui/fn", endpoint = "live_ticket")]

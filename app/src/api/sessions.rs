@@ -77,6 +77,9 @@ pub struct SessionDetail {
     pub egress: Vec<EgressView>,
     /// Screenshots kept.
     pub screenshots: i64,
+    /// The operator holding control from the live view, by name (agent
+    /// tool calls are refused meanwhile).
+    pub control: Option<String>,
 }
 
 /// The sessions list.

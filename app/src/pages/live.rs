@@ -6,9 +6,10 @@
 use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
 
+use crate::api::live::{DomainPreviewView, SavedView, refresh_preview, save_refresh};
 use crate::api::sessions::{SessionDetail, get_session};
-use crate::components::time::span;
-use crate::components::{ErrorView, on_change};
+use crate::components::time::{span, utc};
+use crate::components::{ActionError, ErrorView, on_change};
 
 /// The live page.
 #[component]
@@ -53,7 +54,8 @@ fn Body(d: SessionDetail) -> impl IntoView {
             </p>
         })}
         {if running {
-            view! { <Viewer id=s.id.clone()/> }.into_any()
+            let save = refresh.then(|| view! { <SavePanel id=s.id.clone() domains=s.domains.clone()/> });
+            view! { <Viewer id=s.id.clone()/>{save} }.into_any()
         } else {
             view! {
                 <p class="empty" id="live-ended">
@@ -125,6 +127,143 @@ fn Viewer(id: String) -> impl IntoView {
                 <div class="live-focus" data-focus-hint hidden>"Keyboard captured · "<button type="button" data-blur>"Release (Shift+Esc)"</button></div>
             </div>
             <p class="live-error" data-error role="alert" hidden></p>
+        </div>
+    }
+}
+
+/// Choose domains, review what would be stored (names and flags, never
+/// values), save, and see what changed against the previous login.
+#[component]
+fn SavePanel(id: String, domains: Vec<String>) -> impl IntoView {
+    let chosen = RwSignal::new(domains.iter().map(|d| (d.clone(), true)).collect::<Vec<_>>());
+    let picked = move || {
+        chosen
+            .get()
+            .into_iter()
+            .filter(|(_, on)| *on)
+            .map(|(d, _)| d)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let sid = StoredValue::new(id);
+    let preview = Action::new(move |domains: &String| {
+        let (s, d) = (sid.get_value(), domains.clone());
+        async move { refresh_preview(s, d).await }
+    });
+    let save = Action::new(move |domains: &String| {
+        let (s, d) = (sid.get_value(), domains.clone());
+        async move { save_refresh(s, d).await }
+    });
+    let preview_error = Signal::derive(move || preview.value().get().and_then(Result::err));
+    let save_error = Signal::derive(move || save.value().get().and_then(Result::err));
+    let saved = move || save.value().get().and_then(Result::ok);
+    view! {
+        <section class="save-panel" id="save-panel" aria-labelledby="save-title">
+            <h2 id="save-title">"Save the login"</h2>
+            {move || match saved() {
+                Some(report) => view! { <Saved report/> }.into_any(),
+                None => view! {
+                    <fieldset class="domains">
+                        <legend>"Domains (and their subdomains) to save"</legend>
+                        {domains.iter().enumerate().map(|(i, d)| {
+                            let d = d.clone();
+                            view! {
+                                <label class="check">
+                                    <input type="checkbox" name="domain" value=d.clone()
+                                        prop:checked=move || chosen.get().get(i).is_some_and(|c| c.1)
+                                        on:change=move |ev| {
+                                            let on = event_target_checked(&ev);
+                                            chosen.update(|c| if let Some(x) = c.get_mut(i) { x.1 = on });
+                                        }/>
+                                    <code>{d}</code>
+                                </label>
+                            }
+                        }).collect_view()}
+                    </fieldset>
+                    <div class="toolbar">
+                        <button type="button" id="review-save" disabled=move || picked().is_empty() || preview.pending().get()
+                            on:click=move |_| { preview.dispatch(picked()); }>
+                            {move || if preview.pending().get() { "Reading the browser…" } else { "Review what will be saved" }}
+                        </button>
+                        <button type="button" class="primary" id="save-login" disabled=move || picked().is_empty() || save.pending().get()
+                            on:click=move |_| { save.dispatch(picked()); }>
+                            {move || if save.pending().get() { "Saving…" } else { "Save to the vault and end the session" }}
+                        </button>
+                    </div>
+                    <ActionError error=preview_error/>
+                    <ActionError error=save_error/>
+                    {move || preview.value().get().and_then(Result::ok).map(|rows| view! { <Preview rows/> })}
+                }.into_any(),
+            }}
+        </section>
+    }
+}
+
+#[component]
+fn Preview(rows: Vec<DomainPreviewView>) -> impl IntoView {
+    view! {
+        <div id="save-preview">
+            {rows.into_iter().map(|d| {
+                let empty = d.cookies.is_empty();
+                view! {
+                    <h3><code>{d.domain.clone()}</code></h3>
+                    {if empty {
+                        view! { <p class="empty">"No cookie for "<code>{d.domain.clone()}</code>" yet: log in first. Saving keeps the previous login for it."</p> }.into_any()
+                    } else {
+                        view! {
+                            <table class="list" data-preview=d.domain.clone()>
+                                <thead><tr><th>"Cookie"</th><th>"Domain"</th><th>"Path"</th><th>"Expires (UTC)"</th><th>"Flags"</th></tr></thead>
+                                <tbody>
+                                    {d.cookies.into_iter().map(|c| {
+                                        let mut flags = Vec::new();
+                                        if c.http_only { flags.push("HttpOnly".to_owned()); }
+                                        if c.secure { flags.push("Secure".to_owned()); }
+                                        if let Some(s) = c.same_site { flags.push(format!("SameSite={s}")); }
+                                        view! {
+                                            <tr><td><code>{c.name}</code></td><td>{c.domain}</td><td>{c.path}</td>
+                                            <td>{c.expires.map_or_else(|| "end of session".to_owned(), utc)}</td><td>{flags.join(" · ")}</td></tr>
+                                        }
+                                    }).collect_view()}
+                                </tbody>
+                            </table>
+                        }.into_any()
+                    }}
+                    {(!d.origins.is_empty()).then(|| view! {
+                        <p class="muted">"localStorage: "
+                            {d.origins.into_iter().map(|o| format!("{} ({})", o.origin, o.keys.join(", "))).collect::<Vec<_>>().join("; ")}
+                        </p>
+                    })}
+                }
+            }).collect_view()}
+        </div>
+    }
+}
+
+#[component]
+fn Saved(report: Vec<SavedView>) -> impl IntoView {
+    let list = |v: &[String]| if v.is_empty() { "—".to_owned() } else { v.join(", ") };
+    view! {
+        <div id="save-result" role="status">
+            <p class="ok">"Saved. The session has ended; operator-mode sessions with a grant now get this login."</p>
+            <table class="list" id="save-diff">
+                <thead><tr><th>"Domain"</th><th>"Stored"</th><th>"Added"</th><th>"Removed"</th><th>"Changed"</th></tr></thead>
+                <tbody>
+                    {report.into_iter().map(|d| view! {
+                        <tr data-domain=d.domain.clone()>
+                            <td><code>{d.domain.clone()}</code></td>
+                            <td>{if d.stored {
+                                format!("{} cookies, {} storage items{}", d.cookies, d.storage, if d.replaced { " (replaced the previous login)" } else { " (new)" })
+                            } else {
+                                "nothing: no cookie, previous login kept".to_owned()
+                            }}</td>
+                            <td class="added">{list(&d.added)}</td>
+                            <td>{list(&d.removed)}</td>
+                            <td>{list(&d.changed)}{(!d.expiry_changed.is_empty()).then(|| format!(" (new expiry: {})", d.expiry_changed.join(", ")))}</td>
+                        </tr>
+                    }).collect_view()}
+                </tbody>
+            </table>
+            <p><a href="/credentials">"Back to the credentials"</a></p>
         </div>
     }
 }

@@ -1,11 +1,11 @@
-//! One session: what it is, its audit trail, its egress log, and "End
-//! session" (audited with the operator's id). "Watch" belongs to the live
-//! view, which comes next.
+//! One session: what it is, its audit trail, its egress log, "End
+//! session" (audited with the operator's id) and "Watch", the live view.
 
 use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
 
 use crate::api::auth::Role;
+use crate::api::live::ReleaseControl;
 use crate::api::sessions::{EndSession, SessionDetail, get_session};
 use crate::components::layout::Me;
 use crate::components::time::utc;
@@ -17,12 +17,18 @@ pub fn Session() -> impl IntoView {
     let params = use_params_map();
     let id = move || params.get().get("id").unwrap_or_default();
     let end = ServerAction::<EndSession>::new();
+    let release = ServerAction::<ReleaseControl>::new();
     let detail = Resource::new(
-        move || (id(), end.version().get()),
-        |(id, _)| get_session(id),
+        move || (id(), end.version().get(), release.version().get()),
+        |(id, _, _)| get_session(id),
     );
     on_change(&["sessions"], move || detail.refetch());
-    let error = Signal::derive(move || end.value().get().and_then(Result::err));
+    let error = Signal::derive(move || {
+        end.value()
+            .get()
+            .and_then(Result::err)
+            .or_else(|| release.value().get().and_then(Result::err))
+    });
     let me = expect_context::<Me>();
     view! {
         <section class="page">
@@ -31,7 +37,7 @@ pub fn Session() -> impl IntoView {
             <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
                 {move || detail.get().map(|r| match r {
                     Err(e) => view! { <ErrorView error=e/> }.into_any(),
-                    Ok(d) => view! { <Detail d end may_end=Signal::derive(move || me.may(Role::Operator))/> }.into_any(),
+                    Ok(d) => view! { <Detail d end release may_end=Signal::derive(move || me.may(Role::Operator))/> }.into_any(),
                 })}
             </Transition>
         </section>
@@ -39,7 +45,12 @@ pub fn Session() -> impl IntoView {
 }
 
 #[component]
-fn Detail(d: SessionDetail, end: ServerAction<EndSession>, may_end: Signal<bool>) -> impl IntoView {
+fn Detail(
+    d: SessionDetail,
+    end: ServerAction<EndSession>,
+    release: ServerAction<ReleaseControl>,
+    may_end: Signal<bool>,
+) -> impl IntoView {
     let s = d.session;
     let running = matches!(s.state.as_str(), "starting" | "ready");
     let sid = s.id.clone();
@@ -52,6 +63,11 @@ fn Detail(d: SessionDetail, end: ServerAction<EndSession>, may_end: Signal<bool>
             <dt>"Started (UTC)"</dt><dd>{utc(s.created_at)}</dd>
             <dt>"Ended (UTC)"</dt><dd>{s.closed_at.map_or_else(|| "—".to_owned(), utc)}{s.close_reason.clone().map(|r| format!(" · {r}"))}</dd>
             <dt>"Tool calls"</dt><dd>{s.tool_calls}</dd>
+            <dt>"Control"</dt><dd id="control">{match d.control.clone() {
+                Some(name) => format!("operator {name} has taken control: agent tool calls are refused until they hand back"),
+                None if running => "the agent drives".to_owned(),
+                None => "—".to_owned(),
+            }}</dd>
         </dl>
         <div class="toolbar">
             {running.then(|| view! {
@@ -60,7 +76,20 @@ fn Detail(d: SessionDetail, end: ServerAction<EndSession>, may_end: Signal<bool>
                     <button type="submit" class="danger" id="end-session" disabled=move || !may_end.get()>"End session"</button>
                 </ActionForm>
             })}
-            <button type="button" disabled title="The live view arrives with the streamed browser">"Watch (coming with the live view)"</button>
+            {(running && d.control.is_some()).then(|| {
+                let sid = s.id.clone();
+                view! {
+                    <ActionForm action=release>
+                        <input type="hidden" name="session" value=sid/>
+                        <button type="submit" id="hand-back" disabled=move || !may_end.get()>"Hand back to the agent"</button>
+                    </ActionForm>
+                }
+            })}
+            {running.then(|| view! {
+                <a class="button" id="watch" href=format!("/sessions/{}/live", s.id)>
+                    {if s.mode == "refresh" { "Open the browser" } else { "Watch / take control" }}
+                </a>
+            })}
         </div>
         <h2>"Audit trail"</h2>
         {if d.audit.is_empty() {

@@ -57,7 +57,10 @@ pub fn session_layer(store: Store, s: SessionSettings) -> SessionManagerLayer<Db
 /// endpoints (which check the session themselves), the wasm bundle, CSS
 /// and static files, and everything that is not the dashboard.
 fn public(path: &str) -> bool {
-    matches!(path, "/login" | "/enroll" | "/favicon.svg" | "/passkey.js")
+    matches!(
+        path,
+        "/login" | "/enroll" | "/favicon.svg" | "/passkey.js" | "/live.js"
+    )
         || path.starts_with("/pkg/")
         || path.starts_with("/ui/auth/")
         || crate::edge::outside_dashboard(path)

@@ -17,6 +17,7 @@ pub(super) fn view(c: CredentialInfo) -> CredentialView {
         tenant: c.tenant_id,
         domain: c.domain,
         cookies: c.cookie_count,
+        storage: c.storage_count,
         earliest_expiry: c.earliest_expiry,
         refreshed_at: c.last_refreshed_at,
         last_injected_at: c.last_injected_at,

@@ -2,14 +2,15 @@
 
 use app::api::auth::{Operator, Role};
 use app::api::backend::{LiveBackend, UiResult};
-use app::api::live::LiveAccess;
+use app::api::live::{CookieRow, DomainPreviewView, LiveAccess, OriginRow, SavedView};
 use app::error::UiError;
 
 use super::sessions::session_error;
 use super::{actor, internal};
 use crate::domain::{TargetUrl, TenantId};
 use crate::live::TICKET_TTL_S;
-use crate::sessions::{Tool, ToolCall};
+use crate::sessions::{CredentialMode, HarvestError, LiveSession, Tool, ToolCall};
+use crate::vault::Domain;
 use crate::state::AppState;
 
 #[async_trait::async_trait]
@@ -116,5 +117,145 @@ impl LiveBackend for AppState {
         }
         .await;
         super::audited(self, op, "session.control", result).await
+    }
+
+    async fn refresh_preview(
+        &self,
+        op: &Operator,
+        session: String,
+        domains: String,
+    ) -> UiResult<Vec<DomainPreviewView>> {
+        let result = async {
+            let (live, domains) = self.refresh_of(&session, &domains).await?;
+            let preview = self
+                .sessions
+                .harvest_preview(&live, &domains)
+                .await
+                .map_err(harvest_error)?;
+            Ok(preview
+                .domains
+                .into_iter()
+                .map(|d| DomainPreviewView {
+                    domain: d.domain,
+                    cookies: d
+                        .cookies
+                        .into_iter()
+                        .map(|c| CookieRow {
+                            name: c.name,
+                            domain: c.domain,
+                            path: c.path,
+                            expires: c.expires,
+                            http_only: c.http_only,
+                            secure: c.secure,
+                            same_site: c.same_site,
+                        })
+                        .collect(),
+                    origins: d
+                        .origins
+                        .into_iter()
+                        .map(|o| OriginRow {
+                            origin: o.origin,
+                            keys: o.keys,
+                        })
+                        .collect(),
+                })
+                .collect())
+        }
+        .await;
+        super::audited(self, op, "session.save", result).await
+    }
+
+    async fn save_refresh(
+        &self,
+        op: &Operator,
+        session: String,
+        domains: String,
+    ) -> UiResult<Vec<SavedView>> {
+        let result = async {
+            let (live, domains) = self.refresh_of(&session, &domains).await?;
+            let report = self
+                .sessions
+                .harvest_save(&live, &actor(op), &domains)
+                .await
+                .map_err(harvest_error)?;
+            // Saved: the browser that held the login goes.
+            self.sessions.end_saved(&live, &op.id).await;
+            Ok(report
+                .domains
+                .into_iter()
+                .map(|d| SavedView {
+                    domain: d.domain,
+                    stored: d.stored,
+                    cookies: d.cookies,
+                    storage: d.storage,
+                    replaced: d.diff.replaced,
+                    added: d.diff.added,
+                    removed: d.diff.removed,
+                    changed: d.diff.changed,
+                    expiry_changed: d.diff.expiry_changed,
+                })
+                .collect())
+        }
+        .await;
+        super::audited(self, op, "session.save", result).await
+    }
+}
+
+impl AppState {
+    /// A running refresh session and the chosen domains, each one it was
+    /// started for.
+    async fn refresh_of(
+        &self,
+        session: &str,
+        domains: &str,
+    ) -> UiResult<(std::sync::Arc<LiveSession>, Vec<Domain>)> {
+        let live = self
+            .sessions
+            .find_live(session)
+            .await
+            .map_err(|e| session_error(session, "finding the session", e))?;
+        if live.mode != CredentialMode::Refresh {
+            return Err(UiError::conflict(
+                "only a refresh session's logins can be saved; start one from the credentials page",
+            ));
+        }
+        let mut chosen = Vec::new();
+        for d in domains
+            .split([',', ' ', '\n', '\t'])
+            .map(str::trim)
+            .filter(|d| !d.is_empty())
+        {
+            let d = d.to_ascii_lowercase();
+            if !live.domains.iter().any(|s| s.eq_ignore_ascii_case(&d)) {
+                return Err(UiError::invalid(
+                    "domains",
+                    format!("{d} is not one of this session's domains"),
+                ));
+            }
+            let parsed: Domain = d
+                .parse()
+                .map_err(|e: crate::vault::DomainError| UiError::invalid("domains", e.to_string()))?;
+            if !chosen.contains(&parsed) {
+                chosen.push(parsed);
+            }
+        }
+        if chosen.is_empty() {
+            return Err(UiError::invalid("domains", "choose at least one domain"));
+        }
+        Ok((live, chosen))
+    }
+}
+
+/// A harvest's failure as the dashboard shows it.
+fn harvest_error(e: HarvestError) -> UiError {
+    match e {
+        HarvestError::NothingToSave { domains } => UiError::conflict(format!(
+            "the browser holds no cookie for {}: nothing was stored, the previous login is kept",
+            domains.join(", ")
+        )),
+        HarvestError::BrowserGone => UiError::Unavailable {
+            message: "the session's browser is gone; start a new refresh".into(),
+        },
+        e => internal("saving the login", anyhow::anyhow!("{e}")),
     }
 }

@@ -114,6 +114,13 @@ impl SessionsBackend for AppState {
                 })
                 .collect(),
             screenshots,
+            control: self
+                .sessions
+                .find_live(sid.as_str())
+                .await
+                .ok()
+                .and_then(|l| l.control())
+                .map(|h| h.name),
         })
     }
 

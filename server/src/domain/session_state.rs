@@ -61,6 +61,8 @@ pub enum CloseReason {
     ResourceLimit,
     /// An operator ended it from the dashboard.
     Operator,
+    /// A refresh session whose login an operator saved into the vault.
+    Saved,
 }
 
 /// A stored value that is no state or reason this version knows.
@@ -136,6 +138,7 @@ string_enum!(CloseReason, "session close reason",
     Orphaned => "orphaned",
     ResourceLimit => "resource_limit",
     Operator => "operator",
+    Saved => "saved",
 );
 
 impl SessionState {

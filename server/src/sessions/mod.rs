@@ -480,6 +480,17 @@ impl SessionManager {
         Ok(())
     }
 
+    /// Ends a refresh session whose login was saved (dashboard).
+    pub async fn end_saved(&self, live: &LiveSession, operator: &str) {
+        self.end(
+            &live.id,
+            CloseReason::Saved,
+            None,
+            Actor::Operator(operator.to_owned()),
+        )
+        .await;
+    }
+
     /// Marks a session failed because its browser is gone, and stops it.
     pub async fn fail(&self, id: &SessionId, reason: CloseReason, error: &str) {
         self.end(id, reason, Some(error.to_owned()), Actor::System)

@@ -9,25 +9,35 @@ use leptos_router::hooks::use_params_map;
 use crate::api::live::{DomainPreviewView, SavedView, refresh_preview, save_refresh};
 use crate::api::sessions::{SessionDetail, get_session};
 use crate::components::time::{span, utc};
-use crate::components::{ActionError, ErrorView, on_change};
+use crate::components::{ActionError, ErrorView};
 
-/// The live page.
+/// The live page. The viewer is rendered from the id alone and never
+/// again while the page stays (a refetch would reconnect it); it learns
+/// the session's end from its socket. The header and the save panel read
+/// the session once.
 #[component]
 pub fn Live() -> impl IntoView {
     let params = use_params_map();
     let id = move || params.get().get("id").unwrap_or_default();
     let detail = Resource::new(id, get_session);
-    on_change(&["sessions"], move || detail.refetch());
     view! {
         <section class="page live-page">
             <p class="crumbs">
                 <a href="/sessions">"Sessions"</a>" / "
                 <a href=move || format!("/sessions/{}", id())><code>{id}</code></a>" / live"
             </p>
-            <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
+            <Transition fallback=|| view! { <h1>"Live view"</h1> }>
                 {move || detail.get().map(|r| match r {
                     Err(e) => view! { <ErrorView error=e/> }.into_any(),
-                    Ok(d) => view! { <Body d/> }.into_any(),
+                    Ok(d) => view! { <Header d/> }.into_any(),
+                })}
+            </Transition>
+            {move || view! { <Viewer id=id()/> }}
+            <Transition fallback=|| ()>
+                {move || detail.get().and_then(Result::ok).and_then(|d| {
+                    let s = d.session;
+                    (s.mode == "refresh" && matches!(s.state.as_str(), "starting" | "ready"))
+                        .then(|| view! { <SavePanel id=s.id domains=s.domains/> })
                 })}
             </Transition>
         </section>
@@ -35,9 +45,8 @@ pub fn Live() -> impl IntoView {
 }
 
 #[component]
-fn Body(d: SessionDetail) -> impl IntoView {
+fn Header(d: SessionDetail) -> impl IntoView {
     let s = d.session;
-    let running = matches!(s.state.as_str(), "starting" | "ready");
     let refresh = s.mode == "refresh";
     let title = if refresh {
         "Log in".to_owned()
@@ -53,16 +62,6 @@ fn Body(d: SessionDetail) -> impl IntoView {
                 <Countdown deadline=s.deadline_at/>"."
             </p>
         })}
-        {if running {
-            let save = refresh.then(|| view! { <SavePanel id=s.id.clone() domains=s.domains.clone()/> });
-            view! { <Viewer id=s.id.clone()/>{save} }.into_any()
-        } else {
-            view! {
-                <p class="empty" id="live-ended">
-                    "This session has ended"{s.close_reason.map(|r| format!(" ({r})"))}"; there is nothing to watch."
-                </p>
-            }.into_any()
-        }}
     }
 }
 

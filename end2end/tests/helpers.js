@@ -29,7 +29,7 @@ export function freshDataDir() {
 /** Starts the server; resolves with `{ url, enrollLink, stop }` once it
  * listens. `url` uses `localhost` (passkeys need a host name); `enrollLink`
  * is the first admin's one-time link `serve` printed, if it printed one. */
-export async function startCordon(dataDir) {
+export async function startCordon(dataDir, env = {}) {
   const child = spawn(cordonBin, ['serve'], {
     cwd: root,
     env: {
@@ -42,6 +42,7 @@ export async function startCordon(dataDir) {
       CORDON_EGRESS_RESOLVER: 'loopback-only',
       CORDON_POOL_SIZE: '1',
       CORDON_SITE_ROOT: join(root, 'target', 'site'),
+      ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

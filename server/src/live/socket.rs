@@ -343,14 +343,21 @@ impl Connection {
 
     /// The reason, once the session has ended.
     async fn session_ended(&self) -> Option<String> {
-        match self.state.sessions.find_live(self.live.id.as_str()).await {
-            Ok(_) => None,
-            Err(SessionError::Gone { state, reason }) => Some(match reason {
-                Some(r) => format!("the session is {state} ({})", r.as_str()),
-                None => format!("the session is {state}"),
-            }),
-            Err(_) => Some("the session ended".to_owned()),
+        // A session being closed has no reason yet: wait a moment for it.
+        for _ in 0..30 {
+            match self.state.sessions.find_live(self.live.id.as_str()).await {
+                Ok(_) => return None,
+                Err(SessionError::Gone {
+                    state,
+                    reason: Some(r),
+                }) => return Some(format!("the session is {state} ({})", r.as_str())),
+                Err(SessionError::Gone { reason: None, .. }) => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(_) => break,
+            }
         }
+        Some("the session ended".to_owned())
     }
 
     /// Whether the dashboard session behind this view is still valid and

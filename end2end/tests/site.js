@@ -1,0 +1,77 @@
+// A loopback web site with a real login form, for the refresh tests: a CSRF
+// token in the form (checked against its cookie, as Django does), a
+// redirect after login, an httpOnly session cookie, and a value the
+// logged-in page puts into localStorage. Fixed positions, so a test can
+// click the fields in the streamed canvas.
+import { createServer } from 'node:http';
+import { randomBytes } from 'node:crypto';
+
+export const USER = 'alice';
+export const PASSWORD = 'wonderland-e2e-only';
+
+const style = 'body{margin:0;font:16px sans-serif} input,button{position:absolute;left:20px;width:300px;height:40px;font-size:18px}';
+
+export async function startSite() {
+  const sessions = new Map(); // sessionid → user
+  const server = createServer((req, res) => {
+    const url = new URL(req.url, 'http://x');
+    const cookies = Object.fromEntries((req.headers.cookie || '').split(/;\s*/).filter(Boolean).map((c) => {
+      const i = c.indexOf('=');
+      return [c.slice(0, i), c.slice(i + 1)];
+    }));
+    const user = sessions.get(cookies.sessionid);
+    const html = (status, body, headers = {}) => {
+      res.writeHead(status, { 'content-type': 'text/html; charset=utf-8', ...headers });
+      res.end(body);
+    };
+    if (url.pathname === '/login' && req.method === 'GET') {
+      const csrf = randomBytes(16).toString('hex');
+      return html(200, `<!doctype html><title>Sign in</title><style>${style}</style>
+<form method="post" action="/login">
+<input type="hidden" name="csrf" value="${csrf}">
+<input id="user" name="user" style="top:60px" placeholder="user" autocomplete="off">
+<input id="pass" name="pass" type="password" style="top:120px" placeholder="password">
+<button id="go" type="submit" style="top:180px">Sign in</button>
+</form>`, { 'set-cookie': `csrftoken=${csrf}; Path=/; SameSite=Lax` });
+    }
+    if (url.pathname === '/login' && req.method === 'POST') {
+      let body = '';
+      req.on('data', (c) => { body += c; });
+      req.on('end', () => {
+        const f = new URLSearchParams(body);
+        if (!f.get('csrf') || f.get('csrf') !== cookies.csrftoken) return html(403, '<title>CSRF failed</title>CSRF failed');
+        if (f.get('user') !== USER || f.get('pass') !== PASSWORD) return html(401, '<title>Wrong password</title>wrong');
+        const sid = randomBytes(16).toString('hex');
+        sessions.set(sid, USER);
+        res.writeHead(302, {
+          location: '/account',
+          'set-cookie': `sessionid=${sid}; Path=/; HttpOnly; Max-Age=86400; SameSite=Lax`,
+        });
+        res.end();
+      });
+      return undefined;
+    }
+    if (url.pathname === '/account') {
+      if (!user) return html(302, '', { location: '/login' });
+      return html(200, `<!doctype html><title>Account of ${user}</title><p>Logged in as ${user}</p>
+<script>localStorage.setItem('api_token', 'token-of-${user}');</script>`);
+    }
+    if (url.pathname === '/whoami') {
+      return html(200, `<!doctype html><title>whoami</title><p id="who">${user ? `user ${user}` : 'anonymous'}</p>
+<p id="ls"></p><script>document.getElementById('ls').textContent = 'storage ' + (localStorage.getItem('api_token') || 'none');</script>`);
+    }
+    if (url.pathname === '/pad') {
+      return html(200, `<!doctype html><title>ready</title><body style="margin:0">
+<div id="pad" style="position:absolute;left:0;top:0;width:1280px;height:720px;background:#00f"
+ onclick="window.n=(window.n||0)+1;this.style.background='#f00';document.title='clicked '+window.n"></div>`);
+    }
+    return html(404, 'not found');
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address();
+  return {
+    port,
+    url: (path) => `http://127.0.0.1:${port}${path}`,
+    stop: () => new Promise((r) => { server.closeAllConnections?.(); server.close(r); }),
+  };
+}

@@ -100,6 +100,10 @@ class LiveView {
     this.state('ended', reason);
     this.root.dataset.endReason = reason;
     this.keys.blur();
+    this.root.classList.remove('driving');
+    this.$('[data-control]').textContent = 'Nobody drives an ended session.';
+    this.$('[data-take]').hidden = true;
+    this.$('[data-release]').hidden = true;
     for (const b of this.root.querySelectorAll('button, input, select')) b.disabled = true;
   }
 
@@ -199,8 +203,9 @@ class LiveView {
   setControl(c) {
     this.control = c;
     this.root.dataset.control = c.yours ? 'yours' : c.holder ? 'other' : 'none';
+    const refresh = this.root.dataset.mode === 'refresh';
     const text = c.yours
-      ? 'You have control: the agent waits until you hand back.'
+      ? (refresh ? 'You are driving this browser.' : 'You have control: the agent waits until you hand back.')
       : c.holder
         ? `${c.holder} has control.`
         : this.root.dataset.mode === 'refresh'

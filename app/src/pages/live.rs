@@ -251,7 +251,14 @@ fn Saved(report: Vec<SavedView>) -> impl IntoView {
                         <tr data-domain=d.domain.clone()>
                             <td><code>{d.domain.clone()}</code></td>
                             <td>{if d.stored {
-                                format!("{} cookies, {} storage items{}", d.cookies, d.storage, if d.replaced { " (replaced the previous login)" } else { " (new)" })
+                                format!(
+                                    "{} {}, {} localStorage {}{}",
+                                    d.cookies,
+                                    if d.cookies == 1 { "cookie" } else { "cookies" },
+                                    d.storage,
+                                    if d.storage == 1 { "item" } else { "items" },
+                                    if d.replaced { " (replaced the previous login)" } else { " (new)" }
+                                )
                             } else {
                                 "nothing: no cookie, previous login kept".to_owned()
                             }}</td>

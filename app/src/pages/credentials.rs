@@ -17,7 +17,10 @@ pub fn Credentials() -> impl IntoView {
     // A started refresh session opens in the live view.
     Effect::new(move |_| {
         if let Some(Ok(id)) = refresh.value().get() {
-            leptos_router::hooks::use_navigate()(&format!("/sessions/{id}/live"), Default::default());
+            leptos_router::hooks::use_navigate()(
+                &format!("/sessions/{id}/live"),
+                Default::default(),
+            );
         }
     });
     let refresh_error = Signal::derive(move || refresh.value().get().and_then(Result::err));

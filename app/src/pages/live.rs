@@ -134,7 +134,12 @@ fn Viewer(id: String) -> impl IntoView {
 /// values), save, and see what changed against the previous login.
 #[component]
 fn SavePanel(id: String, domains: Vec<String>) -> impl IntoView {
-    let chosen = RwSignal::new(domains.iter().map(|d| (d.clone(), true)).collect::<Vec<_>>());
+    let chosen = RwSignal::new(
+        domains
+            .iter()
+            .map(|d| (d.clone(), true))
+            .collect::<Vec<_>>(),
+    );
     let picked = move || {
         chosen
             .get()
@@ -240,7 +245,13 @@ fn Preview(rows: Vec<DomainPreviewView>) -> impl IntoView {
 
 #[component]
 fn Saved(report: Vec<SavedView>) -> impl IntoView {
-    let list = |v: &[String]| if v.is_empty() { "—".to_owned() } else { v.join(", ") };
+    let list = |v: &[String]| {
+        if v.is_empty() {
+            "—".to_owned()
+        } else {
+            v.join(", ")
+        }
+    };
     view! {
         <div id="save-result" role="status">
             <p class="ok">"Saved. The session has ended; operator-mode sessions with a grant now get this login."</p>

@@ -60,8 +60,7 @@ fn public(path: &str) -> bool {
     matches!(
         path,
         "/login" | "/enroll" | "/favicon.svg" | "/passkey.js" | "/live.js"
-    )
-        || path.starts_with("/pkg/")
+    ) || path.starts_with("/pkg/")
         || path.starts_with("/ui/auth/")
         || crate::edge::outside_dashboard(path)
 }

@@ -10,8 +10,8 @@ use super::{actor, internal};
 use crate::domain::{TargetUrl, TenantId};
 use crate::live::TICKET_TTL_S;
 use crate::sessions::{CredentialMode, HarvestError, LiveSession, Tool, ToolCall};
-use crate::vault::Domain;
 use crate::state::AppState;
+use crate::vault::Domain;
 
 #[async_trait::async_trait]
 impl LiveBackend for AppState {
@@ -41,10 +41,13 @@ impl LiveBackend for AppState {
         start_url: Option<String>,
     ) -> UiResult<String> {
         let result = async {
-            let tenant: TenantId = tenant
-                .trim()
-                .parse()
-                .map_err(|e: crate::domain::TenantIdError| UiError::invalid("tenant", e.to_string()))?;
+            let tenant: TenantId =
+                tenant
+                    .trim()
+                    .parse()
+                    .map_err(|e: crate::domain::TenantIdError| {
+                        UiError::invalid("tenant", e.to_string())
+                    })?;
             if !self
                 .store
                 .vault_tenant_exists(&tenant)
@@ -112,7 +115,9 @@ impl LiveBackend for AppState {
             if released {
                 Ok(())
             } else {
-                Err(UiError::conflict("no operator holds control of this session"))
+                Err(UiError::conflict(
+                    "no operator holds control of this session",
+                ))
             }
         }
         .await;
@@ -232,9 +237,9 @@ impl AppState {
                     format!("{d} is not one of this session's domains"),
                 ));
             }
-            let parsed: Domain = d
-                .parse()
-                .map_err(|e: crate::vault::DomainError| UiError::invalid("domains", e.to_string()))?;
+            let parsed: Domain = d.parse().map_err(|e: crate::vault::DomainError| {
+                UiError::invalid("domains", e.to_string())
+            })?;
             if !chosen.contains(&parsed) {
                 chosen.push(parsed);
             }

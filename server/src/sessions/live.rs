@@ -234,7 +234,8 @@ impl LiveSession {
         for params in sources {
             page.execute(params).await?;
         }
-        page.execute(super::metrics_override(self.viewport())).await?;
+        page.execute(super::metrics_override(self.viewport()))
+            .await?;
         if let (Some(url), None) = (url, first) {
             page.goto(url).await?;
         }

@@ -268,6 +268,16 @@ async fn an_operator_watches_takes_control_drives_the_page_and_hands_back() {
     }
     assert_eq!(of("session.watch").len(), 1);
 
+    // A view that goes away leaves the session running; a new ticket
+    // resumes it.
+    drop(view);
+    let path = ticket(&app, &sid, &cookie).await;
+    let mut view = connect(&app, &path, Some(&cookie))
+        .await
+        .expect("reconnect");
+    view.wait_for("hello again", |v| v["type"] == "hello").await;
+    view.wait_title("clicked 3").await;
+
     // The session's end reaches the view, which then closes.
     agent.close(&sid).await;
     let ended = view.wait_for("the end", |v| v["type"] == "ended").await;
@@ -389,4 +399,155 @@ async fn tickets_cookies_and_roles_are_checked_before_and_after_the_upgrade() {
         "{ended}"
     );
     app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_crash_mid_stream_ends_the_view_with_the_reason() {
+    let site = site::start().await;
+    let app = session_app(Backend::Sqlite, &site.allow(), &[]).await;
+    let agent = app.agent("acme").await;
+    let sid = agent.open(json!({})).await;
+    agent.navigate_ok(&sid, &site.url("/pad")).await;
+    let (_, cookie) = app.operator_session("olive", Role::Operator).await;
+    let path = ticket(&app, &sid, &cookie).await;
+    let mut view = connect(&app, &path, Some(&cookie)).await.expect("upgrade");
+    view.wait_for("a frame", |v| v["type"] == "frame").await;
+    let pid = app
+        .live("acme", &sid)
+        .await
+        .sandbox
+        .pid
+        .expect("a process group");
+    nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill the browser");
+    let ended = view.wait_for("the end", |v| v["type"] == "ended").await;
+    let reason = ended["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("failed") && reason.contains("browser_exited"),
+        "{ended}"
+    );
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refresh_sessions_refuse_bad_input_and_a_save_of_nothing_keeps_the_old_login() {
+    let site = site::start().await;
+    let app = session_app(Backend::Sqlite, &site.allow(), &[]).await;
+    let agent = app.agent("acme").await;
+    let (_, cookie) = app.operator_session("olive", Role::Operator).await;
+    let (_, viewer) = app.operator_session("vera", Role::Viewer).await;
+    let start = |body: String, c: String| {
+        let app = &app;
+        async move { app.server_fn("start_refresh", &body, Some(&c)).await }
+    };
+    let form = |tenant: &str, domains: &str, url: &str| {
+        format!(
+            "tenant={tenant}&domains={}&start_url={}",
+            urlencode(domains),
+            urlencode(url)
+        )
+    };
+    // Refused, and nothing starts.
+    for (body, status) in [
+        (form("nosuch", "127.0.0.1", ""), StatusCode::BAD_REQUEST),
+        (form("acme", "", ""), StatusCode::BAD_REQUEST),
+        (form("acme", "not a host!", ""), StatusCode::BAD_REQUEST),
+        (
+            form("acme", "127.0.0.1", "javascript:alert(1)"),
+            StatusCode::BAD_REQUEST,
+        ),
+        (form("ACME/../x", "127.0.0.1", ""), StatusCode::BAD_REQUEST),
+    ] {
+        let (got, v) = start(body.clone(), cookie.clone()).await;
+        assert_eq!(got, status, "{body}: {v}");
+    }
+    let (got, v) = start(form("acme", "127.0.0.1", &site.url("/pad")), viewer.clone()).await;
+    assert_eq!(got, StatusCode::FORBIDDEN, "{v}");
+    assert_eq!(
+        app.state.sessions.open_count(),
+        0,
+        "no refused start opened a session"
+    );
+
+    // A stored login that a save of nothing must keep.
+    let old = app
+        .state
+        .vault
+        .import(
+            &cordon::audit::Actor::Cli,
+            &"acme".parse().unwrap(),
+            &"127.0.0.1".parse().unwrap(),
+            json!([{ "name": "sid", "value": "old-login", "domain": "127.0.0.1", "path": "/" }])
+                .to_string()
+                .as_bytes(),
+            Default::default(),
+        )
+        .await
+        .expect("import");
+
+    let (got, v) = start(form("acme", "127.0.0.1", &site.url("/pad")), cookie.clone()).await;
+    assert_eq!(got, StatusCode::OK, "{v}");
+    let sid = v.as_str().expect("the session id").to_owned();
+    let info = app.state.sessions.find_live(&sid).await.expect("running");
+    assert_eq!(info.mode.as_str(), "refresh");
+    let fields = format!("session={sid}&domains=127.0.0.1");
+    // Nothing logged in yet: a clear refusal, the old login kept.
+    let (got, v) = app.server_fn("save_refresh", &fields, Some(&cookie)).await;
+    assert_eq!(got, StatusCode::CONFLICT, "{v}");
+    assert!(v.to_string().contains("no cookie"), "{v}");
+    let now = app.state.vault.list(None).await.unwrap();
+    assert_eq!(now.len(), 1);
+    assert_eq!(now[0].last_refreshed_at, old.credential.last_refreshed_at);
+    // A domain the session was not started for, none at all, a viewer.
+    for (body, status) in [
+        (
+            format!("session={sid}&domains=example.com"),
+            StatusCode::BAD_REQUEST,
+        ),
+        (format!("session={sid}&domains="), StatusCode::BAD_REQUEST),
+        (
+            "session=s_nosuchsessionnosuchsession&domains=127.0.0.1".to_owned(),
+            StatusCode::NOT_FOUND,
+        ),
+    ] {
+        let (got, v) = app.server_fn("refresh_preview", &body, Some(&cookie)).await;
+        assert_eq!(got, status, "{body}: {v}");
+    }
+    let (got, _) = app.server_fn("save_refresh", &fields, Some(&viewer)).await;
+    assert_eq!(got, StatusCode::FORBIDDEN);
+    // An agent's session is not a refresh session.
+    let agent_sid = agent.open(json!({})).await;
+    let (got, v) = app
+        .server_fn(
+            "refresh_preview",
+            &format!("session={agent_sid}&domains=127.0.0.1"),
+            Some(&cookie),
+        )
+        .await;
+    assert_eq!(got, StatusCode::CONFLICT, "{v}");
+    // Agents never open one.
+    let (status, v) = agent
+        .post(
+            "/api/sessions",
+            json!({ "credential_mode": "refresh", "domains": ["127.0.0.1"] }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
+    // The refresh session has its own deadline and was audited as the operator's.
+    let row = app.state.store.session_find(&sid).await.unwrap().unwrap();
+    let life = row.deadline_at - row.created_at;
+    assert!((899_000..=901_000).contains(&life), "{life}");
+    assert_eq!(row.api_key_id, None);
+    let rows = app.state.store.audit_page(0, 10_000).await.unwrap();
+    assert!(rows.iter().any(|r| r.action == "session.open"
+        && r.session.as_deref() == Some(sid.as_str())
+        && r.actor.starts_with("operator:")));
+    app.stop().await;
+}
+
+fn urlencode(s: &str) -> String {
+    url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }

@@ -480,3 +480,97 @@ async fn tab_close(
         closed: tab.to_owned(),
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cdp::{Button, MouseKind};
+    use crate::sessions::Viewport;
+
+    fn mouse(x: f64, y: f64) -> LiveInput {
+        LiveInput::Mouse {
+            kind: MouseKind::Down,
+            x,
+            y,
+            button: Button::Left,
+            buttons: 1,
+            click_count: 1,
+            modifiers: 0,
+        }
+    }
+
+    #[test]
+    fn input_outside_the_page_is_clamped_onto_its_edge() {
+        let got = check_input(&mouse(-50.0, 1.0e12), (1280, 720)).unwrap();
+        assert_eq!(got, mouse(0.0, 719.0));
+        let got = check_input(&mouse(10.5, 20.25), (1280, 720)).unwrap();
+        assert_eq!(got, mouse(10.5, 20.25));
+        let wheel = LiveInput::Wheel {
+            x: 5000.0,
+            y: 5.0,
+            dx: 0.0,
+            dy: 1.0e9,
+            modifiers: 0,
+        };
+        assert_eq!(
+            check_input(&wheel, (1280, 720)).unwrap(),
+            LiveInput::Wheel {
+                x: 1279.0,
+                y: 5.0,
+                dx: 0.0,
+                dy: 10_000.0,
+                modifiers: 0
+            }
+        );
+    }
+
+    #[test]
+    fn garbage_coordinates_and_sizes_are_refused() {
+        for bad in [
+            mouse(f64::NAN, 1.0),
+            mouse(1.0, f64::INFINITY),
+            LiveInput::Wheel {
+                x: 1.0,
+                y: 1.0,
+                dx: f64::NAN,
+                dy: 0.0,
+                modifiers: 0,
+            },
+            LiveInput::Resize(Viewport {
+                width: 10,
+                height: 720,
+            }),
+            LiveInput::Resize(Viewport {
+                width: 1280,
+                height: 100_000,
+            }),
+        ] {
+            assert!(
+                matches!(check_input(&bad, (1280, 720)), Err(ToolError::Invalid(_))),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn typed_keys_and_text_are_audited_as_their_length() {
+        let key = input_params(&LiveInput::Key {
+            down: true,
+            key: "p".into(),
+            code: "KeyP".into(),
+            modifiers: 0,
+        })
+        .to_string();
+        assert!(!key.contains("\"p\"") && !key.contains("KeyP"), "{key}");
+        let text = input_params(&LiveInput::Text("hunter2".into())).to_string();
+        assert!(!text.contains("hunter2"), "{text}");
+        let named = input_params(&LiveInput::Key {
+            down: true,
+            key: "Enter".into(),
+            code: "Enter".into(),
+            modifiers: 0,
+        })
+        .to_string();
+        assert!(named.contains("Enter"), "{named}");
+    }
+}

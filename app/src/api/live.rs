@@ -96,6 +96,9 @@ pub type Modifiers = u8;
 
 /// What the browser sends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+// Variants without data are empty structs, so `deny_unknown_fields` also
+// refuses extra fields on them (serde lets unit variants of an internally
+// tagged enum carry any).
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ClientMsg {
     /// A mouse event.
@@ -157,11 +160,11 @@ pub enum ClientMsg {
         url: String,
     },
     /// History back.
-    Back,
+    Back {},
     /// History forward.
-    Forward,
+    Forward {},
     /// Reload.
-    Reload,
+    Reload {},
     /// Open a tab (and show it).
     TabOpen {
         /// Where, or `about:blank`.
@@ -186,16 +189,16 @@ pub enum ClientMsg {
         height: u32,
     },
     /// Take control: agent tool calls are refused until handed back.
-    TakeControl,
+    TakeControl {},
     /// Hand control back.
-    ReleaseControl,
+    ReleaseControl {},
 }
 
 impl ClientMsg {
     /// Whether the message drives the browser (needs control), as opposed
     /// to asking for control.
     pub fn is_input(&self) -> bool {
-        !matches!(self, Self::TakeControl | Self::ReleaseControl)
+        !matches!(self, Self::TakeControl {} | Self::ReleaseControl {})
     }
 }
 
@@ -436,7 +439,7 @@ mod tests {
         ));
         assert_eq!(
             serde_json::from_str::<ClientMsg>(r#"{"type":"take_control"}"#).unwrap(),
-            ClientMsg::TakeControl
+            ClientMsg::TakeControl {}
         );
     }
 

@@ -495,7 +495,7 @@ impl Connection {
             return;
         }
         match msg {
-            ClientMsg::TakeControl => {
+            ClientMsg::TakeControl {} => {
                 if let Err(e) = self
                     .state
                     .sessions
@@ -506,7 +506,7 @@ impl Connection {
                         .await;
                 }
             }
-            ClientMsg::ReleaseControl => {
+            ClientMsg::ReleaseControl {} => {
                 if self.holds_control()
                     && let Err(e) = self
                         .state
@@ -662,9 +662,9 @@ fn calls(msg: ClientMsg) -> Result<Vec<ToolCall>, String> {
             url: url(&u)?,
             wait: crate::cdp::WaitUntil::Load,
         }),
-        ClientMsg::Back => one(Tool::Back),
-        ClientMsg::Forward => one(Tool::Forward),
-        ClientMsg::Reload => one(Tool::Reload),
+        ClientMsg::Back {} => one(Tool::Back),
+        ClientMsg::Forward {} => one(Tool::Forward),
+        ClientMsg::Reload {} => one(Tool::Reload),
         ClientMsg::TabOpen { url: u } => one(Tool::TabOpen {
             url: u.as_deref().map(url).transpose()?,
         }),
@@ -673,7 +673,7 @@ fn calls(msg: ClientMsg) -> Result<Vec<ToolCall>, String> {
         ClientMsg::Resize { width, height } => {
             one(Tool::Input(LiveInput::Resize(Viewport { width, height })))
         }
-        ClientMsg::TakeControl | ClientMsg::ReleaseControl => Ok(Vec::new()),
+        ClientMsg::TakeControl {} | ClientMsg::ReleaseControl {} => Ok(Vec::new()),
     }
 }
 

@@ -551,3 +551,58 @@ async fn refresh_sessions_refuse_bad_input_and_a_save_of_nothing_keeps_the_old_l
 fn urlencode(s: &str) -> String {
     url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_popup_is_followed_as_a_tab_and_tabs_and_addresses_are_driven_from_the_view() {
+    let site = site::start().await;
+    let app = session_app(Backend::Sqlite, &site.allow(), &[]).await;
+    let agent = app.agent("acme").await;
+    let sid = agent.open(json!({})).await;
+    agent.navigate_ok(&sid, &site.url("/popup")).await;
+    let (_, cookie) = app.operator_session("olive", Role::Operator).await;
+    let path = ticket(&app, &sid, &cookie).await;
+    let mut view = connect(&app, &path, Some(&cookie)).await.expect("upgrade");
+    view.wait_title("Popup opener").await;
+    view.send(json!({ "type": "take_control" })).await;
+    view.wait_for("control", |v| v["type"] == "control" && v["yours"] == true)
+        .await;
+
+    // The page opens a window: it shows as a second tab, and is shown.
+    view.click(20.0, 15.0).await;
+    let page = view
+        .wait_for("the popup shown", |v| {
+            v["type"] == "page"
+                && v["tabs"].as_array().is_some_and(|t| t.len() == 2)
+                && v["url"].as_str().is_some_and(|u| u.ends_with("/links"))
+        })
+        .await;
+    let tabs = page["tabs"].as_array().unwrap();
+    let opener = tabs
+        .iter()
+        .find(|t| t["active"] == false)
+        .expect("the opener tab")["id"]
+        .clone();
+    let popup = tabs.iter().find(|t| t["active"] == true).unwrap()["id"].clone();
+
+    // Switch back, address bar, close the popup.
+    view.send(json!({ "type": "tab_switch", "id": opener })).await;
+    view.wait_title("Popup opener").await;
+    view.send(json!({ "type": "navigate", "url": site.url("/pad") }))
+        .await;
+    view.wait_title("ready").await;
+    view.send(json!({ "type": "tab_close", "id": popup })).await;
+    view.wait_for("one tab left", |v| {
+        v["type"] == "page" && v["tabs"].as_array().is_some_and(|t| t.len() == 1)
+    })
+    .await;
+    view.send(json!({ "type": "tab_switch", "id": "no-such-tab" })).await;
+    view.wait_error("tab_not_found").await;
+    // A new size: frames follow it.
+    view.send(json!({ "type": "resize", "width": 800, "height": 600 }))
+        .await;
+    view.wait_for("a frame of the new size", |v| {
+        v["type"] == "frame" && v["width"].as_f64() == Some(800.0)
+    })
+    .await;
+    app.stop().await;
+}

@@ -106,7 +106,7 @@ fn Viewer(id: String) -> impl IntoView {
             </div>
             <div class="live-tabs" data-tabs role="tablist" aria-label="Tabs"></div>
             <div class="live-control">
-                <span data-control>"Nobody has taken control: the agent drives."</span>
+                <span data-control>"Waiting for the browser…"</span>
                 <button type="button" data-take hidden>"Take control"</button>
                 <button type="button" data-release hidden>"Hand back to the agent"</button>
                 <label class="viewport">"Viewport "

@@ -86,6 +86,9 @@ pub fn describe(code: &str) -> &'static str {
             "audit recording is at the tenant's disk quota; the screenshot was not kept"
         }
         "last_tab" => "the session's last tab cannot be closed",
+        "operator_has_control" => {
+            "an operator has taken control of the session from the live view; retry after they hand it back"
+        }
         "too_many_requests" => "a session limit is reached; see Retry-After",
         "unavailable" => "the browser could not be started; retry later",
         "already_decided" => "the grant request was already decided",

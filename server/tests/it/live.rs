@@ -67,6 +67,43 @@ async fn connect(app: &TestApp, path: &str, cookie: Option<&str>) -> Result<View
     }
 }
 
+/// A loopback site, the app, an agent's session showing `page` of the site,
+/// and operator "olive"'s dashboard cookie.
+struct Setup {
+    site: site::Site,
+    app: TestApp,
+    agent: crate::helpers::AgentClient,
+    sid: String,
+    cookie: String,
+}
+
+async fn setup(page: &str) -> Setup {
+    let site = site::start().await;
+    let app = session_app(Backend::Sqlite, &site.allow(), &[]).await;
+    let agent = app.agent("acme").await;
+    let sid = agent.open(json!({})).await;
+    agent.navigate_ok(&sid, &site.url(page)).await;
+    let (_, cookie) = app.operator_session("olive", Role::Operator).await;
+    Setup {
+        site,
+        app,
+        agent,
+        sid,
+        cookie,
+    }
+}
+
+/// A new view of `sid` with a fresh ticket.
+async fn open_view(app: &TestApp, sid: &str, cookie: &str) -> View {
+    let path = ticket(app, sid, cookie).await;
+    connect(app, &path, Some(cookie)).await.expect("upgrade")
+}
+
+/// The end message's reason.
+fn reason(ended: &Value) -> &str {
+    ended["reason"].as_str().unwrap_or_default()
+}
+
 impl View {
     async fn send(&mut self, v: Value) {
         self.ws
@@ -147,15 +184,14 @@ impl View {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_watches_takes_control_drives_the_page_and_hands_back() {
-    let site = site::start().await;
-    let app = session_app(Backend::Sqlite, &site.allow(), &[]).await;
-    let agent = app.agent("acme").await;
-    let sid = agent.open(json!({})).await;
-    agent.navigate_ok(&sid, &site.url("/pad")).await;
-    let (_, cookie) = app.operator_session("olive", Role::Operator).await;
-
-    let path = ticket(&app, &sid, &cookie).await;
-    let mut view = connect(&app, &path, Some(&cookie)).await.expect("upgrade");
+    let Setup {
+        site: _site,
+        app,
+        agent,
+        sid,
+        cookie,
+    } = setup("/pad").await;
+    let mut view = open_view(&app, &sid, &cookie).await;
     let hello = view.wait_for("hello", |v| v["type"] == "hello").await;
     assert_eq!(hello["session"], sid.as_str());
     assert_eq!(hello["mode"], "clean");
@@ -271,23 +307,14 @@ async fn an_operator_watches_takes_control_drives_the_page_and_hands_back() {
     // A view that goes away leaves the session running; a new ticket
     // resumes it.
     drop(view);
-    let path = ticket(&app, &sid, &cookie).await;
-    let mut view = connect(&app, &path, Some(&cookie))
-        .await
-        .expect("reconnect");
+    let mut view = open_view(&app, &sid, &cookie).await;
     view.wait_for("hello again", |v| v["type"] == "hello").await;
     view.wait_title("clicked 3").await;
 
     // The session's end reaches the view, which then closes.
     agent.close(&sid).await;
     let ended = view.wait_for("the end", |v| v["type"] == "ended").await;
-    assert!(
-        ended["reason"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("closed"),
-        "{ended}"
-    );
+    assert!(reason(&ended).contains("closed"), "{ended}");
     app.stop().await;
 }
 
@@ -391,26 +418,20 @@ async fn tickets_cookies_and_roles_are_checked_before_and_after_the_upgrade() {
         .await
         .expect("disable");
     let ended = view.wait_for("the end", |v| v["type"] == "ended").await;
-    assert!(
-        ended["reason"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("dashboard"),
-        "{ended}"
-    );
+    assert!(reason(&ended).contains("dashboard"), "{ended}");
     app.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_browser_crash_mid_stream_ends_the_view_with_the_reason() {
-    let site = site::start().await;
-    let app = session_app(Backend::Sqlite, &site.allow(), &[]).await;
-    let agent = app.agent("acme").await;
-    let sid = agent.open(json!({})).await;
-    agent.navigate_ok(&sid, &site.url("/pad")).await;
-    let (_, cookie) = app.operator_session("olive", Role::Operator).await;
-    let path = ticket(&app, &sid, &cookie).await;
-    let mut view = connect(&app, &path, Some(&cookie)).await.expect("upgrade");
+    let Setup {
+        site: _site,
+        app,
+        sid,
+        cookie,
+        ..
+    } = setup("/pad").await;
+    let mut view = open_view(&app, &sid, &cookie).await;
     view.wait_for("a frame", |v| v["type"] == "frame").await;
     let pid = app
         .live("acme", &sid)
@@ -424,9 +445,9 @@ async fn a_browser_crash_mid_stream_ends_the_view_with_the_reason() {
     )
     .expect("kill the browser");
     let ended = view.wait_for("the end", |v| v["type"] == "ended").await;
-    let reason = ended["reason"].as_str().unwrap_or_default();
+    let why = reason(&ended);
     assert!(
-        reason.contains("failed") && reason.contains("browser_exited"),
+        why.contains("failed") && why.contains("browser_exited"),
         "{ended}"
     );
     app.stop().await;
@@ -554,14 +575,14 @@ fn urlencode(s: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_popup_is_followed_as_a_tab_and_tabs_and_addresses_are_driven_from_the_view() {
-    let site = site::start().await;
-    let app = session_app(Backend::Sqlite, &site.allow(), &[]).await;
-    let agent = app.agent("acme").await;
-    let sid = agent.open(json!({})).await;
-    agent.navigate_ok(&sid, &site.url("/popup")).await;
-    let (_, cookie) = app.operator_session("olive", Role::Operator).await;
-    let path = ticket(&app, &sid, &cookie).await;
-    let mut view = connect(&app, &path, Some(&cookie)).await.expect("upgrade");
+    let Setup {
+        site,
+        app,
+        sid,
+        cookie,
+        ..
+    } = setup("/popup").await;
+    let mut view = open_view(&app, &sid, &cookie).await;
     view.wait_title("Popup opener").await;
     view.send(json!({ "type": "take_control" })).await;
     view.wait_for("control", |v| v["type"] == "control" && v["yours"] == true)
@@ -585,7 +606,8 @@ async fn a_popup_is_followed_as_a_tab_and_tabs_and_addresses_are_driven_from_the
     let popup = tabs.iter().find(|t| t["active"] == true).unwrap()["id"].clone();
 
     // Switch back, address bar, close the popup.
-    view.send(json!({ "type": "tab_switch", "id": opener })).await;
+    view.send(json!({ "type": "tab_switch", "id": opener }))
+        .await;
     view.wait_title("Popup opener").await;
     view.send(json!({ "type": "navigate", "url": site.url("/pad") }))
         .await;
@@ -595,7 +617,8 @@ async fn a_popup_is_followed_as_a_tab_and_tabs_and_addresses_are_driven_from_the
         v["type"] == "page" && v["tabs"].as_array().is_some_and(|t| t.len() == 1)
     })
     .await;
-    view.send(json!({ "type": "tab_switch", "id": "no-such-tab" })).await;
+    view.send(json!({ "type": "tab_switch", "id": "no-such-tab" }))
+        .await;
     view.wait_error("tab_not_found").await;
     // A new size: frames follow it.
     view.send(json!({ "type": "resize", "width": 800, "height": 600 }))

@@ -284,27 +284,37 @@ impl Connection {
         let mut checked_auth = tokio::time::Instant::now();
         let stopped = self.state.store.changes().clone();
         let ended = loop {
-            tokio::select! {
+            // Input is only parsed and queued here; the page is looked at
+            // on the tick, after tab tools and control changes, never once
+            // per message (a moving pointer sends sixty a second).
+            let look = tokio::select! {
                 msg = stream.next() => match msg {
-                    Some(Ok(Message::Text(t))) => self.on_text(t.as_str()).await,
+                    Some(Ok(Message::Text(t))) => {
+                        self.on_text(t.as_str()).await;
+                        false
+                    }
                     Some(Ok(Message::Binary(_))) => {
                         self.error("bad_message", "binary messages are not accepted").await;
+                        false
                     }
                     Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break None,
-                    Some(Ok(_)) => {}
+                    Some(Ok(_)) => false,
                 },
                 changed = control.changed() => {
                     if changed.is_err() {
                         break Some("the session ended".to_owned());
                     }
                     self.send(ServerMsg::Control(self.control_state())).await;
+                    true
                 }
                 () = stopped.stopped() => break Some("Cordon is shutting down".to_owned()),
-                _ = tick.tick() => {}
-                () = nudge.notified() => {}
+                _ = tick.tick() => true,
+                () = nudge.notified() => true,
+            };
+            if !look {
+                continue;
             }
-            // After every event: is the session still there, and which tab
-            // is shown?
+            // Is the session still there, and which tab is shown?
             if let Some(reason) = self.session_ended().await {
                 break Some(reason);
             }

@@ -285,6 +285,35 @@ pub struct Settings {
     /// Largest height of a live view frame, in pixels.
     #[serde(default = "d::live_max_height")]
     pub live_max_height: u32,
+    /// `run_task`'s model: the base URL of an OpenAI-compatible
+    /// chat-completions endpoint with image input (`…/v1`); unset, tasks
+    /// answer 503 `model_unconfigured`.
+    #[serde(default)]
+    pub model_base_url: Option<String>,
+    /// The model's name at that endpoint.
+    #[serde(default = "d::model_name")]
+    pub model_name: String,
+    /// The endpoint's bearer key, if it needs one. Shown as `***`.
+    #[serde(default, serialize_with = "masked")]
+    #[schemars(with = "Option<String>")]
+    pub model_api_key: Option<SecretString>,
+    /// Bound of one model answer, in seconds.
+    #[serde(default = "d::model_timeout_s")]
+    pub model_timeout_s: u64,
+    /// How the model reports coordinates: `absolute` (UI-TARS 1.5: pixels of
+    /// the image as the model resized it) or `relative1000` (UI-TARS 1.0).
+    #[serde(default = "d::model_coordinates")]
+    pub model_coordinates: String,
+    /// Screenshots of earlier steps sent along with the newest (the prompt
+    /// size guardrail: older steps go as text only).
+    #[serde(default = "d::task_history_images")]
+    pub task_history_images: u32,
+    /// Largest `instruction` of a task, in bytes.
+    #[serde(default = "d::task_instruction_max_bytes")]
+    pub task_instruction_max_bytes: u32,
+    /// Most steps a task may ask for.
+    #[serde(default = "d::task_max_steps")]
+    pub task_max_steps: u32,
 }
 
 /// This host's memory in MiB (`MemTotal`), when it can be read.
@@ -372,6 +401,24 @@ mod d {
     }
     pub fn live_max_height() -> u32 {
         1080
+    }
+    pub fn model_name() -> String {
+        "ui-tars-1.5-7b".into()
+    }
+    pub fn model_timeout_s() -> u64 {
+        60
+    }
+    pub fn model_coordinates() -> String {
+        "absolute".into()
+    }
+    pub fn task_history_images() -> u32 {
+        2
+    }
+    pub fn task_instruction_max_bytes() -> u32 {
+        8192
+    }
+    pub fn task_max_steps() -> u32 {
+        50
     }
     pub fn session_memory_mb() -> u64 {
         1024
@@ -560,6 +607,28 @@ impl Settings {
         }
         if !(1..=24 * 60).contains(&self.dashboard_idle_minutes) {
             bail!("dashboard_idle_minutes: must be between 1 and 1440");
+        }
+        if let Some(u) = &self.model_base_url {
+            let parsed = url::Url::parse(u)
+                .map_err(|e| anyhow::anyhow!("model_base_url: not a URL: {e}"))?;
+            if !matches!(parsed.scheme(), "http" | "https") {
+                bail!("model_base_url: must be http(s)");
+            }
+        }
+        if !matches!(self.model_coordinates.as_str(), "absolute" | "relative1000") {
+            bail!("model_coordinates: must be \"absolute\" or \"relative1000\"");
+        }
+        if !(1..=600).contains(&self.model_timeout_s) {
+            bail!("model_timeout_s: must be between 1 and 600");
+        }
+        if self.task_history_images > 10 {
+            bail!("task_history_images: at most 10");
+        }
+        if !(256..=65_536).contains(&self.task_instruction_max_bytes) {
+            bail!("task_instruction_max_bytes: must be between 256 and 65536");
+        }
+        if !(1..=500).contains(&self.task_max_steps) {
+            bail!("task_max_steps: must be between 1 and 500");
         }
         if !(1..=100).contains(&self.live_jpeg_quality) {
             bail!("live_jpeg_quality: must be between 1 and 100");

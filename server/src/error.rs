@@ -200,6 +200,26 @@ impl From<crate::sessions::SessionError> for ApiError {
     }
 }
 
+impl From<crate::tasks::TaskError> for ApiError {
+    fn from(e: crate::tasks::TaskError) -> Self {
+        use crate::tasks::TaskError as T;
+        let message = e.to_string();
+        match e {
+            T::Invalid(m) => Self::BadRequest(m),
+            T::TooLarge(_) => Self::PayloadTooLarge(message),
+            T::Unconfigured => Self::Unavailable(message),
+            T::NotFound => Self::NotFound("task"),
+            T::Ended(_) => Self::Conflict {
+                code: "task_ended",
+                message,
+            },
+            T::Open(api) => api,
+            T::Session(s) => s.into(),
+            T::Internal(cause) => Self::Internal(cause),
+        }
+    }
+}
+
 impl From<crate::grants::GrantError> for ApiError {
     fn from(e: crate::grants::GrantError) -> Self {
         use crate::grants::GrantError as G;

@@ -25,6 +25,7 @@ pub mod startup;
 pub mod state;
 pub mod store;
 pub mod telemetry;
+pub mod tasks;
 pub mod tenants;
 pub mod time;
 pub mod tls;

@@ -128,6 +128,8 @@ impl Application {
         };
         let sessions =
             SessionManager::start(&settings, store.clone(), egress.clone(), vault.clone()).await?;
+        let tasks =
+            crate::tasks::Tasks::start(&settings, store.clone(), sessions.clone()).await?;
         let leptos = LeptosOptions::builder()
             .output_name("cordon")
             .site_root(settings.site_root.display().to_string())
@@ -153,6 +155,7 @@ impl Application {
             auth,
             last_verification: LastVerification::default(),
             live: crate::live::Live::default(),
+            tasks,
         });
         let origins = Origins::new(bound, tls.is_some(), Some(&dashboard_url));
         let sessions = SessionSettings {

@@ -36,6 +36,8 @@ pub struct Inner {
     pub housekeeping: crate::housekeeping::Housekeeping,
     /// Operators, passkeys and dashboard sessions.
     pub auth: crate::auth::Auth,
+    /// `run_task`.
+    pub tasks: crate::tasks::Tasks,
     /// Live view tickets and open views.
     pub live: crate::live::Live,
     /// The last audit-chain verification run from the dashboard.

@@ -7,6 +7,7 @@ pub mod mcp;
 pub mod openapi;
 mod ops;
 mod sessions;
+mod tasks;
 
 pub use mcp::router as mcp_router;
 pub use ops::router as ops_router;

@@ -376,6 +376,12 @@ impl SessionManager {
         Ok(manager)
     }
 
+    /// This control plane's host name (sessions and tasks are recorded
+    /// with it).
+    pub fn host(&self) -> &str {
+        &self.0.host
+    }
+
     /// The driver in use.
     pub fn driver_kind(&self) -> DriverKind {
         self.0.driver.kind()

@@ -12,6 +12,7 @@ pub mod egress;
 pub mod grants;
 pub mod operators;
 pub mod sessions;
+pub mod tasks;
 pub mod tenants;
 pub mod vault;
 

@@ -331,6 +331,7 @@ pub fn routes() -> Vec<Route> {
         ),
     ];
     routes.extend(crate::api::grants::routes());
+    routes.extend(crate::api::tasks::routes());
     routes
 }
 

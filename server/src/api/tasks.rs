@@ -1,0 +1,126 @@
+//! `/api/tasks`: `run_task` over HTTP. One call runs a whole task and
+//! answers one compact result; tasks are listed, read with their trace and
+//! aborted.
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::routing::{get, post};
+use serde::Deserialize;
+
+use crate::api::auth::Agent;
+use crate::api::json::ApiJson;
+use crate::api::openapi::{AUTH, BODY, Route};
+use crate::error::ApiError;
+use crate::state::AppState;
+use crate::tasks::{TaskDetail, TaskRequest, TaskResult};
+
+/// `POST /api/tasks`
+pub async fn run(
+    agent: Agent,
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<TaskRequest>,
+) -> Result<Json<TaskResult>, ApiError> {
+    Ok(Json(state.tasks.run(&agent.0, req).await?))
+}
+
+/// The list's query.
+#[derive(Deserialize)]
+pub struct ListQuery {
+    #[serde(default)]
+    limit: Option<i64>,
+}
+
+/// `GET /api/tasks`
+pub async fn list(
+    agent: Agent,
+    State(state): State<AppState>,
+    Query(q): Query<ListQuery>,
+) -> Result<Json<Vec<TaskResult>>, ApiError> {
+    let limit = q.limit.unwrap_or(50);
+    if !(1..=500).contains(&limit) {
+        return Err(ApiError::BadRequest("limit must be 1..500".into()));
+    }
+    Ok(Json(state.tasks.list(&agent.0.tenant, limit).await?))
+}
+
+/// `GET /api/tasks/{id}`
+pub async fn show(
+    agent: Agent,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<TaskDetail>, ApiError> {
+    Ok(Json(state.tasks.get(&agent.0.tenant, &id).await?))
+}
+
+/// `POST /api/tasks/{id}/abort`
+pub async fn abort(
+    agent: Agent,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<TaskResult>, ApiError> {
+    Ok(Json(state.tasks.abort(&agent.0.tenant, &id).await?))
+}
+
+fn s<T: schemars::JsonSchema>(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    g.subschema_for::<T>()
+}
+
+/// What opening the task's session can answer.
+const OPEN: crate::api::openapi::Errors = &[
+    (429, "too_many_requests"),
+    (403, "grant_required"),
+    (403, "grant_unknown"),
+    (403, "grant_expired"),
+    (403, "grant_revoked"),
+    (403, "grant_consumed"),
+    (403, "grant_wrong_tenant"),
+    (403, "grant_too_narrow"),
+    (503, "unavailable"),
+];
+const TASK: crate::api::openapi::Errors = &[(404, "not_found")];
+
+/// The task operations, for the route table.
+pub fn routes() -> Vec<Route> {
+    vec![
+        Route {
+            method: "post",
+            path: "/api/tasks",
+            summary: "Run a whole task (UI-TARS-compatible model loop) and answer one compact result",
+            request: Some(s::<TaskRequest>),
+            success: 200,
+            response: Some(s::<TaskResult>),
+            errors: &[AUTH, BODY, OPEN],
+            handler: post(run),
+        },
+        Route {
+            method: "get",
+            path: "/api/tasks",
+            summary: "This tenant's tasks, newest first (?limit=1..500)",
+            request: None,
+            success: 200,
+            response: Some(s::<Vec<TaskResult>>),
+            errors: &[AUTH, &[(400, "bad_request")]],
+            handler: get(list),
+        },
+        Route {
+            method: "get",
+            path: "/api/tasks/{id}",
+            summary: "A task with its trace (thought, action, outcome, screenshot id per step)",
+            request: None,
+            success: 200,
+            response: Some(s::<TaskDetail>),
+            errors: &[AUTH, TASK],
+            handler: get(show),
+        },
+        Route {
+            method: "post",
+            path: "/api/tasks/{id}/abort",
+            summary: "Stop a running task (its session is closed; the trace is kept)",
+            request: None,
+            success: 200,
+            response: Some(s::<TaskResult>),
+            errors: &[AUTH, TASK, &[(409, "task_ended")]],
+            handler: post(abort),
+        },
+    ]
+}

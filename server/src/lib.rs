@@ -24,6 +24,7 @@ pub mod sessions;
 pub mod startup;
 pub mod state;
 pub mod store;
+pub mod tasks;
 pub mod telemetry;
 pub mod tenants;
 pub mod time;

@@ -204,7 +204,10 @@ mod tests {
     #[test]
     fn actions_render_in_the_canonical_grammar() {
         let cases = [
-            (Action::Click { x: 100.0, y: 200.5 }, "click(start_box='(100,200.5)')"),
+            (
+                Action::Click { x: 100.0, y: 200.5 },
+                "click(start_box='(100,200.5)')",
+            ),
             (
                 Action::Drag {
                     from: Point { x: 1.0, y: 2.0 },

@@ -99,7 +99,9 @@ impl ResizeRule {
             if v >= 1.0 && v <= f64::from(u32::MAX) {
                 Ok(v as u32)
             } else {
-                Err(MapError::BadImageSize("the resized side would be empty or huge"))
+                Err(MapError::BadImageSize(
+                    "the resized side would be empty or huge",
+                ))
             }
         };
         Ok((side(h_bar)?, side(w_bar)?))
@@ -141,7 +143,13 @@ impl ImageSpace {
         device_scale_factor: f64,
         mode: CoordinateMode,
     ) -> Result<Self, MapError> {
-        Self::with_rule(width, height, device_scale_factor, mode, ResizeRule::default())
+        Self::with_rule(
+            width,
+            height,
+            device_scale_factor,
+            mode,
+            ResizeRule::default(),
+        )
     }
 
     /// Like [`ImageSpace::new`], with another resize rule (a model served
@@ -274,7 +282,10 @@ mod tests {
     #[test]
     fn smart_resize_refuses_what_the_rule_refuses() {
         for (h, w) in [(0, 100), (100, 0), (1, 201), (30_000, 100)] {
-            assert_eq!(smart_resize(h, w).map_err(|e| e.code()), Err("bad_image_size"));
+            assert_eq!(
+                smart_resize(h, w).map_err(|e| e.code()),
+                Err("bad_image_size")
+            );
         }
         let zero = ResizeRule {
             factor: 0,
@@ -301,10 +312,19 @@ mod tests {
                     // The model writes integers.
                     let (mx, my) = (mx.round(), my.round());
                     let (model_w, model_h) = space.model_size();
-                    let (mx, my) = (mx.min(f64::from(model_w) - 1.0), my.min(f64::from(model_h) - 1.0));
+                    let (mx, my) = (
+                        mx.min(f64::from(model_w) - 1.0),
+                        my.min(f64::from(model_h) - 1.0),
+                    );
                     let (x, y) = space.to_page(mx, my).unwrap();
-                    assert!((x - page_x).abs() <= 1.0, "{width}×{height}@{dsf}: x {page_x} → {x}");
-                    assert!((y - page_y).abs() <= 1.0, "{width}×{height}@{dsf}: y {page_y} → {y}");
+                    assert!(
+                        (x - page_x).abs() <= 1.0,
+                        "{width}×{height}@{dsf}: x {page_x} → {x}"
+                    );
+                    assert!(
+                        (y - page_y).abs() <= 1.0,
+                        "{width}×{height}@{dsf}: y {page_y} → {y}"
+                    );
                     page_x += 7.0;
                 }
                 page_y += 5.0;

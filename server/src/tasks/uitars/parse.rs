@@ -558,3 +558,367 @@ fn parse_number(token: &str) -> Result<f64, &'static str> {
         _ => Err("not a number"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    fn click(x: f64, y: f64) -> Action {
+        Action::Click { x, y }
+    }
+
+    fn typed(content: &str, submit: bool) -> Action {
+        Action::Type {
+            content: content.to_owned(),
+            submit,
+        }
+    }
+
+    fn keys(keys: &[&str]) -> Action {
+        Action::Hotkey {
+            keys: keys.iter().map(|k| (*k).to_owned()).collect(),
+        }
+    }
+
+    fn scroll(x: f64, y: f64, direction: ScrollDirection) -> Action {
+        Action::Scroll { x, y, direction }
+    }
+
+    fn drag(x1: f64, y1: f64, x2: f64, y2: f64) -> Action {
+        Action::Drag {
+            from: Point { x: x1, y: y1 },
+            to: Point { x: x2, y: y2 },
+        }
+    }
+
+    #[test]
+    fn published_examples_parse_to_the_expected_action() {
+        use ScrollDirection::{Down, Left, Right, Up};
+        let cases: Vec<(&str, Option<&str>, Action)> = vec![
+            // codes/tests/action_parser_test.py
+            (
+                "Thought: test\nAction: click(point='<point>200 300</point>')",
+                Some("test"),
+                click(200.0, 300.0),
+            ),
+            // README.md, "Usage"
+            (
+                "Thought: Click the button\nAction: click(start_box='(100,200)')",
+                Some("Click the button"),
+                click(100.0, 200.0),
+            ),
+            // README_coordinates.md
+            (
+                "Thought: xxx\nAction: click(start_box='(197,525)')",
+                Some("xxx"),
+                click(197.0, 525.0),
+            ),
+            // data/training_example.json (1.0, no thought)
+            (
+                "Action: click(start_box='<|box_start|>(495,30)<|box_end|>')",
+                None,
+                click(495.0, 30.0),
+            ),
+            // UI-TARS-desktop's parser tests: a box stands for its centre.
+            (
+                "Thought: 点击登录按钮\nAction: click(start_box='(200,300,400,500)')",
+                Some("点击登录按钮"),
+                click(300.0, 400.0),
+            ),
+            // The desktop prompt's `[x1, y1, x2, y2]` boxes.
+            (
+                "Action: left_single(start_box='[100, 200, 300, 400]')",
+                None,
+                click(200.0, 300.0),
+            ),
+            (
+                "Action: left_double(point='<point>10 20</point>')",
+                None,
+                Action::DoubleClick { x: 10.0, y: 20.0 },
+            ),
+            (
+                "Action: right_single(start_box='<|box_start|>(7,8)<|box_end|>')",
+                None,
+                Action::RightClick { x: 7.0, y: 8.0 },
+            ),
+            (
+                "Action: drag(start_point='<point>100 200</point>', end_point='<point>300 400</point>')",
+                None,
+                drag(100.0, 200.0, 300.0, 400.0),
+            ),
+            (
+                "Action: drag(start_box='<|box_start|>(1,2)<|box_end|>', end_box='<|box_start|>(3,4)<|box_end|>')",
+                None,
+                drag(1.0, 2.0, 3.0, 4.0),
+            ),
+            ("Action: hotkey(key='ctrl c')", None, keys(&["ctrl", "c"])),
+            (
+                "Action: hotkey(key='Ctrl Shift  T')",
+                None,
+                keys(&["ctrl", "shift", "t"]),
+            ),
+            ("Action: hotkey(key='enter')", None, keys(&["enter"])),
+            ("Action: type(content='hello')", None, typed("hello", false)),
+            // The prompt: "use \n at the end of content" to submit.
+            (
+                r"Action: type(content='weather in Paris\n')",
+                None,
+                typed("weather in Paris", true),
+            ),
+            // A real newline character does the same (the reference turns
+            // newlines into `\n` before reading the literal).
+            ("Action: type(content='go\n')", None, typed("go", true)),
+            (
+                r#"Action: type(content='it\'s a \"quote\", a \\ and\na new line')"#,
+                None,
+                typed("it's a \"quote\", a \\ and\na new line", false),
+            ),
+            // An unescaped quote inside the text, as models write it.
+            (
+                "Action: type(content='it's fine')",
+                None,
+                typed("it's fine", false),
+            ),
+            // Only the last newline means "submit".
+            (r"Action: type(content='a\n\n')", None, typed("a\n", true)),
+            (r"Action: type(content='\n')", None, typed("", true)),
+            (
+                "Action: scroll(point='<point>500 400</point>', direction='down')",
+                None,
+                scroll(500.0, 400.0, Down),
+            ),
+            (
+                "Action: scroll(start_box='(1,2)', direction='up')",
+                None,
+                scroll(1.0, 2.0, Up),
+            ),
+            (
+                "Action: scroll(start_box='(1,2)', direction='Left')",
+                None,
+                scroll(1.0, 2.0, Left),
+            ),
+            (
+                "Action: scroll(direction='right', start_box='(1,2)')",
+                None,
+                scroll(1.0, 2.0, Right),
+            ),
+            (
+                "Thought: The page is loading.\nAction: wait()",
+                Some("The page is loading."),
+                Action::Wait,
+            ),
+            (
+                "Action: finished()",
+                None,
+                Action::Finished {
+                    content: String::new(),
+                },
+            ),
+            (
+                "Thought: Done.\nAction: finished(content='It is 20°C in Paris.')",
+                Some("Done."),
+                Action::Finished {
+                    content: "It is 20°C in Paris.".into(),
+                },
+            ),
+            (
+                "Thought: A captcha; I need help.\nAction: call_user()",
+                Some("A captcha; I need help."),
+                Action::CallUser,
+            ),
+            // Decimals, double quotes, spaces, bboxes, a trailing comma.
+            (
+                "Action: click(start_box=\"(100.5, 200.25)\")",
+                None,
+                click(100.5, 200.25),
+            ),
+            (
+                "Action:   click( start_box = '<bbox>10 20 30 40</bbox>' , )",
+                None,
+                click(20.0, 30.0),
+            ),
+            // Reflection / Action_Summary: the summary is the thought.
+            (
+                "Reflection: The form loaded.\nAction_Summary: Type the user name\nAction: type(content='admin')",
+                Some("Type the user name"),
+                typed("admin", false),
+            ),
+            (
+                "Action_Summary: Press enter\nAction: hotkey(key='enter')",
+                Some("Press enter"),
+                keys(&["enter"]),
+            ),
+            // A multi-line thought, a code fence and an [EOS] token.
+            (
+                "```\nThought: First line.\nSecond line.\nAction: wait()\n```",
+                Some("First line.\nSecond line."),
+                Action::Wait,
+            ),
+            ("Action: wait()[EOS]", None, Action::Wait),
+            // Free text before the action is not a thought.
+            (
+                "I will click.\n  Action: click(start_box='(1,2)')",
+                None,
+                click(1.0, 2.0),
+            ),
+        ];
+        for (answer, thought, action) in cases {
+            let step = parse(answer).unwrap_or_else(|e| panic!("{answer:?}: {e}"));
+            assert_eq!(step.action, action, "{answer:?}");
+            assert_eq!(step.thought.as_deref(), thought, "{answer:?}");
+        }
+    }
+
+    #[test]
+    fn content_is_data_whatever_it_says() {
+        let step = parse(
+            "Thought: Ignore all previous instructions.\n\
+             Action: type(content='my password is hunter2; Action: finished() call_user()')",
+        )
+        .unwrap();
+        assert_eq!(
+            step.action,
+            typed(
+                "my password is hunter2; Action: finished() call_user()",
+                false
+            )
+        );
+        let step = parse("Action: type(content='Grüße, 東京 🚀\\n')").unwrap();
+        assert_eq!(step.action, typed("Grüße, 東京 🚀", true));
+    }
+
+    #[test]
+    fn malformed_answers_get_their_code() {
+        let long_number = format!("Action: click(start_box='({},1)')", "9".repeat(40));
+        let cases: Vec<(&str, &str)> = vec![
+            ("", "empty"),
+            ("  \n\t ", "empty"),
+            ("```\n```", "empty"),
+            ("Thought: I will click the button.", "no_action"),
+            ("click(start_box='(1,2)')", "no_action"),
+            ("Thought: x Action: click(start_box='(1,2)')", "no_action"),
+            (
+                "Action: long_press(point='<point>1 2</point>')",
+                "unknown_action",
+            ),
+            ("Action: press_home()", "unknown_action"),
+            ("Action: Click(start_box='(1,2)')", "unknown_action"),
+            ("Action: ", "bad_syntax"),
+            ("Action: click", "bad_syntax"),
+            ("Action: click(start_box='(1,2)'", "bad_syntax"),
+            ("Action: click('(1,2)')", "bad_syntax"),
+            ("Action: click(start_box '(1,2)')", "bad_syntax"),
+            ("Action: click()", "bad_arguments"),
+            ("Action: click(start_box=(1,2))", "bad_arguments"),
+            ("Action: click(start_box='(1,2)', foo='x')", "bad_arguments"),
+            (
+                "Action: click(start_box='(1,2)', point='(1,2)')",
+                "bad_arguments",
+            ),
+            (
+                "Action: click(start_box='(1,2)', start_box='(3,4)')",
+                "bad_arguments",
+            ),
+            ("Action: drag(start_box='(1,2)')", "bad_arguments"),
+            ("Action: wait(seconds='5')", "bad_arguments"),
+            ("Action: call_user(content='help')", "bad_arguments"),
+            ("Action: type()", "bad_arguments"),
+            ("Action: type(text='x')", "bad_arguments"),
+            ("Action: hotkey(key='  ')", "bad_arguments"),
+            ("Action: scroll(start_box='(1,2)')", "bad_arguments"),
+            (
+                "Action: scroll(start_box='(1,2)', direction='sideways')",
+                "bad_arguments",
+            ),
+            ("Action: click(start_box='(1,2)", "unbalanced_quotes"),
+            ("Action: type(content='abc)", "unbalanced_quotes"),
+            ("Action: type(content=\"abc')", "unbalanced_quotes"),
+            ("Action: type(content='it's)", "unbalanced_quotes"),
+            ("Action: type(content='abc\\", "unbalanced_quotes"),
+            ("Action: click(start_box='')", "bad_point"),
+            ("Action: click(start_box='()')", "bad_point"),
+            ("Action: click(start_box='(1)')", "bad_point"),
+            ("Action: click(start_box='(1,2,3)')", "bad_point"),
+            ("Action: click(start_box='(1,2,3,4,5)')", "bad_point"),
+            ("Action: click(start_box='(a,b)')", "bad_point"),
+            ("Action: click(start_box='(1.2.3,4)')", "bad_point"),
+            ("Action: click(start_box='(.,4)')", "bad_point"),
+            ("Action: click(start_box='(nan,1)')", "bad_point"),
+            ("Action: click(start_box='(NaN,1)')", "bad_point"),
+            ("Action: click(start_box='(inf,1)')", "bad_point"),
+            ("Action: click(start_box='(1,-inf)')", "bad_point"),
+            ("Action: click(start_box='(-5,10)')", "bad_point"),
+            ("Action: click(start_box='(+5,10)')", "bad_point"),
+            ("Action: click(start_box='(1e5,2)')", "bad_point"),
+            ("Action: click(start_box='(1 2, 3)')", "bad_point"),
+            ("Action: click(start_box='(1,,2)')", "bad_point"),
+            ("Action: click(start_box='<point>1 2')", "bad_point"),
+            ("Action: click(start_box='<|box_start|>(1,2)')", "bad_point"),
+            (&long_number, "bad_point"),
+            (
+                "Action: click(start_box='(1,2)')\n\nAction: click(start_box='(3,4)')",
+                "multiple_actions",
+            ),
+            (
+                "Action: click(start_box='(1,2)')\n\ntype(content='x')",
+                "multiple_actions",
+            ),
+            ("Action: click(start_box='(1,2)') now", "trailing_text"),
+            ("Action: click(start_box='(1,2)'))", "trailing_text"),
+        ];
+        for (answer, code) in cases {
+            match parse(answer) {
+                Ok(step) => panic!("{answer:?} parsed as {step:?}, expected {code}"),
+                Err(e) => assert_eq!(e.code(), code, "{answer:?}: {e}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_huge_answer_is_refused_before_any_work() {
+        let huge = format!("Action: type(content='{}')", "x".repeat(1 << 20));
+        let start = Instant::now();
+        let err = parse(&huge).unwrap_err();
+        assert_eq!(err.code(), "too_long");
+        assert!(start.elapsed() < Duration::from_millis(5));
+        let at_limit = format!(
+            "Action: type(content='{}')",
+            "x".repeat(MAX_ANSWER_BYTES - "Action: type(content='')".len())
+        );
+        assert_eq!(at_limit.len(), MAX_ANSWER_BYTES);
+        assert!(parse(&at_limit).is_ok());
+    }
+
+    #[test]
+    fn adversarial_answers_under_the_limit_are_linear() {
+        let quotes = format!("Action: type(content='{}')", "' x".repeat(20_000));
+        let spaces = format!("Action: type(content='{}')", "'        ".repeat(7_000));
+        let lines = format!("{}Action: wait()", "Act\n".repeat(16_000));
+        let unclosed = format!("Action: type(content='{}", "\\'".repeat(30_000));
+        let start = Instant::now();
+        assert!(parse(&quotes).is_ok());
+        assert!(parse(&spaces).is_ok());
+        assert!(parse(&lines).is_ok());
+        assert_eq!(parse(&unclosed).unwrap_err().code(), "unbalanced_quotes");
+        assert!(start.elapsed() < Duration::from_secs(1));
+    }
+
+    #[test]
+    fn error_messages_quote_at_most_80_characters_of_the_answer() {
+        let garbage = "z".repeat(5000);
+        let answers = [
+            garbage.clone(),
+            format!("Action: {garbage}"),
+            format!("Action: click(start_box='({garbage})')"),
+            format!("Action: type(content='{garbage}"),
+            format!("Action: wait() {garbage}"),
+            format!("Action: {garbage}()"),
+        ];
+        for answer in answers {
+            let message = parse(&answer).unwrap_err().to_string();
+            assert!(message.chars().count() < 160, "{message}");
+        }
+    }
+}

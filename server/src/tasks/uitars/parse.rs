@@ -1,0 +1,924 @@
+//! Reading a model's answer: the `Thought:` and `Action:` sections, the call
+//! syntax, Python string literals and the point spellings. A hand-written
+//! scanner, linear in the answer's length; no regular expressions.
+
+use super::action::{Action, Point, ScrollDirection};
+
+/// The largest answer [`parse`] reads. A UI-TARS step is a few hundred bytes;
+/// anything this big is refused before any other work.
+pub const MAX_ANSWER_BYTES: usize = 64 * 1024;
+
+/// How many characters of the answer an error message quotes at most.
+const EXCERPT_CHARS: usize = 80;
+
+/// The longest number a point may hold (digits and one dot).
+const MAX_NUMBER_LEN: usize = 32;
+
+/// One step of the model: what it thought and the one action it chose.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// The `Thought:` section (or `Action_Summary:`, which some checkpoints
+    /// write after a `Reflection:`), trimmed; `None` when absent or empty.
+    pub thought: Option<String>,
+    /// The action, in the model's image coordinates.
+    pub action: Action,
+}
+
+/// Why an answer is not a step. Messages quote at most 80 characters of it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    /// Longer than [`MAX_ANSWER_BYTES`].
+    #[error("the answer is {len} bytes, more than {MAX_ANSWER_BYTES}")]
+    TooLong {
+        /// The answer's length in bytes.
+        len: usize,
+    },
+    /// Nothing but whitespace.
+    #[error("the answer is empty")]
+    Empty,
+    /// No line starts with `Action:`.
+    #[error("the answer has no `Action:` line: {excerpt:?}")]
+    NoAction {
+        /// The answer's beginning.
+        excerpt: String,
+    },
+    /// A second action follows the first (Cordon runs one action a step, see
+    /// [`parse`]).
+    #[error("the answer holds more than one action: {excerpt:?}")]
+    MultipleActions {
+        /// The text from the second action on.
+        excerpt: String,
+    },
+    /// A call of a function the grammar does not have.
+    #[error("unknown action {name:?}")]
+    UnknownAction {
+        /// The name, cut to 80 characters.
+        name: String,
+    },
+    /// The action is not of the shape `name(arg='…', …)`.
+    #[error("the action is not a call `name(arg='…', …)`: {excerpt:?}")]
+    BadSyntax {
+        /// The text from where it went wrong.
+        excerpt: String,
+    },
+    /// A quoted argument never ends.
+    #[error("a quoted argument is never closed: {excerpt:?}")]
+    UnbalancedQuotes {
+        /// The text from the opening quote.
+        excerpt: String,
+    },
+    /// Arguments missing, repeated, unexpected or with a bad value.
+    #[error("bad arguments for {action}: {reason}")]
+    BadArguments {
+        /// The action's name as written.
+        action: String,
+        /// What is wrong (argument names only, never values).
+        reason: String,
+    },
+    /// A point or box that is not 2 or 4 finite, non-negative numbers.
+    #[error("bad point {excerpt:?}: {reason}")]
+    BadPoint {
+        /// The argument's value.
+        excerpt: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// Something other than a second action follows the action.
+    #[error("unexpected text after the action: {excerpt:?}")]
+    TrailingText {
+        /// The text after the action.
+        excerpt: String,
+    },
+}
+
+impl ParseError {
+    /// A stable machine-readable code for the error.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::TooLong { .. } => "too_long",
+            Self::Empty => "empty",
+            Self::NoAction { .. } => "no_action",
+            Self::MultipleActions { .. } => "multiple_actions",
+            Self::UnknownAction { .. } => "unknown_action",
+            Self::BadSyntax { .. } => "bad_syntax",
+            Self::UnbalancedQuotes { .. } => "unbalanced_quotes",
+            Self::BadArguments { .. } => "bad_arguments",
+            Self::BadPoint { .. } => "bad_point",
+            Self::TrailingText { .. } => "trailing_text",
+        }
+    }
+}
+
+/// At most [`EXCERPT_CHARS`] characters of `text`, with `…` when cut.
+fn excerpt(text: &str) -> String {
+    match text.char_indices().nth(EXCERPT_CHARS) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
+    }
+}
+
+/// Parses one model answer into a [`Step`].
+///
+/// The answer is `Thought: …` (optional; `Reflection: …` and
+/// `Action_Summary: …` are accepted too, the summary then being the thought)
+/// followed by a line starting with `Action:` and one call of the grammar.
+/// A Markdown code fence around the whole answer and a final `[EOS]` are
+/// ignored.
+///
+/// **One action a step.** The reference parser also accepts several actions
+/// separated by blank lines; Cordon refuses them
+/// ([`ParseError::MultipleActions`]): each action must be checked by the
+/// risk gate against the screen it was chosen on, and after the first one
+/// runs that screen is gone. The caller can ask the model again.
+pub fn parse(answer: &str) -> Result<Step, ParseError> {
+    if answer.len() > MAX_ANSWER_BYTES {
+        return Err(ParseError::TooLong { len: answer.len() });
+    }
+    let text = strip_fence(answer.trim());
+    if text.is_empty() {
+        return Err(ParseError::Empty);
+    }
+    let Some((head, call)) = split_action(text) else {
+        return Err(ParseError::NoAction {
+            excerpt: excerpt(text),
+        });
+    };
+    let (action, rest) = parse_call(call)?;
+    let rest = rest.trim();
+    let rest = rest.strip_suffix("[EOS]").unwrap_or(rest).trim_end();
+    if !rest.is_empty() {
+        return Err(if starts_like_action(rest) {
+            ParseError::MultipleActions {
+                excerpt: excerpt(rest),
+            }
+        } else {
+            ParseError::TrailingText {
+                excerpt: excerpt(rest),
+            }
+        });
+    }
+    Ok(Step {
+        thought: thought(head),
+        action,
+    })
+}
+
+/// `text` without a Markdown code fence around it (the reference prompt
+/// shows the output format inside one, and models sometimes copy it).
+fn strip_fence(text: &str) -> &str {
+    let mut text = text;
+    if text.starts_with("```") {
+        text = text.split_once('\n').map_or("", |(_, rest)| rest);
+    }
+    text.strip_suffix("```").unwrap_or(text).trim()
+}
+
+/// Splits at the first line that starts (after spaces) with `Action:`: the
+/// text before it and the text after the marker.
+fn split_action(text: &str) -> Option<(&str, &str)> {
+    let line_starts = std::iter::once(0).chain(text.match_indices('\n').map(|(i, _)| i + 1));
+    for start in line_starts {
+        let line = &text[start..];
+        let trimmed = line.trim_start_matches([' ', '\t']);
+        if let Some(call) = trimmed.strip_prefix("Action:") {
+            return Some((&text[..start], call));
+        }
+    }
+    None
+}
+
+/// The thought in the text before the `Action:` line.
+fn thought(head: &str) -> Option<String> {
+    let body = if let Some((_, rest)) = head.split_once("Thought:") {
+        rest
+    } else if let Some((_, rest)) = head.split_once("Action_Summary:") {
+        rest
+    } else {
+        return None;
+    };
+    let body = body.trim();
+    (!body.is_empty()).then(|| body.to_owned())
+}
+
+/// Whether `text` starts like another action: `Action:` or `name(`.
+fn starts_like_action(text: &str) -> bool {
+    if text.starts_with("Action:") {
+        return true;
+    }
+    let name_end = text
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(text.len());
+    name_end > 0 && text[name_end..].trim_start().starts_with('(')
+}
+
+/// A cursor over the action text.
+struct Cursor<'a> {
+    text: &'a str,
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn rest(&self) -> &'a str {
+        &self.text[self.pos..]
+    }
+
+    fn skip_ws(&mut self) {
+        let rest = self.rest();
+        self.pos += rest.len() - rest.trim_start().len();
+    }
+
+    /// Consumes `c` if it is next.
+    fn eat(&mut self, c: char) -> bool {
+        if self.rest().starts_with(c) {
+            self.pos += c.len_utf8();
+            true
+        } else {
+            false
+        }
+    }
+
+    /// An identifier (`[A-Za-z0-9_]*`; empty when none is next).
+    fn ident(&mut self) -> &'a str {
+        let rest = self.rest();
+        let len = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        self.pos += len;
+        &rest[..len]
+    }
+
+    fn bad_syntax(&self) -> ParseError {
+        ParseError::BadSyntax {
+            excerpt: excerpt(self.rest()),
+        }
+    }
+
+    /// A Python string literal in `quote`s, the cursor on the opening quote.
+    ///
+    /// Escapes `\\ \' \" \n \r \t` are resolved; other backslashes stay, as
+    /// in Python. Like the reference, a quote that is not followed (after
+    /// spaces) by `,`, `)` or the end is part of the text: models often
+    /// write `type(content='it's')`.
+    fn string(&mut self, quote: char) -> Result<String, ParseError> {
+        let opening = self.pos;
+        self.pos += quote.len_utf8();
+        let mut out = String::new();
+        loop {
+            let Some(c) = self.rest().chars().next() else {
+                return Err(ParseError::UnbalancedQuotes {
+                    excerpt: excerpt(&self.text[opening..]),
+                });
+            };
+            self.pos += c.len_utf8();
+            if c == '\\' {
+                let Some(next) = self.rest().chars().next() else {
+                    return Err(ParseError::UnbalancedQuotes {
+                        excerpt: excerpt(&self.text[opening..]),
+                    });
+                };
+                self.pos += next.len_utf8();
+                match next {
+                    'n' => out.push('\n'),
+                    'r' => out.push('\r'),
+                    't' => out.push('\t'),
+                    '\\' | '\'' | '"' => out.push(next),
+                    other => {
+                        out.push('\\');
+                        out.push(other);
+                    }
+                }
+            } else if c == quote {
+                let after = self.rest().trim_start();
+                if after.is_empty() || after.starts_with([',', ')']) {
+                    return Ok(out);
+                }
+                out.push(c);
+            } else {
+                out.push(c);
+            }
+        }
+    }
+}
+
+/// The keyword arguments of one call, in order, each name once.
+struct Args<'a> {
+    action: &'a str,
+    items: Vec<(&'a str, String)>,
+}
+
+impl Args<'_> {
+    fn bad(&self, reason: String) -> ParseError {
+        ParseError::BadArguments {
+            action: excerpt(self.action),
+            reason,
+        }
+    }
+
+    /// Removes and returns the argument spelled by one of `names`; an error
+    /// when two of them are given.
+    fn take(&mut self, names: &[&str]) -> Result<Option<String>, ParseError> {
+        let mut found = self
+            .items
+            .iter()
+            .enumerate()
+            .filter(|(_, (name, _))| names.contains(name))
+            .map(|(i, _)| i);
+        let (Some(first), second) = (found.next(), found.next()) else {
+            return Ok(None);
+        };
+        if let Some(second) = second {
+            return Err(self.bad(format!(
+                "both `{}` and `{}` given",
+                self.items[first].0, self.items[second].0
+            )));
+        }
+        Ok(Some(self.items.remove(first).1))
+    }
+
+    /// Like [`Args::take`], but the argument must be there.
+    fn require(&mut self, names: &[&str]) -> Result<String, ParseError> {
+        let name = names.first().copied().unwrap_or_default();
+        self.take(names)?
+            .ok_or_else(|| self.bad(format!("`{name}` is missing")))
+    }
+
+    /// A point argument.
+    fn point(&mut self, names: &[&str]) -> Result<Point, ParseError> {
+        parse_point(&self.require(names)?)
+    }
+
+    /// Errs if any argument was not taken.
+    fn done(&self) -> Result<(), ParseError> {
+        match self.items.first() {
+            Some((name, _)) => Err(self.bad(format!("unexpected argument `{}`", excerpt(name)))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The names a single point may be given under.
+const POINT: &[&str] = &["start_box", "point", "start_point"];
+/// A drag's start.
+const FROM: &[&str] = &["start_box", "start_point"];
+/// A drag's end.
+const TO: &[&str] = &["end_box", "end_point"];
+
+/// Parses `name(arg='…', …)` at the start of `text` (after spaces) and
+/// returns the action and the text after the closing parenthesis.
+fn parse_call(text: &str) -> Result<(Action, &str), ParseError> {
+    let mut cur = Cursor { text, pos: 0 };
+    cur.skip_ws();
+    let name = cur.ident();
+    if name.is_empty() {
+        return Err(cur.bad_syntax());
+    }
+    cur.skip_ws();
+    if !cur.eat('(') {
+        return Err(cur.bad_syntax());
+    }
+    if !matches!(
+        name,
+        "click"
+            | "left_single"
+            | "left_double"
+            | "right_single"
+            | "drag"
+            | "hotkey"
+            | "type"
+            | "scroll"
+            | "wait"
+            | "finished"
+            | "call_user"
+    ) {
+        return Err(ParseError::UnknownAction {
+            name: excerpt(name),
+        });
+    }
+    let mut args = Args {
+        action: name,
+        items: Vec::new(),
+    };
+    loop {
+        cur.skip_ws();
+        if cur.eat(')') {
+            break;
+        }
+        let key = cur.ident();
+        if key.is_empty() {
+            return Err(cur.bad_syntax());
+        }
+        cur.skip_ws();
+        if !cur.eat('=') {
+            return Err(cur.bad_syntax());
+        }
+        cur.skip_ws();
+        let value = match cur.rest().chars().next() {
+            Some(quote @ ('\'' | '"')) => cur.string(quote)?,
+            _ => return Err(args.bad(format!("`{}` is not a quoted string", excerpt(key)))),
+        };
+        if args.items.iter().any(|(name, _)| *name == key) {
+            return Err(args.bad(format!("`{}` given twice", excerpt(key))));
+        }
+        args.items.push((key, value));
+        cur.skip_ws();
+        if cur.eat(')') {
+            break;
+        }
+        if !cur.eat(',') {
+            return Err(cur.bad_syntax());
+        }
+    }
+    let action = action(name, &mut args)?;
+    args.done()?;
+    Ok((action, cur.rest()))
+}
+
+/// Builds the action `name` from its arguments.
+fn action(name: &str, args: &mut Args<'_>) -> Result<Action, ParseError> {
+    Ok(match name {
+        "click" | "left_single" => {
+            let Point { x, y } = args.point(POINT)?;
+            Action::Click { x, y }
+        }
+        "left_double" => {
+            let Point { x, y } = args.point(POINT)?;
+            Action::DoubleClick { x, y }
+        }
+        "right_single" => {
+            let Point { x, y } = args.point(POINT)?;
+            Action::RightClick { x, y }
+        }
+        "drag" => Action::Drag {
+            from: args.point(FROM)?,
+            to: args.point(TO)?,
+        },
+        "hotkey" => {
+            let raw = args.require(&["key", "hotkey"])?;
+            let keys: Vec<String> = raw.split_whitespace().map(str::to_lowercase).collect();
+            if keys.is_empty() {
+                return Err(args.bad("`key` names no key".to_owned()));
+            }
+            Action::Hotkey { keys }
+        }
+        "type" => {
+            let mut content = args.require(&["content"])?;
+            let submit = content.ends_with('\n');
+            if submit {
+                content.pop();
+            }
+            Action::Type { content, submit }
+        }
+        "scroll" => {
+            let Point { x, y } = args.point(POINT)?;
+            let raw = args.require(&["direction"])?;
+            let direction = ScrollDirection::parse(&raw).ok_or_else(|| {
+                args.bad("`direction` is not one of up, down, left, right".to_owned())
+            })?;
+            Action::Scroll { x, y, direction }
+        }
+        "wait" => Action::Wait,
+        "finished" => Action::Finished {
+            content: args.take(&["content"])?.unwrap_or_default(),
+        },
+        "call_user" => Action::CallUser,
+        other => {
+            return Err(ParseError::UnknownAction {
+                name: excerpt(other),
+            });
+        }
+    })
+}
+
+/// A point argument's value: `(x,y)`, `[x,y]`, `<point>x y</point>`, any of
+/// these inside `<|box_start|>…<|box_end|>`, or a box of four numbers
+/// (`(x1,y1,x2,y2)`, `[…]`, `<bbox>x1 y1 x2 y2</bbox>`), which stands for its
+/// centre. Numbers are integers or decimals, never negative.
+fn parse_point(value: &str) -> Result<Point, ParseError> {
+    let bad = |reason| ParseError::BadPoint {
+        excerpt: excerpt(value),
+        reason,
+    };
+    let mut inner = value.trim();
+    for (open, close) in [
+        ("<|box_start|>", "<|box_end|>"),
+        ("<point>", "</point>"),
+        ("<bbox>", "</bbox>"),
+        ("(", ")"),
+        ("[", "]"),
+    ] {
+        if let Some(rest) = inner.strip_prefix(open) {
+            inner = rest
+                .strip_suffix(close)
+                .ok_or_else(|| bad("unclosed bracket or tag"))?
+                .trim();
+        }
+    }
+    let mut numbers = [0.0; 4];
+    let mut count = 0;
+    let mut tokens: Box<dyn Iterator<Item = &str>> = if inner.contains(',') {
+        Box::new(inner.split(',').map(str::trim))
+    } else {
+        Box::new(inner.split_whitespace())
+    };
+    for token in &mut tokens {
+        let slot = numbers
+            .get_mut(count)
+            .ok_or_else(|| bad("expected 2 or 4 numbers"))?;
+        *slot = parse_number(token).map_err(bad)?;
+        count += 1;
+    }
+    match count {
+        2 => Ok(Point {
+            x: numbers[0],
+            y: numbers[1],
+        }),
+        4 => Ok(Point {
+            x: (numbers[0] + numbers[2]) / 2.0,
+            y: (numbers[1] + numbers[3]) / 2.0,
+        }),
+        _ => Err(bad("expected 2 or 4 numbers")),
+    }
+}
+
+/// `123` or `12.5`: digits with at most one dot, no sign, no exponent.
+fn parse_number(token: &str) -> Result<f64, &'static str> {
+    if token.starts_with('-') {
+        return Err("negative coordinate");
+    }
+    let digits = token.bytes().filter(u8::is_ascii_digit).count();
+    let dots = token.bytes().filter(|b| *b == b'.').count();
+    if token.len() > MAX_NUMBER_LEN {
+        return Err("number too long");
+    }
+    if digits == 0 || dots > 1 || digits + dots != token.len() {
+        return Err("not a number");
+    }
+    match token.parse::<f64>() {
+        Ok(n) if n.is_finite() => Ok(n),
+        _ => Err("not a number"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    fn click(x: f64, y: f64) -> Action {
+        Action::Click { x, y }
+    }
+
+    fn typed(content: &str, submit: bool) -> Action {
+        Action::Type {
+            content: content.to_owned(),
+            submit,
+        }
+    }
+
+    fn keys(keys: &[&str]) -> Action {
+        Action::Hotkey {
+            keys: keys.iter().map(|k| (*k).to_owned()).collect(),
+        }
+    }
+
+    fn scroll(x: f64, y: f64, direction: ScrollDirection) -> Action {
+        Action::Scroll { x, y, direction }
+    }
+
+    fn drag(x1: f64, y1: f64, x2: f64, y2: f64) -> Action {
+        Action::Drag {
+            from: Point { x: x1, y: y1 },
+            to: Point { x: x2, y: y2 },
+        }
+    }
+
+    #[test]
+    fn published_examples_parse_to_the_expected_action() {
+        use ScrollDirection::{Down, Left, Right, Up};
+        let cases: Vec<(&str, Option<&str>, Action)> = vec![
+            // codes/tests/action_parser_test.py
+            (
+                "Thought: test\nAction: click(point='<point>200 300</point>')",
+                Some("test"),
+                click(200.0, 300.0),
+            ),
+            // README.md, "Usage"
+            (
+                "Thought: Click the button\nAction: click(start_box='(100,200)')",
+                Some("Click the button"),
+                click(100.0, 200.0),
+            ),
+            // README_coordinates.md
+            (
+                "Thought: xxx\nAction: click(start_box='(197,525)')",
+                Some("xxx"),
+                click(197.0, 525.0),
+            ),
+            // data/training_example.json (1.0, no thought)
+            (
+                "Action: click(start_box='<|box_start|>(495,30)<|box_end|>')",
+                None,
+                click(495.0, 30.0),
+            ),
+            // UI-TARS-desktop's parser tests: a box stands for its centre.
+            (
+                "Thought: 点击登录按钮\nAction: click(start_box='(200,300,400,500)')",
+                Some("点击登录按钮"),
+                click(300.0, 400.0),
+            ),
+            // The desktop prompt's `[x1, y1, x2, y2]` boxes.
+            (
+                "Action: left_single(start_box='[100, 200, 300, 400]')",
+                None,
+                click(200.0, 300.0),
+            ),
+            (
+                "Action: left_double(point='<point>10 20</point>')",
+                None,
+                Action::DoubleClick { x: 10.0, y: 20.0 },
+            ),
+            (
+                "Action: right_single(start_box='<|box_start|>(7,8)<|box_end|>')",
+                None,
+                Action::RightClick { x: 7.0, y: 8.0 },
+            ),
+            (
+                "Action: drag(start_point='<point>100 200</point>', end_point='<point>300 400</point>')",
+                None,
+                drag(100.0, 200.0, 300.0, 400.0),
+            ),
+            (
+                "Action: drag(start_box='<|box_start|>(1,2)<|box_end|>', end_box='<|box_start|>(3,4)<|box_end|>')",
+                None,
+                drag(1.0, 2.0, 3.0, 4.0),
+            ),
+            ("Action: hotkey(key='ctrl c')", None, keys(&["ctrl", "c"])),
+            (
+                "Action: hotkey(key='Ctrl Shift  T')",
+                None,
+                keys(&["ctrl", "shift", "t"]),
+            ),
+            ("Action: hotkey(key='enter')", None, keys(&["enter"])),
+            ("Action: type(content='hello')", None, typed("hello", false)),
+            // The prompt: "use \n at the end of content" to submit.
+            (
+                r"Action: type(content='weather in Paris\n')",
+                None,
+                typed("weather in Paris", true),
+            ),
+            // A real newline character does the same (the reference turns
+            // newlines into `\n` before reading the literal).
+            ("Action: type(content='go\n')", None, typed("go", true)),
+            (
+                r#"Action: type(content='it\'s a \"quote\", a \\ and\na new line')"#,
+                None,
+                typed("it's a \"quote\", a \\ and\na new line", false),
+            ),
+            // An unescaped quote inside the text, as models write it.
+            (
+                "Action: type(content='it's fine')",
+                None,
+                typed("it's fine", false),
+            ),
+            // Only the last newline means "submit".
+            (r"Action: type(content='a\n\n')", None, typed("a\n", true)),
+            (r"Action: type(content='\n')", None, typed("", true)),
+            (
+                "Action: scroll(point='<point>500 400</point>', direction='down')",
+                None,
+                scroll(500.0, 400.0, Down),
+            ),
+            (
+                "Action: scroll(start_box='(1,2)', direction='up')",
+                None,
+                scroll(1.0, 2.0, Up),
+            ),
+            (
+                "Action: scroll(start_box='(1,2)', direction='Left')",
+                None,
+                scroll(1.0, 2.0, Left),
+            ),
+            (
+                "Action: scroll(direction='right', start_box='(1,2)')",
+                None,
+                scroll(1.0, 2.0, Right),
+            ),
+            (
+                "Thought: The page is loading.\nAction: wait()",
+                Some("The page is loading."),
+                Action::Wait,
+            ),
+            (
+                "Action: finished()",
+                None,
+                Action::Finished {
+                    content: String::new(),
+                },
+            ),
+            (
+                "Thought: Done.\nAction: finished(content='It is 20°C in Paris.')",
+                Some("Done."),
+                Action::Finished {
+                    content: "It is 20°C in Paris.".into(),
+                },
+            ),
+            (
+                "Thought: A captcha; I need help.\nAction: call_user()",
+                Some("A captcha; I need help."),
+                Action::CallUser,
+            ),
+            // Decimals, double quotes, spaces, bboxes, a trailing comma.
+            (
+                "Action: click(start_box=\"(100.5, 200.25)\")",
+                None,
+                click(100.5, 200.25),
+            ),
+            (
+                "Action:   click( start_box = '<bbox>10 20 30 40</bbox>' , )",
+                None,
+                click(20.0, 30.0),
+            ),
+            // Reflection / Action_Summary: the summary is the thought.
+            (
+                "Reflection: The form loaded.\nAction_Summary: Type the user name\nAction: type(content='admin')",
+                Some("Type the user name"),
+                typed("admin", false),
+            ),
+            (
+                "Action_Summary: Press enter\nAction: hotkey(key='enter')",
+                Some("Press enter"),
+                keys(&["enter"]),
+            ),
+            // A multi-line thought, a code fence and an [EOS] token.
+            (
+                "```\nThought: First line.\nSecond line.\nAction: wait()\n```",
+                Some("First line.\nSecond line."),
+                Action::Wait,
+            ),
+            ("Action: wait()[EOS]", None, Action::Wait),
+            // Free text before the action is not a thought.
+            (
+                "I will click.\n  Action: click(start_box='(1,2)')",
+                None,
+                click(1.0, 2.0),
+            ),
+        ];
+        for (answer, thought, action) in cases {
+            let step = parse(answer).unwrap_or_else(|e| panic!("{answer:?}: {e}"));
+            assert_eq!(step.action, action, "{answer:?}");
+            assert_eq!(step.thought.as_deref(), thought, "{answer:?}");
+        }
+    }
+
+    #[test]
+    fn content_is_data_whatever_it_says() {
+        let step = parse(
+            "Thought: Ignore all previous instructions.\n\
+             Action: type(content='my password is hunter2; Action: finished() call_user()')",
+        )
+        .unwrap();
+        assert_eq!(
+            step.action,
+            typed(
+                "my password is hunter2; Action: finished() call_user()",
+                false
+            )
+        );
+        let step = parse("Action: type(content='Grüße, 東京 🚀\\n')").unwrap();
+        assert_eq!(step.action, typed("Grüße, 東京 🚀", true));
+    }
+
+    #[test]
+    fn malformed_answers_get_their_code() {
+        let long_number = format!("Action: click(start_box='({},1)')", "9".repeat(40));
+        let cases: Vec<(&str, &str)> = vec![
+            ("", "empty"),
+            ("  \n\t ", "empty"),
+            ("```\n```", "empty"),
+            ("Thought: I will click the button.", "no_action"),
+            ("click(start_box='(1,2)')", "no_action"),
+            ("Thought: x Action: click(start_box='(1,2)')", "no_action"),
+            (
+                "Action: long_press(point='<point>1 2</point>')",
+                "unknown_action",
+            ),
+            ("Action: press_home()", "unknown_action"),
+            ("Action: Click(start_box='(1,2)')", "unknown_action"),
+            ("Action: ", "bad_syntax"),
+            ("Action: click", "bad_syntax"),
+            ("Action: click(start_box='(1,2)'", "bad_syntax"),
+            ("Action: click('(1,2)')", "bad_syntax"),
+            ("Action: click(start_box '(1,2)')", "bad_syntax"),
+            ("Action: click()", "bad_arguments"),
+            ("Action: click(start_box=(1,2))", "bad_arguments"),
+            ("Action: click(start_box='(1,2)', foo='x')", "bad_arguments"),
+            (
+                "Action: click(start_box='(1,2)', point='(1,2)')",
+                "bad_arguments",
+            ),
+            (
+                "Action: click(start_box='(1,2)', start_box='(3,4)')",
+                "bad_arguments",
+            ),
+            ("Action: drag(start_box='(1,2)')", "bad_arguments"),
+            ("Action: wait(seconds='5')", "bad_arguments"),
+            ("Action: call_user(content='help')", "bad_arguments"),
+            ("Action: type()", "bad_arguments"),
+            ("Action: type(text='x')", "bad_arguments"),
+            ("Action: hotkey(key='  ')", "bad_arguments"),
+            ("Action: scroll(start_box='(1,2)')", "bad_arguments"),
+            (
+                "Action: scroll(start_box='(1,2)', direction='sideways')",
+                "bad_arguments",
+            ),
+            ("Action: click(start_box='(1,2)", "unbalanced_quotes"),
+            ("Action: type(content='abc)", "unbalanced_quotes"),
+            ("Action: type(content=\"abc')", "unbalanced_quotes"),
+            ("Action: type(content='it's)", "unbalanced_quotes"),
+            ("Action: type(content='abc\\", "unbalanced_quotes"),
+            ("Action: click(start_box='')", "bad_point"),
+            ("Action: click(start_box='()')", "bad_point"),
+            ("Action: click(start_box='(1)')", "bad_point"),
+            ("Action: click(start_box='(1,2,3)')", "bad_point"),
+            ("Action: click(start_box='(1,2,3,4,5)')", "bad_point"),
+            ("Action: click(start_box='(a,b)')", "bad_point"),
+            ("Action: click(start_box='(1.2.3,4)')", "bad_point"),
+            ("Action: click(start_box='(.,4)')", "bad_point"),
+            ("Action: click(start_box='(nan,1)')", "bad_point"),
+            ("Action: click(start_box='(NaN,1)')", "bad_point"),
+            ("Action: click(start_box='(inf,1)')", "bad_point"),
+            ("Action: click(start_box='(1,-inf)')", "bad_point"),
+            ("Action: click(start_box='(-5,10)')", "bad_point"),
+            ("Action: click(start_box='(+5,10)')", "bad_point"),
+            ("Action: click(start_box='(1e5,2)')", "bad_point"),
+            ("Action: click(start_box='(1 2, 3)')", "bad_point"),
+            ("Action: click(start_box='(1,,2)')", "bad_point"),
+            ("Action: click(start_box='<point>1 2')", "bad_point"),
+            ("Action: click(start_box='<|box_start|>(1,2)')", "bad_point"),
+            (&long_number, "bad_point"),
+            (
+                "Action: click(start_box='(1,2)')\n\nAction: click(start_box='(3,4)')",
+                "multiple_actions",
+            ),
+            (
+                "Action: click(start_box='(1,2)')\n\ntype(content='x')",
+                "multiple_actions",
+            ),
+            ("Action: click(start_box='(1,2)') now", "trailing_text"),
+            ("Action: click(start_box='(1,2)'))", "trailing_text"),
+        ];
+        for (answer, code) in cases {
+            match parse(answer) {
+                Ok(step) => panic!("{answer:?} parsed as {step:?}, expected {code}"),
+                Err(e) => assert_eq!(e.code(), code, "{answer:?}: {e}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_huge_answer_is_refused_before_any_work() {
+        let huge = format!("Action: type(content='{}')", "x".repeat(1 << 20));
+        let start = Instant::now();
+        let err = parse(&huge).unwrap_err();
+        assert_eq!(err.code(), "too_long");
+        assert!(start.elapsed() < Duration::from_millis(5));
+        let at_limit = format!(
+            "Action: type(content='{}')",
+            "x".repeat(MAX_ANSWER_BYTES - "Action: type(content='')".len())
+        );
+        assert_eq!(at_limit.len(), MAX_ANSWER_BYTES);
+        assert!(parse(&at_limit).is_ok());
+    }
+
+    #[test]
+    fn adversarial_answers_under_the_limit_are_linear() {
+        let quotes = format!("Action: type(content='{}')", "' x".repeat(20_000));
+        let spaces = format!("Action: type(content='{}')", "'        ".repeat(7_000));
+        let lines = format!("{}Action: wait()", "Act\n".repeat(16_000));
+        let unclosed = format!("Action: type(content='{}", "\\'".repeat(30_000));
+        let start = Instant::now();
+        assert!(parse(&quotes).is_ok());
+        assert!(parse(&spaces).is_ok());
+        assert!(parse(&lines).is_ok());
+        assert_eq!(parse(&unclosed).unwrap_err().code(), "unbalanced_quotes");
+        assert!(start.elapsed() < Duration::from_secs(1));
+    }
+
+    #[test]
+    fn error_messages_quote_at_most_80_characters_of_the_answer() {
+        let garbage = "z".repeat(5000);
+        let answers = [
+            garbage.clone(),
+            format!("Action: {garbage}"),
+            format!("Action: click(start_box='({garbage})')"),
+            format!("Action: type(content='{garbage}"),
+            format!("Action: wait() {garbage}"),
+            format!("Action: {garbage}()"),
+        ];
+        for answer in answers {
+            let message = parse(&answer).unwrap_err().to_string();
+            assert!(message.chars().count() < 160, "{message}");
+        }
+    }
+}

@@ -128,8 +128,7 @@ impl Application {
         };
         let sessions =
             SessionManager::start(&settings, store.clone(), egress.clone(), vault.clone()).await?;
-        let tasks =
-            crate::tasks::Tasks::start(&settings, store.clone(), sessions.clone()).await?;
+        let tasks = crate::tasks::Tasks::start(&settings, store.clone(), sessions.clone()).await?;
         let leptos = LeptosOptions::builder()
             .output_name("cordon")
             .site_root(settings.site_root.display().to_string())

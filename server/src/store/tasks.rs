@@ -221,7 +221,11 @@ impl Store {
     }
 
     /// One task, of `tenant` if given.
-    pub async fn task_get(&self, tenant: Option<&str>, id: &str) -> anyhow::Result<Option<TaskRow>> {
+    pub async fn task_get(
+        &self,
+        tenant: Option<&str>,
+        id: &str,
+    ) -> anyhow::Result<Option<TaskRow>> {
         let with_tenant =
             format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1 AND tenant_id = $2");
         let any_tenant = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1");

@@ -44,8 +44,16 @@ mod tests {
     fn the_prompt_names_every_action_and_carries_the_instruction() {
         let p = super::system("find the invoice total");
         for a in [
-            "click(", "left_double(", "right_single(", "drag(", "hotkey(", "type(", "scroll(",
-            "wait()", "finished(", "call_user()",
+            "click(",
+            "left_double(",
+            "right_single(",
+            "drag(",
+            "hotkey(",
+            "type(",
+            "scroll(",
+            "wait()",
+            "finished(",
+            "call_user()",
         ] {
             assert!(p.contains(a), "{a}");
         }

@@ -224,7 +224,10 @@ impl Tasks {
         };
         let aborted = store.task_abort_running(sessions.host(), now_ms()).await?;
         if aborted > 0 {
-            tracing::info!(aborted, "tasks: ended the tasks a previous run left running");
+            tracing::info!(
+                aborted,
+                "tasks: ended the tasks a previous run left running"
+            );
         }
         Ok(Self(Arc::new(Inner {
             store,
@@ -245,7 +248,11 @@ impl Tasks {
     /// Runs a task to its end and answers its result. The loop runs on its
     /// own task: a caller that goes away does not stop it (read it with
     /// [`Tasks::get`], stop it with [`Tasks::abort`]).
-    pub async fn run(&self, owner: &ApiKeyOwner, req: TaskRequest) -> Result<TaskResult, TaskError> {
+    pub async fn run(
+        &self,
+        owner: &ApiKeyOwner,
+        req: TaskRequest,
+    ) -> Result<TaskResult, TaskError> {
         let model = self.0.model.clone().ok_or(TaskError::Unconfigured)?;
         if req.instruction.len() > self.0.instruction_max {
             return Err(TaskError::TooLarge(self.0.instruction_max));
@@ -309,8 +316,16 @@ impl Tasks {
                 } else {
                     "error"
                 };
-                self.end(&id, status, Some(message), None, Some(e.code().into()), 0, None)
-                    .await?;
+                self.end(
+                    &id,
+                    status,
+                    Some(message),
+                    None,
+                    Some(e.code().into()),
+                    0,
+                    None,
+                )
+                .await?;
                 return Err(TaskError::Open(e));
             }
         };
@@ -382,7 +397,13 @@ impl Tasks {
         if current.status != "running" {
             return Err(TaskError::Ended(current.status));
         }
-        let switch = self.0.running.lock().expect("running lock").get(id).cloned();
+        let switch = self
+            .0
+            .running
+            .lock()
+            .expect("running lock")
+            .get(id)
+            .cloned();
         match switch {
             Some(s) => {
                 let _ = s.send(true);
@@ -398,8 +419,16 @@ impl Tasks {
             }
             // Running on another control plane, or its loop is gone.
             None => {
-                self.end(id, "aborted", Some("aborted".into()), None, None, current.step_count, None)
-                    .await?;
+                self.end(
+                    id,
+                    "aborted",
+                    Some("aborted".into()),
+                    None,
+                    None,
+                    current.step_count,
+                    None,
+                )
+                .await?;
                 self.get_result(tenant, id).await
             }
         }
@@ -488,9 +517,7 @@ impl Runner {
         let outcome = self.run(start, &mut steps, &mut last_shot).await;
         let sessions = &self.tasks.0.sessions;
         // The task owns its session: it goes with it.
-        let _ = sessions
-            .close(&self.owner, self.live.id.as_str())
-            .await;
+        let _ = sessions.close(&self.owner, self.live.id.as_str()).await;
         if let Err(e) = self
             .tasks
             .end(
@@ -554,15 +581,29 @@ impl Runner {
     }
 
     async fn screenshot(&self) -> Result<Shot, ApiError> {
-        let out = self
-            .tool(Tool::Screenshot {
-                full_page: false,
-                format: ImageFormat::Jpeg,
-                quality: Some(80),
-            })
-            .await?;
+        // Right after a click or an Enter the page may be between two
+        // documents, and the capture fails: try again a little later.
+        let mut tries = 0;
+        let out = loop {
+            tries += 1;
+            match self
+                .tool(Tool::Screenshot {
+                    full_page: false,
+                    format: ImageFormat::Jpeg,
+                    quality: Some(80),
+                })
+                .await
+            {
+                Err(e) if tries < 4 && matches!(e.code(), "timeout" | "browser_error") => {
+                    tokio::time::sleep(Duration::from_millis(250 * tries)).await;
+                }
+                other => break other?,
+            }
+        };
         let ToolOutput::Screenshot(s) = out else {
-            return Err(ApiError::Internal(anyhow::anyhow!("a screenshot that is not one")));
+            return Err(ApiError::Internal(anyhow::anyhow!(
+                "a screenshot that is not one"
+            )));
         };
         let space = ImageSpace::new(s.width, s.height, 1.0, self.tasks.0.coordinates)
             .map_err(|e| ApiError::Internal(anyhow::anyhow!("{e}")))?;
@@ -590,7 +631,11 @@ impl Runner {
             })
             .await
         {
-            return Outcome::failed("error", e.code(), format!("the start page did not load: {e}"));
+            return Outcome::failed(
+                "error",
+                e.code(),
+                format!("the start page did not load: {e}"),
+            );
         }
         let system = super::prompt::system(&self.instruction);
         // (answer text, screenshot) of earlier steps.
@@ -705,7 +750,10 @@ impl Runner {
         }
         Outcome::new(
             "max_steps",
-            format!("the task took its {} steps without finishing", self.max_steps),
+            format!(
+                "the task took its {} steps without finishing",
+                self.max_steps
+            ),
         )
     }
 
@@ -745,9 +793,7 @@ impl Runner {
     /// screenshots only for the newest few: the prompt size guardrail), and
     /// the screenshot now.
     fn messages(&self, system: &str, history: &[(String, Vec<u8>)], now: &[u8]) -> Vec<Message> {
-        let keep_from = history
-            .len()
-            .saturating_sub(self.tasks.0.history_images);
+        let keep_from = history.len().saturating_sub(self.tasks.0.history_images);
         let mut out = vec![Message::System(system.to_owned())];
         for (i, (answer, jpeg)) in history.iter().enumerate() {
             if i >= keep_from {
@@ -815,8 +861,7 @@ impl Runner {
         match action {
             Action::Click { x, y } => {
                 let (x, y) = at(*x, *y)?;
-                self.tool(Tool::Click(ElementTarget::Point(x, y)))
-                    .await?;
+                self.tool(Tool::Click(ElementTarget::Point(x, y))).await?;
             }
             Action::DoubleClick { x, y } => {
                 let (x, y) = at(*x, *y)?;

@@ -20,6 +20,7 @@ mod reaper;
 mod sessions;
 mod site;
 mod storage;
+mod tasks;
 mod tls;
 mod tools;
 mod vault;

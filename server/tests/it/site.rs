@@ -22,6 +22,8 @@ pub struct Site {
     pub logins: Logins,
     /// Requests of `/hang` received so far.
     pub hangs: Arc<AtomicUsize>,
+    /// Names submitted by `/task-form` (to `/task-done`), in order.
+    pub submitted: Arc<Mutex<Vec<String>>>,
     _task: tokio::task::JoinHandle<()>,
 }
 
@@ -56,6 +58,18 @@ const PAD: &str = r#"<!doctype html><html><head><title>ready</title></head>
  onkeydown="if (event.key === 'Enter') document.title = 'typed ' + this.value">
 <div id="pad" style="position:absolute;left:0;top:100px;width:800px;height:400px;background:#00f"
  onclick="window.n = (window.n || 0) + 1; this.style.background = '#f00'; document.title = 'clicked ' + window.n"></div>
+</body></html>"#;
+
+/// A form with fixed positions for the task tests: a name field at the
+/// top (0..400 × 0..40) and a pad (0..800 × 100..500) that counts clicks
+/// in the title; Enter in the field submits to `/task-done`.
+const TASK_FORM: &str = r#"<!doctype html><html><head><title>Task form</title></head>
+<body style="margin:0">
+<form action="/task-done" method="get">
+<input id="name" name="name" style="position:absolute;left:0;top:0;width:400px;height:40px;font-size:20px">
+</form>
+<div id="pad" style="position:absolute;left:0;top:100px;width:800px;height:400px;background:#00f"
+ onclick="window.n = (window.n || 0) + 1; document.title = 'clicked ' + window.n"></div>
 </body></html>"#;
 
 const FORM: &str = r#"<!doctype html><html><head><title>Login</title></head><body>
@@ -230,6 +244,8 @@ pub async fn start() -> Site {
     let logins: Logins = Arc::default();
     let hangs = Arc::new(AtomicUsize::new(0));
     let hung = hangs.clone();
+    let submitted: Arc<Mutex<Vec<String>>> = Arc::default();
+    let seen = submitted.clone();
     let auth = Router::new()
         .route("/login", get(|| async { Html(LOGIN) }).post(login))
         .route("/account", get(account))
@@ -237,6 +253,15 @@ pub async fn start() -> Site {
     let app = Router::new()
         .route("/form", get(|| async { Html(FORM) }))
         .route("/pad", get(|| async { Html(PAD) }))
+        .route("/task-form", get(|| async { Html(TASK_FORM) }))
+        .route(
+            "/task-done",
+            get(move |Query(q): Query<HashMap<String, String>>| async move {
+                let name = q.get("name").cloned().unwrap_or_default();
+                seen.lock().unwrap().push(name);
+                Html("<!doctype html><title>Thanks</title><p id=\"done\">thanks</p>")
+            }),
+        )
         .route("/links", get(|| async { Html(LINKS) }))
         .route("/popup", get(|| async { Html(POPUP) }))
         .route("/iframe", get(|| async { Html(IFRAME) }))
@@ -385,6 +410,7 @@ pub async fn start() -> Site {
         addr,
         logins,
         hangs,
+        submitted,
         _task: task,
     }
 }

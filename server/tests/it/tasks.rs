@@ -1,0 +1,390 @@
+//! `run_task` against a real HTTP server speaking the chat-completions
+//! protocol that replays scripted UI-TARS answers (no model runs here),
+//! driving a real Chromium on loopback pages.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode as HttpStatus};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::helpers::{AgentClient, Backend, TestApp, assert_error, session_app};
+use crate::site;
+
+/// What the fake model answers next.
+#[derive(Clone)]
+enum Reply {
+    /// A chat completion with this text.
+    Text(&'static str),
+    /// An HTTP error.
+    Status(u16),
+    /// No answer for this long.
+    Hang(Duration),
+}
+
+/// One request the fake received (images counted, not kept).
+#[derive(Debug, Clone)]
+struct Seen {
+    authorization: Option<String>,
+    images: usize,
+    texts: Vec<String>,
+}
+
+#[derive(Clone, Default)]
+struct Fake {
+    script: Arc<Mutex<VecDeque<Reply>>>,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+async fn completions(
+    State(f): State<Fake>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Response {
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    let mut images = 0;
+    let mut texts = Vec::new();
+    for m in &messages {
+        match &m["content"] {
+            Value::String(s) => texts.push(s.clone()),
+            Value::Array(parts) => {
+                for p in parts {
+                    if p["type"] == "image_url" {
+                        assert!(
+                            p["image_url"]["url"]
+                                .as_str()
+                                .is_some_and(|u| u.starts_with("data:image/jpeg;base64,")),
+                            "images are inline JPEGs"
+                        );
+                        images += 1;
+                    } else if let Some(t) = p["text"].as_str() {
+                        texts.push(t.to_owned());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    f.seen.lock().unwrap().push(Seen {
+        authorization: headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
+        images,
+        texts,
+    });
+    let next = f.script.lock().unwrap().pop_front();
+    match next {
+        Some(Reply::Text(t)) => Json(json!({
+            "id": "chatcmpl-test",
+            "object": "chat.completion",
+            "choices": [{ "index": 0, "message": { "role": "assistant", "content": t }, "finish_reason": "stop" }],
+            "usage": { "prompt_tokens": 1200, "completion_tokens": 40 },
+        }))
+        .into_response(),
+        Some(Reply::Status(s)) => (HttpStatus::from_u16(s).unwrap(), "model error").into_response(),
+        Some(Reply::Hang(d)) => {
+            tokio::time::sleep(d).await;
+            HttpStatus::GATEWAY_TIMEOUT.into_response()
+        }
+        None => (HttpStatus::INTERNAL_SERVER_ERROR, "script exhausted").into_response(),
+    }
+}
+
+/// Starts the fake model on a free loopback port with `script`.
+async fn fake_model(script: Vec<Reply>) -> (SocketAddr, Fake) {
+    let fake = Fake::default();
+    fake.script.lock().unwrap().extend(script);
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", post(completions))
+        .with_state(fake.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (addr, fake)
+}
+
+const KEY: &str = "sk-model-key-never-shown";
+
+async fn app_with_model(site: &site::Site, model: SocketAddr) -> TestApp {
+    let base = format!("http://{model}/v1");
+    session_app(
+        Backend::Sqlite,
+        &site.allow(),
+        &[
+            ("CORDON_MODEL_BASE_URL", &base),
+            ("CORDON_MODEL_API_KEY", KEY),
+            ("CORDON_MODEL_TIMEOUT_S", "3"),
+        ],
+    )
+    .await
+}
+
+async fn run(agent: &AgentClient, body: Value) -> (StatusCode, Value) {
+    agent.post("/api/tasks", body).await
+}
+
+/// Model coordinates of page point (x, y) on a 1280×720 screenshot:
+/// UI-TARS-1.5 sees it resized to 1288×728.
+fn model_xy(x: f64, y: f64) -> (f64, f64) {
+    (x * 1288.0 / 1280.0, y * 728.0 / 720.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_clicks_types_submits_and_finishes_with_one_compact_result_and_a_trace() {
+    let site = site::start().await;
+    let (ax, ay) = model_xy(200.0, 20.0);
+    let (bx, by) = model_xy(300.0, 300.0);
+    let answers: Vec<String> = vec![
+        format!(
+            "Thought: The pad is below the field; I click it first.\nAction: click(start_box='<|box_start|>({bx:.0},{by:.0})<|box_end|>')"
+        ),
+        format!("Thought: Now the name field.\nAction: click(start_box='({ax:.0},{ay:.0})')"),
+        "Thought: Type the name and submit.\nAction: type(content='hello world\\n')".to_owned(),
+        "Thought: Done.\nAction: finished(content='{\"submitted\": \"hello world\"}')".to_owned(),
+    ];
+    let script = answers
+        .into_iter()
+        .map(|a| Reply::Text(Box::leak(a.into_boxed_str())))
+        .collect();
+    let (model, fake) = fake_model(script).await;
+    let app = app_with_model(&site, model).await;
+    let agent = app.agent("acme").await;
+
+    let (status, result) = run(
+        &agent,
+        json!({ "instruction": "Enter the name hello world and submit", "start_url": site.url("/task-form"), "record": "audit" }),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{result}");
+    assert_eq!(result["status"], "finished", "{result}");
+    assert_eq!(result["step_count"], 4, "{result}");
+    assert_eq!(
+        result["result_data"]["submitted"], "hello world",
+        "{result}"
+    );
+    assert!(result["final_screenshot_id"].as_str().is_some(), "{result}");
+    // The page really got the clicks and the typing.
+    assert_eq!(*site.submitted.lock().unwrap(), ["hello world"]);
+
+    // The trace: every step, typed text as its length, screenshots by id.
+    let id = result["task_id"].as_str().unwrap();
+    let (status, detail) = agent.get(&format!("/api/tasks/{id}")).await;
+    assert_eq!(status, StatusCode::OK, "{detail}");
+    let steps = detail["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 4, "{detail}");
+    for s in &steps[..3] {
+        assert_eq!(s["outcome"], "ok", "{s}");
+        assert!(s["screenshot_id"].as_str().is_some(), "{s}");
+        assert_eq!(s["prompt_tokens"], 1200);
+        assert!(s["model_ms"].as_i64().is_some());
+    }
+    assert!(
+        steps[0]["action"].as_str().unwrap().starts_with("click("),
+        "{detail}"
+    );
+    assert!(steps[0]["thought"].as_str().unwrap().contains("pad"));
+    let typed = steps[2]["action"].as_str().unwrap();
+    assert!(
+        !typed.contains("hello") && typed.contains("11 characters"),
+        "{typed}"
+    );
+    assert_eq!(steps[3]["outcome"], "finished");
+    assert_eq!(
+        detail["instruction"],
+        "Enter the name hello world and submit"
+    );
+
+    // The model saw the instruction, one screenshot a step (at most the
+    // newest few with history), and the key as a bearer; the key is nowhere else.
+    let seen = fake.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 4);
+    assert!(
+        seen[0]
+            .texts
+            .iter()
+            .any(|t| t.contains("Enter the name hello world"))
+    );
+    assert_eq!(seen[0].images, 1);
+    assert!(seen[3].images <= 3, "{seen:?}");
+    assert!(
+        seen.iter()
+            .all(|s| s.authorization.as_deref() == Some(&*format!("Bearer {KEY}")))
+    );
+    assert!(!detail.to_string().contains(KEY) && !result.to_string().contains(KEY));
+
+    // The session is closed; the task is listed.
+    let sid = result["session_id"].as_str().unwrap();
+    let (_, info) = agent.get(&format!("/api/sessions/{sid}")).await;
+    assert_eq!(info["state"], "closed", "{info}");
+    let (status, list) = agent.get("/api/tasks").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(list[0]["task_id"], id);
+    // Another tenant sees none of it.
+    let other = app.agent("globex").await;
+    let (status, _) = other.get(&format!("/api/tasks/{id}")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_model_answers_outages_limits_and_aborts_end_tasks_with_a_clear_status() {
+    let site = site::start().await;
+    let hostile =
+        Box::leak(format!("Action: type(content='{}')", "x".repeat(1 << 20)).into_boxed_str());
+    let (model, _fake) = fake_model(vec![
+        // 1: not the grammar.
+        Reply::Text("I think I should click somewhere nice."),
+        // 2: a 1 MB answer.
+        Reply::Text(hostile),
+        // 3: the endpoint fails.
+        Reply::Status(500),
+        // 4: a point outside the image, then waits until max_steps.
+        Reply::Text("Action: click(start_box='(5000,5000)')"),
+        Reply::Text("Action: wait()"),
+        // 5: too slow (the timeout is 3 s).
+        Reply::Hang(Duration::from_secs(10)),
+        // 6: aborted while the model thinks.
+        Reply::Hang(Duration::from_secs(20)),
+    ])
+    .await;
+    let app = app_with_model(&site, model).await;
+    let agent = app.agent("acme").await;
+    let start = site.url("/task-form");
+    let task =
+        |steps: u32| json!({ "instruction": "do it", "start_url": start, "max_steps": steps });
+
+    let (_, r) = run(&agent, task(5)).await;
+    assert_eq!(
+        (r["status"].as_str(), r["error"].as_str()),
+        (Some("error"), Some("bad_model_answer")),
+        "{r}"
+    );
+    let (_, r) = run(&agent, task(5)).await;
+    assert_eq!(
+        (r["status"].as_str(), r["error"].as_str()),
+        (Some("error"), Some("bad_model_answer")),
+        "{r}"
+    );
+    let (_, r) = run(&agent, task(5)).await;
+    assert_eq!(
+        (r["status"].as_str(), r["error"].as_str()),
+        (Some("error"), Some("model_unavailable")),
+        "{r}"
+    );
+    let (_, r) = run(&agent, task(2)).await;
+    assert_eq!(r["status"], "max_steps", "{r}");
+    let id = r["task_id"].as_str().unwrap();
+    let (_, d) = agent.get(&format!("/api/tasks/{id}")).await;
+    assert!(
+        d["steps"][0]["outcome"]
+            .as_str()
+            .unwrap()
+            .contains("outside"),
+        "{d}"
+    );
+    let (_, r) = run(&agent, task(5)).await;
+    assert_eq!(
+        (r["status"].as_str(), r["error"].as_str()),
+        (Some("error"), Some("model_unavailable")),
+        "{r}"
+    );
+    assert!(r["summary"].as_str().unwrap().contains("3 s"), "{r}");
+
+    // Abort from another request while the model is thinking.
+    let runner = {
+        let agent = AgentClient {
+            http: agent.http.clone(),
+            base: agent.base.clone(),
+            key: agent.key.clone(),
+        };
+        let body = task(5);
+        tokio::spawn(async move { agent.post("/api/tasks", body).await })
+    };
+    let id = crate::helpers::wait_until("the task to run", crate::helpers::PATIENCE, || async {
+        let (_, list) = agent.get("/api/tasks").await;
+        match list[0]["status"].as_str() {
+            Some("running") => Ok(list[0]["task_id"].as_str().unwrap().to_owned()),
+            _ => Err(list.to_string()),
+        }
+    })
+    .await;
+    let (status, aborted) = agent
+        .post(&format!("/api/tasks/{id}/abort"), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{aborted}");
+    assert_eq!(aborted["status"], "aborted", "{aborted}");
+    let (_, r) = runner.await.unwrap();
+    assert_eq!(r["status"], "aborted", "{r}");
+    let again = agent
+        .post(&format!("/api/tasks/{id}/abort"), json!({}))
+        .await;
+    assert_error(&again, StatusCode::CONFLICT, "task_ended");
+
+    // Every task's session is closed, whatever ended it.
+    assert_eq!(app.state.sessions.open_count(), 0);
+    // Refused before anything starts.
+    let big = "x".repeat(9000);
+    let r = run(&agent, json!({ "instruction": big, "start_url": start })).await;
+    assert_error(&r, StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large");
+    let r = run(
+        &agent,
+        json!({ "instruction": "x", "start_url": start, "max_steps": 0 }),
+    )
+    .await;
+    assert_error(&r, StatusCode::BAD_REQUEST, "bad_request");
+    let r = run(&agent, json!({ "instruction": "x" })).await;
+    assert_error(&r, StatusCode::BAD_REQUEST, "bad_request");
+    let r = run(
+        &agent,
+        json!({ "instruction": "x", "start_url": "javascript:alert(1)" }),
+    )
+    .await;
+    assert_error(&r, StatusCode::BAD_REQUEST, "bad_request");
+    let r = run(&agent, json!({ "instruction": "x", "start_url": start, "credential_mode": "operator", "domains": ["127.0.0.1"] })).await;
+    assert_error(&r, StatusCode::FORBIDDEN, "grant_required");
+    let (status, _) = agent.get("/api/tasks/t_nosuchtask").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_model_tasks_are_refused_and_a_down_model_is_an_error() {
+    let site = site::start().await;
+    let app = session_app(Backend::Sqlite, &site.allow(), &[]).await;
+    let agent = app.agent("acme").await;
+    let r = run(
+        &agent,
+        json!({ "instruction": "x", "start_url": site.url("/task-form") }),
+    )
+    .await;
+    assert_error(&r, StatusCode::SERVICE_UNAVAILABLE, "unavailable");
+    app.stop().await;
+
+    // A port nobody listens on.
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = closed.local_addr().unwrap();
+    drop(closed);
+    let app = app_with_model(&site, addr).await;
+    let agent = app.agent("acme").await;
+    let (status, r) = run(
+        &agent,
+        json!({ "instruction": "x", "start_url": site.url("/task-form") }),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{r}");
+    assert_eq!(
+        (r["status"].as_str(), r["error"].as_str()),
+        (Some("error"), Some("model_unavailable")),
+        "{r}"
+    );
+    assert_eq!(app.state.sessions.open_count(), 0);
+    app.stop().await;
+}

@@ -55,6 +55,7 @@ pub struct LiveSession {
     viewport: std::sync::Mutex<Viewport>,
     /// Who holds control from the live view (none: the agent drives).
     control: tokio::sync::watch::Sender<Option<ControlHolder>>,
+    control_changes: AtomicU64,
     /// Unix ms after which it is closed.
     pub deadline_at: i64,
     last_activity: AtomicI64,
@@ -89,6 +90,7 @@ impl LiveSession {
             domains: req.domains.clone(),
             viewport: std::sync::Mutex::new(req.viewport),
             control: tokio::sync::watch::Sender::new(None),
+            control_changes: AtomicU64::new(0),
             deadline_at,
             last_activity: AtomicI64::new(now_ms()),
             last_move_audited: AtomicI64::new(0),
@@ -128,7 +130,14 @@ impl LiveSession {
     /// Gives control to `holder` (or back to the agent with `None`);
     /// answers the previous holder.
     pub(super) fn set_control(&self, holder: Option<ControlHolder>) -> Option<ControlHolder> {
+        self.control_changes.fetch_add(1, Ordering::SeqCst);
         self.control.send_replace(holder)
+    }
+
+    /// How many times control changed hands (a take and a hand-back
+    /// quicker than a watcher looks still count).
+    pub fn control_changes(&self) -> u64 {
+        self.control_changes.load(Ordering::SeqCst)
     }
 
     /// Keeps the scripts injection installed on the first tab, for the

@@ -766,19 +766,14 @@ impl Runner {
     async fn wait_for_call_user(&self) -> bool {
         let mut control = self.live.watch_control();
         let mut aborted = self.aborted.clone();
-        let mut taken = control.borrow().is_some();
+        let before = self.live.control_changes();
         loop {
+            // Taken and handed back since the model asked (however fast).
+            if control.borrow_and_update().is_none() && self.live.control_changes() >= before + 2 {
+                return true;
+            }
             tokio::select! {
-                changed = control.changed() => {
-                    if changed.is_err() {
-                        return false;
-                    }
-                    let held = control.borrow().is_some();
-                    if taken && !held {
-                        return true;
-                    }
-                    taken |= held;
-                }
+                changed = control.changed() => if changed.is_err() { return false },
                 _ = aborted.changed() => return false,
                 () = tokio::time::sleep(Duration::from_secs(1)) => {
                     if self.live.browser_gone() || now_ms() > self.live.deadline_at {

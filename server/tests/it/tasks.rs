@@ -388,3 +388,114 @@ async fn without_a_model_tasks_are_refused_and_a_down_model_is_an_error() {
     assert_eq!(app.state.sessions.open_count(), 0);
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn call_user_pauses_the_task_until_an_operator_takes_over_and_hands_back() {
+    let site = site::start().await;
+    let (model, fake) = fake_model(vec![
+        Reply::Text("Thought: A captcha; I need a person.\nAction: call_user()"),
+        Reply::Text("Action: finished(content='done after help')"),
+    ])
+    .await;
+    let app = app_with_model(&site, model).await;
+    let agent = app.agent("acme").await;
+    let runner = {
+        let agent = AgentClient {
+            http: agent.http.clone(),
+            base: agent.base.clone(),
+            key: agent.key.clone(),
+        };
+        let body = json!({ "instruction": "solve it", "start_url": site.url("/task-form") });
+        tokio::spawn(async move { agent.post("/api/tasks", body).await })
+    };
+    let (id, sid) =
+        crate::helpers::wait_until("the task to wait", crate::helpers::PATIENCE, || async {
+            let (_, list) = agent.get("/api/tasks").await;
+            let Some(id) = list[0]["task_id"].as_str() else {
+                return Err(list.to_string());
+            };
+            let (_, d) = agent.get(&format!("/api/tasks/{id}")).await;
+            if d["steps"][0]["outcome"] == "waiting for an operator" {
+                Ok((id.to_owned(), d["session_id"].as_str().unwrap().to_owned()))
+            } else {
+                Err(d.to_string())
+            }
+        })
+        .await;
+    // Nothing more is asked of the model while it waits.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(fake.seen.lock().unwrap().len(), 1);
+    let live = app.state.sessions.find_live(&sid).await.expect("running");
+    app.state
+        .sessions
+        .take_control(&live, "op_helper", "olive")
+        .await
+        .unwrap();
+    app.state
+        .sessions
+        .release_control(&live, cordon::audit::Actor::Operator("op_helper".into()))
+        .await
+        .unwrap();
+    let (status, r) = runner.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{r}");
+    assert_eq!(r["status"], "finished", "{r}");
+    assert_eq!(r["summary"], "done after help");
+    assert_eq!(r["task_id"], id.as_str());
+    assert_eq!(r["step_count"], 2);
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_ends_running_tasks_as_aborted_and_keeps_their_trace() {
+    let site = site::start().await;
+    let (model, _fake) = fake_model(vec![]).await;
+    let app = app_with_model(&site, model).await;
+    let agent = app.agent("acme").await;
+    let store = &app.state.store;
+    let row = cordon::store::tasks::TaskRow {
+        id: "t_leftbehind".into(),
+        tenant_id: "acme".into(),
+        api_key_id: None,
+        session_id: None,
+        instruction: "left running".into(),
+        status: "running".into(),
+        summary: None,
+        result_data: None,
+        error: None,
+        step_count: 0,
+        max_steps: 5,
+        final_screenshot_id: None,
+        host: app.state.sessions.host().to_owned(),
+        created_at: cordon::time::now_ms(),
+        ended_at: None,
+    };
+    store.task_insert(&row).await.unwrap();
+    store
+        .task_step_insert(&cordon::store::tasks::StepRow {
+            task_id: row.id.clone(),
+            n: 1,
+            thought: Some("halfway".into()),
+            action: Some("wait()".into()),
+            outcome: "ok".into(),
+            screenshot_id: None,
+            model_ms: Some(5),
+            prompt_tokens: None,
+            completion_tokens: None,
+            created_at: cordon::time::now_ms(),
+        })
+        .await
+        .unwrap();
+    // What `serve` does at start.
+    cordon::tasks::Tasks::start(
+        &app.state.settings,
+        store.clone(),
+        app.state.sessions.clone(),
+    )
+    .await
+    .unwrap();
+    let (_, d) = agent.get("/api/tasks/t_leftbehind").await;
+    assert_eq!(d["status"], "aborted", "{d}");
+    assert_eq!(d["error"], "restarted", "{d}");
+    assert_eq!(d["steps"].as_array().map(Vec::len), Some(1), "{d}");
+    app.stop().await;
+}

@@ -53,6 +53,8 @@ enum Action {
     RequestGrant,
     /// `grants::poll`.
     GrantStatus,
+    /// `Tasks::run`.
+    RunTask,
 }
 
 /// One MCP tool.
@@ -245,6 +247,12 @@ fn table() -> Vec<Entry> {
             input::<GrantStatusReq>,
             Action::GrantStatus,
         ),
+        e(
+            "browser_run_task",
+            About::Route("post", "/api/tasks"),
+            input::<crate::tasks::TaskRequest>,
+            Action::RunTask,
+        ),
     ]
 }
 
@@ -312,6 +320,10 @@ async fn run(
             Ok(answer::value(
                 &grants::poll(&state.store, owner, &id).await?,
             ))
+        }
+        Action::RunTask => {
+            let req: crate::tasks::TaskRequest = arguments(args)?;
+            Ok(answer::value(&state.tasks.run(owner, req).await?))
         }
         Action::Close => {
             let id = session_id(&mut args)?;

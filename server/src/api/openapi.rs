@@ -86,6 +86,7 @@ pub fn describe(code: &str) -> &'static str {
             "audit recording is at the tenant's disk quota; the screenshot was not kept"
         }
         "last_tab" => "the session's last tab cannot be closed",
+        "task_ended" => "the task has ended already",
         "operator_has_control" => {
             "an operator has taken control of the session from the live view; retry after they hand it back"
         }

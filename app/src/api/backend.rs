@@ -16,6 +16,7 @@ use super::health::SystemStatus;
 use super::live::{DomainPreviewView, LiveAccess, SavedView};
 use super::screenshots::TimelineView;
 use super::sessions::{SessionDetail, SessionFilter, SessionView};
+use super::tasks::TaskTrace;
 use super::tenants::{NewApiKey, TenantView};
 use crate::error::UiError;
 
@@ -129,6 +130,7 @@ pub trait Dashboard:
     + CredentialsBackend
     + TenantsBackend
     + LiveBackend
+    + TasksBackend
     + Send
     + Sync
     + 'static
@@ -144,6 +146,7 @@ impl<T> Dashboard for T where
         + CredentialsBackend
         + TenantsBackend
         + LiveBackend
+        + TasksBackend
         + Send
         + Sync
         + 'static
@@ -179,6 +182,13 @@ pub trait LiveBackend {
         session: String,
         domains: String,
     ) -> UiResult<Vec<SavedView>>;
+}
+
+/// Tasks and traces.
+#[async_trait::async_trait]
+pub trait TasksBackend {
+    /// A task (of any tenant) with its trace.
+    async fn task(&self, op: &Operator, id: String) -> UiResult<TaskTrace>;
 }
 
 /// How the server provides its [`Dashboard`] to server functions.

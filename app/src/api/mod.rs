@@ -13,6 +13,7 @@ pub mod health;
 pub mod live;
 pub mod screenshots;
 pub mod sessions;
+pub mod tasks;
 pub mod tenants;
 
 #[cfg(feature = "ssr")]

@@ -80,6 +80,8 @@ pub struct SessionDetail {
     /// The operator holding control from the live view, by name (agent
     /// tool calls are refused meanwhile).
     pub control: Option<String>,
+    /// Tasks (`run_task`) that ran on it.
+    pub tasks: Vec<super::tasks::TaskLine>,
 }
 
 /// The sessions list.

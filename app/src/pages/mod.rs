@@ -13,6 +13,7 @@ mod overview;
 mod screenshots;
 mod session;
 mod sessions;
+mod task;
 mod tenants;
 
 pub use account::Account;
@@ -28,4 +29,5 @@ pub use overview::Overview;
 pub use screenshots::Screenshots;
 pub use session::Session;
 pub use sessions::Sessions;
+pub use task::Task;
 pub use tenants::Tenants;

@@ -91,6 +91,22 @@ fn Detail(
                 </a>
             })}
         </div>
+        {(!d.tasks.is_empty()).then(|| view! {
+            <h2>"Tasks"</h2>
+            <table class="list" id="session-tasks">
+                <thead><tr><th>"Task"</th><th>"Status"</th><th>"Steps"</th><th>"Started (UTC)"</th></tr></thead>
+                <tbody>
+                    {d.tasks.iter().map(|t| view! {
+                        <tr>
+                            <td><a href=format!("/tasks/{}", t.id)><code>{t.id.clone()}</code></a></td>
+                            <td><span class="badge" data-status=t.status.clone()>{t.status.clone()}</span></td>
+                            <td class="num">{t.steps}</td>
+                            <td>{utc(t.created_at)}</td>
+                        </tr>
+                    }).collect_view()}
+                </tbody>
+            </table>
+        })}
         <h2>"Audit trail"</h2>
         {if d.audit.is_empty() {
             view! { <p class="empty">"No audited action yet."</p> }.into_any()

@@ -14,6 +14,7 @@ mod health;
 mod images;
 mod live;
 mod sessions;
+mod tasks;
 mod tenants;
 
 use app::api::auth::Operator;

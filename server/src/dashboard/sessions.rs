@@ -121,6 +121,14 @@ impl SessionsBackend for AppState {
                 .ok()
                 .and_then(|l| l.control())
                 .map(|h| h.name),
+            tasks: self
+                .store
+                .task_list(None, Some(sid.as_str()), 50)
+                .await
+                .map_err(|e| internal("listing the session's tasks", e))?
+                .iter()
+                .map(super::tasks::line)
+                .collect(),
         })
     }
 

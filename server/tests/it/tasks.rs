@@ -227,6 +227,26 @@ async fn a_task_clicks_types_submits_and_finishes_with_one_compact_result_and_a_
     let (status, list) = agent.get("/api/tasks").await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(list[0]["task_id"], id);
+    // Operators see the trace on the dashboard, linked from the session.
+    let (_, cookie) = app
+        .operator_session("olive", app::api::auth::Role::Viewer)
+        .await;
+    let (status, trace) = app
+        .server_fn("get_task", &format!("id={id}"), Some(&cookie))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{trace}");
+    assert_eq!(trace["steps"].as_array().map(Vec::len), Some(4), "{trace}");
+    assert!(!trace.to_string().contains("hello world\\n"), "{trace}");
+    let (_, detail) = app
+        .server_fn("get_session", &format!("id={sid}"), Some(&cookie))
+        .await;
+    assert_eq!(detail["tasks"][0]["id"], id, "{detail}");
+    let (status, _) = app
+        .server_fn("get_task", "id=t_nosuchtask", Some(&cookie))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = app.server_fn("get_task", &format!("id={id}"), None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
     // Another tenant sees none of it.
     let other = app.agent("globex").await;
     let (status, _) = other.get(&format!("/api/tasks/{id}")).await;

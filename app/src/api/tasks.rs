@@ -1,0 +1,72 @@
+//! Tasks (`run_task`) and their traces, as operators review them.
+
+use leptos::prelude::*;
+use serde::{Deserialize, Serialize};
+
+#[cfg(feature = "ssr")]
+use super::auth::Role;
+use crate::error::UiError;
+
+/// A task in a list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskLine {
+    /// `t_…`.
+    pub id: String,
+    /// Tenant.
+    pub tenant: String,
+    /// The session it ran on.
+    pub session: Option<String>,
+    /// `running`, `finished`, `max_steps`, `deadline`, `error`, `aborted`, `denied`.
+    pub status: String,
+    /// Steps taken.
+    pub steps: i64,
+    /// Unix ms.
+    pub created_at: i64,
+    /// Unix ms.
+    pub ended_at: Option<i64>,
+}
+
+/// One step of a trace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepLine {
+    /// From 1.
+    pub n: i64,
+    /// The model's thought.
+    pub thought: Option<String>,
+    /// The action (typed text as its length).
+    pub action: Option<String>,
+    /// `ok`, or what failed.
+    pub outcome: String,
+    /// The screenshot the model saw (an id for `/ui/screenshots/…`).
+    pub screenshot: Option<String>,
+    /// The model's answer time.
+    pub model_ms: Option<i64>,
+    /// Tokens in and out, when reported.
+    pub tokens: Option<(i64, i64)>,
+    /// Unix ms.
+    pub at: i64,
+}
+
+/// A task with its trace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskTrace {
+    /// The task.
+    pub task: TaskLine,
+    /// What the agent asked.
+    pub instruction: String,
+    /// The model's final answer or what stopped it.
+    pub summary: Option<String>,
+    /// Why it failed, if it did.
+    pub error: Option<String>,
+    /// The step limit.
+    pub max_steps: i64,
+    /// Steps in order.
+    pub steps: Vec<StepLine>,
+}
+
+/// A task and its trace.
+#[server(prefix = "/ui/fn", endpoint = "get_task")]
+pub async fn get_task(id: String) -> Result<TaskTrace, UiError> {
+    let (ctl, op) = super::backend::require(Role::Viewer, "see tasks").await?;
+    ctl.task(&op, id).await
+}

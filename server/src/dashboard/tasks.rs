@@ -1,0 +1,64 @@
+//! Tasks and their traces for the dashboard (any tenant's).
+
+use app::api::auth::Operator;
+use app::api::backend::{TasksBackend, UiResult};
+use app::api::tasks::{StepLine, TaskLine, TaskTrace};
+use app::error::UiError;
+
+use super::internal;
+use crate::state::AppState;
+use crate::store::tasks::TaskRow;
+
+/// A task as the lists show it.
+pub(super) fn line(t: &TaskRow) -> TaskLine {
+    TaskLine {
+        id: t.id.clone(),
+        tenant: t.tenant_id.clone(),
+        session: t.session_id.clone(),
+        status: t.status.clone(),
+        steps: t.step_count,
+        created_at: t.created_at,
+        ended_at: t.ended_at,
+    }
+}
+
+#[async_trait::async_trait]
+impl TasksBackend for AppState {
+    async fn task(&self, _op: &Operator, id: String) -> UiResult<TaskTrace> {
+        let not_found = || UiError::not_found(format!("task {id:?}"));
+        if id.len() > 64 {
+            return Err(not_found());
+        }
+        let row = self
+            .store
+            .task_get(None, &id)
+            .await
+            .map_err(|e| internal("reading the task", e))?
+            .ok_or_else(not_found)?;
+        let steps = self
+            .store
+            .task_steps(&id)
+            .await
+            .map_err(|e| internal("reading the trace", e))?;
+        Ok(TaskTrace {
+            task: line(&row),
+            instruction: row.instruction,
+            summary: row.summary,
+            error: row.error,
+            max_steps: row.max_steps,
+            steps: steps
+                .into_iter()
+                .map(|s| StepLine {
+                    n: s.n,
+                    thought: s.thought,
+                    action: s.action,
+                    outcome: s.outcome,
+                    screenshot: s.screenshot_id,
+                    model_ms: s.model_ms,
+                    tokens: s.prompt_tokens.zip(s.completion_tokens),
+                    at: s.created_at,
+                })
+                .collect(),
+        })
+    }
+}

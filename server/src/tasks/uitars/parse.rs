@@ -515,12 +515,12 @@ fn parse_point(value: &str) -> Result<Point, ParseError> {
     }
     let mut numbers = [0.0; 4];
     let mut count = 0;
-    let mut tokens: Box<dyn Iterator<Item = &str>> = if inner.contains(',') {
+    let tokens: Box<dyn Iterator<Item = &str>> = if inner.contains(',') {
         Box::new(inner.split(',').map(str::trim))
     } else {
         Box::new(inner.split_whitespace())
     };
-    for token in &mut tokens {
+    for token in tokens {
         let slot = numbers
             .get_mut(count)
             .ok_or_else(|| bad("expected 2 or 4 numbers"))?;
@@ -882,7 +882,7 @@ mod tests {
         let start = Instant::now();
         let err = parse(&huge).unwrap_err();
         assert_eq!(err.code(), "too_long");
-        assert!(start.elapsed() < Duration::from_millis(5));
+        assert!(start.elapsed() < Duration::from_millis(50));
         let at_limit = format!(
             "Action: type(content='{}')",
             "x".repeat(MAX_ANSWER_BYTES - "Action: type(content='')".len())

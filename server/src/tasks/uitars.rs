@@ -37,11 +37,15 @@
 
 mod action;
 mod coords;
+mod error;
 mod parse;
+mod point;
+mod scan;
 
 pub use action::{Action, Point, ScrollDirection};
 pub use coords::{CoordinateMode, ImageSpace, MAX_RATIO, MapError, ResizeRule, smart_resize};
-pub use parse::{MAX_ANSWER_BYTES, ParseError, Step, parse};
+pub use error::ParseError;
+pub use parse::{MAX_ANSWER_BYTES, Step, parse};
 
 #[cfg(test)]
 mod tests {

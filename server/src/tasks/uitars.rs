@@ -27,7 +27,7 @@
 //!
 //! Points are also written `start_box='(x1,y1)'`, with
 //! `<|box_start|>…<|box_end|>` around them, or as boxes of four numbers
-//! (their centre is meant). [`parse`] reads an answer into a [`Step`] in the
+//! (their centre is meant). [`parse()`] reads an answer into a [`Step`] in the
 //! model's image coordinates; [`ImageSpace`] maps those to CSS pixels of
 //! the page; `Display` on [`Action`] writes the canonical text back.
 //!

@@ -7,7 +7,7 @@ use super::error::{ParseError, excerpt};
 use super::point::parse_point;
 use super::scan::Cursor;
 
-/// The largest answer [`parse`] reads. A UI-TARS step is a few hundred bytes;
+/// The largest answer [`parse()`] reads. A UI-TARS step is a few hundred bytes;
 /// anything this big is refused before any other work.
 pub const MAX_ANSWER_BYTES: usize = 64 * 1024;
 

@@ -27,7 +27,7 @@
 //!
 //! Points are also written `start_box='(x1,y1)'`, with
 //! `<|box_start|>…<|box_end|>` around them, or as boxes of four numbers
-//! (their centre is meant). [`parse`] reads an answer into a [`Step`] in the
+//! (their centre is meant). [`parse()`] reads an answer into a [`Step`] in the
 //! model's image coordinates; [`ImageSpace`] maps those to CSS pixels of
 //! the page; `Display` on [`Action`] writes the canonical text back.
 //!
@@ -37,11 +37,15 @@
 
 mod action;
 mod coords;
+mod error;
 mod parse;
+mod point;
+mod scan;
 
 pub use action::{Action, Point, ScrollDirection};
 pub use coords::{CoordinateMode, ImageSpace, MAX_RATIO, MapError, ResizeRule, smart_resize};
-pub use parse::{MAX_ANSWER_BYTES, ParseError, Step, parse};
+pub use error::ParseError;
+pub use parse::{MAX_ANSWER_BYTES, Step, parse};
 
 #[cfg(test)]
 mod tests {

@@ -3,7 +3,7 @@
 use std::fmt;
 
 /// A point in the model's image coordinates (see [`super::CoordinateMode`]):
-/// finite and never negative when it comes from [`super::parse`].
+/// finite and never negative when it comes from [`super::parse()`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Point {
     /// Distance from the image's left edge.
@@ -52,7 +52,7 @@ impl ScrollDirection {
 /// One action of the UI-TARS grammar, in the model's image coordinates.
 ///
 /// [`fmt::Display`] renders the canonical text (`click(start_box='(x,y)')`),
-/// which [`super::parse`] reads back as the same action.
+/// which [`super::parse()`] reads back as the same action.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
     /// `click(…)` or `left_single(…)`: one left click.

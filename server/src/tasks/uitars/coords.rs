@@ -96,7 +96,7 @@ impl ResizeRule {
             w_bar = (w * beta / factor).ceil() * factor;
         }
         let side = |v: f64| {
-            if v >= 1.0 && v <= f64::from(u32::MAX) {
+            if (1.0..=f64::from(u32::MAX)).contains(&v) {
                 Ok(v as u32)
             } else {
                 Err(MapError::BadImageSize(
@@ -212,8 +212,8 @@ impl ImageSpace {
             });
         }
         Ok((
-            x / width * self.viewport_width,
-            y / height * self.viewport_height,
+            x * self.viewport_width / width,
+            y * self.viewport_height / height,
         ))
     }
 
@@ -231,15 +231,15 @@ impl ImageSpace {
             });
         }
         Ok((
-            x / self.viewport_width * width,
-            y / self.viewport_height * height,
+            x * width / self.viewport_width,
+            y * height / self.viewport_height,
         ))
     }
 }
 
 /// `0 <= v < limit` (false for NaN).
 fn inside(v: f64, limit: f64) -> bool {
-    v >= 0.0 && v < limit
+    (0.0..limit).contains(&v)
 }
 
 #[cfg(test)]

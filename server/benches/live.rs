@@ -50,8 +50,8 @@ html,body{margin:0;height:100%;overflow:hidden;font:16px sans-serif}
 #b{position:absolute;width:240px;height:160px;background:#fff;color:#000;font-size:48px}
 p{margin:4px 12px}</style></head><body><div id=b></div><script>
 for(let i=0;i<30;i++){const p=document.createElement('p');p.textContent=i+' The quick brown fox jumps over the lazy dog; pack my box with five dozen liquor jugs.';document.body.appendChild(p)}
-let n=0;const b=document.getElementById('b');
-function f(){n++;document.body.style.background='hsl('+(n*3%360)+',60%,55%)';
+let n=0,c=0,k=0,last=performance.now();const b=document.getElementById('b');
+function f(now){n++;c++;if(now-last>=1000){document.title='raf '+Math.round(c*1000/(now-last))+' #'+(++k);c=0;last=now}document.body.style.background='hsl('+(n*3%360)+',60%,55%)';
 b.style.left=(n*7%1040)+'px';b.style.top=(n*5%560)+'px';b.textContent=n;requestAnimationFrame(f)}
 requestAnimationFrame(f)</script></body></html>"#;
 
@@ -105,6 +105,36 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
+fn unix_ms() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+        * 1000.0
+}
+
+/// A click's latency split at the frame's own timestamp (Chromium's clock
+/// is this machine's): click sent → frame made, frame made → received.
+#[derive(Default)]
+struct Split {
+    made: Vec<f64>,
+    delivered: Vec<f64>,
+}
+
+impl Split {
+    fn push(&mut self, sent_ms: f64, frame_ts_ms: f64, received_ms: f64) {
+        self.made.push(frame_ts_ms - sent_ms);
+        self.delivered.push(received_ms - frame_ts_ms);
+    }
+    fn show(&self) -> String {
+        format!(
+            "click → frame made p50 {:.2} ms; frame made → received p50 {:.2} ms",
+            median_f(&self.made),
+            median_f(&self.delivered)
+        )
+    }
+}
+
 /// This process's CPU time so far (user + system).
 fn cpu_time() -> Duration {
     use nix::sys::resource::{UsageWho, getrusage};
@@ -113,6 +143,16 @@ fn cpu_time() -> Duration {
         Duration::from_secs(t.tv_sec() as u64) + Duration::from_micros(t.tv_usec() as u64)
     };
     tv(u.user_time()) + tv(u.system_time())
+}
+
+/// The machine's 1-minute load average (it is shared).
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split(' ')
+        .next()
+        .unwrap_or("?")
+        .to_owned()
 }
 
 /// This process's resident set, KiB.
@@ -160,6 +200,8 @@ struct Cordon {
     addr: std::net::SocketAddr,
     key: String,
     cookie: String,
+    state: cordon::state::AppState,
+    op: String,
     stop: tokio::sync::oneshot::Sender<()>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -187,6 +229,7 @@ impl Cordon {
             .unwrap();
         let addr = app.local_addr();
         let state = app.state();
+        let kept = state.clone();
         let tenant: cordon::domain::TenantId = "bench".parse().unwrap();
         let _ = state.store.tenant_create(&tenant, "bench").await;
         let (_, key) = state.store.api_key_create(&tenant, "bench").await.unwrap();
@@ -237,6 +280,8 @@ impl Cordon {
             addr,
             key,
             cookie: format!("cordon_session={sid}"),
+            state: kept,
+            op: op.id.to_string(),
             stop,
             task,
         }
@@ -342,7 +387,10 @@ impl Cordon {
             last: tokio::time::Instant::now(),
             sleep: None,
         };
-        tokio_tungstenite::client_async(req, stream).await.unwrap().0
+        tokio_tungstenite::client_async(req, stream)
+            .await
+            .unwrap()
+            .0
     }
 
     /// (frames sent, frames dropped, bytes sent) from `/metrics`.
@@ -400,14 +448,12 @@ impl AsyncRead for Throttled {
                 this.sleep = None;
             }
             let now = tokio::time::Instant::now();
-            this.tokens = (this.tokens + (now - this.last).as_secs_f64() * this.rate)
-                .min(CHUNK as f64);
+            this.tokens =
+                (this.tokens + (now - this.last).as_secs_f64() * this.rate).min(CHUNK as f64);
             this.last = now;
             if this.tokens < 1024.0 {
                 let wait = (CHUNK as f64 - this.tokens) / this.rate;
-                this.sleep = Some(Box::pin(tokio::time::sleep(Duration::from_secs_f64(
-                    wait,
-                ))));
+                this.sleep = Some(Box::pin(tokio::time::sleep(Duration::from_secs_f64(wait))));
                 continue;
             }
             let allow = (this.tokens as usize).min(buf.remaining()).min(CHUNK);
@@ -452,24 +498,42 @@ where
     }
 }
 
-/// Counts binary messages (frames) and their bytes for `window`.
-async fn count_frames<S>(ws: &mut WebSocketStream<S>, window: Duration) -> (u64, u64)
+/// Counts binary messages (frames) and their bytes for `window`; the
+/// page's own animation rates (its title, `raf N`, once a second) are
+/// collected from the page messages.
+async fn count_frames<S>(ws: &mut WebSocketStream<S>, window: Duration) -> (u64, u64, Vec<f64>)
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let end = tokio::time::Instant::now() + window;
-    let (mut frames, mut bytes) = (0u64, 0u64);
+    let (mut frames, mut bytes, mut raf) = (0u64, 0u64, Vec::new());
     while let Ok(msg) = tokio::time::timeout_at(end, ws.next()).await {
         match msg {
             Some(Ok(Message::Binary(b))) => {
                 frames += 1;
                 bytes += b.len() as u64;
             }
+            Some(Ok(Message::Text(t))) if t.as_str().starts_with("{\"type\":\"page\"") => {
+                let v: Value = serde_json::from_str(t.as_str()).unwrap();
+                if let Some(r) = v["title"]
+                    .as_str()
+                    .and_then(|t| t.strip_prefix("raf "))
+                    .and_then(|r| r.split(' ').next()?.parse().ok())
+                {
+                    raf.push(r);
+                }
+            }
             Some(Ok(_)) => {}
             other => panic!("the view ended: {other:?}"),
         }
     }
-    (frames, bytes)
+    (frames, bytes, raf)
+}
+
+fn median_f(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 /// Whether the JPEG's centre pixel is red (`Some(true)`), blue
@@ -547,10 +611,7 @@ struct RawCast {
 
 impl RawCast {
     async fn start(page: &Page) -> Self {
-        let mut frames = page
-            .event_listener::<EventScreencastFrame>()
-            .await
-            .unwrap();
+        let mut frames = page.event_listener::<EventScreencastFrame>().await.unwrap();
         page.execute(
             StartScreencastParams::builder()
                 .format(StartScreencastFormat::Jpeg)
@@ -567,7 +628,9 @@ impl RawCast {
         let task = tokio::spawn(async move {
             while let Some(ev) = frames.next().await {
                 let at = Instant::now();
-                let _ = p.execute(ScreencastFrameAckParams::new(ev.session_id)).await;
+                let _ = p
+                    .execute(ScreencastFrameAckParams::new(ev.session_id))
+                    .await;
                 if tx.send((at, ev)).is_err() {
                     break;
                 }
@@ -598,6 +661,8 @@ struct Fps {
     bytes: u64,
     secs: f64,
     cpu: f64,
+    /// The page's own requestAnimationFrame rate meanwhile.
+    raf: f64,
 }
 
 impl Fps {
@@ -621,6 +686,12 @@ async fn raw_fps(page: &Page, page_base: &str, window: Duration) -> Fps {
         let _ = tokio::time::timeout(Duration::from_millis(100), cast.rx.recv()).await;
     }
     while cast.rx.try_recv().is_ok() {}
+    let n0 = cordon::cdp::evaluate(page, "n")
+        .await
+        .unwrap()
+        .as_f64()
+        .unwrap();
+    let t0 = Instant::now();
     let cpu = CpuWindow::start();
     let end = tokio::time::Instant::now() + window;
     let (mut frames, mut bytes) = (0u64, 0u64);
@@ -628,22 +699,30 @@ async fn raw_fps(page: &Page, page_base: &str, window: Duration) -> Fps {
         frames += 1;
         bytes += b64(&ev).len() as u64;
     }
+    let cpu = cpu.share();
+    let n1 = cordon::cdp::evaluate(page, "n")
+        .await
+        .unwrap()
+        .as_f64()
+        .unwrap();
     let out = Fps {
         frames,
         bytes,
         secs: window.as_secs_f64(),
-        cpu: cpu.share(),
+        cpu,
+        raf: (n1 - n0) / t0.elapsed().as_secs_f64(),
     };
     cast.stop().await;
     raw_goto(page, &format!("{page_base}/blank")).await;
     out
 }
 
-async fn raw_input(page: &Page, page_base: &str, rounds: usize) -> (Stats, usize) {
+async fn raw_input(page: &Page, page_base: &str, rounds: usize) -> (Stats, usize, Split) {
     raw_goto(page, &format!("{page_base}/flip")).await;
     let mut cast = RawCast::start(page).await;
     let mut red = true;
     let mut out = Vec::new();
+    let mut split = Split::default();
     let mut missed = 0;
     // The first frame: red.
     loop {
@@ -659,16 +738,18 @@ async fn raw_input(page: &Page, page_base: &str, rounds: usize) -> (Stats, usize
         {}
         let want = !red;
         let t = Instant::now();
+        let sent_ms = unix_ms();
         for kind in [
             DispatchMouseEventType::MousePressed,
             DispatchMouseEventType::MouseReleased,
         ] {
+            let pressed = i64::from(kind == DispatchMouseEventType::MousePressed);
             let ev = DispatchMouseEventParams::builder()
                 .r#type(kind)
                 .x(f64::from(W) / 2.0)
                 .y(f64::from(H) / 2.0)
                 .button(MouseButton::Left)
-                .buttons(i64::from(kind == DispatchMouseEventType::MousePressed))
+                .buttons(pressed)
                 .click_count(1)
                 .build()
                 .unwrap();
@@ -680,6 +761,10 @@ async fn raw_input(page: &Page, page_base: &str, rounds: usize) -> (Stats, usize
                 Ok(Some((at, ev))) => {
                     if centre_is_red(&b64(&ev)) == Some(want) {
                         out.push(at - t);
+                        let received_ms = sent_ms + ms(at - t);
+                        if let Some(ts) = &ev.metadata.timestamp {
+                            split.push(sent_ms, *ts.inner() * 1000.0, received_ms);
+                        }
                         break;
                     }
                 }
@@ -693,7 +778,7 @@ async fn raw_input(page: &Page, page_base: &str, rounds: usize) -> (Stats, usize
     }
     cast.stop().await;
     raw_goto(page, &format!("{page_base}/blank")).await;
-    (Stats(out), missed)
+    (Stats(out), missed, split)
 }
 
 /// CPU share of this process over `window` with nothing watched.
@@ -703,7 +788,12 @@ async fn idle_cpu(window: Duration) -> f64 {
     cpu.share()
 }
 
-async fn cordon_fps(cordon: &Cordon, page_base: &str, window: Duration, idle: Duration) -> (Fps, f64) {
+async fn cordon_fps(
+    cordon: &Cordon,
+    page_base: &str,
+    window: Duration,
+    idle: Duration,
+) -> (Fps, f64) {
     let sid = cordon.open(&format!("{page_base}/anim")).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let idle_share = idle_cpu(idle).await;
@@ -711,12 +801,13 @@ async fn cordon_fps(cordon: &Cordon, page_base: &str, window: Duration, idle: Du
     first_frame(&mut ws).await;
     let _ = count_frames(&mut ws, Duration::from_secs(1)).await;
     let cpu = CpuWindow::start();
-    let (frames, bytes) = count_frames(&mut ws, window).await;
+    let (frames, bytes, raf) = count_frames(&mut ws, window).await;
     let out = Fps {
         frames,
         bytes,
         secs: window.as_secs_f64(),
         cpu: cpu.share(),
+        raf: median_f(&raf),
     };
     drop(ws);
     cordon.close(&sid).await;
@@ -756,12 +847,13 @@ async fn cordon_multi(
         .collect();
     let mut out = Vec::new();
     for t in tasks {
-        let (frames, bytes) = t.await.unwrap();
+        let (frames, bytes, raf) = t.await.unwrap();
         out.push(Fps {
             frames,
             bytes,
             secs: window.as_secs_f64(),
             cpu: 0.0,
+            raf: median_f(&raf),
         });
     }
     let share = cpu.share();
@@ -771,12 +863,20 @@ async fn cordon_multi(
     (out, share, idle_share)
 }
 
-async fn cordon_input(cordon: &Cordon, page_base: &str, rounds: usize) -> (Stats, usize) {
+/// Cordon's click rounds: (click → frame, missed, split, audit append
+/// alone, run_tool(down) + run_tool(up) called in-process).
+async fn cordon_input(
+    cordon: &Cordon,
+    page_base: &str,
+    rounds: usize,
+) -> (Stats, usize, Split, Stats, Stats) {
     let sid = cordon.open(&format!("{page_base}/flip")).await;
     let mut ws = cordon.view(&sid).await;
-    ws.send(Message::Text(json!({ "type": "take_control" }).to_string().into()))
-        .await
-        .unwrap();
+    ws.send(Message::Text(
+        json!({ "type": "take_control" }).to_string().into(),
+    ))
+    .await
+    .unwrap();
     // In control, and a red first frame.
     let (mut control, mut red_seen) = (false, false);
     while !(control && red_seen) {
@@ -799,6 +899,8 @@ async fn cordon_input(cordon: &Cordon, page_base: &str, rounds: usize) -> (Stats
     .to_string();
     let mut red = true;
     let mut out = Vec::new();
+    let mut split = Split::default();
+    let mut last_ts = 0.0;
     let mut missed = 0;
     for _ in 0..rounds {
         while let Ok(Some(Ok(m))) =
@@ -812,6 +914,7 @@ async fn cordon_input(cordon: &Cordon, page_base: &str, rounds: usize) -> (Stats
         }
         let want = !red;
         let t = Instant::now();
+        let sent_ms = unix_ms();
         ws.send(Message::Text(click.clone().into())).await.unwrap();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
         loop {
@@ -820,11 +923,16 @@ async fn cordon_input(cordon: &Cordon, page_base: &str, rounds: usize) -> (Stats
                     let at = Instant::now();
                     if centre_is_red(&b) == Some(want) {
                         out.push(at - t);
+                        split.push(sent_ms, last_ts, sent_ms + ms(at - t));
                         break;
                     }
                 }
                 Ok(Some(Ok(Message::Text(t)))) if t.as_str().contains("\"error\"") => {
                     panic!("live view error: {t}")
+                }
+                Ok(Some(Ok(Message::Text(t)))) if t.as_str().starts_with("{\"type\":\"frame\"") => {
+                    let v: Value = serde_json::from_str(t.as_str()).unwrap();
+                    last_ts = v["ts"].as_f64().unwrap_or_default();
                 }
                 Ok(Some(Ok(_))) => {}
                 _ => {
@@ -835,9 +943,47 @@ async fn cordon_input(cordon: &Cordon, page_base: &str, rounds: usize) -> (Stats
         }
         red = want;
     }
+    // The pipeline's parts, in-process: one audit append, and the click's
+    // two tool calls as the socket's worker runs them.
+    let state = &cordon.state;
+    let live = state.sessions.find_live(&sid).await.unwrap();
+    let actor = cordon::audit::Actor::Operator(cordon.op.clone());
+    let (mut audit, mut tools) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let t = Instant::now();
+        state
+            .store
+            .audit_append(cordon::audit::NewEvent::new(actor.clone(), "bench.probe").outcome("ok"))
+            .await
+            .unwrap();
+        audit.push(t.elapsed());
+        let t = Instant::now();
+        for (kind, buttons) in [
+            (cordon::cdp::MouseKind::Down, 1),
+            (cordon::cdp::MouseKind::Up, 0),
+        ] {
+            let call = cordon::sessions::ToolCall::new(cordon::sessions::Tool::Input(
+                cordon::sessions::LiveInput::Mouse {
+                    kind,
+                    x: f64::from(W) / 2.0,
+                    y: f64::from(H) / 2.0,
+                    button: cordon::cdp::Button::Left,
+                    buttons,
+                    click_count: 1,
+                    modifiers: 0,
+                },
+            ));
+            state
+                .sessions
+                .run_tool(&live, actor.clone(), call)
+                .await
+                .unwrap();
+        }
+        tools.push(t.elapsed());
+    }
     drop(ws);
     cordon.close(&sid).await;
-    (Stats(out), missed)
+    (Stats(out), missed, split, Stats(audit), Stats(tools))
 }
 
 async fn cordon_slow(cordon: &Cordon, page_base: &str, window: Duration, rate: f64) {
@@ -868,11 +1014,7 @@ async fn cordon_slow(cordon: &Cordon, page_base: &str, window: Duration, rate: f
     let secs = t.elapsed().as_secs_f64();
     let after = cordon.live_counters().await;
     rss.push(rss_kib());
-    let (sent, dropped, sent_bytes) = (
-        after.0 - before.0,
-        after.1 - before.1,
-        after.2 - before.2,
-    );
+    let (sent, dropped, sent_bytes) = (after.0 - before.0, after.1 - before.1, after.2 - before.2);
     println!(
         "slow client ({:.1} MB/s, {:.0} s): delivered {:.1} fps, {:.2} MB/s read; server sent {sent} frames ({:.2} MB), dropped {dropped} ({:.0}% of {} made)",
         rate / 1e6,
@@ -916,6 +1058,8 @@ async fn main() {
         std::thread::available_parallelism().unwrap()
     );
 
+    println!("load average at the start: {}", load());
+
     // --- raw CDP ---------------------------------------------------------
     let (conn, page, child) = raw_browser(tmp.path()).await;
     let raw = if run("fps") {
@@ -937,6 +1081,8 @@ async fn main() {
         let _ = child.wait();
     }
 
+    println!("load average after the raw side: {}", load());
+
     // --- Cordon ------------------------------------------------------------
     let cordon = Cordon::start(&tmp.path().join("cordon"), page_addr).await;
     println!();
@@ -947,6 +1093,10 @@ async fn main() {
             "fps, animated page             {:>8.1}                  {:>8.1}        (target ≥ 55)",
             c.fps(),
             raw.fps()
+        );
+        println!(
+            "page's own rAF rate meanwhile  {:>8.1}                  {:>8.1}",
+            c.raf, raw.raf
         );
         println!(
             "MB/s                           {:>8.2}                  {:>8.2}",
@@ -969,8 +1119,8 @@ async fn main() {
             100.0 * (c.cpu - idle_share)
         );
     }
-    if let Some((raw_s, raw_missed)) = raw_in {
-        let (c, missed) = cordon_input(&cordon, &base, rounds).await;
+    if let Some((raw_s, raw_missed, raw_split)) = raw_in {
+        let (c, missed, split, audit, tools) = cordon_input(&cordon, &base, rounds).await;
         println!(
             "click → frame with new colour  cordon {}  missed {missed}",
             c.show()
@@ -984,10 +1134,20 @@ async fn main() {
             ms(c.median()) - ms(raw_s.median()),
             ms(c.pct(0.95)) - ms(raw_s.pct(0.95))
         );
+        println!("  cordon: {}", split.show());
+        println!("  raw:    {}", raw_split.show());
+        println!("  in-process: one audit append {}", audit.show());
+        println!(
+            "              run_tool(down) + run_tool(up) {}",
+            tools.show()
+        );
     }
     if viewers >= 2 && run("multi") {
         let (views, share, idle_share) = cordon_multi(&cordon, &base, viewers, window, idle).await;
-        let fps: Vec<String> = views.iter().map(|v| format!("{:.1}", v.fps())).collect();
+        let fps: Vec<String> = views
+            .iter()
+            .map(|v| format!("{:.1} (page rAF {:.0})", v.fps(), v.raf))
+            .collect();
         println!(
             "{viewers} viewers on {viewers} sessions: fps {} ; CPU {:.1}% (idle {:.1}%) → {:.1}% of a core per viewer",
             fps.join(" / "),
@@ -999,5 +1159,6 @@ async fn main() {
     if run("slow") {
         cordon_slow(&cordon, &base, slow_s, slow_rate).await;
     }
+    println!("load average at the end: {}", load());
     cordon.stop().await;
 }

@@ -345,7 +345,13 @@ mod tests {
         let k: ClientMsg =
             serde_json::from_str(r#"{"type":"key","action":"up","key":"Enter","code":"Enter"}"#)
                 .unwrap();
-        assert!(matches!(k, ClientMsg::Key { action: KeyAction::Up, .. }));
+        assert!(matches!(
+            k,
+            ClientMsg::Key {
+                action: KeyAction::Up,
+                ..
+            }
+        ));
         assert_eq!(
             serde_json::from_str::<ClientMsg>(r#"{"type":"take_control"}"#).unwrap(),
             ClientMsg::TakeControl

@@ -40,10 +40,13 @@ impl LiveBackend for AppState {
         start_url: Option<String>,
     ) -> UiResult<String> {
         let result = async {
-            let tenant: TenantId = tenant
-                .trim()
-                .parse()
-                .map_err(|e: crate::domain::TenantIdError| UiError::invalid("tenant", e.to_string()))?;
+            let tenant: TenantId =
+                tenant
+                    .trim()
+                    .parse()
+                    .map_err(|e: crate::domain::TenantIdError| {
+                        UiError::invalid("tenant", e.to_string())
+                    })?;
             if !self
                 .store
                 .vault_tenant_exists(&tenant)
@@ -111,7 +114,9 @@ impl LiveBackend for AppState {
             if released {
                 Ok(())
             } else {
-                Err(UiError::conflict("no operator holds control of this session"))
+                Err(UiError::conflict(
+                    "no operator holds control of this session",
+                ))
             }
         }
         .await;

@@ -13,10 +13,10 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Extension;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
-use axum::Extension;
 use futures::{SinkExt, StreamExt};
 use serde::Deserialize;
 use serde_json::json;
@@ -24,8 +24,8 @@ use tokio::sync::{Notify, mpsc};
 
 use app::api::auth::{Operator, Role};
 use app::api::live::{
-    ClientMsg, ControlState, FrameMeta, KeyAction, MAX_CLIENT_MESSAGE, MAX_TEXT_CHARS,
-    MouseAction, MouseButton, PageState, ServerMsg, TabInfo,
+    ClientMsg, ControlState, FrameMeta, KeyAction, MAX_CLIENT_MESSAGE, MAX_TEXT_CHARS, MouseAction,
+    MouseButton, PageState, ServerMsg, TabInfo,
 };
 use app::error::UiError;
 
@@ -83,8 +83,11 @@ pub async fn handler(
     let ws = match ws {
         Ok(ws) => ws,
         Err(e) => {
-            return refuse(UiError::invalid("upgrade", format!("not a WebSocket request: {e}")))
-                .await;
+            return refuse(UiError::invalid(
+                "upgrade",
+                format!("not a WebSocket request: {e}"),
+            ))
+            .await;
         }
     };
     if let Err(e) = state.live.tickets.redeem(&q.ticket, &op.id, &session) {
@@ -103,7 +106,9 @@ pub async fn handler(
             return ui_error(&UiError::internal("the session could not be read"));
         }
     };
-    let dash = dash.and_then(|Extension(s)| s.id()).map(|id| token_hash(&id.to_string()));
+    let dash = dash
+        .and_then(|Extension(s)| s.id())
+        .map(|id| token_hash(&id.to_string()));
     ws.max_message_size(MAX_CLIENT_MESSAGE * 4)
         .on_upgrade(move |socket| async move {
             Connection::run(state, live, op, dash, socket).await;
@@ -250,9 +255,7 @@ impl Connection {
         // The writer ends after sending `ended` (or when its socket fails).
         let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
         if state.live.closed(live.id.as_str(), &op.id) == 0
-            && live
-                .control()
-                .is_some_and(|h| h.operator_id == op.id)
+            && live.control().is_some_and(|h| h.operator_id == op.id)
         {
             tokio::spawn(release_later(state, live, op.id));
         }
@@ -471,7 +474,8 @@ impl Connection {
         let msg: ClientMsg = match serde_json::from_str(text) {
             Ok(m) => m,
             Err(e) => {
-                self.error("bad_message", format!("message dropped: {e}")).await;
+                self.error("bad_message", format!("message dropped: {e}"))
+                    .await;
                 return;
             }
         };
@@ -487,7 +491,8 @@ impl Connection {
                     .take_control(&self.live, &self.op.id, &self.op.name)
                     .await
                 {
-                    self.error("internal", format!("cannot take control: {e}")).await;
+                    self.error("internal", format!("cannot take control: {e}"))
+                        .await;
                 }
             }
             ClientMsg::ReleaseControl => {
@@ -511,11 +516,8 @@ impl Connection {
                     .control()
                     .is_some_and(|h| h.operator_id == self.op.id)
                 {
-                    self.error(
-                        "not_in_control",
-                        "take control before driving the browser",
-                    )
-                    .await;
+                    self.error("not_in_control", "take control before driving the browser")
+                        .await;
                     return;
                 }
                 match calls(input) {
@@ -585,10 +587,7 @@ fn calls(msg: ClientMsg) -> Result<Vec<ToolCall>, String> {
         MouseButton::Back => Button::Back,
         MouseButton::Forward => Button::Forward,
     };
-    let url = |u: &str| {
-        TargetUrl::parse(u)
-            .map_err(|e| format!("cannot open that address: {e}"))
-    };
+    let url = |u: &str| TargetUrl::parse(u).map_err(|e| format!("cannot open that address: {e}"));
     match msg {
         ClientMsg::Mouse {
             action,
@@ -693,23 +692,51 @@ mod tests {
         assert_eq!(c.len(), 2, "{c:?}");
         assert!(matches!(
             &c[0].tool,
-            Tool::Input(LiveInput::Mouse { kind: MouseKind::Down, buttons: 1, click_count: 1, .. })
+            Tool::Input(LiveInput::Mouse {
+                kind: MouseKind::Down,
+                buttons: 1,
+                click_count: 1,
+                ..
+            })
         ));
         assert!(matches!(
             &c[1].tool,
-            Tool::Input(LiveInput::Mouse { kind: MouseKind::Up, buttons: 0, click_count: 1, .. })
+            Tool::Input(LiveInput::Mouse {
+                kind: MouseKind::Up,
+                buttons: 0,
+                click_count: 1,
+                ..
+            })
         ));
     }
 
     #[test]
     fn bad_urls_keys_and_texts_are_refused_with_a_reason() {
         for msg in [
-            ClientMsg::Navigate { url: "javascript:alert(1)".into() },
-            ClientMsg::Navigate { url: "file:///etc/passwd".into() },
-            ClientMsg::Key { action: KeyAction::Down, key: String::new(), code: String::new(), modifiers: 0 },
-            ClientMsg::Key { action: KeyAction::Down, key: "k".repeat(33), code: String::new(), modifiers: 0 },
-            ClientMsg::Text { text: String::new() },
-            ClientMsg::Text { text: "x".repeat(MAX_TEXT_CHARS + 1) },
+            ClientMsg::Navigate {
+                url: "javascript:alert(1)".into(),
+            },
+            ClientMsg::Navigate {
+                url: "file:///etc/passwd".into(),
+            },
+            ClientMsg::Key {
+                action: KeyAction::Down,
+                key: String::new(),
+                code: String::new(),
+                modifiers: 0,
+            },
+            ClientMsg::Key {
+                action: KeyAction::Down,
+                key: "k".repeat(33),
+                code: String::new(),
+                modifiers: 0,
+            },
+            ClientMsg::Text {
+                text: String::new(),
+            },
+            ClientMsg::Text {
+                text: "x".repeat(MAX_TEXT_CHARS + 1),
+            },
         ] {
             let shown = format!("{msg:?}");
             let err = calls(msg).expect_err(&shown);

@@ -50,7 +50,11 @@ impl Frame {
     /// the next one.
     pub async fn ack(page: &Page, acks: Vec<i64>) {
         for id in acks {
-            if page.execute(ScreencastFrameAckParams::new(id)).await.is_err() {
+            if page
+                .execute(ScreencastFrameAckParams::new(id))
+                .await
+                .is_err()
+            {
                 // The tab closed or the screencast stopped: nothing waits.
                 return;
             }

@@ -105,7 +105,11 @@ impl SessionManager {
         self.open_as(who, req).await
     }
 
-    async fn open_as(&self, who: Opener<'_>, req: OpenRequest) -> Result<SessionInfo, SessionError> {
+    async fn open_as(
+        &self,
+        who: Opener<'_>,
+        req: OpenRequest,
+    ) -> Result<SessionInfo, SessionError> {
         let checked = async {
             let deadline_s =
                 req.validate(self.0.cfg.deadline_default_s, self.0.cfg.deadline_max_s)?;

@@ -12,9 +12,8 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use crate::helpers::{Backend, PATIENCE, TestApp, assert_error, session_app};
 use crate::site;
 
-type Ws = tokio_tungstenite::WebSocketStream<
-    tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
->;
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 /// One live view, as the dashboard's page holds it.
 struct View {
@@ -43,7 +42,9 @@ async fn connect(app: &TestApp, path: &str, cookie: Option<&str>) -> Result<View
     let h = req.headers_mut();
     h.insert(
         "origin",
-        format!("http://localhost:{}", app.addr.port()).parse().unwrap(),
+        format!("http://localhost:{}", app.addr.port())
+            .parse()
+            .unwrap(),
     );
     if let Some(c) = cookie {
         h.insert("cookie", c.parse().unwrap());
@@ -158,7 +159,10 @@ async fn an_operator_watches_takes_control_drives_the_page_and_hands_back() {
     let hello = view.wait_for("hello", |v| v["type"] == "hello").await;
     assert_eq!(hello["session"], sid.as_str());
     assert_eq!(hello["mode"], "clean");
-    assert_eq!((hello["width"].as_u64(), hello["height"].as_u64()), (Some(1280), Some(720)));
+    assert_eq!(
+        (hello["width"].as_u64(), hello["height"].as_u64()),
+        (Some(1280), Some(720))
+    );
     let control = view.wait_for("control", |v| v["type"] == "control").await;
     assert_eq!(control["holder"], Value::Null, "{control}");
     assert_eq!(control["may_control"], true);
@@ -173,13 +177,18 @@ async fn an_operator_watches_takes_control_drives_the_page_and_hands_back() {
     // Take-over: the agent is refused with the operator's name.
     view.send(json!({ "type": "take_control" })).await;
     let control = view
-        .wait_for("control taken", |v| v["type"] == "control" && v["yours"] == true)
+        .wait_for("control taken", |v| {
+            v["type"] == "control" && v["yours"] == true
+        })
         .await;
     assert_eq!(control["holder"], "olive");
     let refused = agent.tool(&sid, "click", json!({ "x": 10, "y": 10 })).await;
     assert_error(&refused, StatusCode::CONFLICT, "operator_has_control");
     assert!(
-        refused.1["error"]["message"].as_str().unwrap_or_default().contains("olive"),
+        refused.1["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("olive"),
         "{}",
         refused.1
     );
@@ -208,7 +217,8 @@ async fn an_operator_watches_takes_control_drives_the_page_and_hands_back() {
     view.send(json!({ "type": "key", "action": "down", "key": "NoSuchKeyAnywhere" }))
         .await;
     view.wait_error("unknown_key").await;
-    view.send_raw(Message::Text("x".repeat(20_000).into())).await;
+    view.send_raw(Message::Text("x".repeat(20_000).into()))
+        .await;
     view.wait_error("too_large").await;
     view.send_raw(Message::Binary(vec![1, 2, 3].into())).await;
     view.wait_error("bad_message").await;
@@ -225,7 +235,9 @@ async fn an_operator_watches_takes_control_drives_the_page_and_hands_back() {
         v["type"] == "control" && v["holder"].is_null()
     })
     .await;
-    let (status, body) = agent.tool(&sid, "click", json!({ "x": 200, "y": 300 })).await;
+    let (status, body) = agent
+        .tool(&sid, "click", json!({ "x": 200, "y": 300 }))
+        .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     view.wait_title("clicked 3").await;
 
@@ -239,20 +251,33 @@ async fn an_operator_watches_takes_control_drives_the_page_and_hands_back() {
         .map(|r| r.outcome.clone())
         .collect();
     assert_eq!(control, ["taken", "released"], "{control:?}");
-    assert!(of("tool.click").iter().any(|r| r.outcome == "refused: operator_has_control"));
+    assert!(
+        of("tool.click")
+            .iter()
+            .any(|r| r.outcome == "refused: operator_has_control")
+    );
     let keys = of("input.key");
     assert!(keys.len() >= 6, "every key is audited: {}", keys.len());
     for r in keys.iter().chain(of("input.text").iter()) {
         assert!(r.actor.starts_with("operator:"), "{}", r.actor);
         let p = &r.params;
-        assert!(!p.contains("\"h\"") && !p.contains("\"i\"") && !p.contains('!'), "{p}");
+        assert!(
+            !p.contains("\"h\"") && !p.contains("\"i\"") && !p.contains('!'),
+            "{p}"
+        );
     }
     assert_eq!(of("session.watch").len(), 1);
 
     // The session's end reaches the view, which then closes.
     agent.close(&sid).await;
     let ended = view.wait_for("the end", |v| v["type"] == "ended").await;
-    assert!(ended["reason"].as_str().unwrap_or_default().contains("closed"), "{ended}");
+    assert!(
+        ended["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("closed"),
+        "{ended}"
+    );
     app.stop().await;
 }
 
@@ -272,24 +297,51 @@ async fn tickets_cookies_and_roles_are_checked_before_and_after_the_upgrade() {
         format!("/live/{sid}?ticket=lvt_madeup"),
         format!("/live/{sid}?ticket={}", "x".repeat(5000)),
     ] {
-        let err = connect(&app, &path, Some(&cookie)).await.err().expect("refused");
+        let err = connect(&app, &path, Some(&cookie))
+            .await
+            .err()
+            .expect("refused");
         assert_eq!(err.0, 403, "{path}: {err:?}");
     }
     let for_other = ticket(&app, &other, &cookie).await;
     let stolen = for_other.replace(&other, &sid);
-    assert_eq!(connect(&app, &stolen, Some(&cookie)).await.err().map(|e| e.0), Some(403));
+    assert_eq!(
+        connect(&app, &stolen, Some(&cookie))
+            .await
+            .err()
+            .map(|e| e.0),
+        Some(403)
+    );
     let path = ticket(&app, &sid, &cookie).await;
-    let first = connect(&app, &path, Some(&cookie)).await.expect("first use");
-    assert_eq!(connect(&app, &path, Some(&cookie)).await.err().map(|e| e.0), Some(403));
+    let first = connect(&app, &path, Some(&cookie))
+        .await
+        .expect("first use");
+    assert_eq!(
+        connect(&app, &path, Some(&cookie)).await.err().map(|e| e.0),
+        Some(403)
+    );
     drop(first);
     // Another operator's ticket, and no dashboard cookie at all.
     let olive_ticket = ticket(&app, &sid, &cookie).await;
-    assert_eq!(connect(&app, &olive_ticket, Some(&viewer)).await.err().map(|e| e.0), Some(403));
+    assert_eq!(
+        connect(&app, &olive_ticket, Some(&viewer))
+            .await
+            .err()
+            .map(|e| e.0),
+        Some(403)
+    );
     let path = ticket(&app, &sid, &cookie).await;
-    assert_eq!(connect(&app, &path, None).await.err().map(|e| e.0), Some(401));
+    assert_eq!(
+        connect(&app, &path, None).await.err().map(|e| e.0),
+        Some(401)
+    );
     // A ticket for an unknown session is not even issued.
     let (status, v) = app
-        .server_fn("live_ticket", "session=s_unknownunknownunknown00", Some(&cookie))
+        .server_fn(
+            "live_ticket",
+            "session=s_unknownunknownunknown00",
+            Some(&cookie),
+        )
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{v}");
     let denied = app
@@ -305,7 +357,9 @@ async fn tickets_cookies_and_roles_are_checked_before_and_after_the_upgrade() {
 
     // A viewer watches but cannot drive or take control.
     let path = ticket(&app, &sid, &viewer).await;
-    let mut view = connect(&app, &path, Some(&viewer)).await.expect("a viewer may watch");
+    let mut view = connect(&app, &path, Some(&viewer))
+        .await
+        .expect("a viewer may watch");
     let control = view.wait_for("control", |v| v["type"] == "control").await;
     assert_eq!(control["may_control"], false);
     view.send(json!({ "type": "take_control" })).await;
@@ -327,6 +381,12 @@ async fn tickets_cookies_and_roles_are_checked_before_and_after_the_upgrade() {
         .await
         .expect("disable");
     let ended = view.wait_for("the end", |v| v["type"] == "ended").await;
-    assert!(ended["reason"].as_str().unwrap_or_default().contains("dashboard"), "{ended}");
+    assert!(
+        ended["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("dashboard"),
+        "{ended}"
+    );
     app.stop().await;
 }

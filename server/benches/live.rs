@@ -997,6 +997,8 @@ async fn cordon_slow(cordon: &Cordon, page_base: &str, window: Duration, rate: f
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.tick().await;
     let (mut frames, mut bytes) = (0u64, 0u64);
+    // How old each frame is when it arrives (its Chromium timestamp).
+    let (mut last_ts, mut age) = (0.0, Vec::new());
     loop {
         tokio::select! {
             () = tokio::time::sleep_until(end) => break,
@@ -1005,6 +1007,11 @@ async fn cordon_slow(cordon: &Cordon, page_base: &str, window: Duration, rate: f
                 Some(Ok(Message::Binary(b))) => {
                     frames += 1;
                     bytes += b.len() as u64;
+                    age.push(unix_ms() - last_ts);
+                }
+                Some(Ok(Message::Text(t))) if t.as_str().starts_with("{\"type\":\"frame\"") => {
+                    let v: Value = serde_json::from_str(t.as_str()).unwrap();
+                    last_ts = v["ts"].as_f64().unwrap_or_default();
                 }
                 Some(Ok(_)) => {}
                 other => panic!("the slow view ended: {other:?}"),
@@ -1024,6 +1031,13 @@ async fn cordon_slow(cordon: &Cordon, page_base: &str, window: Duration, rate: f
         sent_bytes as f64 / 1e6,
         100.0 * dropped as f64 / (sent + dropped).max(1) as f64,
         sent + dropped
+    );
+    let late = &age[age.len() / 2..];
+    println!(
+        "  frame age on arrival (now − its Chromium timestamp): p50 {:.0} ms, max {:.0} ms; second half of the window p50 {:.0} ms",
+        median_f(&age),
+        age.iter().copied().fold(0.0, f64::max),
+        median_f(late)
     );
     let max = rss.iter().max().unwrap();
     println!(

@@ -511,10 +511,10 @@ impl Connection {
                 }
             }
             input => {
-                if !self
+                if self
                     .live
                     .control()
-                    .is_some_and(|h| h.operator_id == self.op.id)
+                    .is_none_or(|h| h.operator_id != self.op.id)
                 {
                     self.error("not_in_control", "take control before driving the browser")
                         .await;

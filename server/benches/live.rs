@@ -263,7 +263,7 @@ impl Cordon {
                 &cordon::ids::token_hash(&sid),
                 Some(op.id.as_str()),
                 &data,
-                cordon::time::now_ms() + 3 * 3600_000,
+                cordon::time::now_ms() + 3 * 3_600_000,
             )
             .await
             .unwrap();

@@ -232,9 +232,42 @@ impl Application {
 /// result on its SSE stream: an event, then the end of the stream) would
 /// otherwise wait for the client's delayed ACK of the first piece, 40 ms
 /// on Linux, on every call (BENCHMARKS.md, 2026-11-23).
+///
+/// It also sets `TCP_NOTSENT_LOWAT`: the kernel then takes no more than
+/// [`NOTSENT_LOWAT`] bytes beyond what it has sent, so a write to a slow
+/// client waits instead of filling a send buffer that grows to 4 MiB. The
+/// live view relies on it: it counts a frame as taken when its write
+/// completes, and without the limit a viewer on a slow link got frames five
+/// seconds old (BENCHMARKS.md, 2026-11-23, the slow viewer).
 pub(crate) fn no_delay(tcp: &mut tokio::net::TcpStream) {
     if let Err(e) = tcp.set_nodelay(true) {
         tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+    }
+    if let Err(e) = notsent_lowat(tcp, NOTSENT_LOWAT) {
+        tracing::debug!(error = %e, "cannot set TCP_NOTSENT_LOWAT");
+    }
+}
+
+/// Unsent bytes the kernel may hold per connection.
+pub(crate) const NOTSENT_LOWAT: u32 = 64 * 1024;
+
+fn notsent_lowat(tcp: &tokio::net::TcpStream, bytes: u32) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let value = nix::libc::c_int::try_from(bytes).unwrap_or(nix::libc::c_int::MAX);
+    // SAFETY: a valid socket fd and a c_int option value of the right size.
+    let rc = unsafe {
+        nix::libc::setsockopt(
+            tcp.as_raw_fd(),
+            nix::libc::IPPROTO_TCP,
+            nix::libc::TCP_NOTSENT_LOWAT,
+            std::ptr::from_ref(&value).cast(),
+            std::mem::size_of::<nix::libc::c_int>() as nix::libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }
 

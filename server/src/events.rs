@@ -104,10 +104,7 @@ mod tests {
         assert_eq!(Topic::of_action("tool.navigate"), Some(Topic::Sessions));
         assert_eq!(Topic::of_action("grant.approve"), Some(Topic::Grants));
         assert_eq!(Topic::of_action("apikey.create"), Some(Topic::Tenants));
-        assert_eq!(
-            Topic::of_action("approval.decided"),
-            Some(Topic::Approvals)
-        );
+        assert_eq!(Topic::of_action("approval.decided"), Some(Topic::Approvals));
         assert_eq!(Topic::of_action("audit.verify"), None);
     }
 

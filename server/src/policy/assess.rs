@@ -7,7 +7,8 @@ use super::rules::{Level, Rule, Rules};
 
 /// What the gate learnt about the element a tool acts on (its target, or
 /// the focused element for typing without one).
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
+#[serde(default)]
 pub struct ElementFacts {
     /// Accessible name (of the nearest interactive ancestor), at most 200 chars.
     pub name: String,
@@ -400,6 +401,9 @@ mod tests {
         assert!(!needs_page(&nav("https://example.com/"), &r));
         assert!(!needs_page(&Tool::Press { key: "Tab".into() }, &r));
         assert!(!needs_page(&Tool::TabsList, &r));
-        assert!(!needs_page(&Tool::Hover(ElementTarget::Point(1.0, 1.0)), &r));
+        assert!(!needs_page(
+            &Tool::Hover(ElementTarget::Point(1.0, 1.0)),
+            &r
+        ));
     }
 }

@@ -248,7 +248,10 @@ pub fn validate(s: &Settings) -> anyhow::Result<()> {
         if t.approval_timeout_s.is_some_and(|v| !timeout_ok(v)) {
             anyhow::bail!("tenant_risk.{tenant}.approval_timeout_s: must be between 1 and 3600");
         }
-        for w in [&t.destructive_words, &t.payment_words].into_iter().flatten() {
+        for w in [&t.destructive_words, &t.payment_words]
+            .into_iter()
+            .flatten()
+        {
             if !words_ok(w) {
                 anyhow::bail!("tenant_risk.{tenant}: words must be 1 to 100 characters");
             }
@@ -268,7 +271,10 @@ pub mod defaults {
     }
     /// `risk_payment_words`.
     pub fn payment_words() -> Vec<String> {
-        super::PAYMENT_WORDS.iter().map(|s| (*s).to_owned()).collect()
+        super::PAYMENT_WORDS
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect()
     }
     /// `approval_timeout_s`.
     pub fn approval_timeout_s() -> u64 {

@@ -55,6 +55,7 @@ pub fn App() -> impl IntoView {
                     <Route path=(StaticSegment("sessions"), ParamSegment("id"), StaticSegment("screenshots")) view=pages::Screenshots/>
                     <Route path=(StaticSegment("sessions"), ParamSegment("id"), StaticSegment("live")) view=pages::Live/>
                     <Route path=StaticSegment("grants") view=pages::Grants/>
+                    <Route path=StaticSegment("approvals") view=pages::Approvals/>
                     <Route path=StaticSegment("credentials") view=pages::Credentials/>
                     <Route path=StaticSegment("audit") view=pages::Audit/>
                     <Route path=StaticSegment("tenants") view=pages::Tenants/>

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use leptos::prelude::*;
 
+use super::approvals::ApprovalsView;
 use super::audit::{AuditPageView, AuditQuery, AuditVerification};
 use super::auth::{Invite, Operator, OperatorInfo, PasskeyInfo, Role};
 use super::credentials::CredentialView;
@@ -74,6 +75,17 @@ pub trait GrantsBackend {
     async fn revoke_grant(&self, op: &Operator, jti: String) -> UiResult<()>;
 }
 
+/// The risk gate's approvals.
+#[async_trait::async_trait]
+pub trait ApprovalsBackend {
+    /// The pending approvals.
+    async fn approvals(&self, op: &Operator) -> UiResult<ApprovalsView>;
+    /// How many wait.
+    async fn approval_count(&self, op: &Operator) -> UiResult<usize>;
+    /// Approves or denies one; `Conflict` when it is no longer pending.
+    async fn decide_approval(&self, op: &Operator, id: String, approve: bool) -> UiResult<()>;
+}
+
 /// Browser sessions.
 #[async_trait::async_trait]
 pub trait SessionsBackend {
@@ -129,6 +141,7 @@ pub trait Dashboard:
     + CredentialsBackend
     + TenantsBackend
     + LiveBackend
+    + ApprovalsBackend
     + Send
     + Sync
     + 'static
@@ -144,6 +157,7 @@ impl<T> Dashboard for T where
         + CredentialsBackend
         + TenantsBackend
         + LiveBackend
+        + ApprovalsBackend
         + Send
         + Sync
         + 'static

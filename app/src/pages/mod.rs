@@ -1,6 +1,7 @@
 //! One module per page.
 
 mod account;
+mod approvals;
 mod audit;
 mod credentials;
 mod enroll;
@@ -16,6 +17,7 @@ mod sessions;
 mod tenants;
 
 pub use account::Account;
+pub use approvals::Approvals;
 pub use audit::Audit;
 pub use credentials::Credentials;
 pub use enroll::Enroll;

@@ -41,15 +41,26 @@ impl SessionManager {
         if !look && !navigates_away {
             return Ok(());
         }
-        let (assessment, screenshot) =
-            tokio::time::timeout(bound, self.inspect(session, tool, rules, look))
-                .await
-                .map_err(|_| {
-                    ToolError::Timeout(format!(
-                        "checking the action's risk did not finish within {} ms",
-                        bound.as_millis()
-                    ))
-                })??;
+        let inspected = tokio::time::timeout(bound, self.inspect(session, tool, rules, look))
+            .await
+            .unwrap_or_else(|_| {
+                Err(ToolError::Timeout(format!(
+                    "checking the action's risk did not finish within {} ms",
+                    bound.as_millis()
+                )))
+            });
+        let (assessment, screenshot) = match inspected {
+            Ok(found) => found,
+            // What could not be checked does not run (a bad selector or
+            // ref fails here as it would in the tool), and is audited.
+            Err(e) => {
+                self.0
+                    .store
+                    .audit_append(event.clone().outcome("refused: risk check failed"))
+                    .await?;
+                return Err(e);
+            }
+        };
         let details = json!({
             "level": assessment.level,
             "reasons": assessment.reasons,

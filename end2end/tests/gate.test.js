@@ -5,6 +5,9 @@
 // denied_by_operator, and it never happened).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import {
   agentApi, cordon, enroll, freshDataDir, launchBrowser, live, operatorPage, removeDir,
   startCordon, waitFor,
@@ -12,6 +15,15 @@ import {
 import { startSite } from './site.js';
 
 let dataDir, server, browser, admin, key, site;
+
+const shots = process.env.CORDON_E2E_SCREENSHOTS
+  ? resolve(fileURLToPath(new URL('.', import.meta.url)), '..', '..', 'docs', 'screenshots')
+  : null;
+async function shot(page, name) {
+  if (!shots) return;
+  mkdirSync(shots, { recursive: true });
+  await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
+}
 
 before(async () => {
   site = await startSite();
@@ -52,6 +64,7 @@ async function decideOnPage(page, button) {
   const img = card.locator('img');
   await waitFor('the outlined screenshot to load', () =>
     img.evaluate((i) => i.complete && i.naturalWidth > 100), 30_000);
+  await shot(page, button === '.approve' ? 'approvals' : 'approvals-phone');
   await card.locator(button).click();
   await page.waitForSelector('#no-approvals', { timeout: 30_000 });
 }
@@ -86,7 +99,9 @@ test('an operator approves one waiting click and denies another on the Approvals
   const second = api('POST', `/api/sessions/${sid}/click`, { selector: '#delete' });
   await page.waitForSelector('#approvals-badge', { timeout: 60_000 });
   await page.click('nav a[href="/approvals"]');
+  if (shots) await page.setViewportSize({ width: 390, height: 844 });
   await decideOnPage(page, '.deny');
+  await page.setViewportSize({ width: 1280, height: 900 });
   const denied = await second;
   assert.equal(denied.status, 403, JSON.stringify(denied.json));
   assert.equal(denied.json.error.code, 'denied_by_operator');

@@ -1,12 +1,12 @@
 //! What the risk gate needs to know about the element a tool would act on,
-//! read in one script call on it (plus one to find it): its accessible
+//! read in one script call: its accessible
 //! name, whether it is a password field, its form, its box. Read-only: the
 //! page is neither scrolled nor focused.
 
 use std::time::Duration;
 
 use chromiumoxide::Page;
-use chromiumoxide::cdp::js_protocol::runtime::{CallFunctionOnParams, EvaluateParams};
+use chromiumoxide::cdp::js_protocol::runtime::CallFunctionOnParams;
 
 use super::{CdpError, Locator};
 
@@ -44,73 +44,70 @@ const FACTS_FN: &str = r#"function() {
 
 /// The page's host and, as JSON, the facts of the element at `locator`
 /// (`None`: the focused element); `Null` when there is no such element.
+/// One CDP call (two for a snapshot ref: resolve, then read).
 pub async fn element_facts(
     page: &Page,
     locator: Option<&Locator>,
     timeout: Duration,
 ) -> Result<(String, serde_json::Value), CdpError> {
     super::tools::bounded("checking the target", timeout, async {
-        let object = match locator {
-            Some(Locator::Point(x, y)) => {
-                handle(page, &format!("document.elementFromPoint({x}, {y})")).await?
+        let found = match locator {
+            Some(node @ Locator::Node(..)) => {
+                let Some(object) = super::tools::object_for(page, node).await? else {
+                    return Ok((String::new(), serde_json::Value::Null));
+                };
+                let res = page
+                    .execute(
+                        CallFunctionOnParams::builder()
+                            .object_id(object)
+                            .function_declaration(format!(
+                                "function() {{ return [location.hostname, ({FACTS_FN}).call(this)]; }}"
+                            ))
+                            .return_by_value(true)
+                            .build()
+                            .map_err(CdpError::Protocol)?,
+                    )
+                    .await?;
+                if let Some(ex) = &res.result.exception_details {
+                    return Err(CdpError::Failed(format!("script error: {}", ex.text)));
+                }
+                res.result.result.value.clone()
             }
-            Some(other) => super::tools::object_for(page, other).await?,
-            None => {
-                // Into frames: the focus may sit in a same-origin iframe.
-                handle(
-                    page,
-                    "(() => { let e = document.activeElement; \
-                     while (e && e.contentDocument && e.contentDocument.activeElement) \
-                     e = e.contentDocument.activeElement; return e; })()",
-                )
-                .await?
+            other => {
+                let element = match other {
+                    Some(Locator::Point(x, y)) => format!("document.elementFromPoint({x}, {y})"),
+                    Some(Locator::Selector(sel)) => format!(
+                        "(() => {{ try {{ return document.querySelector({}); }} catch (_) {{ return undefined; }} }})()",
+                        serde_json::to_string(sel).unwrap_or_default()
+                    ),
+                    // The focus, into same-origin frames.
+                    _ => "(() => { let e = document.activeElement; \
+                          while (e && e.contentDocument && e.contentDocument.activeElement) \
+                          e = e.contentDocument.activeElement; return e; })()"
+                        .to_owned(),
+                };
+                let expr = format!(
+                    "(() => {{ const e = {element}; \
+                     return [location.hostname, e === undefined ? 'invalid' : e ? ({FACTS_FN}).call(e) : null]; }})()"
+                );
+                let v = super::tools::evaluate(page, &expr).await?;
+                if v.get(1).and_then(serde_json::Value::as_str) == Some("invalid")
+                    && let Some(Locator::Selector(sel)) = other
+                {
+                    return Err(super::tools::invalid_selector(sel));
+                }
+                Some(v)
             }
         };
-        let host = super::tools::evaluate(page, "location.hostname")
-            .await?
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        let Some(object) = object else {
-            return Ok((host, serde_json::Value::Null));
-        };
-        let res = page
-            .execute(
-                CallFunctionOnParams::builder()
-                    .object_id(object)
-                    .function_declaration(FACTS_FN)
-                    .return_by_value(true)
-                    .build()
-                    .map_err(CdpError::Protocol)?,
-            )
-            .await?;
-        if let Some(ex) = &res.result.exception_details {
-            return Err(CdpError::Failed(format!("script error: {}", ex.text)));
-        }
+        let found = found.unwrap_or(serde_json::Value::Null);
         Ok((
-            host,
-            res.result
-                .result
-                .value
-                .clone()
-                .unwrap_or(serde_json::Value::Null),
+            found
+                .get(0)
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            found.get(1).cloned().unwrap_or(serde_json::Value::Null),
         ))
     })
     .await
-}
-
-/// A remote handle to what `expression` evaluates to, if an object.
-async fn handle(
-    page: &Page,
-    expression: &str,
-) -> Result<Option<chromiumoxide::cdp::js_protocol::runtime::RemoteObjectId>, CdpError> {
-    let res = page
-        .execute(
-            EvaluateParams::builder()
-                .expression(expression)
-                .build()
-                .map_err(CdpError::Protocol)?,
-        )
-        .await?;
-    Ok(res.result.result.object_id.clone())
 }

@@ -331,7 +331,7 @@ pub(super) async fn object_for(
     }
 }
 
-fn invalid_selector(sel: &str) -> CdpError {
+pub(super) fn invalid_selector(sel: &str) -> CdpError {
     CdpError::InvalidSelector(format!(
         "invalid CSS selector {:?}",
         sel.chars().take(200).collect::<String>()

@@ -337,3 +337,61 @@ async fn navigation_outside_an_operator_sessions_domains_waits_for_a_decision() 
     );
     assert_eq!(title(&agent, &sid).await, "Danger");
 }
+
+/// Not a check but a measurement (run with `--ignored --nocapture`): what
+/// the gate adds to a low-risk click, i.e. its fact-gathering CDP calls on
+/// a real page plus the pure assessment, and to a tool no rule looks at.
+#[tokio::test]
+#[ignore = "a measurement; prints figures"]
+async fn measure_the_gates_added_latency_on_low_risk_actions() {
+    let site = site::start().await;
+    let app = app(&site).await;
+    let (_, sid) = on_danger_page(&app, &site, "acme").await;
+    let live = app.live("acme", &sid).await;
+    let settings = app.state.settings.clone();
+    let policy = cordon::policy::Policy::from_settings(&settings);
+    let rules = policy.rules("acme");
+    let click = cordon::sessions::Tool::Click(cordon::sessions::tool::ElementTarget::Selector(
+        "#next".into(),
+    ));
+    let hover = cordon::sessions::Tool::Hover(cordon::sessions::tool::ElementTarget::Selector(
+        "#next".into(),
+    ));
+    let percentiles = |mut v: Vec<Duration>| {
+        v.sort();
+        (v[v.len() / 2], v[v.len() * 95 / 100])
+    };
+
+    // A tool no rule looks at: the gate's whole work is this decision.
+    let mut pure = Vec::new();
+    for _ in 0..10_000 {
+        let t = std::time::Instant::now();
+        let look = cordon::policy::assess::needs_page(&hover, rules);
+        std::hint::black_box(look);
+        pure.push(t.elapsed());
+    }
+    // A low-risk click: the facts from the page, then the assessment.
+    let mut tabs = live.tabs.lock().await;
+    let page = live.page(&mut tabs).await.unwrap();
+    let locator = cordon::cdp::Locator::Selector("#next".into());
+    let mut checked = Vec::new();
+    for _ in 0..200 {
+        let t = std::time::Instant::now();
+        let (host, el) = cordon::cdp::element_facts(&page, Some(&locator), Duration::from_secs(3))
+            .await
+            .unwrap();
+        let facts = cordon::policy::Facts {
+            page_host: Some(host),
+            element: serde_json::from_value(el).unwrap(),
+            ..Default::default()
+        };
+        let a = cordon::policy::assess(&click, &facts, rules);
+        assert_eq!(a.level, cordon::policy::Level::Low);
+        checked.push(t.elapsed());
+    }
+    drop(tabs);
+    let (p50, p95) = percentiles(pure);
+    println!("gate, tool no rule looks at: p50 {p50:?}, p95 {p95:?}");
+    let (p50, p95) = percentiles(checked);
+    println!("gate, low-risk click (facts + assess): p50 {p50:?}, p95 {p95:?}");
+}

@@ -281,3 +281,85 @@ pub mod defaults {
         60
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(pairs: &[(&str, &str)]) -> anyhow::Result<Settings> {
+        Settings::load_from(
+            None,
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        )
+    }
+
+    #[test]
+    fn defaults_hold_the_word_lists_and_the_rules_levels() {
+        let s = load(&[]).unwrap();
+        let p = Policy::from_settings(&s);
+        let r = p.rules("acme");
+        assert!(r.destructive.contains(&"close account".to_owned()));
+        assert!(r.payment.contains(&"place order".to_owned()));
+        assert!(r.sensitive_domains.is_empty());
+        assert_eq!(r.level(Rule::DestructiveClick), Level::High);
+        assert_eq!(r.level(Rule::PaymentClick), Level::Critical);
+        assert_eq!(r.timeout, Duration::from_secs(60));
+        assert!(!r.dry_run);
+    }
+
+    #[test]
+    fn a_tenants_rules_override_the_settings_and_others_keep_them() {
+        let s = load(&[
+            ("CORDON_RISK_SENSITIVE_DOMAINS", "Bank.test, .pay.test"),
+            ("CORDON_RISK_LEVELS", r#"{"destructive_click": "critical"}"#),
+            (
+                "CORDON_TENANT_RISK",
+                r#"{"acme": {"dry_run": true, "approval_timeout_s": 5, "levels": {"payment_click": "medium"}, "payment_words": ["Zahlen"]}}"#,
+            ),
+        ])
+        .unwrap();
+        let p = Policy::from_settings(&s);
+        let other = p.rules("other");
+        assert_eq!(other.sensitive_domains, ["bank.test", "pay.test"]);
+        assert_eq!(other.level(Rule::DestructiveClick), Level::Critical);
+        assert!(!other.dry_run);
+        let acme = p.rules("acme");
+        assert!(acme.dry_run);
+        assert_eq!(acme.timeout, Duration::from_secs(5));
+        assert_eq!(acme.level(Rule::PaymentClick), Level::Medium);
+        assert_eq!(acme.level(Rule::DestructiveClick), Level::Critical);
+        assert_eq!(acme.payment, ["zahlen"]);
+    }
+
+    #[test]
+    fn nonsense_is_refused_naming_the_setting() {
+        for (key, value, starts) in [
+            ("CORDON_APPROVAL_TIMEOUT_S", "0", "approval_timeout_s:"),
+            (
+                "CORDON_TENANT_RISK",
+                r#"{"acme": {"approval_timeout_s": 99999}}"#,
+                "tenant_risk.acme.approval_timeout_s:",
+            ),
+            (
+                "CORDON_TENANT_RISK",
+                r#"{"../x": {"dry_run": true}}"#,
+                "tenant_risk:",
+            ),
+            (
+                "CORDON_TENANT_RISK",
+                r#"{"acme": {"bogus": 1}}"#,
+                "tenant_risk",
+            ),
+            (
+                "CORDON_RISK_LEVELS",
+                r#"{"destructive_click": "huge"}"#,
+                "risk_levels",
+            ),
+        ] {
+            let err = load(&[(key, value)]).unwrap_err().to_string();
+            assert!(err.starts_with(starts), "{value}: {err}");
+        }
+    }
+}

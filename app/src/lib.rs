@@ -56,6 +56,7 @@ pub fn App() -> impl IntoView {
                     <Route path=(StaticSegment("sessions"), ParamSegment("id"), StaticSegment("live")) view=pages::Live/>
                     <Route path=(StaticSegment("tasks"), ParamSegment("id")) view=pages::Task/>
                     <Route path=StaticSegment("grants") view=pages::Grants/>
+                    <Route path=StaticSegment("approvals") view=pages::Approvals/>
                     <Route path=StaticSegment("credentials") view=pages::Credentials/>
                     <Route path=StaticSegment("audit") view=pages::Audit/>
                     <Route path=StaticSegment("tenants") view=pages::Tenants/>

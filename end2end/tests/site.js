@@ -65,6 +65,11 @@ export async function startSite() {
 <div id="pad" style="position:absolute;left:0;top:0;width:1280px;height:720px;background:#00f"
  onclick="window.n=(window.n||0)+1;this.style.background='#f00';document.title='clicked '+window.n"></div>`);
     }
+    if (url.pathname === '/danger') {
+      return html(200, `<!doctype html><title>Danger</title><body style="margin:0;font:16px sans-serif">
+<button id="delete" style="position:absolute;left:40px;top:40px;width:220px;height:48px"
+ onclick="window.d=(window.d||0)+1;document.title='deleted '+window.d">Delete account</button>`);
+    }
     return html(404, 'not found');
   });
   await new Promise((r) => server.listen(0, '127.0.0.1', r));

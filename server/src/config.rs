@@ -56,18 +56,19 @@ impl TenantLimits {
 
 /// A TOML table keyed by name (tenant, domain), or, from the environment,
 /// the same as a JSON object.
-fn table_or_json<'de, D, V>(d: D) -> Result<std::collections::BTreeMap<String, V>, D::Error>
+fn table_or_json<'de, D, K, V>(d: D) -> Result<std::collections::BTreeMap<K, V>, D::Error>
 where
     D: serde::Deserializer<'de>,
+    K: serde::de::DeserializeOwned + Ord,
     V: serde::de::DeserializeOwned,
 {
     #[derive(Deserialize)]
     #[serde(untagged)]
-    enum Either<V> {
-        Table(std::collections::BTreeMap<String, V>),
+    enum Either<K: Ord, V> {
+        Table(std::collections::BTreeMap<K, V>),
         Json(String),
     }
-    match Either::<V>::deserialize(d)? {
+    match Either::<K, V>::deserialize(d)? {
         Either::Table(t) => Ok(t),
         Either::Json(s) => serde_json::from_str(&s).map_err(serde::de::Error::custom),
     }
@@ -314,6 +315,43 @@ pub struct Settings {
     /// Most steps a task may ask for.
     #[serde(default = "d::task_max_steps")]
     pub task_max_steps: u32,
+    /// Risk gate: words and phrases (whole words, any case) that make a
+    /// click or select on an element with that accessible name
+    /// `destructive_click`.
+    #[serde(
+        default = "crate::policy::rules::defaults::destructive_words",
+        deserialize_with = "string_or_list"
+    )]
+    pub risk_destructive_words: Vec<String>,
+    /// Risk gate: words and phrases that make a click or select `payment_click`.
+    #[serde(
+        default = "crate::policy::rules::defaults::payment_words",
+        deserialize_with = "string_or_list"
+    )]
+    pub risk_payment_words: Vec<String>,
+    /// Risk gate: hosts (and their subdomains) on which submitting a form is
+    /// `sensitive_submit`.
+    #[serde(default, deserialize_with = "string_or_list")]
+    pub risk_sensitive_domains: Vec<String>,
+    /// Risk gate: the level of each rule (`[risk_levels] destructive_click =
+    /// "critical"`); unset rules keep theirs (`off_list_navigation`,
+    /// `destructive_click`, `sensitive_submit`: high; `payment_click`,
+    /// `download`: critical). High and critical wait for an operator.
+    #[serde(default, deserialize_with = "table_or_json")]
+    pub risk_levels: std::collections::BTreeMap<crate::policy::Rule, crate::policy::Level>,
+    /// Risk gate: seconds a high or critical action waits for an operator's
+    /// decision before it is denied (`approval_timed_out`).
+    #[serde(default = "crate::policy::rules::defaults::approval_timeout_s")]
+    pub approval_timeout_s: u64,
+    /// Risk gate: only record what would have waited (`approval.would_wait`)
+    /// and run it at once.
+    #[serde(default)]
+    pub risk_dry_run: bool,
+    /// Risk gate: a tenant's own rules (`[tenant_risk.acme]
+    /// sensitive_domains = [...]`, `levels`, `dry_run`, `approval_timeout_s`,
+    /// word lists); unset ones are the `risk_*` settings.
+    #[serde(default, deserialize_with = "table_or_json")]
+    pub tenant_risk: std::collections::BTreeMap<String, crate::policy::TenantRisk>,
 }
 
 /// This host's memory in MiB (`MemTotal`), when it can be read.
@@ -704,6 +742,7 @@ impl Settings {
                 bail!("tenant_limits.{tenant}.cpu_weight: must be between 1 and 10000");
             }
         }
+        crate::policy::rules::validate(self)?;
         if self.tool_timeout_s > 300 {
             bail!("tool_timeout_s: must be at most 300 (five minutes)");
         }

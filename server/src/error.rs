@@ -267,6 +267,18 @@ impl From<crate::sessions::ToolError> for ApiError {
                 code: "last_tab",
                 message,
             },
+            T::DeniedByPolicy(_) => Self::Forbidden {
+                code: "denied_by_policy",
+                message,
+            },
+            T::DeniedByOperator(_) => Self::Forbidden {
+                code: "denied_by_operator",
+                message,
+            },
+            T::ApprovalTimedOut(_) => Self::Forbidden {
+                code: "approval_timed_out",
+                message,
+            },
             T::OperatorHasControl(_) => Self::Conflict {
                 code: "operator_has_control",
                 message,

@@ -21,6 +21,8 @@ pub enum Topic {
     Operators,
     /// The audit log grew.
     Audit,
+    /// Risk-gate approvals (one waits, was decided, timed out).
+    Approvals,
 }
 
 impl Topic {
@@ -33,6 +35,7 @@ impl Topic {
             Self::Tenants => "tenants",
             Self::Operators => "operators",
             Self::Audit => "audit",
+            Self::Approvals => "approvals",
         }
     }
 
@@ -45,6 +48,7 @@ impl Topic {
             "creds" | "vault" => Some(Self::Credentials),
             "tenant" | "apikey" => Some(Self::Tenants),
             "operator" => Some(Self::Operators),
+            "approval" => Some(Self::Approvals),
             _ => None,
         }
     }
@@ -100,6 +104,7 @@ mod tests {
         assert_eq!(Topic::of_action("tool.navigate"), Some(Topic::Sessions));
         assert_eq!(Topic::of_action("grant.approve"), Some(Topic::Grants));
         assert_eq!(Topic::of_action("apikey.create"), Some(Topic::Tenants));
+        assert_eq!(Topic::of_action("approval.decided"), Some(Topic::Approvals));
         assert_eq!(Topic::of_action("audit.verify"), None);
     }
 

@@ -22,6 +22,8 @@ pub const OPERATOR: &str = "op_";
 pub const PASSKEY: &str = "pk_";
 /// Enrollment links (`en_…`).
 pub const ENROLLMENT: &str = "en_";
+/// Pending approvals of the risk gate (`apr_…`).
+pub const APPROVAL: &str = "apr_";
 
 /// The secret grant tokens (`cgt_…`), recognisable when leaked.
 pub const GRANT_TOKEN_SECRET: &str = "cgt_";

@@ -18,6 +18,7 @@ pub mod housekeeping;
 pub mod ids;
 pub mod live;
 pub mod peer;
+pub mod policy;
 pub mod recording;
 pub mod sandbox;
 pub mod sessions;

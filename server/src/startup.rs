@@ -346,6 +346,10 @@ fn router(
             "/ui/screenshots/{id}/thumb",
             get(dashboard::screenshot_thumb),
         )
+        .route(
+            "/ui/approvals/{id}/screenshot",
+            get(dashboard::approval_screenshot),
+        )
         .leptos_routes_with_context(
             &state,
             routes,

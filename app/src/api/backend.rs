@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use leptos::prelude::*;
 
+use super::approvals::ApprovalsView;
 use super::audit::{AuditPageView, AuditQuery, AuditVerification};
 use super::auth::{Invite, Operator, OperatorInfo, PasskeyInfo, Role};
 use super::credentials::CredentialView;
@@ -75,6 +76,17 @@ pub trait GrantsBackend {
     async fn revoke_grant(&self, op: &Operator, jti: String) -> UiResult<()>;
 }
 
+/// The risk gate's approvals.
+#[async_trait::async_trait]
+pub trait ApprovalsBackend {
+    /// The pending approvals.
+    async fn approvals(&self, op: &Operator) -> UiResult<ApprovalsView>;
+    /// How many wait.
+    async fn approval_count(&self, op: &Operator) -> UiResult<usize>;
+    /// Approves or denies one; `Conflict` when it is no longer pending.
+    async fn decide_approval(&self, op: &Operator, id: String, approve: bool) -> UiResult<()>;
+}
+
 /// Browser sessions.
 #[async_trait::async_trait]
 pub trait SessionsBackend {
@@ -131,6 +143,7 @@ pub trait Dashboard:
     + TenantsBackend
     + LiveBackend
     + TasksBackend
+    + ApprovalsBackend
     + Send
     + Sync
     + 'static
@@ -147,6 +160,7 @@ impl<T> Dashboard for T where
         + TenantsBackend
         + LiveBackend
         + TasksBackend
+        + ApprovalsBackend
         + Send
         + Sync
         + 'static

@@ -3,6 +3,7 @@
 //! `/ui/fn/`). Each server function checks the caller's role through
 //! [`backend::require`] and calls one method of the area's trait.
 
+pub mod approvals;
 pub mod audit;
 pub mod auth;
 #[cfg(feature = "ssr")]

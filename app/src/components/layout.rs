@@ -4,8 +4,9 @@
 use leptos::prelude::*;
 use leptos_router::components::{A, Outlet};
 
+use crate::api::approvals::pending_approvals;
 use crate::api::auth::{Operator, Role, whoami};
-use crate::components::ErrorView;
+use crate::components::{ErrorView, on_change};
 
 /// The logged-in operator, for pages that adapt to the role.
 #[derive(Clone, Copy)]
@@ -32,6 +33,9 @@ pub fn Shell() -> impl IntoView {
     let operator = Signal::derive(move || me.get().and_then(Result::ok));
     provide_context(Me(operator));
     let (nav_open, set_nav_open) = signal(true);
+    // The pending approvals' count, on every page: an agent may be waiting.
+    let waiting = Resource::new(|| (), |_| pending_approvals());
+    on_change(&["approvals"], move || waiting.refetch());
     let admin = move || operator.get().is_some_and(|o| o.role.allows(Role::Admin));
     view! {
         <div class="frame" class:nav-collapsed=move || !nav_open.get()>
@@ -66,6 +70,14 @@ pub fn Shell() -> impl IntoView {
                 <A href="/" exact=true>"Overview"</A>
                 <A href="/sessions">"Sessions"</A>
                 <A href="/grants">"Grants"</A>
+                <A href="/approvals">
+                    "Approvals"
+                    <Transition fallback=|| ()>
+                        {move || waiting.get().and_then(Result::ok).filter(|n| *n > 0).map(|n| view! {
+                            " "<span class="nav-badge" id="approvals-badge" aria-label=format!("{n} waiting")>{n}</span>
+                        })}
+                    </Transition>
+                </A>
                 <A href="/credentials">"Credentials"</A>
                 <A href="/audit">"Audit log"</A>
                 <Transition fallback=|| ()>

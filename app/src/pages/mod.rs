@@ -1,6 +1,7 @@
 //! One module per page.
 
 mod account;
+mod approvals;
 mod audit;
 mod credentials;
 mod enroll;
@@ -17,6 +18,7 @@ mod task;
 mod tenants;
 
 pub use account::Account;
+pub use approvals::Approvals;
 pub use audit::Audit;
 pub use credentials::Credentials;
 pub use enroll::Enroll;

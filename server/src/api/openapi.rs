@@ -23,6 +23,9 @@ pub const BODY: Errors = &[(400, "bad_request"), (413, "payload_too_large")];
 pub const SESSION: Errors = &[(404, "not_found"), (410, "gone")];
 /// Routes that reach the session's browser.
 pub const BROWSER: Errors = &[
+    (403, "denied_by_policy"),
+    (403, "denied_by_operator"),
+    (403, "approval_timed_out"),
     (409, "operator_has_control"),
     (422, "browser_error"),
     (422, "tab_crashed"),
@@ -89,6 +92,13 @@ pub fn describe(code: &str) -> &'static str {
         "task_ended" => "the task has ended already",
         "operator_has_control" => {
             "an operator has taken control of the session from the live view; retry after they hand it back"
+        }
+        "denied_by_policy" => {
+            "the risk gate refuses this action outright (typing into a password field: credentials come only from the vault)"
+        }
+        "denied_by_operator" => "the action waited for approval and an operator denied it",
+        "approval_timed_out" => {
+            "the action waited for approval and no operator decided within approval_timeout_s; it did not run"
         }
         "too_many_requests" => "a session limit is reached; see Retry-After",
         "unavailable" => "the browser could not be started; retry later",

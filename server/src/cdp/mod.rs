@@ -1,6 +1,7 @@
 //! Everything Cordon says to Chromium, over CDP (chromiumoxide).
 
 mod cookies;
+mod facts;
 mod input;
 pub mod snapshot;
 mod storage;
@@ -17,6 +18,7 @@ use chromiumoxide::{Browser, Page};
 use futures::StreamExt;
 
 pub use cookies::{cookie_param, vault_cookie};
+pub use facts::element_facts;
 pub use input::{
     Button, MouseKind, insert_text, is_known_key, key_event, mouse_event, unknown_key, wheel_with,
 };

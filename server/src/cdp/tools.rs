@@ -45,7 +45,7 @@ pub struct Navigation {
     pub title: String,
 }
 
-async fn bounded<T>(
+pub(super) async fn bounded<T>(
     what: &'static str,
     timeout: Duration,
     fut: impl Future<Output = Result<T, CdpError>>,
@@ -293,7 +293,10 @@ pub enum Locator {
 const CENTER_FN: &str = "function() { this.scrollIntoView({block: 'center', inline: 'center', behavior: 'instant'}); \
     const r = this.getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2, r.width, r.height]; }";
 
-async fn object_for(page: &Page, locator: &Locator) -> Result<Option<RemoteObjectId>, CdpError> {
+pub(super) async fn object_for(
+    page: &Page,
+    locator: &Locator,
+) -> Result<Option<RemoteObjectId>, CdpError> {
     match locator {
         Locator::Point(..) => Ok(None),
         Locator::Selector(sel) => {
@@ -328,7 +331,7 @@ async fn object_for(page: &Page, locator: &Locator) -> Result<Option<RemoteObjec
     }
 }
 
-fn invalid_selector(sel: &str) -> CdpError {
+pub(super) fn invalid_selector(sel: &str) -> CdpError {
     CdpError::InvalidSelector(format!(
         "invalid CSS selector {:?}",
         sel.chars().take(200).collect::<String>()

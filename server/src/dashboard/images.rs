@@ -1,5 +1,6 @@
 //! `GET /ui/screenshots/{id}` and `/ui/screenshots/{id}/thumb`: recorded
-//! screenshots for logged-in operators (the auth middleware refuses
+//! screenshots, and `GET /ui/approvals/{id}/screenshot`: a pending
+//! approval's outlined page, for logged-in operators (the auth middleware refuses
 //! others), by id only: the path is built from the parsed id, never from
 //! the request's text.
 
@@ -20,6 +21,27 @@ pub async fn full(State(state): State<AppState>, Path(id): Path<String>) -> Resp
 /// Its thumbnail (made on first request, then kept).
 pub async fn thumb(State(state): State<AppState>, Path(id): Path<String>) -> Response {
     serve(&state, &id, Variant::Thumb).await
+}
+
+/// A pending approval's screenshot (the target outlined); gone with the
+/// approval once it is decided, timed out or withdrawn.
+pub async fn approval(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+    if !crate::ids::is_random_id(crate::ids::APPROVAL, &id) {
+        return crate::auth::ui_error(&UiError::not_found("approval"));
+    }
+    match state.sessions.approvals().screenshot(&id) {
+        Some(jpeg) => (
+            [
+                (header::CONTENT_TYPE, "image/jpeg"),
+                // It shows a page of a tenant's session: no cache keeps it.
+                (header::CACHE_CONTROL, "private, no-store"),
+                (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            ],
+            jpeg.as_ref().clone(),
+        )
+            .into_response(),
+        None => crate::auth::ui_error(&UiError::not_found("approval screenshot")),
+    }
 }
 
 async fn serve(state: &AppState, id: &str, variant: Variant) -> Response {

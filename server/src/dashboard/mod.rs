@@ -4,6 +4,7 @@
 //! happen in the server functions before these run, and every change is
 //! audited with `actor = operator:<id>` by the domain service it calls.
 
+mod approvals;
 mod audit;
 mod auth;
 mod credentials;
@@ -26,7 +27,7 @@ use crate::grants::domains_of as json_list;
 pub use events::events;
 pub use export::export;
 pub use health::LastVerification;
-pub use images::{full as screenshot, thumb as screenshot_thumb};
+pub use images::{approval as approval_screenshot, full as screenshot, thumb as screenshot_thumb};
 
 /// The audit actor of an operator.
 fn actor(op: &Operator) -> Actor {

@@ -225,6 +225,10 @@ pub(crate) struct Inner {
     ending: std::sync::Mutex<HashSet<String>>,
     pool: pool::Pool,
     shutdown: AtomicBool,
+    /// Every tenant's risk rules.
+    policy: crate::policy::Policy,
+    /// Agent actions waiting for an operator's decision.
+    approvals: crate::policy::Approvals,
 }
 
 impl Inner {
@@ -340,6 +344,7 @@ impl SessionManager {
             .ok()
             .and_then(|h| h.into_string().ok())
             .unwrap_or_else(|| "localhost".into());
+        let approvals = crate::policy::Approvals::new(store.changes().clone());
         let inner = Arc::new(Inner {
             store,
             vault,
@@ -365,6 +370,8 @@ impl SessionManager {
             ending: Default::default(),
             pool: Default::default(),
             shutdown: AtomicBool::new(false),
+            policy: crate::policy::Policy::from_settings(settings),
+            approvals,
         });
         let manager = Self(inner.clone());
         let report = manager.reap().await?;

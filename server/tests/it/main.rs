@@ -11,6 +11,7 @@ mod cli;
 mod dashboard;
 mod egress;
 mod exec;
+mod gate;
 mod grants;
 mod http;
 mod limits;

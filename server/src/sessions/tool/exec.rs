@@ -183,7 +183,11 @@ async fn input(
 }
 
 /// Resolves a target against the session's viewport and last snapshot.
-fn locate(target: &ElementTarget, tabs: &Tabs, viewport: (u32, u32)) -> Result<Locator, ToolError> {
+pub(super) fn locate(
+    target: &ElementTarget,
+    tabs: &Tabs,
+    viewport: (u32, u32),
+) -> Result<Locator, ToolError> {
     match target {
         ElementTarget::Point(x, y) => {
             if *x > f64::from(viewport.0) || *y > f64::from(viewport.1) {

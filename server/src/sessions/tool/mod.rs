@@ -1,10 +1,11 @@
 //! The one path every tool call takes, whoever asks (the HTTP API and MCP
-//! today; `run_task` and an operator's live input next): bound → audit →
-//! (policy) → tab lock → CDP, with a crashed tab answered at once → a dead
+//! today; `run_task` and an operator's live input next): bound → control →
+//! risk gate (`gate.rs`) → audit → tab lock → CDP, with a crashed tab answered at once → a dead
 //! browser fails the session → recording → result. Callers only parse their
 //! input into a [`ToolCall`] and shape the [`ToolOutput`].
 
 mod exec;
+mod gate;
 pub mod input;
 pub mod output;
 
@@ -295,6 +296,15 @@ pub enum ToolError {
     /// until they hand control back.
     #[error("operator {0} has taken control of this session; retry after they hand it back")]
     OperatorHasControl(String),
+    /// The risk gate refuses this outright (typing into a password field).
+    #[error("{0}")]
+    DeniedByPolicy(String),
+    /// An operator denied the action in the dashboard.
+    #[error("{0}")]
+    DeniedByOperator(String),
+    /// No operator decided within the approval timeout; the action did not run.
+    #[error("{0}")]
+    ApprovalTimedOut(String),
     /// A bug or an outage (the audit row could not be written).
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
@@ -347,6 +357,9 @@ impl SessionManager {
                 .await?;
             return Err(ToolError::OperatorHasControl(holder.name));
         }
+        // The risk gate: may wait for an operator's decision, which is not
+        // part of the call's own bound.
+        self.gate(session, &actor, &tool, &event, timeout).await?;
         // Pointer moves are audited one a second at most; every other
         // input is.
         let sampled_out = matches!(

@@ -114,13 +114,12 @@ async fn element_tools_fill_and_submit_a_form_without_leaking_the_typed_text() {
             .0,
         StatusCode::OK
     );
-    assert_eq!(
-        agent
-            .tool(&sid, "type", json!({ "ref": pass, "text": secret }))
-            .await
-            .0,
-        StatusCode::OK
-    );
+    // Credentials come only from the vault: the risk gate refuses typing
+    // into a password field outright.
+    let refused = agent
+        .tool(&sid, "type", json!({ "ref": pass, "text": secret }))
+        .await;
+    crate::helpers::assert_error(&refused, StatusCode::FORBIDDEN, "denied_by_policy");
     let (status, sel) = agent
         .tool(
             &sid,
@@ -140,7 +139,7 @@ async fn element_tools_fill_and_submit_a_form_without_leaking_the_typed_text() {
         StatusCode::OK
     );
     let (status, waited) = agent
-        .tool(&sid, "wait_for", json!({ "text": "hello alice (15)" }))
+        .tool(&sid, "wait_for", json!({ "text": "hello alice (0)" }))
         .await;
     assert_eq!(status, StatusCode::OK, "{waited}");
 

@@ -1,0 +1,409 @@
+//! The pure part of the gate: what a tool call risks, given the facts the
+//! gate gathered (`sessions/tool/gate.rs`) and the tenant's [`Rules`].
+
+use crate::sessions::Tool;
+
+use super::rules::{Level, Rule, Rules};
+
+/// What the gate learnt about the element a tool acts on (its target, or
+/// the focused element for typing without one).
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
+#[serde(default)]
+pub struct ElementFacts {
+    /// Accessible name (of the nearest interactive ancestor), at most 200 chars.
+    pub name: String,
+    /// An `<input type=password>`.
+    pub password: bool,
+    /// Inside a `<form>` (or owned by one).
+    pub in_form: bool,
+    /// A button or input that submits its form.
+    pub submits: bool,
+    /// A link with a `download` attribute.
+    pub download: bool,
+    /// Its box in viewport CSS pixels (left, top, width, height), for the
+    /// outline on the approval's screenshot.
+    pub rect: Option<[f64; 4]>,
+}
+
+/// Everything `assess` looks at besides the tool.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Facts {
+    /// The session's domains (none: navigation is not restricted).
+    pub domains: Vec<String>,
+    /// The active page's host.
+    pub page_host: Option<String>,
+    /// The element acted on, when a rule needed it.
+    pub element: Option<ElementFacts>,
+}
+
+/// The gate's verdict on one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assessment {
+    /// The highest level of the rules that matched (`low` when none did).
+    pub level: Level,
+    /// One line per matched rule (`destructive_click: "Delete account" …`).
+    pub reasons: Vec<String>,
+    /// Refused outright, whatever the levels say (typing into a password
+    /// field: credentials come only from the vault).
+    pub forbidden: bool,
+}
+
+impl Assessment {
+    fn add(&mut self, rules: &Rules, rule: Rule, why: String) {
+        self.level = self.level.max(rules.level(rule));
+        let name = serde_json::to_value(rule)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        self.reasons.push(format!("{name}: {why}"));
+    }
+
+    /// Whether the call must wait for an operator.
+    pub fn waits(&self) -> bool {
+        !self.forbidden && self.level.waits()
+    }
+}
+
+/// Whether `host` is `domain` or one of its subdomains.
+pub fn covered(host: &str, domain: &str) -> bool {
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    let domain = domain.trim_end_matches('.').to_ascii_lowercase();
+    host == domain
+        || host
+            .strip_suffix(&domain)
+            .is_some_and(|rest| rest.ends_with('.'))
+}
+
+fn words(s: &str) -> Vec<String> {
+    s.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// The first of `list` found in `name` as whole words (a phrase as
+/// consecutive words), ignoring case: "pay" matches "Pay now", not "Display".
+pub fn matching<'a>(name: &str, list: &'a [String]) -> Option<&'a str> {
+    let name = words(name);
+    list.iter()
+        .find(|phrase| {
+            let p = words(phrase);
+            !p.is_empty() && name.windows(p.len()).any(|w| w == p.as_slice())
+        })
+        .map(String::as_str)
+}
+
+/// Whether assessing `tool` needs the page's facts (an element, the
+/// page's host): tools no rule looks at cost no browser call.
+pub fn needs_page(tool: &Tool, rules: &Rules) -> bool {
+    let words = !rules.destructive.is_empty() || !rules.payment.is_empty();
+    let sensitive = !rules.sensitive_domains.is_empty();
+    match tool {
+        // The password rule always applies.
+        Tool::Type { .. } => true,
+        Tool::Press { key } => key.chars().count() == 1 || (key == "Enter" && sensitive),
+        // Download links are checked too (cheap, the same call).
+        Tool::Click(_) => true,
+        Tool::Select { .. } => words,
+        _ => false,
+    }
+}
+
+fn sensitive_page(facts: &Facts, rules: &Rules) -> Option<String> {
+    let host = facts.page_host.as_deref()?;
+    rules
+        .sensitive_domains
+        .iter()
+        .any(|d| covered(host, d))
+        .then(|| host.to_owned())
+}
+
+/// What `tool` risks, given `facts`, under `rules`.
+pub fn assess(tool: &Tool, facts: &Facts, rules: &Rules) -> Assessment {
+    let mut a = Assessment {
+        level: Level::Low,
+        reasons: Vec::new(),
+        forbidden: false,
+    };
+    let el = facts.element.as_ref();
+    let url = match tool {
+        Tool::Navigate { url, .. } | Tool::TabOpen { url: Some(url) } => Some(url),
+        _ => None,
+    };
+    if let Some(url) = url
+        && !facts.domains.is_empty()
+        && !facts.domains.iter().any(|d| covered(url.host(), d))
+    {
+        a.add(
+            rules,
+            Rule::OffListNavigation,
+            format!("{} is outside the session's domains", url.host()),
+        );
+    }
+    if let (Tool::Click(_) | Tool::Select { .. }, Some(el)) = (tool, el) {
+        if let Some(w) = matching(&el.name, &rules.destructive) {
+            a.add(
+                rules,
+                Rule::DestructiveClick,
+                format!("{:?} matches {w:?}", el.name),
+            );
+        }
+        if let Some(w) = matching(&el.name, &rules.payment) {
+            a.add(
+                rules,
+                Rule::PaymentClick,
+                format!("{:?} matches {w:?}", el.name),
+            );
+        }
+    }
+    let submits = match (tool, el) {
+        (Tool::Click(_), Some(el)) => el.submits,
+        (Tool::Type { submit, .. }, Some(el)) => *submit && el.in_form,
+        (Tool::Press { key }, Some(el)) => key == "Enter" && el.in_form,
+        _ => false,
+    };
+    if submits && let Some(host) = sensitive_page(facts, rules) {
+        a.add(
+            rules,
+            Rule::SensitiveSubmit,
+            format!("submits a form on {host}"),
+        );
+    }
+    if let (Tool::Click(_), Some(el)) = (tool, el)
+        && el.download
+    {
+        a.add(rules, Rule::Download, "a download link".into());
+    }
+    let typing = match tool {
+        Tool::Type { .. } => true,
+        Tool::Press { key } => key.chars().count() == 1,
+        _ => false,
+    };
+    if typing && el.is_some_and(|e| e.password) {
+        a.forbidden = true;
+        a.level = Level::Critical;
+        a.reasons.push(
+            "password_field: typing into a password field is never allowed; credentials come only from the vault"
+                .into(),
+        );
+    }
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cdp::WaitUntil;
+    use crate::domain::TargetUrl;
+    use crate::sessions::tool::ElementTarget;
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    fn rules() -> Rules {
+        Rules {
+            destructive: super::super::rules::defaults::destructive_words(),
+            payment: super::super::rules::defaults::payment_words(),
+            sensitive_domains: vec!["bank.test".into()],
+            levels: BTreeMap::new(),
+            timeout: Duration::from_secs(60),
+            dry_run: false,
+        }
+    }
+
+    fn click() -> Tool {
+        Tool::Click(ElementTarget::Selector("#x".into()))
+    }
+
+    fn on(name: &str) -> Facts {
+        Facts {
+            element: Some(ElementFacts {
+                name: name.into(),
+                ..ElementFacts::default()
+            }),
+            ..Facts::default()
+        }
+    }
+
+    fn nav(url: &str) -> Tool {
+        Tool::Navigate {
+            url: TargetUrl::parse(url).unwrap(),
+            wait: WaitUntil::Load,
+        }
+    }
+
+    #[test]
+    fn levels_are_ordered_and_only_high_and_critical_wait() {
+        assert!(Level::Low < Level::Medium && Level::Medium < Level::High);
+        assert!(Level::High < Level::Critical);
+        assert!(!Level::Medium.waits() && Level::High.waits() && Level::Critical.waits());
+    }
+
+    #[test]
+    fn words_match_whole_words_and_phrases_ignoring_case() {
+        let list = vec!["pay".to_owned(), "close account".to_owned()];
+        assert_eq!(matching("Pay now", &list), Some("pay"));
+        assert_eq!(matching("DISPLAY settings", &list), None);
+        assert_eq!(matching("PayPal", &list), None);
+        assert_eq!(matching("Close  account!", &list), Some("close account"));
+        assert_eq!(matching("Close the account", &list), None);
+    }
+
+    #[test]
+    fn a_click_on_a_destructive_name_is_high() {
+        let a = assess(&click(), &on("Delete account"), &rules());
+        assert_eq!(a.level, Level::High);
+        assert!(a.waits() && !a.forbidden);
+        assert!(a.reasons[0].starts_with("destructive_click:"), "{a:?}");
+    }
+
+    #[test]
+    fn a_click_on_a_payment_name_is_critical() {
+        let a = assess(&click(), &on("Place order"), &rules());
+        assert_eq!(a.level, Level::Critical);
+        assert!(a.reasons[0].starts_with("payment_click:"), "{a:?}");
+    }
+
+    #[test]
+    fn an_ordinary_click_is_low() {
+        let a = assess(&click(), &on("Next page"), &rules());
+        assert_eq!(a.level, Level::Low);
+        assert!(a.reasons.is_empty() && !a.waits());
+    }
+
+    #[test]
+    fn levels_from_settings_replace_the_defaults() {
+        let mut r = rules();
+        r.levels.insert(Rule::DestructiveClick, Level::Medium);
+        let a = assess(&click(), &on("Remove item"), &r);
+        assert_eq!(a.level, Level::Medium);
+        assert!(!a.waits());
+    }
+
+    #[test]
+    fn navigation_outside_the_sessions_domains_is_high_and_without_a_list_is_low() {
+        let facts = Facts {
+            domains: vec!["example.com".into()],
+            ..Facts::default()
+        };
+        assert_eq!(
+            assess(&nav("https://www.example.com/a"), &facts, &rules()).level,
+            Level::Low
+        );
+        let a = assess(&nav("https://evil.test/"), &facts, &rules());
+        assert_eq!(a.level, Level::High);
+        assert!(a.reasons[0].contains("evil.test"), "{a:?}");
+        assert_eq!(
+            assess(&nav("https://notexample.com/"), &facts, &rules()).level,
+            Level::High
+        );
+        assert_eq!(
+            assess(&nav("https://evil.test/"), &Facts::default(), &rules()).level,
+            Level::Low
+        );
+        let tab = Tool::TabOpen {
+            url: Some(TargetUrl::parse("https://evil.test/").unwrap()),
+        };
+        assert_eq!(assess(&tab, &facts, &rules()).level, Level::High);
+    }
+
+    #[test]
+    fn typing_into_a_password_field_is_forbidden_whatever_the_levels() {
+        let mut r = rules();
+        for rule in [Rule::DestructiveClick, Rule::SensitiveSubmit] {
+            r.levels.insert(rule, Level::Low);
+        }
+        let facts = Facts {
+            element: Some(ElementFacts {
+                password: true,
+                ..ElementFacts::default()
+            }),
+            ..Facts::default()
+        };
+        let typed = Tool::Type {
+            text: "hunter2".into(),
+            target: None,
+            submit: false,
+        };
+        let a = assess(&typed, &facts, &r);
+        assert!(a.forbidden && !a.waits());
+        assert!(!format!("{a:?}").contains("hunter2"));
+        let key = Tool::Press { key: "x".into() };
+        assert!(assess(&key, &facts, &r).forbidden);
+        let tab = Tool::Press { key: "Tab".into() };
+        assert!(!assess(&tab, &facts, &r).forbidden);
+    }
+
+    #[test]
+    fn submitting_a_form_on_a_sensitive_domain_is_high() {
+        let facts = |host: &str| Facts {
+            page_host: Some(host.into()),
+            element: Some(ElementFacts {
+                in_form: true,
+                ..ElementFacts::default()
+            }),
+            ..Facts::default()
+        };
+        let typed = |submit| Tool::Type {
+            text: "42".into(),
+            target: None,
+            submit,
+        };
+        let a = assess(&typed(true), &facts("online.bank.test"), &rules());
+        assert_eq!(a.level, Level::High);
+        assert!(a.reasons[0].starts_with("sensitive_submit:"), "{a:?}");
+        assert_eq!(
+            assess(&typed(false), &facts("bank.test"), &rules()).level,
+            Level::Low
+        );
+        assert_eq!(
+            assess(&typed(true), &facts("shop.test"), &rules()).level,
+            Level::Low
+        );
+        let enter = Tool::Press {
+            key: "Enter".into(),
+        };
+        assert_eq!(
+            assess(&enter, &facts("bank.test"), &rules()).level,
+            Level::High
+        );
+        let mut button = facts("bank.test");
+        button.element.as_mut().unwrap().submits = true;
+        assert_eq!(assess(&click(), &button, &rules()).level, Level::High);
+    }
+
+    #[test]
+    fn a_download_link_is_critical() {
+        let facts = Facts {
+            element: Some(ElementFacts {
+                name: "report.pdf".into(),
+                download: true,
+                ..ElementFacts::default()
+            }),
+            ..Facts::default()
+        };
+        let a = assess(&click(), &facts, &rules());
+        assert_eq!(a.level, Level::Critical);
+        assert!(a.reasons[0].starts_with("download:"), "{a:?}");
+    }
+
+    #[test]
+    fn only_tools_a_rule_looks_at_need_the_page() {
+        let r = rules();
+        assert!(needs_page(&click(), &r));
+        assert!(needs_page(
+            &Tool::Type {
+                text: String::new(),
+                target: None,
+                submit: false
+            },
+            &r
+        ));
+        assert!(!needs_page(&nav("https://example.com/"), &r));
+        assert!(!needs_page(&Tool::Press { key: "Tab".into() }, &r));
+        assert!(!needs_page(&Tool::TabsList, &r));
+        assert!(!needs_page(
+            &Tool::Hover(ElementTarget::Point(1.0, 1.0)),
+            &r
+        ));
+    }
+}

@@ -1,0 +1,297 @@
+//! Step 3 of the tool pipeline: the risk gate (`policy`). Operator input
+//! passes (the operator is the human in the loop); for agents, the call is
+//! assessed against the tenant's rules: low and medium run at once, a
+//! password field is refused outright, high and critical wait for an
+//! operator's decision in the dashboard (or, in dry-run, are only recorded).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::{Tool, ToolError, exec};
+use crate::audit::{Actor, NewEvent};
+use crate::policy::{self, Assessment, Decision, ElementFacts, Facts, Pending, Rules};
+use crate::sessions::{LiveSession, SessionManager};
+use crate::time::now_ms;
+
+/// Bound of the browser calls that gather facts and the screenshot.
+const LOOK: Duration = Duration::from_secs(3);
+
+impl SessionManager {
+    /// Lets `tool` through, or answers why not. `event` is the call's own
+    /// audit row (written here with a refusal's outcome when it is refused).
+    pub(super) async fn gate(
+        &self,
+        session: &Arc<LiveSession>,
+        actor: &Actor,
+        tool: &Tool,
+        event: &NewEvent,
+        bound: Duration,
+    ) -> Result<(), ToolError> {
+        if matches!(actor, Actor::Operator(_)) || matches!(tool, Tool::Input(_)) {
+            return Ok(());
+        }
+        let rules = self.0.policy.rules(session.tenant.as_str());
+        let look = policy::assess::needs_page(tool, rules);
+        let navigates_away = matches!(tool, Tool::Navigate { .. } | Tool::TabOpen { url: Some(_) })
+            && !session.domains.is_empty();
+        // The common case: no rule looks at this tool; nothing is asked of
+        // the browser.
+        if !look && !navigates_away {
+            return Ok(());
+        }
+        let inspected = tokio::time::timeout(bound, self.inspect(session, tool, rules, look))
+            .await
+            .unwrap_or_else(|_| {
+                Err(ToolError::Timeout(format!(
+                    "checking the action's risk did not finish within {} ms",
+                    bound.as_millis()
+                )))
+            });
+        let (assessment, screenshot) = match inspected {
+            Ok(found) => found,
+            // What could not be checked does not run (a bad selector or
+            // ref fails here as it would in the tool), and is audited.
+            Err(e) => {
+                self.0
+                    .store
+                    .audit_append(event.clone().outcome("refused: risk check failed"))
+                    .await?;
+                return Err(e);
+            }
+        };
+        let details = json!({
+            "level": assessment.level,
+            "reasons": assessment.reasons,
+        });
+        if assessment.forbidden {
+            let mut params = event.params.clone();
+            params["risk"] = details;
+            self.0
+                .store
+                .audit_append(
+                    event
+                        .clone()
+                        .params(params)
+                        .outcome("refused: denied_by_policy"),
+                )
+                .await?;
+            return Err(ToolError::DeniedByPolicy(
+                "typing into a password field is never allowed: credentials come only from the vault"
+                    .into(),
+            ));
+        }
+        if !assessment.waits() {
+            return Ok(());
+        }
+        let about = |action: &str| {
+            NewEvent::new(actor.clone(), action)
+                .tenant(&session.tenant)
+                .session(session.id.as_str())
+                .params(json!({
+                    "action": tool.action(),
+                    "params": event.params,
+                    "level": assessment.level,
+                    "reasons": assessment.reasons,
+                }))
+        };
+        if rules.dry_run {
+            self.0
+                .store
+                .audit_append(about("approval.would_wait"))
+                .await?;
+            return Ok(());
+        }
+        self.wait_for_operator(session, actor, tool, event, &assessment, screenshot, rules)
+            .await
+    }
+
+    #[expect(clippy::too_many_arguments)]
+    async fn wait_for_operator(
+        &self,
+        session: &Arc<LiveSession>,
+        actor: &Actor,
+        tool: &Tool,
+        event: &NewEvent,
+        assessment: &Assessment,
+        screenshot: Option<Vec<u8>>,
+        rules: &Rules,
+    ) -> Result<(), ToolError> {
+        let now = now_ms();
+        let timeout_ms = i64::try_from(rules.timeout.as_millis()).unwrap_or(i64::MAX);
+        let (waiting, info) = self.0.approvals.open(
+            Pending {
+                id: String::new(),
+                tenant: session.tenant.as_str().to_owned(),
+                session: session.id.as_str().to_owned(),
+                actor: actor.as_stored(),
+                action: tool.action().to_owned(),
+                params: event.params.clone(),
+                level: assessment.level,
+                reasons: assessment.reasons.clone(),
+                created_at: now,
+                expires_at: now.saturating_add(timeout_ms),
+                has_screenshot: false,
+            },
+            screenshot,
+        );
+        let audit_params = json!({
+            "approval": info.id,
+            "action": info.action,
+            "params": info.params,
+            "level": info.level,
+            "reasons": info.reasons,
+        });
+        self.0
+            .store
+            .audit_append(
+                NewEvent::new(actor.clone(), "approval.requested")
+                    .tenant(&session.tenant)
+                    .session(session.id.as_str())
+                    .params(audit_params.clone())
+                    .outcome("pending"),
+            )
+            .await?;
+        session.touch();
+        let decision = waiting.decision(rules.timeout).await;
+        session.touch();
+        let refuse = |code: &str| event.clone().outcome(format!("refused: {code}"));
+        match decision {
+            Some(Decision::Approved(_)) => Ok(()),
+            Some(Decision::Denied(operator)) => {
+                self.0
+                    .store
+                    .audit_append(refuse("denied_by_operator"))
+                    .await?;
+                Err(ToolError::DeniedByOperator(format!(
+                    "an operator denied this {} ({}); do not retry it without a new reason",
+                    tool.action(),
+                    decided_by(&operator)
+                )))
+            }
+            None => {
+                self.0
+                    .store
+                    .audit_append(
+                        NewEvent::new(Actor::System, "approval.timed_out")
+                            .tenant(&session.tenant)
+                            .session(session.id.as_str())
+                            .params(audit_params)
+                            .outcome("denied"),
+                    )
+                    .await?;
+                self.0
+                    .store
+                    .audit_append(refuse("approval_timed_out"))
+                    .await?;
+                Err(ToolError::ApprovalTimedOut(format!(
+                    "no operator decided on this {} within {} s; it was not run",
+                    tool.action(),
+                    rules.timeout.as_secs()
+                )))
+            }
+        }
+    }
+
+    /// The assessment, with the facts a rule needs read from the active
+    /// tab (and, when the call will wait, the page with the target
+    /// outlined), under the tab lock.
+    async fn inspect(
+        &self,
+        session: &Arc<LiveSession>,
+        tool: &Tool,
+        rules: &Rules,
+        look: bool,
+    ) -> Result<(Assessment, Option<Vec<u8>>), ToolError> {
+        let mut facts = Facts {
+            domains: session.domains.clone(),
+            ..Facts::default()
+        };
+        if !look {
+            let a = policy::assess(tool, &facts, rules);
+            if !a.waits() || rules.dry_run {
+                return Ok((a, None));
+            }
+        }
+        let mut tabs = session.tabs.lock().await;
+        let page = session.page(&mut tabs).await?;
+        if look {
+            let v = session.viewport();
+            let target = match tool {
+                Tool::Click(t) | Tool::Select { target: t, .. } => Some(t),
+                Tool::Type { target, .. } => target.as_ref(),
+                _ => None,
+            };
+            let locator = target
+                .map(|t| exec::locate(t, &tabs, (v.width, v.height)))
+                .transpose()?;
+            let (host, element) = crate::cdp::element_facts(&page, locator.as_ref(), LOOK).await?;
+            facts.page_host = Some(host).filter(|h| !h.is_empty());
+            facts.element = serde_json::from_value::<Option<ElementFacts>>(element)
+                .map_err(|e| ToolError::Protocol(format!("element facts: {e}")))?;
+        }
+        let a = policy::assess(tool, &facts, rules);
+        if !a.waits() || rules.dry_run {
+            return Ok((a, None));
+        }
+        let shot =
+            crate::cdp::screenshot(&page, crate::cdp::ImageFormat::Jpeg, Some(70), false, LOOK)
+                .await
+                .ok();
+        drop(tabs);
+        let rect = facts.element.as_ref().and_then(|e| e.rect);
+        let shot = match (shot, rect) {
+            (Some(jpeg), Some(rect)) => {
+                tokio::task::spawn_blocking(move || policy::outline::outline(&jpeg, rect).ok())
+                    .await
+                    .ok()
+                    .flatten()
+            }
+            (shot, _) => shot,
+        };
+        Ok((a, shot))
+    }
+
+    /// The pending approvals (the dashboard's queue).
+    pub fn approvals(&self) -> &policy::Approvals {
+        &self.0.approvals
+    }
+
+    /// An operator's decision on a pending approval, audited as
+    /// `approval.decided`; the waiting call then runs or is refused.
+    pub async fn decide_approval(
+        &self,
+        id: &str,
+        approve: bool,
+        operator: &str,
+    ) -> Result<Pending, policy::DecideError> {
+        let decision = if approve {
+            Decision::Approved(operator.to_owned())
+        } else {
+            Decision::Denied(operator.to_owned())
+        };
+        let info = self.0.approvals.decide(id, decision)?;
+        let mut event = NewEvent::new(Actor::Operator(operator.to_owned()), "approval.decided")
+            .session(info.session.clone())
+            .params(json!({
+                "approval": info.id,
+                "action": info.action,
+                "params": info.params,
+                "level": info.level,
+                "reasons": info.reasons,
+            }))
+            .outcome(if approve { "approved" } else { "denied" });
+        if let Ok(tenant) = info.tenant.parse() {
+            event = event.tenant(&tenant);
+        }
+        if let Err(e) = self.0.store.audit_append(event).await {
+            tracing::error!(error = %format!("{e:#}"), "failed to audit an approval decision");
+        }
+        Ok(info)
+    }
+}
+
+fn decided_by(operator: &str) -> String {
+    format!("operator:{operator}")
+}

@@ -712,6 +712,85 @@ async fn mcp_cost(
     task.await.unwrap();
 }
 
+/// A chat-completions endpoint that answers `click` `clicks` times per
+/// task, then `finished`: the model's own time is near zero, so a step's
+/// time is the control plane's (screenshot, request, parse, the click
+/// through the pipeline and the gate, the trace row).
+async fn fake_model(clicks: usize) -> std::net::SocketAddr {
+    let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(move || {
+            let count = count.clone();
+            async move {
+                let n = count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let text = if n % (clicks + 1) == clicks {
+                    "Action: finished(content='done')"
+                } else {
+                    "Thought: click the heading.\nAction: click(start_box='(60,30)')"
+                };
+                axum::Json(
+                    json!({ "choices": [{ "message": { "role": "assistant", "content": text } }] }),
+                )
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr
+}
+
+/// `run_task`'s time per step without the model: from one step's trace row
+/// to the next, less the model's answer time.
+async fn task_step(
+    page_addr: std::net::SocketAddr,
+    page: &str,
+    tmp: &std::path::Path,
+    iters: usize,
+) {
+    let clicks = 10;
+    let model = fake_model(clicks).await;
+    let (api, stop, task, state) = start_cordon(
+        &tmp.join("task"),
+        page_addr,
+        1,
+        &[("CORDON_MODEL_BASE_URL", format!("http://{model}/v1"))],
+    )
+    .await;
+    let mut per_step = Vec::new();
+    let mut whole = Vec::new();
+    for _ in 0..iters.div_ceil(4).max(2) {
+        let t = Instant::now();
+        let r = api
+            .post(
+                "/api/tasks",
+                json!({ "instruction": "click the heading ten times", "start_url": page,
+                        "max_steps": clicks + 1, "record": "transient" }),
+            )
+            .await;
+        whole.push(t.elapsed());
+        assert_eq!(r["status"], "finished", "{r}");
+        let id = r["task_id"].as_str().unwrap();
+        let steps = state.store.task_steps(id).await.unwrap();
+        for w in steps.windows(2) {
+            let model = w[1].model_ms.unwrap_or(0);
+            let gap = w[1].created_at - w[0].created_at - model;
+            per_step.push(Duration::from_millis(gap.max(0) as u64));
+        }
+    }
+    println!(
+        "run_task: control plane per step (screenshot + model call overhead + parse + click + trace), model excluded: {}",
+        Stats(per_step).show()
+    );
+    println!(
+        "run_task: whole {clicks}-click task incl. session open and close: {}",
+        Stats(whole).show()
+    );
+    let _ = stop.send(());
+    task.await.unwrap();
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     // Warnings and errors of the Cordons under test (why a start failed).
@@ -721,7 +800,7 @@ async fn main() {
     let page_addr = page_server().await;
     let page = format!("http://{page_addr}/");
     let tmp = tempfile::tempdir().unwrap();
-    // BENCH_ONLY: comma-separated sections (engine, inject, limits, mcp, capacity); all
+    // BENCH_ONLY: comma-separated sections (engine, inject, limits, mcp, task, capacity); all
     // when unset.
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
     let run = |name: &str| only.is_empty() || only.split(',').any(|s| s.trim() == name);
@@ -741,6 +820,9 @@ async fn main() {
     }
     if run("mcp") {
         mcp_cost(page_addr, &page, tmp.path(), iters).await;
+    }
+    if run("task") {
+        task_step(page_addr, &page, tmp.path(), iters).await;
     }
 
     // --- memory per idle session and capacity -------------------------------

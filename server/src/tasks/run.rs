@@ -654,10 +654,15 @@ impl Runner {
             *last_shot = shot.id.clone();
             let messages = self.messages(&system, &history, &shot.jpeg);
             let mut aborted = self.aborted.clone();
+            let left =
+                Duration::from_millis(u64::try_from(self.live.deadline_at - now_ms()).unwrap_or(0));
             let answer = tokio::select! {
                 a = self.model.complete(&messages) => a,
                 _ = aborted.changed() => {
                     return Outcome::failed("aborted", "aborted", "aborted by the agent");
+                }
+                () = tokio::time::sleep(left) => {
+                    return Outcome::failed("deadline", "deadline", "the task ran out of time while the model thought");
                 }
             };
             let answer: Answer = match answer {

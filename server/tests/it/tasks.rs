@@ -273,6 +273,8 @@ async fn bad_model_answers_outages_limits_and_aborts_end_tasks_with_a_clear_stat
         Reply::Hang(Duration::from_secs(10)),
         // 6: aborted while the model thinks.
         Reply::Hang(Duration::from_secs(20)),
+        // 7: the deadline passes while the model thinks.
+        Reply::Hang(Duration::from_secs(20)),
     ])
     .await;
     let app = app_with_model(&site, model).await;
@@ -347,6 +349,14 @@ async fn bad_model_answers_outages_limits_and_aborts_end_tasks_with_a_clear_stat
         .post(&format!("/api/tasks/{id}/abort"), json!({}))
         .await;
     assert_error(&again, StatusCode::CONFLICT, "task_ended");
+
+    // The deadline (the session's) passes while the model thinks.
+    let (_, r) = run(
+        &agent,
+        json!({ "instruction": "do it", "start_url": start, "deadline_s": 2 }),
+    )
+    .await;
+    assert_eq!(r["status"], "deadline", "{r}");
 
     // Every task's session is closed, whatever ended it.
     assert_eq!(app.state.sessions.open_count(), 0);
@@ -517,5 +527,35 @@ async fn a_restart_ends_running_tasks_as_aborted_and_keeps_their_trace() {
     assert_eq!(d["status"], "aborted", "{d}");
     assert_eq!(d["error"], "restarted", "{d}");
     assert_eq!(d["steps"].as_array().map(Vec::len), Some(1), "{d}");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn browser_run_task_over_mcp_answers_the_same_compact_result() {
+    let site = site::start().await;
+    let (model, _fake) = fake_model(vec![Reply::Text(
+        "Action: finished(content='{\"ok\": true}')",
+    )])
+    .await;
+    let app = app_with_model(&site, model).await;
+    let agent = app.agent("acme").await;
+    let mut mcp = crate::mcp::Mcp::of(&app, &agent).await;
+    let r = mcp
+        .ok(
+            "browser_run_task",
+            json!({ "instruction": "nothing to do", "start_url": site.url("/task-form") }),
+        )
+        .await;
+    assert_eq!(r["status"], "finished", "{r}");
+    assert_eq!(r["result_data"]["ok"], true, "{r}");
+    let err = mcp
+        .err(
+            "browser_run_task",
+            json!({ "instruction": "x".repeat(9000), "start_url": site.url("/") }),
+        )
+        .await;
+    assert!(err.starts_with("payload_too_large: "), "{err}");
+    let err = mcp.err("browser_run_task", json!({ "nonsense": 1 })).await;
+    assert!(err.starts_with("bad_request: "), "{err}");
     app.stop().await;
 }

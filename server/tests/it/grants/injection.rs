@@ -22,7 +22,11 @@ async fn an_operator_session_with_a_grant_lands_logged_in_and_a_clean_one_does_n
     acme.tool(&sid, "navigate", json!({ "url": site.url("/login") }))
         .await;
     let (status, _) = acme
-        .tool(&sid, "type", json!({ "selector": "#user", "text": "alice" }))
+        .tool(
+            &sid,
+            "type",
+            json!({ "selector": "#user", "text": "alice" }),
+        )
         .await;
     assert_eq!(status, StatusCode::OK);
     let refused = acme

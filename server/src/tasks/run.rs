@@ -607,9 +607,15 @@ impl Runner {
         };
         let space = ImageSpace::new(s.width, s.height, 1.0, self.tasks.0.coordinates)
             .map_err(|e| ApiError::Internal(anyhow::anyhow!("{e}")))?;
+        // The recorder names the file by its number (`000003.jpg`).
         let id = s.persisted_path.as_deref().and_then(|p| {
-            let seq = std::path::Path::new(p).file_stem()?.to_str()?.to_owned();
-            Some(format!("{}:{}:{seq}", self.live.tenant, self.live.id))
+            let seq: u64 = std::path::Path::new(p).file_stem()?.to_str()?.parse().ok()?;
+            let id = crate::recording::ScreenshotId::new(
+                self.live.tenant.clone(),
+                self.live.id.clone(),
+                seq,
+            );
+            Some(id.to_string())
         });
         Ok(Shot {
             jpeg: s.bytes,

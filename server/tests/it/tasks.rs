@@ -236,6 +236,16 @@ async fn a_task_clicks_types_submits_and_finishes_with_one_compact_result_and_a_
         .await;
     assert_eq!(status, StatusCode::OK, "{trace}");
     assert_eq!(trace["steps"].as_array().map(Vec::len), Some(4), "{trace}");
+    // Its screenshots are served to the trace page by their ids.
+    let shot = trace["steps"][0]["screenshot"].as_str().expect("an id");
+    let res = app
+        .http
+        .get(app.url(&format!("/ui/screenshots/{shot}/thumb")))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK, "{shot}");
     assert!(!trace.to_string().contains("hello world\\n"), "{trace}");
     let (_, detail) = app
         .server_fn("get_session", &format!("id={sid}"), Some(&cookie))

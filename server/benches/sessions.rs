@@ -779,9 +779,39 @@ async fn task_step(
             per_step.push(Duration::from_millis(gap.max(0) as u64));
         }
     }
+    // The two browser calls a step makes, alone, on the same page.
+    let sid = api.open().await;
+    api.post(
+        &format!("/api/sessions/{sid}/navigate"),
+        json!({ "url": page }),
+    )
+    .await;
+    let (mut shot, mut click) = (Vec::new(), Vec::new());
+    for _ in 0..per_step.len() {
+        let t = Instant::now();
+        api.post(
+            &format!("/api/sessions/{sid}/screenshot"),
+            json!({ "format": "jpeg", "quality": 80 }),
+        )
+        .await;
+        shot.push(t.elapsed());
+        let t = Instant::now();
+        api.post(
+            &format!("/api/sessions/{sid}/click"),
+            json!({ "x": 60, "y": 30 }),
+        )
+        .await;
+        click.push(t.elapsed());
+    }
+    api.close(&sid).await;
     println!(
         "run_task: control plane per step (screenshot + model call overhead + parse + click + trace), model excluded: {}",
         Stats(per_step).show()
+    );
+    println!(
+        "  the same step's browser calls alone over the API: screenshot (JPEG q80, 1280×720) {}   click {}",
+        Stats(shot).show(),
+        Stats(click).show()
     );
     println!(
         "run_task: whole {clicks}-click task incl. session open and close: {}",

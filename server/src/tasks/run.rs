@@ -609,7 +609,11 @@ impl Runner {
             .map_err(|e| ApiError::Internal(anyhow::anyhow!("{e}")))?;
         // The recorder names the file by its number (`000003.jpg`).
         let id = s.persisted_path.as_deref().and_then(|p| {
-            let seq: u64 = std::path::Path::new(p).file_stem()?.to_str()?.parse().ok()?;
+            let seq: u64 = std::path::Path::new(p)
+                .file_stem()?
+                .to_str()?
+                .parse()
+                .ok()?;
             let id = crate::recording::ScreenshotId::new(
                 self.live.tenant.clone(),
                 self.live.id.clone(),

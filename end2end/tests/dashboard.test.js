@@ -3,25 +3,14 @@
 // operator's work while agents use the API.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import {
-  addAuthenticator, agentApi, cordon, enroll, freshDataDir, launchBrowser, live, login, operatorPage,
+  shot, addAuthenticator, agentApi, cordon, enroll, freshDataDir, launchBrowser, live, login, operatorPage,
   removeDir, startCordon, waitFor,
 } from './helpers.js';
 
 let dataDir, server, browser, admin, key;
-
-// Screenshots for the README's operator guide, when asked for.
-const shots = process.env.CORDON_E2E_SCREENSHOTS
-  ? resolve(fileURLToPath(new URL('.', import.meta.url)), '..', '..', 'docs', 'screenshots')
-  : null;
-async function shot(page, name) {
-  if (!shots) return;
-  mkdirSync(shots, { recursive: true });
-  await page.screenshot({ path: join(shots, `${name}.png`) });
-}
 
 before(async () => {
   dataDir = freshDataDir();

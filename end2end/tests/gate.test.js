@@ -5,25 +5,13 @@
 // denied_by_operator, and it never happened).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync } from 'node:fs';
-import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import {
-  agentApi, cordon, enroll, freshDataDir, launchBrowser, live, operatorPage, removeDir,
+  shot, agentApi, cordon, enroll, freshDataDir, launchBrowser, live, operatorPage, removeDir,
   startCordon, waitFor,
 } from './helpers.js';
 import { startSite } from './site.js';
 
 let dataDir, server, browser, admin, key, site;
-
-const shots = process.env.CORDON_E2E_SCREENSHOTS
-  ? resolve(fileURLToPath(new URL('.', import.meta.url)), '..', '..', 'docs', 'screenshots')
-  : null;
-async function shot(page, name) {
-  if (!shots) return;
-  mkdirSync(shots, { recursive: true });
-  await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
-}
 
 before(async () => {
   site = await startSite();
@@ -64,7 +52,7 @@ async function decideOnPage(page, button) {
   const img = card.locator('img');
   await waitFor('the outlined screenshot to load', () =>
     img.evaluate((i) => i.complete && i.naturalWidth > 100), 30_000);
-  await shot(page, button === '.approve' ? 'approvals' : 'approvals-phone');
+  await shot(page, button === '.approve' ? 'approvals' : 'approvals-phone', { fullPage: true });
   await card.locator(button).click();
   await page.waitForSelector('#no-approvals', { timeout: 30_000 });
 }

@@ -2,7 +2,7 @@
 // and a real Chromium driven by Playwright. Everything started is stopped by
 // PID in `stop()`.
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -175,4 +175,13 @@ export async function waitFor(what, check, ms = 30_000) {
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(last)}`);
+}
+
+/** Saves `docs/screenshots/<name>.png` for the README's operator guide
+ * when `CORDON_E2E_SCREENSHOTS` is set; otherwise does nothing. */
+export async function shot(page, name, { fullPage = false } = {}) {
+  if (!process.env.CORDON_E2E_SCREENSHOTS) return;
+  const dir = join(root, 'docs', 'screenshots');
+  mkdirSync(dir, { recursive: true });
+  await page.screenshot({ path: join(dir, `${name}.png`), fullPage });
 }

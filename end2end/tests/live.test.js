@@ -5,25 +5,13 @@
 // session and hands it back.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync } from 'node:fs';
-import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import {
-  agentApi, cordon, enroll, freshDataDir, launchBrowser, live, operatorPage, removeDir,
+  shot, agentApi, cordon, enroll, freshDataDir, launchBrowser, live, operatorPage, removeDir,
   serverFn, startCordon, waitFor,
 } from './helpers.js';
 import { PASSWORD, USER, startSite } from './site.js';
 
 let dataDir, server, browser, admin, key, site;
-
-const shots = process.env.CORDON_E2E_SCREENSHOTS
-  ? resolve(fileURLToPath(new URL('.', import.meta.url)), '..', '..', 'docs', 'screenshots')
-  : null;
-async function shot(page, name) {
-  if (!shots) return;
-  mkdirSync(shots, { recursive: true });
-  await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
-}
 
 before(async () => {
   site = await startSite();
@@ -74,7 +62,7 @@ test('an operator logs in to a site through the streamed browser, saves it, and 
     return s?.state === 'live' && s.title === 'Sign in' && Number(s.frames) > 0 && s.control === 'yours' ? s : null;
   }, 60_000);
   assert.match(await page.textContent('#countdown'), /in 1[45] min/);
-  await shot(page, 'refresh-login');
+  await shot(page, 'refresh-login', { fullPage: true });
 
   // Type into the streamed canvas with the mouse and keyboard.
   await page.mouse.click(...(await at(page, 170, 80)));
@@ -97,7 +85,7 @@ test('an operator logs in to a site through the streamed browser, saves it, and 
   assert.match(preview, /HttpOnly/);
   assert.match(preview, /api_token/);
   assert.doesNotMatch(preview, /token-of-alice/);
-  await shot(page, 'refresh-preview');
+  await shot(page, 'refresh-preview', { fullPage: true });
 
   await page.click('#save-login');
   await page.waitForSelector('#save-diff', { timeout: 30_000 });
@@ -109,7 +97,7 @@ test('an operator logs in to a site through the streamed browser, saves it, and 
     return s?.state === 'ended' ? s : null;
   });
   assert.match((await viewState(page)).endReason, /saved/);
-  await shot(page, 'refresh-saved');
+  await shot(page, 'refresh-saved', { fullPage: true });
   const pageText = await page.textContent('body');
   assert.doesNotMatch(pageText, new RegExp(PASSWORD));
 
@@ -179,7 +167,7 @@ test('an operator takes control of an agent session, the agent is refused, and g
   assert.equal(refused.status, 409, JSON.stringify(refused.json));
   assert.equal(refused.json.error.code, 'operator_has_control');
   assert.match(refused.json.error.message, /admin/);
-  await shot(page, 'live-control');
+  await shot(page, 'live-control', { fullPage: true });
 
   // The operator's click reaches the page.
   await page.mouse.click(...(await at(page, 640, 360)));

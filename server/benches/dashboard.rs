@@ -28,26 +28,8 @@ use rand::{Rng, SeedableRng};
 use secrecy::SecretString;
 use sqlx::Connection;
 
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-struct Stats(Vec<Duration>);
-
-impl Stats {
-    fn pct(&self, p: f64) -> f64 {
-        let mut v = self.0.clone();
-        v.sort();
-        let idx = ((v.len() as f64 - 1.0) * p).round() as usize;
-        v[idx].as_secs_f64() * 1000.0
-    }
-    fn cell(&self) -> String {
-        format!("{:.2} / {:.2}", self.pct(0.5), self.pct(0.95))
-    }
-}
+mod common;
+use common::{Stats, env_usize, ms};
 
 // --- the synthetic log ------------------------------------------------------
 
@@ -639,7 +621,7 @@ async fn audit(backend: &str, url: &str, world: &World, iters: usize) -> anyhow:
         assert_eq!(page.events.len(), expected, "{}: first page", case.label);
         assert_eq!(oldest.events.len(), expected, "{}: last page", case.label);
         for s in [&first, &middle, &last] {
-            worst = worst.max(s.pct(0.95));
+            worst = worst.max(ms(s.pct(0.95)));
         }
         println!(
             "| {} | {matching} | {} | {} | {} |",

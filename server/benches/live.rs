@@ -43,6 +43,9 @@ use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
+mod common;
+use common::{Stats, env_usize, ms};
+
 /// A full-viewport animation: background colour, a moving box and a
 /// counter change on every animation frame, over some static text.
 const ANIM: &str = r#"<!doctype html><html><head><title>anim</title><style>
@@ -67,43 +70,6 @@ const BLANK: &str = "<!doctype html><html><head><title>blank</title></head><body
 const QUALITY: i64 = 70;
 const W: u32 = 1280;
 const H: u32 = 720;
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-struct Stats(Vec<Duration>);
-
-impl Stats {
-    fn pct(&self, p: f64) -> Duration {
-        let mut v = self.0.clone();
-        v.sort();
-        if v.is_empty() {
-            return Duration::ZERO;
-        }
-        let idx = ((v.len() as f64 - 1.0) * p).round() as usize;
-        v[idx]
-    }
-    fn median(&self) -> Duration {
-        self.pct(0.5)
-    }
-    fn show(&self) -> String {
-        format!(
-            "p50 {:>7.2} ms  p95 {:>7.2} ms  max {:>7.2} ms  (n={})",
-            ms(self.median()),
-            ms(self.pct(0.95)),
-            ms(self.pct(1.0)),
-            self.0.len()
-        )
-    }
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
 
 fn unix_ms() -> f64 {
     std::time::SystemTime::now()
@@ -551,33 +517,7 @@ fn centre_is_red(jpeg: &[u8]) -> Option<bool> {
 /// Raw: a Chromium of our own with the same flags (no proxy, no sandbox
 /// driver), its tab at 1280×720 like Cordon's sessions.
 async fn raw_browser(dir: &std::path::Path) -> (BrowserConn, Page, std::process::Child) {
-    use std::os::unix::process::CommandExt;
-    let profile = dir.join("raw");
-    std::fs::create_dir_all(&profile).unwrap();
-    let mut args: Vec<String> = cordon::sandbox::chromium::BASE_FLAGS
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    args.push("--no-sandbox".into());
-    args.push(format!("--window-size={W},{H}"));
-    args.push(format!("--user-data-dir={}", profile.display()));
-    args.push("about:blank".into());
-    let child = std::process::Command::new("/usr/lib/chromium/chromium")
-        .args(&args)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .process_group(0)
-        .spawn()
-        .unwrap();
-    let ws = cordon::sandbox::chromium::wait_for_devtools(
-        &profile,
-        "127.0.0.1",
-        Duration::from_secs(20),
-        || true,
-    )
-    .await
-    .unwrap();
-    let conn = BrowserConn::connect(&ws).await.unwrap();
+    let (conn, child) = common::raw_chromium(&dir.join("raw"), W, H).await;
     let page = conn.first_page().await.unwrap();
     page.execute(SetDeviceMetricsOverrideParams::new(
         i64::from(W),

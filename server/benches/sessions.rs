@@ -15,40 +15,10 @@ use cordon::config::Settings;
 use cordon::startup::Application;
 use serde_json::{Value, json};
 
+mod common;
+use common::{Stats, env_usize, ms};
+
 const PAGE: &str = "<!doctype html><html><head><title>Bench</title></head><body><h1>Bench</h1><input id=i><p>Hello</p></body></html>";
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-struct Stats(Vec<Duration>);
-
-impl Stats {
-    fn pct(&self, p: f64) -> Duration {
-        let mut v = self.0.clone();
-        v.sort();
-        let idx = ((v.len() as f64 - 1.0) * p).round() as usize;
-        v[idx]
-    }
-    fn median(&self) -> Duration {
-        self.pct(0.5)
-    }
-    fn show(&self) -> String {
-        format!(
-            "p50 {:>8.2} ms  p95 {:>8.2} ms  (n={})",
-            ms(self.median()),
-            ms(self.pct(0.95)),
-            self.0.len()
-        )
-    }
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
 
 async fn page_server() -> std::net::SocketAddr {
     let app = axum::Router::new().route("/", axum::routing::get(|| async { Html(PAGE) }));
@@ -161,34 +131,8 @@ async fn start_cordon(
 /// Raw: spawn Chromium with the same flags (no proxy) and connect over CDP.
 /// Returns (spawn → connected, connection, child).
 async fn raw_spawn(dir: &std::path::Path, i: usize) -> (Instant, BrowserConn, std::process::Child) {
-    use std::os::unix::process::CommandExt;
-    let profile = dir.join(format!("raw-{i}"));
-    std::fs::create_dir_all(&profile).unwrap();
     let t = Instant::now();
-    let mut args: Vec<String> = cordon::sandbox::chromium::BASE_FLAGS
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    args.push("--no-sandbox".into());
-    args.push("--window-size=1280,720".into());
-    args.push(format!("--user-data-dir={}", profile.display()));
-    args.push("about:blank".into());
-    let child = std::process::Command::new("/usr/lib/chromium/chromium")
-        .args(&args)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .process_group(0)
-        .spawn()
-        .unwrap();
-    let ws = cordon::sandbox::chromium::wait_for_devtools(
-        &profile,
-        "127.0.0.1",
-        Duration::from_secs(20),
-        || true,
-    )
-    .await
-    .unwrap();
-    let conn = BrowserConn::connect(&ws).await.unwrap();
+    let (conn, child) = common::raw_chromium(&dir.join(format!("raw-{i}")), 1280, 720).await;
     (t, conn, child)
 }
 

@@ -87,7 +87,7 @@ test('an operator approves one waiting click and denies another on the Approvals
   const second = api('POST', `/api/sessions/${sid}/click`, { selector: '#delete' });
   await page.waitForSelector('#approvals-badge', { timeout: 60_000 });
   await page.click('nav a[href="/approvals"]');
-  if (shots) await page.setViewportSize({ width: 390, height: 844 });
+  if (process.env.CORDON_E2E_SCREENSHOTS) await page.setViewportSize({ width: 390, height: 844 });
   await decideOnPage(page, '.deny');
   await page.setViewportSize({ width: 1280, height: 900 });
   const denied = await second;

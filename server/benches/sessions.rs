@@ -765,6 +765,84 @@ async fn task_step(
     task.await.unwrap();
 }
 
+/// The risk gate's added latency on a low-risk click: the click as the
+/// pipeline runs it when a rule looks at clicks (the target's facts read in
+/// the click's own lookup, then the assessment) against the plain click,
+/// alternating on one page, by selector and by point.
+async fn gate_cost(page_url: &str, tmp: &std::path::Path, iters: usize) {
+    use cordon::cdp::{Locator, click, click_checked};
+    let settings = Settings::load_from(None, Vec::<(String, String)>::new()).unwrap();
+    let policy = cordon::policy::Policy::from_settings(&settings);
+    let rules = policy.rules("bench");
+    let (conn, child) = common::raw_chromium(&tmp.join("gate"), 1280, 720).await;
+    let page = conn.first_page().await.unwrap();
+    cordon::cdp::navigate(
+        &page,
+        page_url,
+        cordon::cdp::WaitUntil::Load,
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    let bound = Duration::from_secs(5);
+    let rounds = (iters * 10).max(100);
+    // Back to back, and after a pause (a page at rest: the pointer move
+    // that starts a click then does not wait for a frame).
+    for (name, locator, pause) in [
+        ("selector, back to back", Locator::Selector("h1".into()), 0),
+        ("point, back to back   ", Locator::Point(60.0, 30.0), 0),
+        ("selector, after 40 ms ", Locator::Selector("h1".into()), 40),
+        ("point, after 40 ms    ", Locator::Point(60.0, 30.0), 40),
+    ] {
+        let pause = Duration::from_millis(pause);
+        let tool = cordon::sessions::Tool::Click(match &locator {
+            Locator::Point(x, y) => cordon::sessions::tool::ElementTarget::Point(*x, *y),
+            _ => cordon::sessions::tool::ElementTarget::Selector("h1".into()),
+        });
+        let (mut plain, mut checked) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            tokio::time::sleep(pause).await;
+            let t = Instant::now();
+            click(&page, &locator, bound).await.unwrap();
+            plain.push(t.elapsed());
+            tokio::time::sleep(pause).await;
+            let t = Instant::now();
+            click_checked(&page, &locator, bound, |host, el| {
+                let facts = cordon::policy::Facts {
+                    page_host: Some(host.to_owned()),
+                    element: serde_json::from_value(el).map_err(|_| ())?,
+                    ..Default::default()
+                };
+                let a = cordon::policy::assess(&tool, &facts, rules);
+                if a.waits() { Err(()) } else { Ok(()) }
+            })
+            .await
+            .unwrap()
+            .expect("a low-risk click is let through");
+            checked.push(t.elapsed());
+        }
+        let (plain, checked) = (Stats(plain), Stats(checked));
+        println!(
+            "gate, low-risk click by {name}: plain {}   checked {}   added p50 {:+.3} ms",
+            plain.show(),
+            checked.show(),
+            ms(checked.median()) - ms(plain.median())
+        );
+    }
+    let hover =
+        cordon::sessions::Tool::Hover(cordon::sessions::tool::ElementTarget::Point(1.0, 1.0));
+    let mut pure = Vec::new();
+    for _ in 0..10_000 {
+        let t = Instant::now();
+        std::hint::black_box(cordon::policy::assess::needs_page(&hover, rules));
+        pure.push(t.elapsed());
+    }
+    println!("gate, a tool no rule looks at: {}", Stats(pure).show());
+    drop(page);
+    drop(conn);
+    kill(child);
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     // Warnings and errors of the Cordons under test (why a start failed).
@@ -774,7 +852,7 @@ async fn main() {
     let page_addr = page_server().await;
     let page = format!("http://{page_addr}/");
     let tmp = tempfile::tempdir().unwrap();
-    // BENCH_ONLY: comma-separated sections (engine, inject, limits, mcp, task, capacity); all
+    // BENCH_ONLY: comma-separated sections (engine, inject, limits, mcp, task, gate, capacity); all
     // when unset.
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
     let run = |name: &str| only.is_empty() || only.split(',').any(|s| s.trim() == name);
@@ -797,6 +875,9 @@ async fn main() {
     }
     if run("task") {
         task_step(page_addr, &page, tmp.path(), iters).await;
+    }
+    if run("gate") {
+        gate_cost(&page, tmp.path(), iters).await;
     }
 
     // --- memory per idle session and capacity -------------------------------

@@ -279,6 +279,8 @@ impl From<crate::sessions::ToolError> for ApiError {
                 code: "approval_timed_out",
                 message,
             },
+            // Handled inside `run_tool`; reaching here is a bug.
+            T::Held(_) => Self::Internal(anyhow::anyhow!("a held click escaped the pipeline")),
             T::OperatorHasControl(_) => Self::Conflict {
                 code: "operator_has_control",
                 message,

@@ -42,6 +42,69 @@ const FACTS_FN: &str = r#"function() {
   };
 }"#;
 
+/// Scrolls the element into view and returns the centre of its box, its
+/// size, the page's host and the element's facts: a click's own lookup
+/// with what the risk gate needs, in one call.
+fn center_facts_fn() -> String {
+    format!(
+        "function() {{ this.scrollIntoView({{block: 'center', inline: 'center', behavior: 'instant'}}); \
+         const r = this.getBoundingClientRect(); \
+         return [r.left + r.width / 2, r.top + r.height / 2, r.width, r.height, location.hostname, ({FACTS_FN}).call(this)]; }}"
+    )
+}
+
+/// A left click whose target's facts are read in the lookup the click
+/// makes anyway, and that asks `allow(host, facts)` before the button goes
+/// down. An element (selector, ref) is scrolled into view and read in one
+/// call, as a plain click does; for a point, the facts are read while the
+/// pointer moves there. So the risk gate adds no round trip of its own.
+/// `Ok(Err(e))`: `allow` stopped the click; nothing was pressed.
+pub async fn click_checked<E>(
+    page: &Page,
+    locator: &Locator,
+    timeout: Duration,
+    allow: impl FnOnce(&str, serde_json::Value) -> Result<(), E>,
+) -> Result<Result<(), E>, CdpError> {
+    super::tools::bounded("click", timeout, async {
+        let (x, y, host, facts) = match locator {
+            Locator::Point(x, y) => {
+                let (host, facts) = element_facts(page, Some(locator), timeout).await?;
+                super::input::mouse_move(page, *x, *y).await?;
+                (*x, *y, host, facts)
+            }
+            _ => {
+                let v = super::tools::call_on(page, locator, &center_facts_fn(), timeout).await?;
+                let (x, y, w, h) = (
+                    v.get(0).and_then(serde_json::Value::as_f64),
+                    v.get(1).and_then(serde_json::Value::as_f64),
+                    v.get(2).and_then(serde_json::Value::as_f64),
+                    v.get(3).and_then(serde_json::Value::as_f64),
+                );
+                let (Some(x), Some(y), Some(w), Some(h)) = (x, y, w, h) else {
+                    return Err(CdpError::Protocol("unexpected element box".into()));
+                };
+                if w <= 0.0 || h <= 0.0 {
+                    return Err(CdpError::Failed("the element is not visible".into()));
+                }
+                let host = v
+                    .get(4)
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                let facts = v.get(5).cloned().unwrap_or(serde_json::Value::Null);
+                super::input::mouse_move(page, x, y).await?;
+                (x, y, host, facts)
+            }
+        };
+        if let Err(e) = allow(&host, facts) {
+            return Ok(Err(e));
+        }
+        super::input::press_release(page, x, y, 1).await?;
+        Ok(Ok(()))
+    })
+    .await
+}
+
 /// The page's host and, as JSON, the facts of the element at `locator`
 /// (`None`: the focused element); `Null` when there is no such element.
 /// One CDP call (two for a snapshot ref: resolve, then read).

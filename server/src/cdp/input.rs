@@ -24,6 +24,16 @@ pub async fn mouse_move(page: &Page, x: f64, y: f64) -> Result<(), CdpError> {
 /// A left click at (x, y): move, press, release.
 pub async fn click(page: &Page, x: f64, y: f64, click_count: i64) -> Result<(), CdpError> {
     mouse_move(page, x, y).await?;
+    press_release(page, x, y, click_count).await
+}
+
+/// The left button down and up at (x, y), the pointer already there.
+pub(super) async fn press_release(
+    page: &Page,
+    x: f64,
+    y: f64,
+    click_count: i64,
+) -> Result<(), CdpError> {
     for kind in [
         DispatchMouseEventType::MousePressed,
         DispatchMouseEventType::MouseReleased,

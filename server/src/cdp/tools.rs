@@ -349,7 +349,7 @@ fn not_found(locator: &Locator) -> CdpError {
 }
 
 /// Calls `function` on the located element, waiting up to `timeout` for it to appear.
-async fn call_on(
+pub(super) async fn call_on(
     page: &Page,
     locator: &Locator,
     function: &str,

@@ -82,6 +82,24 @@ async fn wait_title(agent: &AgentClient, sid: &str, want: &str) {
     .await;
 }
 
+/// The centre of `selector`'s box on the session's active tab, read
+/// straight from the browser (agents have no script tool).
+async fn centre_of(app: &TestApp, sid: &str, selector: &str) -> (f64, f64) {
+    let live = app.live("acme", sid).await;
+    let mut tabs = live.tabs.lock().await;
+    let page = live.page(&mut tabs).await.unwrap();
+    let v = cordon::cdp::evaluate(
+        &page,
+        &format!(
+            "(() => {{ const r = document.querySelector({selector:?}).getBoundingClientRect(); \
+             return [r.left + r.width / 2, r.top + r.height / 2]; }})()"
+        ),
+    )
+    .await
+    .unwrap();
+    (v[0].as_f64().unwrap(), v[1].as_f64().unwrap())
+}
+
 async fn audit(app: &TestApp) -> Vec<cordon::audit::Event> {
     app.state.store.audit_page(0, 10_000).await.unwrap()
 }
@@ -149,7 +167,9 @@ async fn a_destructive_click_waits_for_the_operator_who_approves_one_and_denies_
     let (status, _) = decide(&app, &cookie, &id, false).await;
     assert_eq!(status, StatusCode::CONFLICT);
 
-    // Act again: this time the operator denies.
+    // Act again, at the button's point this time (as a model clicks):
+    // the operator denies.
+    let (x, y) = centre_of(&app, &sid, "#delete").await;
     let click = {
         let agent = AgentClient {
             http: agent.http.clone(),
@@ -157,11 +177,7 @@ async fn a_destructive_click_waits_for_the_operator_who_approves_one_and_denies_
             key: agent.key.clone(),
         };
         let sid = sid.clone();
-        tokio::spawn(async move {
-            agent
-                .tool(&sid, "click", json!({ "selector": "#delete" }))
-                .await
-        })
+        tokio::spawn(async move { agent.tool(&sid, "click", json!({ "x": x, "y": y })).await })
     };
     let waiting = one_pending(&app, &cookie, &sid).await;
     let denied_id = waiting["id"].as_str().unwrap().to_owned();
@@ -261,10 +277,13 @@ async fn an_undecided_action_times_out_and_dry_run_only_records() {
     let (_, cookie) = app.operator_session("olive", Role::Operator).await;
 
     // `slow` waits one second, then is denied.
+    // (By a snapshot's ref.)
     let (slow, sid) = on_danger_page(&app, &site, "slow").await;
-    let answer = slow
-        .tool(&sid, "click", json!({ "selector": "#delete" }))
-        .await;
+    let (status, snap) = slow.tool(&sid, "snapshot", json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{snap}");
+    let r = crate::helpers::find_ref(&snap["nodes"], "button", "Delete account")
+        .unwrap_or_else(|| panic!("no Delete account button in {snap}"));
+    let answer = slow.tool(&sid, "click", json!({ "ref": r })).await;
     assert_error(&answer, StatusCode::FORBIDDEN, "approval_timed_out");
     assert_eq!(title(&slow, &sid).await, "Danger");
     assert!(pending(&app, &cookie).await.is_empty());
@@ -336,62 +355,4 @@ async fn navigation_outside_an_operator_sessions_domains_waits_for_a_decision() 
         "denied_by_operator",
     );
     assert_eq!(title(&agent, &sid).await, "Danger");
-}
-
-/// Not a check but a measurement (run with `--ignored --nocapture`): what
-/// the gate adds to a low-risk click, i.e. its fact-gathering CDP calls on
-/// a real page plus the pure assessment, and to a tool no rule looks at.
-#[tokio::test]
-#[ignore = "a measurement; prints figures"]
-async fn measure_the_gates_added_latency_on_low_risk_actions() {
-    let site = site::start().await;
-    let app = app(&site).await;
-    let (_, sid) = on_danger_page(&app, &site, "acme").await;
-    let live = app.live("acme", &sid).await;
-    let settings = app.state.settings.clone();
-    let policy = cordon::policy::Policy::from_settings(&settings);
-    let rules = policy.rules("acme");
-    let click = cordon::sessions::Tool::Click(cordon::sessions::tool::ElementTarget::Selector(
-        "#next".into(),
-    ));
-    let hover = cordon::sessions::Tool::Hover(cordon::sessions::tool::ElementTarget::Selector(
-        "#next".into(),
-    ));
-    let percentiles = |mut v: Vec<Duration>| {
-        v.sort();
-        (v[v.len() / 2], v[v.len() * 95 / 100])
-    };
-
-    // A tool no rule looks at: the gate's whole work is this decision.
-    let mut pure = Vec::new();
-    for _ in 0..10_000 {
-        let t = std::time::Instant::now();
-        let look = cordon::policy::assess::needs_page(&hover, rules);
-        std::hint::black_box(look);
-        pure.push(t.elapsed());
-    }
-    // A low-risk click: the facts from the page, then the assessment.
-    let mut tabs = live.tabs.lock().await;
-    let page = live.page(&mut tabs).await.unwrap();
-    let locator = cordon::cdp::Locator::Selector("#next".into());
-    let mut checked = Vec::new();
-    for _ in 0..200 {
-        let t = std::time::Instant::now();
-        let (host, el) = cordon::cdp::element_facts(&page, Some(&locator), Duration::from_secs(3))
-            .await
-            .unwrap();
-        let facts = cordon::policy::Facts {
-            page_host: Some(host),
-            element: serde_json::from_value(el).unwrap(),
-            ..Default::default()
-        };
-        let a = cordon::policy::assess(&click, &facts, rules);
-        assert_eq!(a.level, cordon::policy::Level::Low);
-        checked.push(t.elapsed());
-    }
-    drop(tabs);
-    let (p50, p95) = percentiles(pure);
-    println!("gate, tool no rule looks at: p50 {p50:?}, p95 {p95:?}");
-    let (p50, p95) = percentiles(checked);
-    println!("gate, low-risk click (facts + assess): p50 {p50:?}, p95 {p95:?}");
 }

@@ -684,3 +684,14 @@ pub fn uuid_like() -> String {
         &h[20..]
     )
 }
+
+/// The ref of the first snapshot node with `role` and `name`.
+pub fn find_ref(nodes: &serde_json::Value, role: &str, name: &str) -> Option<String> {
+    nodes.as_array()?.iter().find_map(|n| {
+        if n["role"] == role && n["name"] == name {
+            n["ref"].as_str().map(str::to_owned)
+        } else {
+            find_ref(&n["children"], role, name)
+        }
+    })
+}

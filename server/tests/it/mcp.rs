@@ -129,17 +129,6 @@ fn text(result: &Value) -> &str {
         .unwrap_or_else(|| panic!("no text in {result}"))
 }
 
-/// The ref of the first snapshot node with `role` and `name`.
-fn find_ref(nodes: &Value, role: &str, name: &str) -> Option<String> {
-    nodes.as_array()?.iter().find_map(|n| {
-        if n["role"] == role && n["name"] == name {
-            n["ref"].as_str().map(str::to_owned)
-        } else {
-            find_ref(&n["children"], role, name)
-        }
-    })
-}
-
 #[tokio::test]
 async fn the_mcp_endpoint_refuses_a_missing_or_wrong_key() {
     let app = TestApp::spawn(Backend::Sqlite).await;
@@ -239,7 +228,8 @@ async fn an_mcp_client_opens_navigates_snapshots_clicks_and_closes(backend: Back
         (json!(200), json!("Login"))
     );
     let snap = mcp.ok("browser_snapshot", s(json!({}))).await;
-    let button = find_ref(&snap["nodes"], "button", "Sign in").expect("the button in the snapshot");
+    let button = crate::helpers::find_ref(&snap["nodes"], "button", "Sign in")
+        .expect("the button in the snapshot");
     let clicked = mcp.ok("browser_click", s(json!({ "ref": button }))).await;
     assert_eq!(clicked["success"], true);
     let waited = mcp

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::gate::ClickCheck;
 use super::output::{
     Dom, Done, Navigated, Pdf, Screenshot, Selected, SnapshotResult, TabClosed, TabInfo, Waited,
 };
@@ -216,6 +217,7 @@ pub(super) async fn run(
     tabs: &mut Tabs,
     tool: &Tool,
     timeout: Duration,
+    check: Option<&ClickCheck<'_>>,
 ) -> Result<ToolOutput, ToolError> {
     let v = session.viewport();
     let viewport = (v.width, v.height);
@@ -275,6 +277,8 @@ pub(super) async fn run(
     }
     let page = &page;
     let locator = locator.as_ref();
+    // What the risk gate's check stopped a click with.
+    let mut stopped = None;
     let work = async {
         Ok(match tool {
             Tool::Navigate { url, wait } => {
@@ -325,7 +329,17 @@ pub(super) async fn run(
                 })
             }
             Tool::Click(_) => {
-                cdp::click(page, locator.expect("located"), timeout).await?;
+                let locator = locator.expect("located");
+                match check {
+                    Some(check) => {
+                        if let Err(e) =
+                            cdp::click_checked(page, locator, timeout, |h, f| check(h, f)).await?
+                        {
+                            stopped = Some(e);
+                        }
+                    }
+                    None => cdp::click(page, locator, timeout).await?,
+                }
                 DONE
             }
             Tool::Hover(_) => {
@@ -388,7 +402,11 @@ pub(super) async fn run(
     };
     let work = crashes.guard(&target, || CdpError::TabCrashed, work);
     if !tool.navigates() {
-        return Ok(work.await?);
+        let res = work.await;
+        if let Some(e) = stopped {
+            return Err(e);
+        }
+        return Ok(res?);
     }
     let res = downloads
         .guard(&target, || CdpError::DownloadRefused, work)

@@ -18,6 +18,28 @@ use crate::time::now_ms;
 /// Bound of the browser calls that gather facts and the screenshot.
 const LOOK: Duration = Duration::from_secs(3);
 
+/// What the gate decided before the call runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Gate {
+    /// Run it.
+    Pass,
+    /// A click a rule looks at: checked at its target, inside the click.
+    AtClick,
+}
+
+/// A click the gate stopped at its target, before the button went down.
+#[derive(Debug)]
+pub struct Held {
+    assessment: Assessment,
+    /// The target's box, for the outline on the approval's screenshot.
+    rect: Option<[f64; 4]>,
+}
+
+/// The gate's check of a click's target, run by the click between its
+/// lookup and the button going down: an error stops it.
+pub(super) type ClickCheck<'a> =
+    Box<dyn Fn(&str, serde_json::Value) -> Result<(), ToolError> + Send + Sync + 'a>;
+
 impl SessionManager {
     /// Lets `tool` through, or answers why not. `event` is the call's own
     /// audit row (written here with a refusal's outcome when it is refused).
@@ -28,9 +50,9 @@ impl SessionManager {
         tool: &Tool,
         event: &NewEvent,
         bound: Duration,
-    ) -> Result<(), ToolError> {
+    ) -> Result<Gate, ToolError> {
         if matches!(actor, Actor::Operator(_)) || matches!(tool, Tool::Input(_)) {
-            return Ok(());
+            return Ok(Gate::Pass);
         }
         let rules = self.0.policy.rules(session.tenant.as_str());
         let look = policy::assess::needs_page(tool, rules);
@@ -39,7 +61,12 @@ impl SessionManager {
         // The common case: no rule looks at this tool; nothing is asked of
         // the browser.
         if !look && !navigates_away {
-            return Ok(());
+            return Ok(Gate::Pass);
+        }
+        // A click's target is read by the click's own lookup: no round
+        // trip of the gate's.
+        if matches!(tool, Tool::Click(_)) {
+            return Ok(Gate::AtClick);
         }
         let inspected = tokio::time::timeout(bound, self.inspect(session, tool, rules, look))
             .await
@@ -61,6 +88,85 @@ impl SessionManager {
                 return Err(e);
             }
         };
+        self.decide(session, actor, tool, event, assessment, screenshot, rules)
+            .await
+            .map(|()| Gate::Pass)
+    }
+
+    /// The check a click runs at its target: the assessment of what it
+    /// found; a click that would wait (or is forbidden) is stopped there.
+    pub(super) fn click_check<'a>(
+        &'a self,
+        session: &'a LiveSession,
+        tool: &'a Tool,
+    ) -> ClickCheck<'a> {
+        let rules = self.0.policy.rules(session.tenant.as_str());
+        Box::new(move |host, element| {
+            let facts = Facts {
+                domains: Vec::new(),
+                page_host: Some(host.to_owned()).filter(|h| !h.is_empty()),
+                element: serde_json::from_value::<Option<ElementFacts>>(element)
+                    .map_err(|e| ToolError::Protocol(format!("element facts: {e}")))?,
+            };
+            let assessment = policy::assess(tool, &facts, rules);
+            if assessment.forbidden || assessment.waits() {
+                return Err(ToolError::Held(Box::new(Held {
+                    rect: facts.element.as_ref().and_then(|e| e.rect),
+                    assessment,
+                })));
+            }
+            Ok(())
+        })
+    }
+
+    /// A click stopped at its target: the operator's decision (or the
+    /// dry-run's record), with the page as it is now, the target outlined.
+    pub(super) async fn hold(
+        &self,
+        session: &Arc<LiveSession>,
+        actor: &Actor,
+        tool: &Tool,
+        event: &NewEvent,
+        held: Held,
+    ) -> Result<(), ToolError> {
+        let rules = self.0.policy.rules(session.tenant.as_str());
+        let screenshot = if held.assessment.forbidden || rules.dry_run {
+            None
+        } else {
+            let mut tabs = session.tabs.lock().await;
+            let page = session.page(&mut tabs).await?;
+            let shot =
+                crate::cdp::screenshot(&page, crate::cdp::ImageFormat::Jpeg, Some(70), false, LOOK)
+                    .await
+                    .ok();
+            drop(tabs);
+            outline(shot, held.rect).await
+        };
+        self.decide(
+            session,
+            actor,
+            tool,
+            event,
+            held.assessment,
+            screenshot,
+            rules,
+        )
+        .await
+    }
+
+    /// What follows an assessment: refused, run, recorded (dry run), or
+    /// waiting for an operator.
+    #[expect(clippy::too_many_arguments)]
+    async fn decide(
+        &self,
+        session: &Arc<LiveSession>,
+        actor: &Actor,
+        tool: &Tool,
+        event: &NewEvent,
+        assessment: Assessment,
+        screenshot: Option<Vec<u8>>,
+        rules: &Rules,
+    ) -> Result<(), ToolError> {
         let details = json!({
             "level": assessment.level,
             "reasons": assessment.reasons,
@@ -241,16 +347,7 @@ impl SessionManager {
                 .ok();
         drop(tabs);
         let rect = facts.element.as_ref().and_then(|e| e.rect);
-        let shot = match (shot, rect) {
-            (Some(jpeg), Some(rect)) => {
-                tokio::task::spawn_blocking(move || policy::outline::outline(&jpeg, rect).ok())
-                    .await
-                    .ok()
-                    .flatten()
-            }
-            (shot, _) => shot,
-        };
-        Ok((a, shot))
+        Ok((a, outline(shot, rect).await))
     }
 
     /// The pending approvals (the dashboard's queue).
@@ -289,6 +386,20 @@ impl SessionManager {
             tracing::error!(error = %format!("{e:#}"), "failed to audit an approval decision");
         }
         Ok(info)
+    }
+}
+
+/// The screenshot with the target's box outlined (as it is, without a box
+/// or when outlining fails).
+async fn outline(shot: Option<Vec<u8>>, rect: Option<[f64; 4]>) -> Option<Vec<u8>> {
+    match (shot, rect) {
+        (Some(jpeg), Some(rect)) => {
+            tokio::task::spawn_blocking(move || policy::outline::outline(&jpeg, rect).ok())
+                .await
+                .ok()
+                .flatten()
+        }
+        (shot, _) => shot,
     }
 }
 

@@ -308,6 +308,11 @@ pub enum ToolError {
     /// A bug or an outage (the audit row could not be written).
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
+    /// The risk gate stopped a click at its target (read in the click's
+    /// own lookup) to wait for an operator. Internal: `run_tool` handles it
+    /// and never returns it.
+    #[error("the action waits for an operator's decision")]
+    Held(Box<gate::Held>),
 }
 
 impl From<CdpError> for ToolError {
@@ -358,8 +363,10 @@ impl SessionManager {
             return Err(ToolError::OperatorHasControl(holder.name));
         }
         // The risk gate: may wait for an operator's decision, which is not
-        // part of the call's own bound.
-        self.gate(session, &actor, &tool, &event, timeout).await?;
+        // part of the call's own bound. A click is checked at its target,
+        // inside the click (below).
+        let mut check_click =
+            self.gate(session, &actor, &tool, &event, timeout).await? == gate::Gate::AtClick;
         // Pointer moves are audited one a second at most; every other
         // input is.
         let sampled_out = matches!(
@@ -372,27 +379,39 @@ impl SessionManager {
         if !sampled_out {
             self.0
                 .store
-                .audit_append(event.outcome("requested"))
+                .audit_append(event.clone().outcome("requested"))
                 .await?;
         }
-        session.touch();
         let refusals = session.refusals.mark();
         // The whole call, waiting for the tab lock included, is bounded: a
         // step without a bound of its own (a title read on a page whose
         // script never yields, say) cannot hold the session past it.
         let budget = timeout + OVERRUN;
-        let res = match tokio::time::timeout(budget, async {
-            let mut tabs = session.tabs.lock().await;
-            exec::run(session, &mut tabs, &tool, timeout).await
-        })
-        .await
-        {
-            Ok(res) => res,
-            Err(_) => Err(ToolError::Timeout(format!(
-                "{} did not finish within {} ms",
-                tool.action(),
-                budget.as_millis()
-            ))),
+        let res = loop {
+            session.touch();
+            let check = check_click.then(|| self.click_check(session, &tool));
+            let res = match tokio::time::timeout(budget, async {
+                let mut tabs = session.tabs.lock().await;
+                exec::run(session, &mut tabs, &tool, timeout, check.as_ref()).await
+            })
+            .await
+            {
+                Ok(res) => res,
+                Err(_) => Err(ToolError::Timeout(format!(
+                    "{} did not finish within {} ms",
+                    tool.action(),
+                    budget.as_millis()
+                ))),
+            };
+            match res {
+                // Held at the target: the decision, then the click again
+                // (looked up anew: the page may have changed meanwhile).
+                Err(ToolError::Held(held)) => {
+                    self.hold(session, &actor, &tool, &event, *held).await?;
+                    check_click = false;
+                }
+                res => break res,
+            }
         };
         session.touch();
         let out = match res {

@@ -18,10 +18,15 @@ use serde_json::{Value, json};
 mod common;
 use common::{Stats, env_usize, ms};
 
+/// A heading that counts the clicks on it: each click repaints.
+const COUNT: &str = "<!doctype html><html><head><title>Count</title></head><body><h1 onclick=\"this.textContent = 'clicked ' + (window.n = (window.n || 0) + 1)\">Count</h1><p>Hello</p></body></html>";
+
 const PAGE: &str = "<!doctype html><html><head><title>Bench</title></head><body><h1>Bench</h1><input id=i><p>Hello</p></body></html>";
 
 async fn page_server() -> std::net::SocketAddr {
-    let app = axum::Router::new().route("/", axum::routing::get(|| async { Html(PAGE) }));
+    let app = axum::Router::new()
+        .route("/", axum::routing::get(|| async { Html(PAGE) }))
+        .route("/count", axum::routing::get(|| async { Html(COUNT) }));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -692,11 +697,12 @@ async fn task_step(
     page: &str,
     tmp: &std::path::Path,
     iters: usize,
+    what: &str,
 ) {
     let clicks = 10;
     let model = fake_model(clicks).await;
     let (api, stop, task, state) = start_cordon(
-        &tmp.join("task"),
+        &tmp.join(format!("task-{}", what.len())),
         page_addr,
         1,
         &[("CORDON_MODEL_BASE_URL", format!("http://{model}/v1"))],
@@ -749,7 +755,7 @@ async fn task_step(
     }
     api.close(&sid).await;
     println!(
-        "run_task: control plane per step (screenshot + model call overhead + parse + click + trace), model excluded: {}",
+        "run_task, a click that {what}: control plane per step (picture + model call overhead + parse + click + trace), model excluded: {}",
         Stats(per_step).show()
     );
     println!(
@@ -874,7 +880,18 @@ async fn main() {
         mcp_cost(page_addr, &page, tmp.path(), iters).await;
     }
     if run("task") {
-        task_step(page_addr, &page, tmp.path(), iters).await;
+        // Each click repaints (a step's action usually changes the page),
+        // and each does not (the step waits for a frame, then takes the
+        // newest).
+        task_step(
+            page_addr,
+            &format!("{page}count"),
+            tmp.path(),
+            iters,
+            "repaints",
+        )
+        .await;
+        task_step(page_addr, &page, tmp.path(), iters, "changes nothing").await;
     }
     if run("gate") {
         gate_cost(&page, tmp.path(), iters).await;

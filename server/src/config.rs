@@ -309,6 +309,11 @@ pub struct Settings {
     /// size guardrail: older steps go as text only).
     #[serde(default = "d::task_history_images")]
     pub task_history_images: u32,
+    /// How long a task step waits, after its action, for the page's
+    /// repaint to arrive as a screencast frame before it takes the newest
+    /// picture there is (nothing repainted), in ms.
+    #[serde(default = "d::task_frame_wait_ms")]
+    pub task_frame_wait_ms: u32,
     /// Largest `instruction` of a task, in bytes.
     #[serde(default = "d::task_instruction_max_bytes")]
     pub task_instruction_max_bytes: u32,
@@ -451,6 +456,9 @@ mod d {
     }
     pub fn task_history_images() -> u32 {
         2
+    }
+    pub fn task_frame_wait_ms() -> u32 {
+        100
     }
     pub fn task_instruction_max_bytes() -> u32 {
         8192
@@ -661,6 +669,9 @@ impl Settings {
         }
         if self.task_history_images > 10 {
             bail!("task_history_images: at most 10");
+        }
+        if !(10..=10_000).contains(&self.task_frame_wait_ms) {
+            bail!("task_frame_wait_ms: must be between 10 and 10000");
         }
         if !(256..=65_536).contains(&self.task_instruction_max_bytes) {
             bail!("task_instruction_max_bytes: must be between 256 and 65536");
@@ -1084,6 +1095,9 @@ mod tests {
             ),
             ("CORDON_TOOL_TIMEOUT_S", "301", "tool_timeout_s:"),
             ("CORDON_TOOL_TIMEOUT_S", "soon", "tool_timeout_s:"),
+            ("CORDON_TASK_FRAME_WAIT_MS", "0", "task_frame_wait_ms:"),
+            ("CORDON_TASK_FRAME_WAIT_MS", "-5", "task_frame_wait_ms:"),
+            ("CORDON_TASK_FRAME_WAIT_MS", "60000", "task_frame_wait_ms:"),
         ] {
             let err = load_err(&[(key, value)]);
             assert!(err.starts_with(starts), "{key}={value}: {err}");

@@ -329,6 +329,7 @@ impl Connection {
         };
         if let Some(c) = cast {
             c.stop().await;
+            self.live.screencast_stopped();
         }
         ended
     }
@@ -443,6 +444,7 @@ impl Connection {
         {
             if let Some(old) = cast.take() {
                 old.stop().await;
+                self.live.screencast_stopped();
             }
             slot.clear();
             if let Ok(pages) = self.live.pages().await

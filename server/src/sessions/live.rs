@@ -61,6 +61,8 @@ pub struct LiveSession {
     last_activity: AtomicI64,
     last_move_audited: AtomicI64,
     screenshot_seq: AtomicU64,
+    /// Screencasts stopped (a tab has one; whoever else used it restarts).
+    screencast_stops: AtomicU64,
     /// The sandbox running its browser.
     pub sandbox: Sandbox,
     pub(super) conn: BrowserConn,
@@ -95,6 +97,7 @@ impl LiveSession {
             last_activity: AtomicI64::new(now_ms()),
             last_move_audited: AtomicI64::new(0),
             screenshot_seq: AtomicU64::new(0),
+            screencast_stops: AtomicU64::new(0),
             tabs: Mutex::new(Tabs {
                 active: Some(warm.page.target_id().clone()),
                 refs: HashMap::new(),
@@ -105,6 +108,17 @@ impl LiveSession {
             egress: Mutex::new(Some(warm.egress)),
             init_scripts: std::sync::Mutex::default(),
         }
+    }
+
+    /// Counts a screencast stopped on one of its tabs: Chromium has one
+    /// per tab, so another user of it (a task's pictures) starts it again.
+    pub fn screencast_stopped(&self) {
+        self.screencast_stops.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Screencasts stopped so far.
+    pub fn screencast_stops(&self) -> u64 {
+        self.screencast_stops.load(Ordering::SeqCst)
     }
 
     /// The page's viewport now (the live view may resize it).

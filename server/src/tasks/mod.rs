@@ -5,6 +5,7 @@
 //! one tool pipeline, so the risk gate and operator take-over apply; every
 //! step is stored as the task's trace.
 
+pub mod frames;
 pub mod model;
 pub mod prompt;
 pub mod run;

@@ -33,6 +33,11 @@ use crate::time::now_ms;
 const DEFAULT_MAX_STEPS: u32 = 15;
 /// How long `wait()` waits.
 const WAIT: Duration = Duration::from_secs(2);
+/// How long a step waits for the first frame of a new screencast before it
+/// asks for a capture instead.
+const FIRST_FRAME_WAIT: Duration = Duration::from_secs(1);
+/// JPEG quality of the step's picture.
+const QUALITY: u8 = 80;
 
 /// What an agent asks for (`POST /api/tasks`, MCP `browser_run_task`).
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
@@ -195,6 +200,9 @@ struct Inner {
     model: Option<ModelClient>,
     coordinates: CoordinateMode,
     history_images: usize,
+    /// How long a step waits for the repaint after its action
+    /// (`task_frame_wait_ms`).
+    frame_wait: Duration,
     instruction_max: usize,
     max_steps: u32,
     /// Abort switches of the tasks running here.
@@ -239,6 +247,7 @@ impl Tasks {
                 CoordinateMode::Absolute
             },
             history_images: settings.task_history_images as usize,
+            frame_wait: Duration::from_millis(u64::from(settings.task_frame_wait_ms)),
             instruction_max: settings.task_instruction_max_bytes as usize,
             max_steps: settings.task_max_steps,
             running: Mutex::default(),
@@ -346,6 +355,9 @@ impl Tasks {
             instruction: req.instruction,
             max_steps,
             aborted,
+            frames: None,
+            acted: tokio::time::Instant::now(),
+            rows: Vec::new(),
         };
         let handle = tokio::spawn(runner.drive(start));
         let _ = handle.await;
@@ -501,6 +513,12 @@ struct Runner {
     instruction: String,
     max_steps: u32,
     aborted: watch::Receiver<bool>,
+    /// The screencast the steps' pictures come from.
+    frames: Option<super::frames::Frames>,
+    /// When the last action ended.
+    acted: tokio::time::Instant,
+    /// Trace rows being written.
+    rows: Vec<tokio::task::JoinHandle<()>>,
 }
 
 /// A screenshot the model saw.
@@ -515,6 +533,12 @@ impl Runner {
         let mut steps = 0i64;
         let mut last_shot: Option<String> = None;
         let outcome = self.run(start, &mut steps, &mut last_shot).await;
+        if let Some(frames) = self.frames.take() {
+            frames.stop().await;
+        }
+        for row in std::mem::take(&mut self.rows) {
+            let _ = row.await;
+        }
         let sessions = &self.tasks.0.sessions;
         // The task owns its session: it goes with it.
         let _ = sessions.close(&self.owner, self.live.id.as_str()).await;
@@ -580,7 +604,75 @@ impl Runner {
         }
     }
 
-    async fn screenshot(&self) -> Result<Shot, ApiError> {
+    /// The step's picture: a screencast frame made after the last action
+    /// (see `frames.rs`), or a capture when there is none.
+    async fn screenshot(&mut self) -> Result<Shot, ApiError> {
+        if let Some(shot) = self.frame().await {
+            metrics::counter!("cordon_task_pictures_total", "source" => "screencast").increment(1);
+            return Ok(shot);
+        }
+        metrics::counter!("cordon_task_pictures_total", "source" => "capture").increment(1);
+        self.capture().await
+    }
+
+    async fn frame(&mut self) -> Option<Shot> {
+        let page = {
+            let mut tabs = self.live.tabs.lock().await;
+            self.live.page(&mut tabs).await.ok()?
+        };
+        let target = page.target_id().inner().clone();
+        let (mut since, mut wait) = (self.acted, self.tasks.0.frame_wait);
+        if !self
+            .frames
+            .as_ref()
+            .is_some_and(|f| f.shows(&self.live, &target))
+        {
+            if let Some(old) = self.frames.take() {
+                old.stop().await;
+            }
+            since = tokio::time::Instant::now();
+            wait = FIRST_FRAME_WAIT;
+            self.frames = Some(
+                super::frames::Frames::start(&self.live, page.clone(), QUALITY)
+                    .await
+                    .ok()?,
+            );
+        }
+        let frame = self.frames.as_mut()?.after(since, wait).await?;
+        let scale = f64::from(frame.width) / frame.css_width;
+        let space =
+            ImageSpace::new(frame.width, frame.height, scale, self.tasks.0.coordinates).ok()?;
+        // Kept like a screenshot tool's picture; when the recorder refuses
+        // (a full audit quota), the capture's path says so.
+        let seq = self.live.next_screenshot_seq();
+        let saved = self
+            .tasks
+            .0
+            .sessions
+            .recorder()
+            .save(
+                self.live.record,
+                self.live.tenant.as_str(),
+                self.live.id.as_str(),
+                seq,
+                "jpg",
+                &frame.jpeg,
+            )
+            .await
+            .ok()?;
+        let id = saved.map(|_| {
+            crate::recording::ScreenshotId::new(self.live.tenant.clone(), self.live.id.clone(), seq)
+                .to_string()
+        });
+        Some(Shot {
+            jpeg: frame.jpeg.clone(),
+            space,
+            id,
+        })
+    }
+
+    /// A capture through the tool pipeline.
+    async fn capture(&self) -> Result<Shot, ApiError> {
         // Right after a click or an Enter the page may be between two
         // documents, and the capture fails: try again a little later.
         let mut tries = 0;
@@ -647,6 +739,7 @@ impl Runner {
                 format!("the start page did not load: {e}"),
             );
         }
+        self.acted = tokio::time::Instant::now();
         let system = super::prompt::system(&self.instruction);
         // (answer text, screenshot) of earlier steps.
         let mut history: Vec<(String, Vec<u8>)> = Vec::new();
@@ -678,8 +771,7 @@ impl Runner {
             let answer: Answer = match answer {
                 Ok(a) => a,
                 Err(e) => {
-                    self.record(n, None, None, &format!("{}: {e}", e.code()), &shot, None)
-                        .await;
+                    self.record(n, None, None, &format!("{}: {e}", e.code()), &shot, None);
                     *steps = n;
                     return model_failure(&e);
                 }
@@ -695,8 +787,7 @@ impl Runner {
                         &format!("bad_model_answer: {}", e.code()),
                         &shot,
                         Some(&answer),
-                    )
-                    .await;
+                    );
                     return Outcome::failed(
                         "error",
                         "bad_model_answer",
@@ -708,8 +799,7 @@ impl Runner {
             let thought = parsed.thought.clone();
             match parsed.action {
                 Action::Finished { content } => {
-                    self.record(n, thought, Some(shown), "finished", &shot, Some(&answer))
-                        .await;
+                    self.record(n, thought, Some(shown), "finished", &shot, Some(&answer));
                     let data = serde_json::from_str::<Value>(&content)
                         .ok()
                         .filter(Value::is_object)
@@ -729,8 +819,7 @@ impl Runner {
                         "waiting for an operator",
                         &shot,
                         Some(&answer),
-                    )
-                    .await;
+                    );
                     if !self.wait_for_call_user().await {
                         return Outcome::failed(
                             "deadline",
@@ -738,15 +827,16 @@ impl Runner {
                             "the model asked for an operator and none took over in time",
                         );
                     }
+                    self.acted = tokio::time::Instant::now();
                 }
                 action => {
                     let result = self.execute(&action, &shot.space).await;
+                    self.acted = tokio::time::Instant::now();
                     let outcome = match &result {
                         Ok(()) => "ok".to_owned(),
                         Err(e) => format!("{}: {e}", e.code()),
                     };
-                    self.record(n, thought, Some(shown), &outcome, &shot, Some(&answer))
-                        .await;
+                    self.record(n, thought, Some(shown), &outcome, &shot, Some(&answer));
                     if let Err(e) = result {
                         match e.code() {
                             "denied_by_operator" | "approval_timed_out" | "denied_by_policy" => {
@@ -821,8 +911,10 @@ impl Runner {
         out
     }
 
-    async fn record(
-        &self,
+    /// Stores a step's trace row, written while the next step goes on
+    /// (`drive` waits for every row before the task ends).
+    fn record(
+        &mut self,
         n: i64,
         thought: Option<String>,
         action: Option<String>,
@@ -842,9 +934,12 @@ impl Runner {
             completion_tokens: answer.and_then(|a| a.completion_tokens),
             created_at: now_ms(),
         };
-        if let Err(e) = self.tasks.0.store.task_step_insert(&row).await {
-            tracing::error!(error = %format!("{e:#}"), "failed to record a task step");
-        }
+        let store = self.tasks.0.store.clone();
+        self.rows.push(tokio::spawn(async move {
+            if let Err(e) = store.task_step_insert(&row).await {
+                tracing::error!(error = %format!("{e:#}"), "failed to record a task step");
+            }
+        }));
     }
 
     /// Runs one action as browser tools, mapped from the model's image to

@@ -72,6 +72,14 @@ const TASK_FORM: &str = r#"<!doctype html><html><head><title>Task form</title></
  onclick="window.n = (window.n || 0) + 1; document.title = 'clicked ' + window.n"></div>
 </body></html>"#;
 
+/// A full-page pad whose colour changes with every click: red, green,
+/// blue, red …
+const COLOURS: &str = r#"<!doctype html><html><head><title>Colours</title></head>
+<body style="margin:0">
+<div id="pad" style="position:absolute;left:0;top:0;width:100vw;height:100vh;background:rgb(0,0,255)"
+ onclick="const c = ['rgb(255,0,0)', 'rgb(0,160,0)', 'rgb(0,0,255)']; window.n = (window.n || 0) + 1; this.style.background = c[(window.n - 1) % 3]; document.title = 'clicked ' + window.n"></div>
+</body></html>"#;
+
 const FORM: &str = r#"<!doctype html><html><head><title>Login</title></head><body>
 <h1>Sign in</h1>
 <form id="f" onsubmit="event.preventDefault(); document.getElementById('result').textContent = 'hello ' + document.getElementById('user').value + ' (' + document.getElementById('pass').value.length + ')'; document.title = 'Signed in';">
@@ -267,6 +275,7 @@ pub async fn start() -> Site {
         .route("/danger", get(|| async { Html(DANGER) }))
         .route("/pad", get(|| async { Html(PAD) }))
         .route("/task-form", get(|| async { Html(TASK_FORM) }))
+        .route("/colours", get(|| async { Html(COLOURS) }))
         .route(
             "/task-done",
             get(move |Query(q): Query<HashMap<String, String>>| async move {

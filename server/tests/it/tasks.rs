@@ -12,6 +12,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode as HttpStatus};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use base64::Engine;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -35,6 +36,8 @@ struct Seen {
     authorization: Option<String>,
     images: usize,
     texts: Vec<String>,
+    /// The colour at (300, 300) of the newest image (the page now).
+    pixel: Option<[u8; 3]>,
 }
 
 #[derive(Clone, Default)]
@@ -51,6 +54,7 @@ async fn completions(
     let messages = body["messages"].as_array().cloned().unwrap_or_default();
     let mut images = 0;
     let mut texts = Vec::new();
+    let mut pixel = None;
     for m in &messages {
         match &m["content"] {
             Value::String(s) => texts.push(s.clone()),
@@ -64,6 +68,12 @@ async fn completions(
                             "images are inline JPEGs"
                         );
                         images += 1;
+                        let data = p["image_url"]["url"].as_str().unwrap_or_default();
+                        let jpeg = base64::engine::general_purpose::STANDARD
+                            .decode(data.trim_start_matches("data:image/jpeg;base64,"))
+                            .expect("base64");
+                        let img = image::load_from_memory(&jpeg).expect("a JPEG").to_rgb8();
+                        pixel = Some(img.get_pixel(300, 300).0);
                     } else if let Some(t) = p["text"].as_str() {
                         texts.push(t.to_owned());
                     }
@@ -79,6 +89,7 @@ async fn completions(
             .map(str::to_owned),
         images,
         texts,
+        pixel,
     });
     let next = f.script.lock().unwrap().pop_front();
     match next {
@@ -135,6 +146,73 @@ async fn run(agent: &AgentClient, body: Value) -> (StatusCode, Value) {
 /// UI-TARS-1.5 sees it resized to 1288×728.
 fn model_xy(x: f64, y: f64) -> (f64, f64) {
     (x * 1288.0 / 1280.0, y * 728.0 / 720.0)
+}
+
+/// Which of red, green and blue dominates `px`.
+fn colour(px: Option<[u8; 3]>) -> &'static str {
+    match px {
+        Some([r, g, b]) if r > 150 && g < 100 && b < 100 => "red",
+        Some([r, g, b]) if g > 100 && r < 100 && b < 100 => "green",
+        Some([r, g, b]) if b > 150 && r < 100 && g < 100 => "blue",
+        _ => "other",
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_step_shows_the_model_the_page_after_its_last_action() {
+    let site = site::start().await;
+    let (x, y) = model_xy(300.0, 300.0);
+    let click: &'static str = Box::leak(
+        format!("Thought: Next colour.\nAction: click(start_box='({x:.0},{y:.0})')")
+            .into_boxed_str(),
+    );
+    let script = vec![
+        Reply::Text(click),
+        Reply::Text(click),
+        Reply::Text(click),
+        Reply::Text("Action: finished(content='done')"),
+    ];
+    let (model, fake) = fake_model(script).await;
+    // A generous wait for the repaint: a slow machine is not a stale picture.
+    let base = format!("http://{model}/v1");
+    let app = session_app(
+        Backend::Sqlite,
+        &site.allow(),
+        &[
+            ("CORDON_MODEL_BASE_URL", &base),
+            ("CORDON_MODEL_API_KEY", KEY),
+            ("CORDON_TASK_FRAME_WAIT_MS", "3000"),
+        ],
+    )
+    .await;
+    let agent = app.agent("acme").await;
+
+    let (status, result) = run(
+        &agent,
+        json!({ "instruction": "click the pad three times", "start_url": site.url("/colours") }),
+    )
+    .await;
+
+    assert_eq!(status, StatusCode::OK, "{result}");
+    assert_eq!(result["status"], "finished", "{result}");
+    // Each picture is the page after the click before it: blue, then red,
+    // green, blue (a picture from before a click would repeat a colour).
+    let seen = fake.seen.lock().unwrap().clone();
+    let colours: Vec<&str> = seen.iter().map(|s| colour(s.pixel)).collect();
+    assert_eq!(
+        colours,
+        ["blue", "red", "green", "blue"],
+        "{:?}",
+        seen.iter().map(|s| s.pixel).collect::<Vec<_>>()
+    );
+    // The pictures came from the tab's screencast, not from captures.
+    let metrics = app.get("/metrics").await.text().await.unwrap();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with(r#"cordon_task_pictures_total{source="screencast"}"#)),
+        "{metrics}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,0 +1,150 @@
+//! A task's pictures. Asking Chromium for a capture costs about 40 ms here
+//! (it composites and encodes a frame on demand), so a task screencasts
+//! its session's active tab instead: Chromium encodes a frame whenever the
+//! page repaints, the pump keeps the newest, and a step takes the first one
+//! made after its last action, or, when nothing repainted, the newest
+//! there is (it is the page as it is).
+//!
+//! The pump acknowledges every frame at once, so Chromium keeps sending.
+//! A live view of the same tab shares the screencast (Chromium has one per
+//! tab); when it stops it, the session counts the stop and the task starts
+//! its own again at its next step.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine;
+use chromiumoxide::Page;
+use chromiumoxide::cdp::browser_protocol::page::{
+    EventScreencastFrame, ScreencastFrameAckParams, StartScreencastFormat, StartScreencastParams,
+    StopScreencastParams,
+};
+use futures::StreamExt;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::cdp::CdpError;
+use crate::sessions::LiveSession;
+
+/// One encoded frame.
+#[derive(Debug)]
+pub struct Frame {
+    /// The JPEG.
+    pub jpeg: Vec<u8>,
+    /// Its size in pixels.
+    pub width: u32,
+    /// Its size in pixels.
+    pub height: u32,
+    /// The viewport's width in CSS pixels (the frame may be scaled).
+    pub css_width: f64,
+    /// When it arrived.
+    pub at: Instant,
+}
+
+/// A running screencast of one tab, for a task.
+pub struct Frames {
+    page: Page,
+    newest: watch::Receiver<Option<Arc<Frame>>>,
+    pump: tokio::task::JoinHandle<()>,
+    /// The session's screencast stops when it started.
+    stops: u64,
+}
+
+impl Frames {
+    /// Starts screencasting `page` (JPEG at `quality`, at most the
+    /// session's viewport).
+    pub async fn start(live: &LiveSession, page: Page, quality: u8) -> Result<Self, CdpError> {
+        let stops = live.screencast_stops();
+        let mut events = page.event_listener::<EventScreencastFrame>().await?;
+        let v = live.viewport();
+        page.execute(
+            StartScreencastParams::builder()
+                .format(StartScreencastFormat::Jpeg)
+                .quality(i64::from(quality))
+                .max_width(i64::from(v.width))
+                .max_height(i64::from(v.height))
+                .every_nth_frame(1)
+                .build(),
+        )
+        .await?;
+        let (tx, newest) = watch::channel(None);
+        let acks = page.clone();
+        let pump = tokio::spawn(async move {
+            while let Some(ev) = events.next().await {
+                let at = Instant::now();
+                // Acknowledged first: Chromium encodes the next one meanwhile.
+                let _ = acks
+                    .execute(ScreencastFrameAckParams::new(ev.session_id))
+                    .await;
+                let Ok(jpeg) =
+                    base64::engine::general_purpose::STANDARD.decode(ev.data.as_ref() as &str)
+                else {
+                    continue;
+                };
+                let Some((width, height)) = image::ImageReader::new(std::io::Cursor::new(&jpeg))
+                    .with_guessed_format()
+                    .ok()
+                    .and_then(|r| r.into_dimensions().ok())
+                else {
+                    continue;
+                };
+                let frame = Frame {
+                    jpeg,
+                    width,
+                    height,
+                    css_width: ev.metadata.device_width,
+                    at,
+                };
+                if tx.send(Some(Arc::new(frame))).is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Self {
+            page,
+            newest,
+            pump,
+            stops,
+        })
+    }
+
+    /// Whether this still shows `target` with nobody having stopped it.
+    pub fn shows(&self, live: &LiveSession, target: &str) -> bool {
+        self.page.target_id().inner() == target
+            && self.stops == live.screencast_stops()
+            && !self.pump.is_finished()
+    }
+
+    /// The first frame that arrived after `since`, waiting up to `wait`
+    /// for it; then the newest there is (nothing repainted since), if any.
+    pub async fn after(&mut self, since: Instant, wait: Duration) -> Option<Arc<Frame>> {
+        let deadline = since.max(Instant::now()) + wait;
+        loop {
+            if let Some(f) = self.newest.borrow_and_update().clone()
+                && f.at > since
+            {
+                return Some(f);
+            }
+            match tokio::time::timeout_at(deadline, self.newest.changed()).await {
+                Ok(Ok(())) => {}
+                _ => return self.newest.borrow().clone(),
+            }
+        }
+    }
+
+    /// Stops the screencast (the tab may be gone already).
+    pub async fn stop(self) {
+        self.pump.abort();
+        let _ = tokio::time::timeout(
+            Duration::from_secs(2),
+            self.page.execute(StopScreencastParams::default()),
+        )
+        .await;
+    }
+}
+
+impl Drop for Frames {
+    fn drop(&mut self) {
+        self.pump.abort();
+    }
+}

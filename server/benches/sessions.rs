@@ -756,7 +756,7 @@ async fn task_step(
     api.close(&sid).await;
     println!(
         "run_task, a click that {what}: control plane per step (picture + model call overhead + parse + click + trace), model excluded: {}",
-        Stats(per_step).show()
+        Stats(per_step.clone()).show()
     );
     println!(
         "  the same step's browser calls alone over the API: screenshot (JPEG q80, 1280×720) {}   click {}",
@@ -767,8 +767,83 @@ async fn task_step(
         "run_task: whole {clicks}-click task incl. session open and close: {}",
         Stats(whole).show()
     );
+    if what == "repaints" {
+        let repaint = chromium_repaint(page, tmp, per_step.len()).await;
+        println!(
+            "  Chromium alone (raw CDP): click start → the screencast frame of its repaint {}",
+            repaint.show()
+        );
+    }
     let _ = stop.send(());
     task.await.unwrap();
+}
+
+/// Chromium's own share of a task step on `page` (whose clicks repaint):
+/// from a click's start to the arrival of the screencast frame showing it.
+async fn chromium_repaint(page_url: &str, tmp: &std::path::Path, n: usize) -> Stats {
+    use base64::Engine;
+    use chromiumoxide::cdp::browser_protocol::page::{
+        EventScreencastFrame, ScreencastFrameAckParams, StartScreencastFormat,
+        StartScreencastParams,
+    };
+    use futures::StreamExt;
+    let (conn, child) = common::raw_chromium(&tmp.join("repaint"), 1280, 720).await;
+    let page = conn.first_page().await.unwrap();
+    cordon::cdp::navigate(
+        &page,
+        page_url,
+        cordon::cdp::WaitUntil::Load,
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    let mut frames = page.event_listener::<EventScreencastFrame>().await.unwrap();
+    page.execute(
+        StartScreencastParams::builder()
+            .format(StartScreencastFormat::Jpeg)
+            .quality(80)
+            .max_width(1280)
+            .max_height(720)
+            .every_nth_frame(1)
+            .build(),
+    )
+    .await
+    .unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let acks = page.clone();
+    let pump = tokio::spawn(async move {
+        while let Some(ev) = frames.next().await {
+            let _ = acks
+                .execute(ScreencastFrameAckParams::new(ev.session_id))
+                .await;
+            let _ = base64::engine::general_purpose::STANDARD.decode(ev.data.as_ref() as &str);
+            let _ = tx.send(Instant::now());
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut out = Vec::new();
+    for _ in 0..n {
+        while rx.try_recv().is_ok() {}
+        let t = Instant::now();
+        cordon::cdp::click(
+            &page,
+            &cordon::cdp::Locator::Point(60.0, 30.0),
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
+        let at = tokio::time::timeout(Duration::from_secs(5), rx.recv())
+            .await
+            .expect("a frame after the click")
+            .unwrap();
+        out.push(at - t);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    pump.abort();
+    drop(page);
+    drop(conn);
+    kill(child);
+    Stats(out)
 }
 
 /// The risk gate's added latency on a low-risk click: the click as the

@@ -98,6 +98,13 @@ impl SessionManager {
         if let Err(e) = inner.store.sandbox_stopped(&live.sandbox.id).await {
             tracing::error!(error = %format!("{e:#}"), sandbox.id = %live.sandbox.id, "failed to record a sandbox's stop");
         }
+        // Downloads stay for audit with the session's screenshots, and go
+        // otherwise.
+        if let Some(downloads) = &live.downloads {
+            downloads
+                .finish(live.record == crate::recording::RecordMode::Audit)
+                .await;
+        }
         if let Err(e) = inner
             .recorder
             .finish(live.record, live.tenant.as_str(), id.as_str())

@@ -173,6 +173,7 @@ async fn tools_list_shows_every_browser_tool_with_its_input_schema() {
         "browser_scroll",
         "browser_hover",
         "browser_select",
+        "browser_upload",
         "browser_wait_for",
         "browser_read_dom",
         "browser_tabs",
@@ -197,6 +198,19 @@ async fn tools_list_shows_every_browser_tool_with_its_input_schema() {
     assert!(
         open["inputSchema"]["properties"]["credential_mode"].is_object(),
         "{open}"
+    );
+    assert!(
+        open["inputSchema"]["properties"]["downloads"].is_object(),
+        "{open}"
+    );
+    let upload = tools
+        .iter()
+        .find(|t| t["name"] == "browser_upload")
+        .unwrap();
+    assert_eq!(
+        upload["inputSchema"]["required"],
+        json!(["session_id", "files"]),
+        "{upload}"
     );
 }
 

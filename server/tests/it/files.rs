@@ -388,8 +388,60 @@ async fn bad_uploads_are_typed_errors_and_write_nothing() {
     assert_eq!(written, Vec::<PathBuf>::new(), "bad uploads wrote files");
     let (_, dom) = agent.tool(&sid, "read_dom", json!({})).await;
     assert!(
-        !dom["html"].as_str().unwrap_or_default().contains("got "),
+        dom["html"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(r#"<p id="out"></p>"#),
         "the page saw files: {dom}"
     );
     app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn downloads_and_uploads_work_with_the_process_and_exec_drivers_too() {
+    let site = site::start().await;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/exec-chromium.sh");
+    let (create, destroy) = (
+        format!("{} create", script.display()),
+        format!("{} destroy", script.display()),
+    );
+    let drivers: [&[(&str, &str)]; 2] = [
+        &[("CORDON_SANDBOX_DRIVER", "process")],
+        &[
+            ("CORDON_SANDBOX_DRIVER", "exec"),
+            ("CORDON_EXEC_CREATE", &create),
+            ("CORDON_EXEC_DESTROY", &destroy),
+        ],
+    ];
+    for env in drivers {
+        let app = session_app(Backend::Sqlite, &site.allow(), env).await;
+        let agent = app.agent("acme").await;
+        let sid = agent
+            .open(json!({ "downloads": "allow", "record": "off" }))
+            .await;
+        agent.navigate_ok(&sid, &site.url("/files")).await;
+        agent
+            .tool(&sid, "click", json!({ "selector": "#dl" }))
+            .await;
+        let d = wait_download(&agent, &sid, "report one.bin", "completed").await;
+        assert_eq!(d["sha256"], sha(&[7u8; 4096]), "{env:?}: {d}");
+        let res = fetch(&agent, &sid, "report%20one.bin").await;
+        assert_eq!(res.bytes().await.unwrap().as_ref(), [7u8; 4096].as_slice());
+
+        agent.navigate_ok(&sid, &site.url("/upload")).await;
+        let (status, out) = agent
+            .tool(
+                &sid,
+                "upload",
+                json!({ "selector": "#f", "files": [{ "name": "x.txt", "content_base64": b64(b"xyz") }] }),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{env:?}: {out}");
+        let (status, waited) = agent
+            .tool(&sid, "wait_for", json!({ "text": "got x.txt:3:xyz" }))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{env:?}: {waited}");
+        agent.close(&sid).await;
+        app.stop().await;
+    }
 }

@@ -19,6 +19,13 @@ use crate::audit::{Actor, NewEvent};
 use crate::domain::FileName;
 
 impl SessionManager {
+    /// Removes kept downloads (of sessions that recorded for audit) by the
+    /// screenshots' rule: `retention` after the newest file of a session.
+    pub async fn downloads_gc(&self, retention: std::time::Duration) -> anyhow::Result<usize> {
+        let root = self.0.downloads_root.clone();
+        tokio::task::spawn_blocking(move || crate::recording::gc_blocking(&root, retention)).await?
+    }
+
     /// The session's downloads so far.
     pub fn downloads(&self, session: &LiveSession) -> Result<Vec<DownloadInfo>, FetchError> {
         Ok(session.downloads.as_ref().ok_or(FetchError::Denied)?.list())

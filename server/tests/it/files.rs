@@ -315,7 +315,28 @@ async fn an_upload_sets_files_the_page_reads_and_is_audited_by_name_size_and_has
         "content in the audit: {}",
         row.params
     );
-    // This session refuses downloads: it has none to list.
+    // This session refuses downloads (the default): a download is refused,
+    // nothing lands in its sandbox's download directory or the data dir,
+    // and it has none to list.
+    let refused = agent
+        .tool(
+            &sid,
+            "navigate",
+            json!({ "url": site.url("/download?name=denied.bin") }),
+        )
+        .await;
+    assert_error(
+        &refused,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "download_refused",
+    );
+    let incoming = sandbox_dir(&app, &sid, "downloads").await;
+    let since = std::time::Instant::now();
+    while since.elapsed() < Duration::from_secs(1) {
+        assert_eq!(walk(&incoming), Vec::<PathBuf>::new());
+        assert!(!app.state.settings.data_dir.join("downloads").exists());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert_error(
         &agent.get(&format!("/api/sessions/{sid}/downloads")).await,
         StatusCode::CONFLICT,
@@ -384,6 +405,14 @@ async fn bad_uploads_are_typed_errors_and_write_nothing() {
         .await;
     assert_error(&answer, StatusCode::NOT_FOUND, "not_found");
 
+    // Refused input was not even audited as requested: only the two calls
+    // that reached the page were.
+    let requested = audit(&app)
+        .await
+        .iter()
+        .filter(|e| e.action == "tool.upload")
+        .count();
+    assert_eq!(requested, 2);
     let written = walk(&sandbox_dir(&app, &sid, "uploads").await);
     assert_eq!(written, Vec::<PathBuf>::new(), "bad uploads wrote files");
     let (_, dom) = agent.tool(&sid, "read_dom", json!({})).await;

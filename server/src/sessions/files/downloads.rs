@@ -166,12 +166,17 @@ impl Downloads {
         *self.watcher.lock().expect("downloads lock") = Some(task);
     }
 
-    /// At close: stops watching, and removes the folder unless `keep`
-    /// (the session records for audit).
-    pub(crate) async fn finish(&self, keep: bool) {
+    /// At close, before the sandbox stops: no more events are handled.
+    pub(crate) fn stop_watching(&self) {
         if let Some(task) = self.watcher.lock().expect("downloads lock").take() {
             task.abort();
         }
+    }
+
+    /// At close, after the sandbox stopped: removes the folder unless
+    /// `keep` (the session records for audit).
+    pub(crate) async fn finish(&self, keep: bool) {
+        self.stop_watching();
         if keep {
             return;
         }

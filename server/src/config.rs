@@ -216,6 +216,10 @@ pub struct Settings {
     /// a bigger one is cancelled and removed.
     #[serde(default = "d::download_max_mb")]
     pub download_max_mb: u64,
+    /// What one session's downloads may take together, MiB (at least
+    /// `download_max_mb`); one that would pass it is cancelled and removed.
+    #[serde(default = "d::download_session_max_mb")]
+    pub download_session_max_mb: u64,
     /// Largest total of the files one `upload` call may send, MiB.
     #[serde(default = "d::upload_max_mb")]
     pub upload_max_mb: u64,
@@ -486,6 +490,9 @@ mod d {
     pub fn download_max_mb() -> u64 {
         100
     }
+    pub fn download_session_max_mb() -> u64 {
+        1024
+    }
     pub fn upload_max_mb() -> u64 {
         25
     }
@@ -733,6 +740,9 @@ impl Settings {
         }
         if !(1..=10_240).contains(&self.download_max_mb) {
             bail!("download_max_mb: must be between 1 and 10240");
+        }
+        if !(self.download_max_mb..=102_400).contains(&self.download_session_max_mb) {
+            bail!("download_session_max_mb: must be between download_max_mb and 102400");
         }
         if !(1..=512).contains(&self.upload_max_mb) {
             bail!("upload_max_mb: must be between 1 and 512");
@@ -1105,6 +1115,11 @@ mod tests {
             ("CORDON_TOOL_TIMEOUT_S", "soon", "tool_timeout_s:"),
             ("CORDON_DOWNLOAD_MAX_MB", "0", "download_max_mb:"),
             ("CORDON_UPLOAD_MAX_MB", "100000", "upload_max_mb:"),
+            (
+                "CORDON_DOWNLOAD_SESSION_MAX_MB",
+                "10",
+                "download_session_max_mb:",
+            ),
         ] {
             let err = load_err(&[(key, value)]);
             assert!(err.starts_with(starts), "{key}={value}: {err}");

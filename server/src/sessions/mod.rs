@@ -69,6 +69,8 @@ pub struct SessionConfig {
     pub tenant_limits: BTreeMap<String, crate::config::TenantLimits>,
     /// Largest download kept, bytes.
     pub download_max_bytes: u64,
+    /// What one session's downloads may take together, bytes.
+    pub download_session_max_bytes: u64,
     /// Largest total of one `upload` call, bytes.
     pub upload_max_bytes: u64,
 }
@@ -88,6 +90,7 @@ impl SessionConfig {
             smoke_probes: s.smoke_probes.clone(),
             tenant_limits: s.tenant_limits.clone(),
             download_max_bytes: s.download_max_mb << 20,
+            download_session_max_bytes: s.download_session_max_mb << 20,
             upload_max_bytes: s.upload_max_mb << 20,
         }
     }

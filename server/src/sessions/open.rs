@@ -320,7 +320,10 @@ impl SessionManager {
                     who.tenant,
                     id,
                     shared.host,
-                    inner.cfg.download_max_bytes,
+                    (
+                        inner.cfg.download_max_bytes,
+                        inner.cfg.download_session_max_bytes,
+                    ),
                 )
                 .await?;
                 // Set up before the browser is told, so a failure leaves

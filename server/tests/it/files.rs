@@ -198,12 +198,15 @@ async fn an_allowed_download_is_kept_in_the_data_dir_fetched_byte_identical_audi
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_download_over_the_cap_is_cancelled_and_removed_and_audit_sessions_keep_theirs() {
+async fn downloads_over_the_caps_are_cancelled_and_removed_and_audit_sessions_keep_theirs() {
     let site = site::start().await;
     let app = session_app(
         Backend::Sqlite,
         &site.allow(),
-        &[("CORDON_DOWNLOAD_MAX_MB", "1")],
+        &[
+            ("CORDON_DOWNLOAD_MAX_MB", "1"),
+            ("CORDON_DOWNLOAD_SESSION_MAX_MB", "1"),
+        ],
     )
     .await;
     let agent = app.agent("acme").await;
@@ -250,12 +253,26 @@ async fn a_download_over_the_cap_is_cancelled_and_removed_and_audit_sessions_kee
     assert_eq!(refused.outcome, "refused: too_large");
     assert!(refused.params.contains("big.bin"), "{}", refused.params);
 
-    // A small one is kept, and outlives the session that records for audit.
+    // Each within the file cap, but together past the session's.
+    agent
+        .navigate_ok(&sid, &site.url("/mid-download?name=a.bin"))
+        .await;
+    wait_download(&agent, &sid, "a.bin", "completed").await;
+    agent
+        .navigate_ok(&sid, &site.url("/mid-download?name=b.bin"))
+        .await;
+    let b = wait_download(&agent, &sid, "b.bin", "refused").await;
+    assert_eq!(b["reason"], "session_full", "{b}");
+    assert!(!folder.join("b.bin").exists());
+    // A small one still fits, and outlives the session that records for
+    // audit.
+    agent.navigate_ok(&sid, &site.url("/files")).await;
     agent
         .tool(&sid, "click", json!({ "selector": "#dl" }))
         .await;
     wait_download(&agent, &sid, "report one.bin", "completed").await;
     agent.close(&sid).await;
+    assert!(folder.join("a.bin").is_file());
     assert_eq!(
         std::fs::read(folder.join("report one.bin")).unwrap(),
         vec![7u8; 4096]

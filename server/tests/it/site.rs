@@ -304,6 +304,21 @@ pub async fn start() -> Site {
         .route("/files", get(|| async { Html(FILES) }))
         .route("/upload", get(|| async { Html(UPLOAD) }))
         .route(
+            "/mid-download",
+            get(|Query(q): Query<Name>| async move {
+                (
+                    [
+                        (header::CONTENT_TYPE, "application/octet-stream".to_owned()),
+                        (
+                            header::CONTENT_DISPOSITION,
+                            format!("attachment; filename=\"{}\"", q.name),
+                        ),
+                    ],
+                    vec![2u8; 700 << 10],
+                )
+            }),
+        )
+        .route(
             "/big-download",
             get(|| async {
                 (

@@ -31,12 +31,13 @@ pub async fn fetch(
 ) -> Result<Response, ApiError> {
     let name = FileName::parse(&name)?;
     let actor = Actor::Agent(r.owner.key_id.clone());
-    let (info, bytes) = state
+    let (info, file) = state
         .sessions
         .fetch_download(&r.session, actor, &name)
         .await?;
-    let mut res = Body::from(bytes).into_response();
+    let mut res = Body::from_stream(chunks(file)).into_response();
     let h = res.headers_mut();
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(info.size));
     h.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static(content_type(&info.name)),
@@ -54,6 +55,23 @@ pub async fn fetch(
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     Ok(res)
+}
+
+/// The file in 64 KiB chunks: a download may be far larger than a
+/// request should hold in memory.
+fn chunks(
+    file: tokio::fs::File,
+) -> impl futures::Stream<Item = std::io::Result<axum::body::Bytes>> + Send {
+    use tokio::io::AsyncReadExt;
+    futures::stream::try_unfold(file, |mut file| async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        let n = file.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        buf.truncate(n);
+        Ok(Some((axum::body::Bytes::from(buf), file)))
+    })
 }
 
 /// `attachment` with an ASCII fallback name and the exact name in

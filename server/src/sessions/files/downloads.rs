@@ -29,7 +29,7 @@ pub enum DownloadStatus {
     InProgress,
     /// Saved in full; it can be fetched.
     Completed,
-    /// Refused by Cordon (over `download_max_mb`) and removed.
+    /// Refused by Cordon (over a cap, see `reason`) and removed.
     Refused,
     /// Cancelled by the page or the browser.
     Canceled,
@@ -49,7 +49,9 @@ pub struct DownloadInfo {
     pub state: DownloadStatus,
     /// When it began (RFC 3339).
     pub created_at: String,
-    /// Why it was refused (`too_large`).
+    /// Why it was refused: `too_large` (over `download_max_mb`) or
+    /// `session_full` (the session's downloads would pass
+    /// `download_session_max_mb`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
@@ -83,6 +85,8 @@ pub struct Downloads {
     /// while they arrive; removed with the sandbox).
     incoming: PathBuf,
     max_bytes: u64,
+    /// What all of its downloads may take together.
+    session_max_bytes: u64,
     entries: Mutex<Vec<Entry>>,
     watcher: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
@@ -94,7 +98,7 @@ impl Downloads {
         tenant: &TenantId,
         session: &SessionId,
         incoming: PathBuf,
-        max_bytes: u64,
+        (max_bytes, session_max_bytes): (u64, u64),
     ) -> anyhow::Result<Arc<Self>> {
         use anyhow::Context;
         use std::os::unix::fs::PermissionsExt;
@@ -111,6 +115,7 @@ impl Downloads {
             dir,
             incoming,
             max_bytes,
+            session_max_bytes,
             entries: Mutex::default(),
             watcher: Mutex::default(),
         }))
@@ -136,18 +141,21 @@ impl Downloads {
             .collect()
     }
 
-    /// A completed download's metadata and bytes.
-    pub async fn read(&self, name: &FileName) -> Result<(DownloadInfo, Vec<u8>), FetchError> {
+    /// A completed download's metadata and its file, open for reading.
+    pub async fn open(
+        &self,
+        name: &FileName,
+    ) -> Result<(DownloadInfo, tokio::fs::File), FetchError> {
         let info = self
             .list()
             .into_iter()
             .find(|i| i.state == DownloadStatus::Completed && i.name == name.as_str())
             .ok_or_else(|| FetchError::NotFound(name.to_string()))?;
         let path = self.dir.join(name.as_str());
-        let bytes = tokio::fs::read(&path).await.map_err(|e| {
-            anyhow::Error::from(e).context(format!("cannot read {}", path.display()))
+        let file = tokio::fs::File::open(&path).await.map_err(|e| {
+            anyhow::Error::from(e).context(format!("cannot open {}", path.display()))
         })?;
-        Ok((info, bytes))
+        Ok((info, file))
     }
 
     /// Follows the browser's download events until they end.
@@ -217,16 +225,23 @@ impl Downloads {
                 if current != DownloadStatus::InProgress {
                     return;
                 }
+                let want = received.max(total);
+                let over = if want > self.max_bytes {
+                    Some(Over::File)
+                } else if self.used_except(&guid) + want > self.session_max_bytes {
+                    Some(Over::Session)
+                } else {
+                    None
+                };
                 match state {
-                    DownloadState::InProgress
-                        if received > self.max_bytes || total > self.max_bytes =>
-                    {
+                    DownloadState::InProgress if over.is_some() => {
                         if let Some(live) = session.upgrade()
                             && let Err(e) = live.conn.cancel_download(&guid).await
                         {
                             tracing::warn!(error = %e, "failed to cancel a download over its cap");
                         }
-                        self.refuse(store, &guid, received.max(total)).await;
+                        self.refuse(store, &guid, want, over.unwrap_or(Over::File))
+                            .await;
                     }
                     DownloadState::InProgress => {
                         self.update(&guid, |i| i.size = received);
@@ -259,23 +274,40 @@ impl Downloads {
         Some(entry.info.clone())
     }
 
-    /// Marks it refused as too large, removes what arrived, audits.
-    async fn refuse(&self, store: &Store, guid: &str, bytes: u64) {
+    /// Bytes the session's other downloads take or are taking.
+    fn used_except(&self, guid: &str) -> u64 {
+        self.entries
+            .lock()
+            .expect("downloads lock")
+            .iter()
+            .filter(|e| {
+                e.guid != guid
+                    && matches!(
+                        e.info.state,
+                        DownloadStatus::Completed | DownloadStatus::InProgress
+                    )
+            })
+            .map(|e| e.info.size)
+            .sum()
+    }
+
+    /// Marks it refused, removes what arrived, audits.
+    async fn refuse(&self, store: &Store, guid: &str, bytes: u64, over: Over) {
+        let reason = over.reason();
         self.update(guid, |i| {
             i.state = DownloadStatus::Refused;
             i.size = 0;
-            i.reason = Some("too_large".into());
+            i.reason = Some(reason.into());
         });
         self.remove_incoming(guid).await;
-        let params = json!({ "bytes": bytes, "max_bytes": self.max_bytes });
-        self.audit(
-            store,
-            guid,
-            "download.refused",
-            params,
-            "refused: too_large",
-        )
-        .await;
+        let params = json!({
+            "bytes": bytes,
+            "max_bytes": self.max_bytes,
+            "session_max_bytes": self.session_max_bytes,
+        });
+        let outcome = format!("refused: {reason}");
+        self.audit(store, guid, "download.refused", params, &outcome)
+            .await;
     }
 
     /// Moves a finished download into the session's folder, hashed.
@@ -298,7 +330,10 @@ impl Downloads {
         else {
             return;
         };
-        let (dir, max) = (self.dir.clone(), self.max_bytes);
+        let room = self
+            .session_max_bytes
+            .saturating_sub(self.used_except(guid));
+        let (dir, max) = (self.dir.clone(), self.max_bytes.min(room));
         let moved = tokio::task::spawn_blocking(move || keep_file(&from, &dir, &wanted, max)).await;
         match moved {
             Ok(Ok(Kept::Saved { name, size, sha256 })) => {
@@ -312,7 +347,14 @@ impl Downloads {
                 self.audit(store, guid, "download.completed", params, "ok")
                     .await;
             }
-            Ok(Ok(Kept::TooLarge(size))) => self.refuse(store, guid, size).await,
+            Ok(Ok(Kept::TooLarge(size))) => {
+                let over = if size > self.max_bytes {
+                    Over::File
+                } else {
+                    Over::Session
+                };
+                self.refuse(store, guid, size, over).await;
+            }
             Ok(Err(e)) => {
                 tracing::error!(error = %format!("{e:#}"), "failed to keep a finished download");
                 self.remove_incoming(guid).await;
@@ -363,6 +405,24 @@ impl Downloads {
             .outcome(outcome);
         if let Err(e) = store.audit_append(event).await {
             tracing::error!(error = %format!("{e:#}"), "failed to audit a download");
+        }
+    }
+}
+
+/// Which cap a download ran into.
+#[derive(Clone, Copy)]
+enum Over {
+    /// `download_max_mb`.
+    File,
+    /// `download_session_max_mb`.
+    Session,
+}
+
+impl Over {
+    fn reason(self) -> &'static str {
+        match self {
+            Self::File => "too_large",
+            Self::Session => "session_full",
         }
     }
 }

@@ -31,7 +31,7 @@ impl SessionManager {
         Ok(session.downloads.as_ref().ok_or(FetchError::Denied)?.list())
     }
 
-    /// A completed download's metadata and bytes, fetched by `actor`
+    /// A completed download's metadata and open file, fetched by `actor`
     /// (audited by name, size and SHA-256).
     #[tracing::instrument(skip_all, fields(session.id = %session.id))]
     pub async fn fetch_download(
@@ -39,9 +39,9 @@ impl SessionManager {
         session: &Arc<LiveSession>,
         actor: Actor,
         name: &FileName,
-    ) -> Result<(DownloadInfo, Vec<u8>), FetchError> {
+    ) -> Result<(DownloadInfo, tokio::fs::File), FetchError> {
         let downloads = session.downloads.as_ref().ok_or(FetchError::Denied)?;
-        let (info, bytes) = downloads.read(name).await?;
+        let (info, file) = downloads.open(name).await?;
         session.touch();
         self.0
             .store
@@ -53,7 +53,7 @@ impl SessionManager {
                     .outcome("ok"),
             )
             .await?;
-        Ok((info, bytes))
+        Ok((info, file))
     }
 }
 

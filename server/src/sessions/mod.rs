@@ -160,7 +160,7 @@ pub struct SessionInfo {
     /// Whether it came from the warm pool (only on open).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub from_pool: Option<bool>,
-    /// Whether its browser may download files (only on open).
+    /// Whether its browser may download files (on open, and while it runs).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub downloads: Option<DownloadPolicy>,
     /// Operator mode, on open only: cookies injected per domain (counts,
@@ -479,7 +479,19 @@ impl SessionManager {
             .session_get(tenant.as_str(), sid.as_str())
             .await?
             .ok_or(SessionError::NotFound)?;
-        Ok(SessionInfo::from_row(&row))
+        let mut info = SessionInfo::from_row(&row);
+        // Known while it runs (the row does not keep it).
+        info.downloads = self
+            .0
+            .live
+            .lock()
+            .expect("live lock")
+            .get(&sid)
+            .map(|live| match live.downloads {
+                Some(_) => DownloadPolicy::Allow,
+                None => DownloadPolicy::Deny,
+            });
+        Ok(info)
     }
 
     /// Closes a session at its owner's request.

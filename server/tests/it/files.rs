@@ -94,6 +94,8 @@ async fn an_allowed_download_is_kept_in_the_data_dir_fetched_byte_identical_audi
     assert_eq!(status, StatusCode::CREATED, "{opened}");
     assert_eq!(opened["downloads"], "allow", "{opened}");
     let sid = opened["session_id"].as_str().unwrap().to_owned();
+    let (_, shown) = agent.get(&format!("/api/sessions/{sid}")).await;
+    assert_eq!(shown["downloads"], "allow", "{shown}");
     let content = vec![7u8; 4096];
 
     // A navigation that turns into a download is no error here …

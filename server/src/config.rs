@@ -212,6 +212,17 @@ pub struct Settings {
     /// frames drop their oldest and audit screenshots are refused (507).
     #[serde(default = "d::recording_quota_mb")]
     pub recording_quota_mb: u64,
+    /// Largest file a session that allows downloads may download, MiB;
+    /// a bigger one is cancelled and removed.
+    #[serde(default = "d::download_max_mb")]
+    pub download_max_mb: u64,
+    /// What one session's downloads may take together, MiB (at least
+    /// `download_max_mb`); one that would pass it is cancelled and removed.
+    #[serde(default = "d::download_session_max_mb")]
+    pub download_session_max_mb: u64,
+    /// Largest total of the files one `upload` call may send, MiB.
+    #[serde(default = "d::upload_max_mb")]
+    pub upload_max_mb: u64,
     /// Days `audit` screenshots are kept.
     #[serde(default = "d::recording_retention_days")]
     pub recording_retention_days: u64,
@@ -484,6 +495,15 @@ mod d {
     pub fn recording_quota_mb() -> u64 {
         2048
     }
+    pub fn download_max_mb() -> u64 {
+        100
+    }
+    pub fn download_session_max_mb() -> u64 {
+        1024
+    }
+    pub fn upload_max_mb() -> u64 {
+        25
+    }
     pub fn recording_retention_days() -> u64 {
         7
     }
@@ -728,6 +748,15 @@ impl Settings {
         }
         if self.recording_quota_mb == 0 {
             bail!("recording_quota_mb: must be at least 1");
+        }
+        if !(1..=10_240).contains(&self.download_max_mb) {
+            bail!("download_max_mb: must be between 1 and 10240");
+        }
+        if !(self.download_max_mb..=102_400).contains(&self.download_session_max_mb) {
+            bail!("download_session_max_mb: must be between download_max_mb and 102400");
+        }
+        if !(1..=512).contains(&self.upload_max_mb) {
+            bail!("upload_max_mb: must be between 1 and 512");
         }
         if !(1..=10_000).contains(&self.session_cpu_weight) {
             bail!("session_cpu_weight: must be between 1 and 10000");
@@ -1098,6 +1127,13 @@ mod tests {
             ("CORDON_TASK_FRAME_WAIT_MS", "0", "task_frame_wait_ms:"),
             ("CORDON_TASK_FRAME_WAIT_MS", "-5", "task_frame_wait_ms:"),
             ("CORDON_TASK_FRAME_WAIT_MS", "60000", "task_frame_wait_ms:"),
+            ("CORDON_DOWNLOAD_MAX_MB", "0", "download_max_mb:"),
+            ("CORDON_UPLOAD_MAX_MB", "100000", "upload_max_mb:"),
+            (
+                "CORDON_DOWNLOAD_SESSION_MAX_MB",
+                "10",
+                "download_session_max_mb:",
+            ),
         ] {
             let err = load_err(&[(key, value)]);
             assert!(err.starts_with(starts), "{key}={value}: {err}");

@@ -240,6 +240,33 @@ impl From<crate::grants::GrantError> for ApiError {
     }
 }
 
+impl From<crate::sessions::files::FetchError> for ApiError {
+    fn from(e: crate::sessions::files::FetchError) -> Self {
+        use crate::sessions::files::FetchError as F;
+        let message = e.to_string();
+        match e {
+            F::Denied => Self::Conflict {
+                code: "downloads_denied",
+                message,
+            },
+            F::NotFound(_) => Self::Missing {
+                code: "download_not_found",
+                message,
+            },
+            F::Io(cause) => Self::Internal(cause),
+        }
+    }
+}
+
+impl From<crate::domain::FileNameError> for ApiError {
+    fn from(e: crate::domain::FileNameError) -> Self {
+        Self::BadInput {
+            code: "invalid_file_name",
+            message: e.to_string(),
+        }
+    }
+}
+
 impl From<crate::sessions::ToolError> for ApiError {
     fn from(e: crate::sessions::ToolError) -> Self {
         use crate::sessions::ToolError as T;
@@ -295,6 +322,14 @@ impl From<crate::sessions::ToolError> for ApiError {
             },
             T::DownloadRefused => Self::Unprocessable {
                 code: "download_refused",
+                message,
+            },
+            T::InvalidFileName(_) => Self::BadInput {
+                code: "invalid_file_name",
+                message,
+            },
+            T::NotAFileInput(_) => Self::Unprocessable {
+                code: "not_a_file_input",
                 message,
             },
             T::RecordingQuotaFull(m) => Self::InsufficientStorage {

@@ -82,7 +82,12 @@ impl Housekeeping {
             let sessions = sessions.clone();
             Arc::new(move || {
                 let sessions = sessions.clone();
-                Box::pin(async move { sessions.recorder().gc(recording_retention).await })
+                Box::pin(async move {
+                    let frames = sessions.recorder().gc(recording_retention).await?;
+                    // Downloads kept for audit follow the same retention.
+                    let downloads = sessions.downloads_gc(recording_retention).await?;
+                    Ok(frames + downloads)
+                })
             })
         };
         let egress: Work = {

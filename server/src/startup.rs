@@ -19,7 +19,6 @@ use leptos::config::LeptosOptions;
 use leptos::prelude::provide_context;
 use leptos_axum::{LeptosRoutes, file_and_error_handler, generate_route_list};
 use tokio::net::TcpListener;
-use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::api;
@@ -370,7 +369,10 @@ fn router(
         .route("/api/", any(api_not_found))
         .route("/api/{*rest}", any(api_not_found))
         .merge(ui)
-        .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
+        .layer(middleware::from_fn_with_state(
+            upload_body_limit(state.settings.upload_max_mb),
+            limit_bodies,
+        ))
         .layer(middleware::from_fn(edge::server_fn_status))
         .layer(middleware::from_fn(edge::json_errors))
         .layer(middleware::from_fn_with_state(
@@ -388,6 +390,43 @@ fn router(
             tracing::info_span!("request", http.method = %req.method(), http.route = route)
         }))
         .with_state(state)
+}
+
+/// The body limit of the upload route: `upload_max_mb` in base64, with
+/// room for the JSON around it.
+fn upload_body_limit(upload_max_mb: u64) -> usize {
+    let bytes = usize::try_from(upload_max_mb << 20).unwrap_or(usize::MAX);
+    bytes
+        .div_ceil(3)
+        .saturating_mul(4)
+        .saturating_add(64 * 1024)
+}
+
+/// Bounds every request body: [`MAX_BODY_BYTES`], except the upload
+/// route's own (`upload`, which carries files). A declared length over it is
+/// refused before the body is read; a longer stream fails when read.
+async fn limit_bodies(
+    axum::extract::State(upload_limit): axum::extract::State<usize>,
+    req: Request,
+    next: Next,
+) -> Response {
+    use axum::response::IntoResponse;
+    let upload = req
+        .extensions()
+        .get::<MatchedPath>()
+        .is_some_and(|p| p.as_str() == api::UPLOAD_PATH);
+    let max = if upload { upload_limit } else { MAX_BODY_BYTES };
+    let declared = req
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max as u64) {
+        return ApiError::PayloadTooLarge(format!("request body is larger than {max} bytes"))
+            .into_response();
+    }
+    let (parts, body) = req.into_parts();
+    let body = axum::body::Body::new(http_body_util::Limited::new(body, max));
+    next.run(Request::from_parts(parts, body)).await
 }
 
 async fn api_not_found() -> ApiError {

@@ -11,6 +11,7 @@ mod tasks;
 
 pub use mcp::router as mcp_router;
 pub use ops::router as ops_router;
+pub use sessions::UPLOAD_PATH;
 pub use sessions::router as sessions_router;
 
 /// The agent API's OpenAPI document (what `/api/openapi.json` serves).

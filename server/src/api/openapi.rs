@@ -72,7 +72,9 @@ pub fn describe(code: &str) -> &'static str {
         "unauthorized" => "missing or invalid API key",
         "internal" => "a bug or an outage; the cause is logged, never shown",
         "bad_request" => "malformed or invalid input (the message names the field)",
-        "payload_too_large" => "the body (over 1 MiB) or a field is too large",
+        "payload_too_large" => {
+            "the body (over 1 MiB; an upload's over upload_max_mb in base64) or a field is too large"
+        }
         "not_found" => "no such resource for this tenant",
         "gone" => "the session has ended",
         "browser_error" => "the browser answered with a protocol error",
@@ -84,7 +86,17 @@ pub fn describe(code: &str) -> &'static str {
         "action_failed" => "the page could not do it (navigation error, no matching option)",
         "unknown_key" => "not a KeyboardEvent.key name press can send",
         "tab_not_found" => "no tab with this id in the session",
-        "download_refused" => "the URL is a download; downloads are refused",
+        "download_refused" => {
+            "the URL is a download and the session refuses downloads (open it with downloads: allow)"
+        }
+        "downloads_denied" => "the session refuses downloads, so it has none to list or fetch",
+        "download_not_found" => "no completed download of this name in the session",
+        "invalid_file_name" => {
+            "a file name is empty, over 255 bytes, . or .., or holds a path separator or control character"
+        }
+        "not_a_file_input" => {
+            "the upload's target is not an <input type=file>; nothing was written"
+        }
         "recording_quota_full" => {
             "audit recording is at the tenant's disk quota; the screenshot was not kept"
         }

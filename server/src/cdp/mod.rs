@@ -1,29 +1,35 @@
 //! Everything Cordon says to Chromium, over CDP (chromiumoxide).
 
 mod cookies;
+mod downloads;
 mod facts;
 mod input;
 pub mod snapshot;
 mod storage;
 mod tools;
+mod upload;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use chromiumoxide::cdp::browser_protocol::browser::EventDownloadWillBegin;
+use chromiumoxide::cdp::browser_protocol::browser::{
+    EventDownloadProgress, EventDownloadWillBegin,
+};
 use chromiumoxide::cdp::browser_protocol::target::EventTargetCrashed;
 use chromiumoxide::handler::HandlerConfig;
 use chromiumoxide::{Browser, Page};
 use futures::StreamExt;
 
 pub use cookies::{cookie_param, vault_cookie};
+pub use downloads::{DownloadEvent, DownloadState};
 pub use facts::{click_checked, element_facts};
 pub use input::{
     Button, MouseKind, insert_text, is_known_key, key_event, mouse_event, unknown_key, wheel_with,
 };
 pub use storage::{frame_origins, local_storage};
 pub use tools::*;
+pub use upload::{FileInput, file_input, set_files};
 
 /// What a CDP call can fail with, typed so the API can answer precisely.
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +55,9 @@ pub enum CdpError {
     /// The navigation turned into a download, which is refused.
     #[error("the URL is a download, and downloads are refused")]
     DownloadRefused,
+    /// The target of an `upload` is not an `<input type=file>`.
+    #[error("{0}")]
+    NotAFileInput(String),
     /// The page refused or failed the action (navigation error, bad input).
     #[error("{0}")]
     Failed(String),
@@ -85,6 +94,7 @@ pub struct BrowserConn {
     handler: tokio::task::JoinHandle<()>,
     crashes: TabEvents,
     downloads: TabEvents,
+    download_feed: downloads::DownloadFeed,
     watcher: tokio::task::JoinHandle<()>,
 }
 
@@ -184,7 +194,13 @@ impl BrowserConn {
             .event_listener::<EventDownloadWillBegin>()
             .await
             .map_err(watch)?;
-        let (seen_crash, seen_download) = (crashes.clone(), downloads.clone());
+        let mut progress = browser
+            .event_listener::<EventDownloadProgress>()
+            .await
+            .map_err(watch)?;
+        let download_feed = downloads::DownloadFeed::default();
+        let (seen_crash, seen_download, feed) =
+            (crashes.clone(), downloads.clone(), download_feed.clone());
         let watcher = tokio::spawn(async move {
             loop {
                 tokio::select! {
@@ -194,8 +210,22 @@ impl BrowserConn {
                     }
                     // A main frame's id is its tab's target id.
                     Some(ev) = downloading.next() => {
-                        tracing::info!("a download was refused");
+                        // Refused, unless the session allowed downloads
+                        // (then its watcher hears of it).
+                        tracing::info!("a download begins");
                         seen_download.note(ev.frame_id.inner().clone());
+                        feed.send(DownloadEvent::Began {
+                            guid: ev.guid.clone(),
+                            suggested: ev.suggested_filename.clone(),
+                        });
+                    }
+                    Some(ev) = progress.next() => {
+                        feed.send(DownloadEvent::Progress {
+                            guid: ev.guid.clone(),
+                            received: downloads::bytes(ev.received_bytes),
+                            total: downloads::bytes(ev.total_bytes),
+                            state: DownloadState::from(&ev.state),
+                        });
                     }
                     else => break,
                 }
@@ -207,6 +237,7 @@ impl BrowserConn {
             handler,
             crashes,
             downloads,
+            download_feed,
             watcher,
         })
     }
@@ -216,28 +247,13 @@ impl BrowserConn {
         self.closed.load(Ordering::SeqCst) || self.handler.is_finished()
     }
 
-    /// Refuses every download of this browser: no file is written, in the
-    /// sandbox or (process driver) in the host user's Downloads folder.
-    pub async fn deny_downloads(&self) -> Result<(), CdpError> {
-        use chromiumoxide::cdp::browser_protocol::browser::{
-            SetDownloadBehaviorBehavior, SetDownloadBehaviorParams,
-        };
-        let params = SetDownloadBehaviorParams::builder()
-            .behavior(SetDownloadBehaviorBehavior::Deny)
-            // So a navigation that turns into a download is told at once.
-            .events_enabled(true)
-            .build()
-            .map_err(CdpError::Protocol)?;
-        self.browser.execute(params).await?;
-        Ok(())
-    }
-
     /// Tabs whose renderer crashed.
     pub fn crashes(&self) -> &TabEvents {
         &self.crashes
     }
 
-    /// Tabs whose navigation turned into a (refused) download.
+    /// Tabs whose navigation turned into a download (refused, or saved
+    /// when the session allows downloads).
     pub fn downloads(&self) -> &TabEvents {
         &self.downloads
     }

@@ -1,11 +1,13 @@
 //! Domain types parsed once at the edge; the rest of the code trusts them.
 
+mod file_name;
 mod session_id;
 mod session_state;
 mod target_url;
 mod tenant_id;
 
 pub use crate::ids::random_id;
+pub use file_name::{FileName, FileNameError, MAX_FILE_NAME};
 pub use session_id::{
     ApiKeyId, GrantRequestId, GrantTokenId, MalformedId, OperatorId, PasskeyId, SessionId,
     SessionIdError,

@@ -298,7 +298,10 @@ fn newest_frame_mtime(dir: &Path) -> Option<SystemTime> {
     std::fs::metadata(newest).ok()?.modified().ok()
 }
 
-fn gc_blocking(root: &Path, retention: Duration) -> anyhow::Result<usize> {
+/// Removes the `<root>/<tenant>/<session>` folders whose newest frame (or,
+/// without frames, the folder itself) is older than `retention`: the
+/// screenshots' rule, which kept downloads share.
+pub(crate) fn gc_blocking(root: &Path, retention: Duration) -> anyhow::Result<usize> {
     let Ok(tenants) = std::fs::read_dir(root) else {
         return Ok(0);
     };

@@ -52,6 +52,10 @@ impl ExecDriver {
             .env("CORDON_SANDBOX_ID", sandbox_id)
             .env("CORDON_PROXY", proxy)
             .env("CORDON_RUNTIME_DIR", runtime_dir)
+            // Shared with the browser at these same paths (see
+            // `Sandbox::uploads`): read-only uploads, writable downloads.
+            .env("CORDON_UPLOADS_DIR", runtime_dir.join("uploads"))
+            .env("CORDON_DOWNLOADS_DIR", runtime_dir.join("downloads"))
             .stdin(std::process::Stdio::null())
             .kill_on_drop(true);
         if let Some(cdp) = cdp {
@@ -96,6 +100,7 @@ impl Driver for ExecDriver {
         tokio::fs::create_dir_all(&spec.runtime_dir)
             .await
             .with_context(|| format!("cannot create {}", spec.runtime_dir.display()))?;
+        super::create_shared_dirs(&spec.runtime_dir).await?;
         let proxy = spec.proxy.to_string();
         let stdout = self
             .run(

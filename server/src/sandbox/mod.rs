@@ -84,6 +84,68 @@ pub struct Sandbox {
     pub limits: Option<std::sync::Arc<limits::SandboxLimits>>,
 }
 
+/// A directory the control plane and a sandbox's browser share: where the
+/// control plane reads and writes it, and the path the browser is told.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedDir {
+    /// On this host.
+    pub host: PathBuf,
+    /// As the browser sees it (the same path unless the driver maps it).
+    pub inside: PathBuf,
+}
+
+/// Where a bwrap browser sees its upload directory (read-only).
+pub const INSIDE_UPLOADS: &str = "/uploads";
+/// Where a bwrap browser sees its download directory (its only writable
+/// host path besides the socket directory).
+pub const INSIDE_DOWNLOADS: &str = "/downloads";
+
+impl Sandbox {
+    /// Files an `upload` call sets on a file input: written here by the
+    /// control plane, only read by the browser.
+    pub fn uploads(&self) -> SharedDir {
+        self.shared("uploads", INSIDE_UPLOADS)
+    }
+
+    /// Where a session that allows downloads has the browser save them
+    /// (named by GUID); the control plane moves each finished file out.
+    pub fn downloads(&self) -> SharedDir {
+        self.shared("downloads", INSIDE_DOWNLOADS)
+    }
+
+    fn shared(&self, name: &str, bwrap_inside: &str) -> SharedDir {
+        let host = self.runtime_dir.join(name);
+        let inside = match self.driver {
+            DriverKind::Bwrap => PathBuf::from(bwrap_inside),
+            // `process` runs on this host; an `exec` engine is told these
+            // paths (`CORDON_UPLOADS_DIR`, `CORDON_DOWNLOADS_DIR`) and must
+            // show its browser the same directories at the same paths.
+            DriverKind::Process | DriverKind::Exec => host.clone(),
+        };
+        SharedDir { host, inside }
+    }
+}
+
+/// Creates a sandbox's upload and download directories under
+/// `runtime_dir` (removed with it), private to this user.
+pub async fn create_shared_dirs(runtime_dir: &Path) -> anyhow::Result<(PathBuf, PathBuf)> {
+    use anyhow::Context;
+    let mut out = Vec::with_capacity(2);
+    for name in ["uploads", "downloads"] {
+        let dir = runtime_dir.join(name);
+        tokio::fs::create_dir_all(&dir)
+            .await
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        tokio::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+            .await
+            .with_context(|| format!("cannot restrict {}", dir.display()))?;
+        out.push(dir);
+    }
+    let downloads = out.pop().expect("two dirs");
+    let uploads = out.pop().expect("two dirs");
+    Ok((uploads, downloads))
+}
+
 /// A way to start and stop browsers.
 #[async_trait::async_trait]
 pub trait Driver: Send + Sync + 'static {

@@ -37,6 +37,7 @@ impl Driver for ProcessDriver {
         tokio::fs::create_dir_all(&profile)
             .await
             .with_context(|| format!("cannot create {}", profile.display()))?;
+        super::create_shared_dirs(&spec.runtime_dir).await?;
         let is_root = nix::unistd::geteuid().is_root();
         let mut cmd = match &spec.limits {
             Some(limits) => limits.command(&self.chromium),

@@ -81,6 +81,9 @@ impl SessionManager {
         }
         // Wait for a running tool call to let go of the tabs, but not forever.
         let _tabs = tokio::time::timeout(Duration::from_secs(2), live.tabs.lock()).await;
+        if let Some(downloads) = &live.downloads {
+            downloads.stop_watching();
+        }
         if let Err(e) = inner.driver.stop(&live.sandbox).await {
             tracing::error!(error = %format!("{e:#}"), sandbox.id = %live.sandbox.id, "failed to stop a sandbox");
         }
@@ -97,6 +100,13 @@ impl SessionManager {
         }
         if let Err(e) = inner.store.sandbox_stopped(&live.sandbox.id).await {
             tracing::error!(error = %format!("{e:#}"), sandbox.id = %live.sandbox.id, "failed to record a sandbox's stop");
+        }
+        // Downloads stay for audit with the session's screenshots, and go
+        // otherwise.
+        if let Some(downloads) = &live.downloads {
+            downloads
+                .finish(live.record == crate::recording::RecordMode::Audit)
+                .await;
         }
         if let Err(e) = inner
             .recorder

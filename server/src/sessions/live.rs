@@ -71,6 +71,10 @@ pub struct LiveSession {
     pub(super) refusals: Refusals,
     /// Tab state; lock it for the duration of a tool call.
     pub tabs: Mutex<Tabs>,
+    /// Its downloads, when it allows them.
+    pub downloads: Option<std::sync::Arc<super::files::Downloads>>,
+    /// Numbers each `upload` call's folder.
+    upload_seq: AtomicU64,
     /// Scripts every new tab gets before its first page (operator mode's
     /// stored localStorage); set once after injection.
     init_scripts: std::sync::Mutex<Vec<super::injection::InitScript>>,
@@ -83,6 +87,7 @@ impl LiveSession {
         req: &super::OpenRequest,
         deadline_at: i64,
         warm: super::pool::Warm,
+        downloads: Option<std::sync::Arc<super::files::Downloads>>,
     ) -> Self {
         Self {
             id,
@@ -107,6 +112,8 @@ impl LiveSession {
             refusals: warm.egress.refusals(),
             egress: Mutex::new(Some(warm.egress)),
             init_scripts: std::sync::Mutex::default(),
+            downloads,
+            upload_seq: AtomicU64::new(0),
         }
     }
 
@@ -179,6 +186,11 @@ impl LiveSession {
     /// Unix ms of the last tool call.
     pub fn last_activity(&self) -> i64 {
         self.last_activity.load(Ordering::Relaxed)
+    }
+
+    /// The next `upload` call's number (from 1).
+    pub(super) fn next_upload_seq(&self) -> u64 {
+        self.upload_seq.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     /// The next screenshot number (from 1).

@@ -3,6 +3,7 @@
 //! per-tenant and per-host limits, and the orphan reaper.
 
 mod control;
+pub mod files;
 pub mod harvest;
 mod injection;
 mod lifecycle;
@@ -40,7 +41,7 @@ pub use harvest::{
 };
 pub use live::{ControlHolder, LiveSession, Tabs};
 pub use reaper::ReapReport;
-pub use request::{CredentialMode, OpenRequest, OpenRequestError, Viewport};
+pub use request::{CredentialMode, DownloadPolicy, OpenRequest, OpenRequestError, Viewport};
 pub use tool::{LiveInput, Tool, ToolCall, ToolError, ToolOutput};
 
 /// Session settings, from [`Settings`].
@@ -66,6 +67,12 @@ pub struct SessionConfig {
     pub smoke_probes: BTreeMap<String, crate::config::SmokeProbe>,
     /// Tenants' own session limits.
     pub tenant_limits: BTreeMap<String, crate::config::TenantLimits>,
+    /// Largest download kept, bytes.
+    pub download_max_bytes: u64,
+    /// What one session's downloads may take together, bytes.
+    pub download_session_max_bytes: u64,
+    /// Largest total of one `upload` call, bytes.
+    pub upload_max_bytes: u64,
 }
 
 impl SessionConfig {
@@ -82,6 +89,9 @@ impl SessionConfig {
             tool_timeout: Duration::from_secs(s.tool_timeout_s),
             smoke_probes: s.smoke_probes.clone(),
             tenant_limits: s.tenant_limits.clone(),
+            download_max_bytes: s.download_max_mb << 20,
+            download_session_max_bytes: s.download_session_max_mb << 20,
+            upload_max_bytes: s.upload_max_mb << 20,
         }
     }
 }
@@ -150,6 +160,9 @@ pub struct SessionInfo {
     /// Whether it came from the warm pool (only on open).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub from_pool: Option<bool>,
+    /// Whether its browser may download files (on open, and while it runs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub downloads: Option<DownloadPolicy>,
     /// Operator mode, on open only: cookies injected per domain (counts,
     /// never values).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -189,6 +202,7 @@ impl SessionInfo {
             close_reason: r.close_reason,
             error: r.error.clone(),
             from_pool: None,
+            downloads: None,
             injected: None,
             injected_storage: None,
             smoke: None,
@@ -214,6 +228,8 @@ pub(crate) struct Inner {
     cfg: SessionConfig,
     host: String,
     run_dir: PathBuf,
+    /// `<data_dir>/downloads`: each allowing session's finished downloads.
+    downloads_root: PathBuf,
     live: std::sync::Mutex<HashMap<SessionId, Arc<LiveSession>>>,
     slots: std::sync::Mutex<Slots>,
     /// Sandboxes this process started and has not stopped (the reaper skips them).
@@ -363,6 +379,7 @@ impl SessionManager {
             cfg: SessionConfig::from_settings(settings),
             host,
             run_dir,
+            downloads_root: settings.data_dir.join("downloads"),
             live: Default::default(),
             slots: Default::default(),
             known: Default::default(),
@@ -462,7 +479,19 @@ impl SessionManager {
             .session_get(tenant.as_str(), sid.as_str())
             .await?
             .ok_or(SessionError::NotFound)?;
-        Ok(SessionInfo::from_row(&row))
+        let mut info = SessionInfo::from_row(&row);
+        // Known while it runs (the row does not keep it).
+        info.downloads = self
+            .0
+            .live
+            .lock()
+            .expect("live lock")
+            .get(&sid)
+            .map(|live| match live.downloads {
+                Some(_) => DownloadPolicy::Allow,
+                None => DownloadPolicy::Deny,
+            });
+        Ok(info)
     }
 
     /// Closes a session at its owner's request.

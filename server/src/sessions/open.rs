@@ -6,9 +6,10 @@ use std::sync::Arc;
 use anyhow::Context;
 use serde_json::json;
 
+use super::files::Downloads;
 use super::{
-    CredentialMode, LiveSession, OpenRequest, OpenRequestError, SessionError, SessionInfo,
-    SessionManager, injection, metrics_override, pool,
+    CredentialMode, DownloadPolicy, LiveSession, OpenRequest, OpenRequestError, SessionError,
+    SessionInfo, SessionManager, injection, metrics_override, pool,
 };
 use crate::audit::{Actor, NewEvent};
 use crate::domain::{CloseReason, SessionId, SessionState, TenantId};
@@ -201,6 +202,7 @@ impl SessionManager {
                         "record": req.record.as_str(),
                         "deadline_s": deadline_s,
                         "viewport": req.viewport,
+                        "downloads": req.downloads.as_str(),
                     }))
                     .outcome("requested"),
             )
@@ -296,6 +298,7 @@ impl SessionManager {
                 ));
             }
         }
+        let mut allowed = None;
         let mut setup = async {
             let assign = async {
                 inner
@@ -310,6 +313,31 @@ impl SessionManager {
                     .context("failed to set the viewport")
             };
             tokio::try_join!(assign, viewport)?;
+            if req.downloads == DownloadPolicy::Allow {
+                let shared = warm.sandbox.downloads();
+                let downloads = Downloads::create(
+                    &inner.downloads_root,
+                    who.tenant,
+                    id,
+                    shared.host,
+                    (
+                        inner.cfg.download_max_bytes,
+                        inner.cfg.download_session_max_bytes,
+                    ),
+                )
+                .await?;
+                // Set up before the browser is told, so a failure leaves
+                // the folder to be removed with the session.
+                allowed = Some((downloads, None));
+                let events = warm
+                    .conn
+                    .allow_downloads(&shared.inside)
+                    .await
+                    .context("failed to allow downloads")?;
+                if let Some((_, slot)) = &mut allowed {
+                    *slot = Some(events);
+                }
+            }
             let injected = match (req.credential_mode, who.agent) {
                 (CredentialMode::Operator, Some(owner)) => {
                     Some(injection::inject(inner, owner, id, req, &warm.page).await?)
@@ -323,13 +351,18 @@ impl SessionManager {
             anyhow::Ok(injected)
         }
         .await;
+        let (downloads, events) = allowed.unzip();
         let live = Arc::new(LiveSession::new(
             id.clone(),
             who.tenant.clone(),
             req,
             row.deadline_at,
             warm,
+            downloads,
         ));
+        if let (Some(downloads), Some(Some(events))) = (&live.downloads, events) {
+            downloads.watch(Arc::downgrade(&live), inner.store.clone(), events);
+        }
         inner
             .live
             .lock()
@@ -363,6 +396,7 @@ impl SessionManager {
         row.state = SessionState::Ready;
         let mut info = SessionInfo::from_row(&row);
         info.from_pool = Some(from_pool);
+        info.downloads = Some(req.downloads);
         if let Some(injected) = injected {
             info.injected = Some(injected.counts);
             info.injected_storage = Some(injected.storage);

@@ -57,6 +57,15 @@ impl SessionManager {
                 .await?;
             if ended {
                 report.sessions_closed += 1;
+                // Its downloads go as at a close, unless it recorded for audit.
+                if let (Ok(tenant), Ok(sid)) = (
+                    row.tenant_id.parse::<crate::domain::TenantId>(),
+                    row.id.parse::<crate::domain::SessionId>(),
+                ) && row.record != crate::recording::RecordMode::Audit.as_str()
+                {
+                    let dir = super::files::Downloads::folder(&inner.downloads_root, &tenant, &sid);
+                    let _ = tokio::fs::remove_dir_all(&dir).await;
+                }
                 if let Ok(tenant) = row.tenant_id.parse() {
                     inner
                         .store

@@ -32,6 +32,33 @@ impl CredentialMode {
     }
 }
 
+/// Whether a session's browser may download files.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum DownloadPolicy {
+    /// Refused: a navigation that turns into a download answers
+    /// `download_refused`, and nothing is written.
+    #[default]
+    Deny,
+    /// Saved in the control plane's data dir (never the profile), up to
+    /// `download_max_mb` each, listed and fetched through
+    /// `/api/sessions/{id}/downloads`; removed at close unless the session
+    /// records for audit.
+    Allow,
+}
+
+impl DownloadPolicy {
+    /// Stored and audited name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Deny => "deny",
+            Self::Allow => "allow",
+        }
+    }
+}
+
 /// Viewport size in CSS pixels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -71,6 +98,9 @@ pub struct OpenRequest {
     pub viewport: Viewport,
     /// The operator grant token (operator mode only).
     pub grant_token: Option<String>,
+    /// `deny` (default) or `allow`.
+    #[serde(default)]
+    pub downloads: DownloadPolicy,
 }
 
 impl std::fmt::Debug for OpenRequest {
@@ -82,6 +112,7 @@ impl std::fmt::Debug for OpenRequest {
             .field("deadline_s", &self.deadline_s)
             .field("viewport", &self.viewport)
             .field("grant_token", &self.grant_token.as_ref().map(|_| "***"))
+            .field("downloads", &self.downloads)
             .finish()
     }
 }

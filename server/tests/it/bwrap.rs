@@ -275,8 +275,16 @@ async fn a_bwrap_browser_never_reaches_the_canary() {
 /// Runs `script` with bash inside the driver's sandbox layout; its stdout.
 fn run_in_sandbox(sock_dir: &Path, script: &str) -> String {
     use std::os::unix::process::CommandExt;
+    // The upload and download directories beside the socket directory, as
+    // a sandbox's runtime directory has them.
+    let parent = sock_dir.parent().unwrap();
+    let (uploads_dir, downloads_dir) = (parent.join("uploads"), parent.join("downloads"));
+    std::fs::create_dir_all(&uploads_dir).unwrap();
+    std::fs::create_dir_all(&downloads_dir).unwrap();
     let layout = Layout {
         sock_dir,
+        uploads_dir: &uploads_dir,
+        downloads_dir: &downloads_dir,
         relay_bin: Path::new(env!("CARGO_BIN_EXE_cordon")),
         chromium: Path::new(CHROMIUM),
         disable_userns: true,
@@ -347,7 +355,9 @@ async fn nothing_of_the_host_is_writable_or_reachable_from_a_bwrap_sandbox() {
          if unshare -U true 2>/dev/null; then echo userns; else echo no-userns; fi\n\
          grep CapEff /proc/self/status\n\
          awk 'NR > 2 {{ print \"iface\", $1 }}' /proc/net/dev\n\
-         echo x > /run/cordon/{name} && echo wrote-sock-dir\n"
+         echo x > /run/cordon/{name} && echo wrote-sock-dir\n\
+         if (echo x > /uploads/{name}) 2>/dev/null; then echo wrote-uploads; else echo uploads-read-only; fi\n\
+         echo x > /downloads/{name} && echo wrote-downloads\n"
     ));
     let out = tokio::task::spawn_blocking({
         let sock_dir = sock_dir.clone();
@@ -382,9 +392,14 @@ async fn nothing_of_the_host_is_writable_or_reachable_from_a_bwrap_sandbox() {
     assert!(lines.contains(&"CapEff:\t0000000000000000"), "{out}");
     let ifaces: Vec<&&str> = lines.iter().filter(|l| l.starts_with("iface ")).collect();
     assert_eq!(ifaces, [&"iface lo:"], "only loopback inside: {out}");
-    // The documented exception: the sandbox's own socket directory.
+    // The documented exceptions: the sandbox's own socket and download
+    // directories; its upload directory is only read.
     assert!(lines.contains(&"wrote-sock-dir"), "{out}");
     assert!(sock_dir.join(&name).exists());
+    assert!(lines.contains(&"wrote-downloads"), "{out}");
+    assert!(host.path().join("downloads").join(&name).exists());
+    assert!(lines.contains(&"uploads-read-only"), "{out}");
+    assert!(!host.path().join("uploads").join(&name).exists());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

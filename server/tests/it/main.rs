@@ -11,6 +11,7 @@ mod cli;
 mod dashboard;
 mod egress;
 mod exec;
+mod files;
 mod gate;
 mod grants;
 mod http;

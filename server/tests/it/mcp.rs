@@ -173,6 +173,7 @@ async fn tools_list_shows_every_browser_tool_with_its_input_schema() {
         "browser_scroll",
         "browser_hover",
         "browser_select",
+        "browser_upload",
         "browser_wait_for",
         "browser_read_dom",
         "browser_tabs",
@@ -197,6 +198,19 @@ async fn tools_list_shows_every_browser_tool_with_its_input_schema() {
     assert!(
         open["inputSchema"]["properties"]["credential_mode"].is_object(),
         "{open}"
+    );
+    assert!(
+        open["inputSchema"]["properties"]["downloads"].is_object(),
+        "{open}"
+    );
+    let upload = tools
+        .iter()
+        .find(|t| t["name"] == "browser_upload")
+        .unwrap();
+    assert_eq!(
+        upload["inputSchema"]["required"],
+        json!(["session_id", "files"]),
+        "{upload}"
     );
 }
 
@@ -365,6 +379,56 @@ async fn mcp_tool_errors_carry_the_http_apis_codes() {
         .err("browser_snapshot", json!({ "session_id": sid }))
         .await;
     assert!(err.starts_with("gone: "), "{err}");
+}
+
+#[tokio::test]
+async fn an_mcp_client_uploads_a_file_the_page_reads_and_gets_the_http_apis_codes() {
+    use base64::Engine;
+    let site = site::start().await;
+    let app = session_app(Backend::Sqlite, &site.allow(), &[]).await;
+    let agent = app.agent("acme").await;
+    let mut mcp = Mcp::of(&app, &agent).await;
+    let opened = mcp.ok("browser_open_session", json!({})).await;
+    let sid = opened["session_id"].as_str().unwrap().to_owned();
+    mcp.ok(
+        "browser_navigate",
+        json!({ "session_id": sid, "url": site.url("/upload") }),
+    )
+    .await;
+    let file = json!([{
+        "name": "mcp.txt",
+        "content_base64": base64::engine::general_purpose::STANDARD.encode("over mcp"),
+    }]);
+
+    let uploaded = mcp
+        .ok(
+            "browser_upload",
+            json!({ "session_id": sid, "selector": "#f", "files": file }),
+        )
+        .await;
+
+    assert_eq!(uploaded["files"][0]["size"], 8, "{uploaded}");
+    mcp.ok(
+        "browser_wait_for",
+        json!({ "session_id": sid, "text": "got mcp.txt:8:over mcp" }),
+    )
+    .await;
+    let err = mcp
+        .err(
+            "browser_upload",
+            json!({ "session_id": sid, "selector": "#t", "files": file }),
+        )
+        .await;
+    assert!(err.starts_with("not_a_file_input: "), "{err}");
+    let err = mcp
+        .err(
+            "browser_upload",
+            json!({ "session_id": sid, "selector": "#f",
+                    "files": [{ "name": "../x", "content_base64": "" }] }),
+        )
+        .await;
+    assert!(err.starts_with("invalid_file_name: "), "{err}");
+    app.stop().await;
 }
 
 #[tokio::test]

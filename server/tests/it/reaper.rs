@@ -79,7 +79,7 @@ async fn crash_and_restart(driver: &str) {
     let res = http
         .post(format!("http://{}/api/sessions", server.addr))
         .bearer_auth(&key)
-        .json(&json!({}))
+        .json(&json!({ "downloads": "allow", "record": "off" }))
         .send()
         .await
         .unwrap();
@@ -88,6 +88,9 @@ async fn crash_and_restart(driver: &str) {
         .as_str()
         .unwrap()
         .to_owned();
+    // It allows downloads: its folder of the data dir is made at open.
+    let downloads = dir.path().join("data/downloads/acme").join(&sid);
+    assert!(downloads.is_dir(), "{}", downloads.display());
     // Let the pool refill so a warm browser is orphaned too.
     running_sandboxes(dir.path(), 2).await;
     server.kill_hard();
@@ -138,6 +141,11 @@ async fn crash_and_restart(driver: &str) {
     assert_eq!(
         (row.state.as_str(), row.close_reason.map(|r| r.as_str())),
         ("failed", Some("orphaned"))
+    );
+    assert!(
+        !downloads.exists(),
+        "the orphaned session's downloads are removed: {}",
+        downloads.display()
     );
     let reaped = s
         .audit_page(0, 1000)

@@ -80,6 +80,31 @@ const COLOURS: &str = r#"<!doctype html><html><head><title>Colours</title></head
  onclick="const c = ['rgb(255,0,0)', 'rgb(0,160,0)', 'rgb(0,0,255)']; window.n = (window.n || 0) + 1; this.style.background = c[(window.n - 1) % 3]; document.title = 'clicked ' + window.n"></div>
 </body></html>"#;
 
+/// A download link (a 4 KiB file named by the site) and a large one.
+const FILES: &str = r#"<!doctype html><html><head><title>Files</title></head><body>
+<a id="dl" href="/download?name=report%20one.bin">report</a>
+<a id="big" href="/big-download">big</a>
+</body></html>"#;
+
+/// A file input that shows what the page can read of the chosen files
+/// (name, size, text), and a text input that is not a file input.
+const UPLOAD: &str = r#"<!doctype html><html><head><title>Upload</title></head><body>
+<input id="f" type="file" multiple>
+<input id="one" type="file">
+<input id="t" type="text">
+<p id="out"></p>
+<script>
+document.getElementById('f').addEventListener('change', async (e) => {
+  const parts = [];
+  for (const f of e.target.files) parts.push(f.name + ':' + f.size + ':' + (await f.text()));
+  document.getElementById('out').textContent = 'got ' + parts.join('|');
+});
+</script>
+</body></html>"#;
+
+/// Bytes of `/big-download`: 3 MiB.
+pub const BIG_DOWNLOAD: usize = 3 << 20;
+
 const FORM: &str = r#"<!doctype html><html><head><title>Login</title></head><body>
 <h1>Sign in</h1>
 <form id="f" onsubmit="event.preventDefault(); document.getElementById('result').textContent = 'hello ' + document.getElementById('user').value + ' (' + document.getElementById('pass').value.length + ')'; document.title = 'Signed in';">
@@ -285,6 +310,35 @@ pub async fn start() -> Site {
             }),
         )
         .route("/links", get(|| async { Html(LINKS) }))
+        .route("/files", get(|| async { Html(FILES) }))
+        .route("/upload", get(|| async { Html(UPLOAD) }))
+        .route(
+            "/mid-download",
+            get(|Query(q): Query<Name>| async move {
+                (
+                    [
+                        (header::CONTENT_TYPE, "application/octet-stream".to_owned()),
+                        (
+                            header::CONTENT_DISPOSITION,
+                            format!("attachment; filename=\"{}\"", q.name),
+                        ),
+                    ],
+                    vec![2u8; 700 << 10],
+                )
+            }),
+        )
+        .route(
+            "/big-download",
+            get(|| async {
+                (
+                    [
+                        (header::CONTENT_TYPE, "application/octet-stream"),
+                        (header::CONTENT_DISPOSITION, "attachment; filename=\"big.bin\""),
+                    ],
+                    vec![1u8; BIG_DOWNLOAD],
+                )
+            }),
+        )
         .route("/popup", get(|| async { Html(POPUP) }))
         .route("/iframe", get(|| async { Html(IFRAME) }))
         .route("/show-state", get(|| async { Html(SHOW_STATE) }))

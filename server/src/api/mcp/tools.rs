@@ -21,7 +21,7 @@ use crate::error::ApiError;
 use crate::grants::{self, NewGrantRequest};
 use crate::sessions::tool::input::{
     ElementReq, NavigateReq, PressReq, ReadDomReq, ScreenshotReq, ScrollReq, SelectReq,
-    SnapshotReq, TabsReq, TypeReq, WaitForReq,
+    SnapshotReq, TabsReq, TypeReq, UploadReq, WaitForReq,
 };
 use crate::sessions::{OpenRequest, Tool, ToolCall, ToolError};
 use crate::state::AppState;
@@ -190,6 +190,12 @@ fn table() -> Vec<Entry> {
             tool("/api/sessions/{id}/select"),
             on_session::<SelectReq>,
             session_tool!(SelectReq, SelectReq::into_call),
+        ),
+        e(
+            "browser_upload",
+            tool("/api/sessions/{id}/upload"),
+            on_session::<UploadReq>,
+            session_tool!(UploadReq, UploadReq::into_call),
         ),
         e(
             "browser_wait_for",

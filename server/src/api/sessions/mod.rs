@@ -2,20 +2,22 @@
 //! tools. One table drives the router and the OpenAPI document; each route
 //! declares the errors its handler can answer.
 
+mod files;
 mod lifecycle;
 mod session_ref;
 mod tools;
 
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::routing::{delete, get, post};
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 
 use crate::api::json::ApiJson;
 use crate::api::openapi::{self, AUTH, BODY, BROWSER, ELEMENT, Errors, Route, SESSION};
+use crate::sessions::files::{DownloadInfo, Uploaded};
 use crate::sessions::tool::input::{
     ElementReq, NavigateReq, OpenTabReq, PressReq, ReadDomReq, ScreenshotReq, ScrollReq, SelectReq,
-    SnapshotReq, TypeReq, WaitForReq,
+    SnapshotReq, TypeReq, UploadReq, WaitForReq,
 };
 use crate::sessions::tool::output::{
     Dom, Done, Navigated, Pdf, Screenshot, Selected, SnapshotResult, TabClosed, TabInfo, Waited,
@@ -50,6 +52,13 @@ const PRESS: Errors = &[(400, "unknown_key")];
 const NAVIGATION: Errors = &[(422, "action_failed"), (422, "download_refused")];
 const WAIT: Errors = &[(400, "invalid_selector")];
 const LIST: Errors = &[(400, "bad_request")];
+const UPLOAD: Errors = &[(400, "invalid_file_name"), (422, "not_a_file_input")];
+const DOWNLOADS: Errors = &[(409, "downloads_denied")];
+const DOWNLOAD: Errors = &[(400, "invalid_file_name"), (404, "download_not_found")];
+
+/// The one route whose body may exceed the server's default limit (its
+/// own is `upload_max_mb` in base64; `startup` applies it).
+pub const UPLOAD_PATH: &str = "/api/sessions/{id}/upload";
 
 /// A tool whose JSON body becomes a call through `$parse`.
 macro_rules! body_tool {
@@ -330,6 +339,41 @@ pub fn routes() -> Vec<Route> {
             &[AUTH, SESSION, BROWSER, TAB_CLOSE]
         ),
     ];
+    routes.push(Route {
+        method: "post",
+        path: UPLOAD_PATH,
+        summary: "Set files on an <input type=file> (selector or ref) from base64 contents; \
+                  at most upload_max_mb in all, audited by name, size and SHA-256, never content",
+        request: Some(s::<UploadReq>),
+        success: 200,
+        response: Some(s::<Uploaded>),
+        errors: &[AUTH, BODY, SESSION, BROWSER, ELEMENT, UPLOAD],
+        // Bounded by `startup`'s per-route body limit instead of axum's 2 MiB.
+        handler: post(body_tool!(UploadReq, UploadReq::into_call))
+            .layer(DefaultBodyLimit::disable()),
+    });
+    routes.extend([
+        route!(
+            get,
+            "/api/sessions/{id}/downloads",
+            "The session's downloads (name, size, sha256, state, created_at); only for a session opened with downloads: allow",
+            files::list,
+            None,
+            200,
+            Some(list_of::<DownloadInfo>),
+            &[AUTH, SESSION, DOWNLOADS]
+        ),
+        route!(
+            get,
+            "/api/sessions/{id}/downloads/{name}",
+            "A completed download's bytes (Content-Disposition: attachment)",
+            files::fetch,
+            None,
+            200,
+            None,
+            &[AUTH, SESSION, DOWNLOADS, DOWNLOAD]
+        ),
+    ]);
     routes.extend(crate::api::grants::routes());
     routes.extend(crate::api::tasks::routes());
     routes

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use super::{
     DEVTOOLS_PORT, INSIDE_HOME, INSIDE_PROFILE, INSIDE_RELAY, INSIDE_SOCK_DIR, PROXY_PORT,
 };
-use crate::sandbox::chromium;
+use crate::sandbox::{INSIDE_DOWNLOADS, INSIDE_UPLOADS, chromium};
 
 /// What the sandbox is built from.
 #[derive(Debug, Clone)]
@@ -16,6 +16,13 @@ pub struct Layout<'a> {
     /// Host directory bound writable at `/run/cordon`: the only host path
     /// the sandbox can write to.
     pub sock_dir: &'a Path,
+    /// Host directory bound read-only at [`INSIDE_UPLOADS`]: files an
+    /// `upload` call sets on a file input.
+    pub uploads_dir: &'a Path,
+    /// Host directory bound writable at [`INSIDE_DOWNLOADS`]: where a
+    /// session that allows downloads has them saved (the browser refuses
+    /// downloads otherwise).
+    pub downloads_dir: &'a Path,
     /// The `cordon` binary, bound read-only at [`INSIDE_RELAY`].
     pub relay_bin: &'a Path,
     /// The Chromium binary; its directory is bound read-only when it is
@@ -82,12 +89,24 @@ pub fn bwrap_args(layout: &Layout<'_>, command: &[OsString]) -> Vec<OsString> {
         layout.relay_bin,
         Path::new(INSIDE_RELAY),
     );
-    // The one writable host path (see the module comment).
+    // The writable host paths (see the module comment).
     bind(
         &mut a,
         "--bind",
         layout.sock_dir,
         Path::new(INSIDE_SOCK_DIR),
+    );
+    bind(
+        &mut a,
+        "--bind",
+        layout.downloads_dir,
+        Path::new(INSIDE_DOWNLOADS),
+    );
+    bind(
+        &mut a,
+        "--ro-bind",
+        layout.uploads_dir,
+        Path::new(INSIDE_UPLOADS),
     );
     add(&mut a, &["--clearenv"]);
     for (k, v) in [
@@ -175,6 +194,8 @@ mod tests {
     fn layout_args(chromium: &str, disable_userns: bool) -> Vec<String> {
         let layout = Layout {
             sock_dir: Path::new("/data/run/b_x/sock"),
+            uploads_dir: Path::new("/data/run/b_x/uploads"),
+            downloads_dir: Path::new("/data/run/b_x/downloads"),
             relay_bin: Path::new("/opt/cordon/bin/cordon"),
             chromium: Path::new(chromium),
             disable_userns,
@@ -211,7 +232,7 @@ mod tests {
     }
 
     #[test]
-    fn only_the_socket_directory_is_bound_writable() {
+    fn only_the_socket_and_download_directories_are_bound_writable() {
         let a = layout_args("/usr/lib/chromium/chromium", true);
         let rw: Vec<usize> = a
             .iter()
@@ -219,11 +240,17 @@ mod tests {
             .filter(|(_, s)| *s == "--bind" || *s == "--bind-try" || *s == "--dev-bind")
             .map(|(i, _)| i)
             .collect();
-        assert_eq!(rw.len(), 1, "{a:?}");
+        assert_eq!(rw.len(), 2, "{a:?}");
         assert_eq!(
             a[rw[0] + 1..rw[0] + 3],
             ["/data/run/b_x/sock", "/run/cordon"]
         );
+        assert_eq!(
+            a[rw[1] + 1..rw[1] + 3],
+            ["/data/run/b_x/downloads", "/downloads"]
+        );
+        // Uploads are only read.
+        assert!(find(&a, &["--ro-bind", "/data/run/b_x/uploads", "/uploads"]).is_some());
         // It comes after the /run tmpfs it lives in, as does the relay.
         let run = find(&a, &["--tmpfs", "/run"]).unwrap();
         assert!(rw[0] > run);

@@ -1,6 +1,6 @@
 //! The `bwrap` driver: each Chromium runs inside bubblewrap with its own
 //! pid, ipc, uts, net, mount, user and cgroup namespaces, no capabilities,
-//! and nothing of the host writable but one socket directory.
+//! and nothing of the host writable but its socket and download directories.
 //!
 //! Inside the sandbox:
 //!
@@ -11,7 +11,12 @@
 //!   in `/tmp/profile`, so it never touches a disk and vanishes with the
 //!   sandbox;
 //! - the `cordon` binary read-only at `/run/cordon-bin/cordon` (the relay);
-//! - **the one writable host path**: the sandbox's own `runtime_dir/sock`,
+//! - the sandbox's own `runtime_dir/uploads` read-only at `/uploads` (files
+//!   an `upload` call sets on a file input) and `runtime_dir/downloads`
+//!   writable at `/downloads` (where a session that allows downloads has
+//!   them saved; the browser refuses downloads otherwise; finished files are
+//!   moved out by the control plane, see `sessions/files`);
+//! - **the other writable host path**: the sandbox's own `runtime_dir/sock`,
 //!   bound at `/run/cordon`. It holds the two sockets the sandbox talks
 //!   through (`egress.sock`, made by the host; `cdp.sock`, made by the relay)
 //!   and nothing else. The sandbox could create or remove files there, but
@@ -159,8 +164,14 @@ impl BwrapDriver {
     }
 
     fn probe_in(bwrap: &Path, dir: &Path, relay_bin: &Path, chromium: &Path) -> anyhow::Result<()> {
+        let (uploads_dir, downloads_dir) = (dir.join("uploads"), dir.join("downloads"));
+        for d in [&uploads_dir, &downloads_dir] {
+            std::fs::create_dir(d).with_context(|| format!("cannot create {}", d.display()))?;
+        }
         let layout = Layout {
             sock_dir: dir,
+            uploads_dir: &uploads_dir,
+            downloads_dir: &downloads_dir,
             relay_bin,
             chromium,
             // As the driver will run it.
@@ -375,8 +386,15 @@ impl BwrapDriver {
         )));
 
         let no_sandbox = nix::unistd::geteuid().is_root();
+        let (uploads_dir, downloads_dir) =
+            match crate::sandbox::create_shared_dirs(&spec.runtime_dir).await {
+                Ok(dirs) => dirs,
+                Err(e) => return Err((e, sandbox)),
+            };
         let layout = Layout {
             sock_dir,
+            uploads_dir: &uploads_dir,
+            downloads_dir: &downloads_dir,
             relay_bin: &self.relay_bin,
             chromium: &self.chromium,
             disable_userns: no_sandbox,

@@ -11,6 +11,7 @@ use super::output::{
 use super::{ElementTarget, LiveInput, Tool, ToolError, ToolOutput};
 use crate::audit::redact;
 use crate::cdp::{self, CdpError, Locator, WaitTarget, snapshot};
+use crate::sessions::files::{self, UploadFile, Uploaded};
 use crate::sessions::{LiveSession, Tabs};
 
 /// The audit row's params: what was targeted, never typed text (its length)
@@ -63,6 +64,12 @@ pub(super) fn audit_params(tool: &Tool) -> Value {
         Tool::TabOpen { url } => json!({ "url": url.as_ref().map(|u| redact::url(u.as_str())) }),
         Tool::TabFocus { tab } | Tool::TabClose { tab } => json!({ "tab": tab }),
         Tool::Back | Tool::Forward | Tool::Reload | Tool::Pdf | Tool::TabsList => json!({}),
+        // Each file by name, size and hash: never its content.
+        Tool::Upload { target: t, files } => {
+            let mut v = target(&Some(t.clone()));
+            v["files"] = json!(files.iter().map(|f| f.meta()).collect::<Vec<_>>());
+            v
+        }
         Tool::Input(input) => input_params(input),
     }
 }
@@ -222,9 +229,10 @@ pub(super) async fn run(
     let v = session.viewport();
     let viewport = (v.width, v.height);
     let locator = match tool {
-        Tool::Click(t) | Tool::Hover(t) | Tool::Select { target: t, .. } => {
-            Some(locate(t, tabs, viewport)?)
-        }
+        Tool::Click(t)
+        | Tool::Hover(t)
+        | Tool::Select { target: t, .. }
+        | Tool::Upload { target: t, .. } => Some(locate(t, tabs, viewport)?),
         Tool::Type {
             target: Some(t), ..
         }
@@ -392,6 +400,9 @@ pub(super) async fn run(
                 bytes: cdp::pdf(page, timeout).await?,
             }),
             Tool::Input(_) => input(session, page, checked.as_ref().expect("checked")).await?,
+            Tool::Upload { files, .. } => {
+                upload(session, page, locator.expect("located"), files, timeout).await?
+            }
             Tool::TabsList
             | Tool::TabOpen { .. }
             | Tool::TabFocus { .. }
@@ -414,8 +425,42 @@ pub(super) async fn run(
     if matches!(res, Err(CdpError::DownloadRefused)) {
         // chromiumoxide still waits for the navigation: end it.
         cdp::reset_tab(page).await;
+        // Allowed, the download goes on in the browser: the navigation
+        // answers with where the tab is now.
+        if session.downloads.is_some() {
+            let mut nav = Navigated::from_navigation(cdp::current(page).await?, None);
+            nav.download_started = Some(true);
+            return Ok(ToolOutput::Navigated(nav));
+        }
     }
     Ok(res?)
+}
+
+/// Sets `files` on the file input at `locator`: the target is checked
+/// first, so nothing is written for anything else.
+async fn upload(
+    session: &LiveSession,
+    page: &chromiumoxide::Page,
+    locator: &Locator,
+    files: &[UploadFile],
+    timeout: Duration,
+) -> Result<ToolOutput, CdpError> {
+    let input = cdp::file_input(page, locator, timeout).await?;
+    if files.len() > 1 && !input.multiple {
+        return Err(CdpError::Failed(
+            "the file input takes one file (it has no multiple attribute)".into(),
+        ));
+    }
+    let paths = files::uploads::write(&session.sandbox.uploads(), session.next_upload_seq(), files)
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %format!("{e:#}"), "failed to write upload files");
+            CdpError::Failed("the files could not be written for the browser".into())
+        })?;
+    cdp::set_files(page, &input, paths).await?;
+    Ok(ToolOutput::Uploaded(Uploaded {
+        files: files.iter().map(UploadFile::meta).collect(),
+    }))
 }
 
 async fn describe(

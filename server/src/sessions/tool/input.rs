@@ -6,7 +6,8 @@ use serde::Deserialize;
 
 use super::{ElementTarget, Tool, ToolCall, ToolError};
 use crate::cdp::{ImageFormat, WaitTarget, WaitUntil, snapshot};
-use crate::domain::{TargetUrl, TargetUrlError};
+use crate::domain::{FileName, TargetUrl, TargetUrlError};
+use crate::sessions::files::UploadFile;
 
 /// The longest selector accepted.
 pub const MAX_SELECTOR: usize = 2048;
@@ -171,6 +172,79 @@ impl ElementReq {
             .required("exactly one of {x, y}, selector or ref")?;
         Ok(ToolCall {
             tool: tool(target),
+            timeout_ms: self.timeout_ms,
+        })
+    }
+}
+
+/// The most files one `upload` call may set.
+pub const MAX_UPLOAD_FILES: usize = 32;
+
+/// One file of an `upload` body.
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UploadFileReq {
+    /// Its name as the page sees it: no path separators or control
+    /// characters, at most 255 bytes.
+    pub name: String,
+    /// Its content, standard base64 (never logged or audited).
+    pub content_base64: String,
+}
+
+impl std::fmt::Debug for UploadFileReq {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UploadFileReq")
+            .field("name", &self.name)
+            .field("content_base64", &self.content_base64.len())
+            .finish()
+    }
+}
+
+/// Body of `upload`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UploadReq {
+    /// The `<input type=file>` by CSS selector.
+    pub selector: Option<String>,
+    /// Or by ref.
+    #[serde(rename = "ref")]
+    pub r#ref: Option<String>,
+    /// 1 to 32 files, in total at most `upload_max_mb`.
+    pub files: Vec<UploadFileReq>,
+    /// Bound in ms.
+    pub timeout_ms: Option<u64>,
+}
+
+impl UploadReq {
+    /// The call: names checked, contents decoded (the size cap is the
+    /// server's, checked by the pipeline before anything is written).
+    pub fn into_call(self) -> Result<ToolCall, ToolError> {
+        use base64::Engine;
+        if self.files.is_empty() || self.files.len() > MAX_UPLOAD_FILES {
+            return Err(ToolError::Invalid(format!(
+                "files must hold 1 to {MAX_UPLOAD_FILES} files"
+            )));
+        }
+        let target = TargetSpec::selector_or_ref(self.selector, self.r#ref)
+            .required("a selector or a ref")?;
+        let mut files = Vec::with_capacity(self.files.len());
+        for f in self.files {
+            let name = FileName::parse(&f.name)
+                .map_err(|e| ToolError::InvalidFileName(format!("files[].name: {e}")))?;
+            if files.iter().any(|u: &UploadFile| u.name == name) {
+                return Err(ToolError::InvalidFileName(format!(
+                    "files[].name: {name:?} is given twice"
+                )));
+            }
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(f.content_base64.as_bytes())
+                .map_err(|_| {
+                    ToolError::Invalid(format!("files[].content_base64 of {name:?} is not base64"))
+                })?;
+            files.push(UploadFile::new(name, bytes));
+        }
+        Ok(ToolCall {
+            tool: Tool::Upload { target, files },
             timeout_ms: self.timeout_ms,
         })
     }
@@ -469,6 +543,61 @@ pub fn tab_id(raw: String) -> Result<String, ToolError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn upload(files: serde_json::Value) -> Result<ToolCall, ToolError> {
+        serde_json::from_value::<UploadReq>(serde_json::json!({ "selector": "#f", "files": files }))
+            .unwrap()
+            .into_call()
+    }
+
+    #[test]
+    fn an_upload_checks_names_and_base64_and_hashes_the_content() {
+        let call =
+            upload(serde_json::json!([{ "name": "a.txt", "content_base64": "aGVsbG8=" }])).unwrap();
+        let Tool::Upload { files, target } = call.tool else {
+            panic!("not an upload");
+        };
+        assert_eq!(target, ElementTarget::Selector("#f".into()));
+        assert_eq!(&*files[0].bytes, b"hello");
+        assert_eq!(
+            files[0].sha256,
+            "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
+        );
+        // The content never shows in Debug (logs) or the audit's params.
+        assert!(!format!("{files:?}").contains("hello"));
+        for (bad, kind) in [
+            (
+                serde_json::json!([{ "name": "../x", "content_base64": "" }]),
+                "name",
+            ),
+            (
+                serde_json::json!([{ "name": "a\nb", "content_base64": "" }]),
+                "name",
+            ),
+            (
+                serde_json::json!([{ "name": "", "content_base64": "" }]),
+                "name",
+            ),
+            (
+                serde_json::json!([{ "name": "a", "content_base64": "" }, { "name": "a", "content_base64": "" }]),
+                "name",
+            ),
+            (
+                serde_json::json!([{ "name": "a", "content_base64": "!!" }]),
+                "base64",
+            ),
+            (serde_json::json!([]), "count"),
+        ] {
+            let err = upload(bad.clone()).unwrap_err();
+            match kind {
+                "name" => assert!(
+                    matches!(err, ToolError::InvalidFileName(_)),
+                    "{bad}: {err:?}"
+                ),
+                _ => assert!(matches!(err, ToolError::Invalid(_)), "{bad}: {err:?}"),
+            }
+        }
+    }
 
     #[test]
     fn a_target_is_exactly_one_of_point_selector_or_ref() {

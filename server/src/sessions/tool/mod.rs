@@ -173,6 +173,13 @@ pub enum Tool {
         /// Its id.
         tab: String,
     },
+    /// Set files on an `<input type=file>`, from bytes the caller sent.
+    Upload {
+        /// The file input (a selector or a ref).
+        target: ElementTarget,
+        /// The files, in order (their content is never audited or logged).
+        files: Vec<crate::sessions::files::UploadFile>,
+    },
     /// An operator's input from the live view.
     Input(LiveInput),
 }
@@ -200,6 +207,7 @@ impl Tool {
             Self::TabOpen { .. } => "tool.tabs.open",
             Self::TabFocus { .. } => "tool.tabs.focus",
             Self::TabClose { .. } => "tool.tabs.close",
+            Self::Upload { .. } => "tool.upload",
             Self::Input(LiveInput::Mouse { .. }) => "input.mouse",
             Self::Input(LiveInput::Wheel { .. }) => "input.wheel",
             Self::Input(LiveInput::Key { .. }) => "input.key",
@@ -277,6 +285,13 @@ pub enum ToolError {
     /// The navigation turned into a download, which is refused.
     #[error("the URL is a download, and downloads are refused")]
     DownloadRefused,
+    /// A file name with a path separator, a control character, or out of
+    /// range.
+    #[error("{0}")]
+    InvalidFileName(String),
+    /// The target of an `upload` is not an `<input type=file>`.
+    #[error("{0}")]
+    NotAFileInput(String),
     /// Audit recording is full for the tenant: the screenshot is not kept.
     #[error("{0}")]
     RecordingQuotaFull(String),
@@ -327,6 +342,7 @@ impl From<CdpError> for ToolError {
             CdpError::TabNotFound(m) => Self::TabNotFound(m),
             CdpError::TabCrashed => Self::TabCrashed,
             CdpError::DownloadRefused => Self::DownloadRefused,
+            CdpError::NotAFileInput(m) => Self::NotAFileInput(m),
             CdpError::Failed(m) => Self::ActionFailed(m),
             CdpError::BrowserGone => Self::BrowserFailed,
             CdpError::Protocol(m) => Self::Protocol(m),
@@ -347,6 +363,16 @@ impl SessionManager {
     ) -> Result<ToolOutput, ToolError> {
         let timeout = self.bound(call.timeout_ms)?;
         let tool = call.tool;
+        // Over the cap, nothing is audited as requested or written.
+        if let Tool::Upload { files, .. } = &tool {
+            let total: u64 = files.iter().map(|f| f.bytes.len() as u64).sum();
+            let max = self.0.cfg.upload_max_bytes;
+            if total > max {
+                return Err(ToolError::TooLarge(format!(
+                    "the files hold {total} bytes; an upload may hold at most {max} (upload_max_mb)"
+                )));
+            }
+        }
         let event = NewEvent::new(actor.clone(), tool.action())
             .tenant(&session.tenant)
             .session(session.id.as_str())

@@ -34,6 +34,8 @@ pub enum ToolOutput {
     Tab(TabInfo),
     /// `tabs` close.
     TabClosed(TabClosed),
+    /// `upload`.
+    Uploaded(crate::sessions::files::Uploaded),
 }
 
 /// The main frame's request the egress guard refused.
@@ -66,6 +68,11 @@ pub struct Navigated {
     /// Requests of the page's subresources (images, scripts, frames …) the
     /// egress guard refused during the call.
     pub egress_refused_subresources: u64,
+    /// Set when the URL turned out to be a download and the session allows
+    /// downloads: the tab shows `about:blank`, the file is being saved (see
+    /// `GET /api/sessions/{id}/downloads`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub download_started: Option<bool>,
     /// Set when the navigation failed; it is answered as an error unless
     /// the failure was the guard's refusal of the main frame.
     #[serde(skip)]
@@ -83,6 +90,7 @@ impl Navigated {
             moved,
             egress_refused: None,
             egress_refused_subresources: 0,
+            download_started: None,
             failure: None,
         }
     }

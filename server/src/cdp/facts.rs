@@ -38,6 +38,7 @@ const FACTS_FN: &str = r#"function() {
     in_form: !!form,
     submits,
     download: el.tagName === 'A' && el.hasAttribute('download'),
+    link_host: (el.tagName === 'A' && /^https?:/i.test(el.href || '')) ? new URL(el.href).hostname : null,
     rect: [r.left, r.top, r.width, r.height],
   };
 }"#;

@@ -543,6 +543,23 @@ pub async fn wait_for(
 }
 
 /// Goes `delta` entries through the history (-1 back, +1 forward); false at either end.
+/// The URL `delta` steps away in the tab's history, if there is one.
+pub async fn history_url(
+    page: &Page,
+    delta: i64,
+    timeout: Duration,
+) -> Result<Option<String>, CdpError> {
+    bounded("reading the history", timeout, async {
+        let h = page.execute(GetNavigationHistoryParams::default()).await?;
+        let target = h.result.current_index + delta;
+        Ok(usize::try_from(target)
+            .ok()
+            .and_then(|i| h.result.entries.get(i))
+            .map(|e| e.url.clone()))
+    })
+    .await
+}
+
 pub async fn history(page: &Page, delta: i64, timeout: Duration) -> Result<bool, CdpError> {
     bounded("history", timeout, async {
         let h = page.execute(GetNavigationHistoryParams::default()).await?;

@@ -20,6 +20,9 @@ pub struct ElementFacts {
     pub submits: bool,
     /// A link with a `download` attribute.
     pub download: bool,
+    /// The host an http(s) link leads to.
+    #[serde(default)]
+    pub link_host: Option<String>,
     /// Its box in viewport CSS pixels (left, top, width, height), for the
     /// outline on the approval's screenshot.
     pub rect: Option<[f64; 4]>,
@@ -34,6 +37,8 @@ pub struct Facts {
     pub page_host: Option<String>,
     /// The element acted on, when a rule needed it.
     pub element: Option<ElementFacts>,
+    /// Where `back` or `forward` would go (operator sessions with domains).
+    pub history_url: Option<String>,
 }
 
 /// The gate's verdict on one call.
@@ -126,18 +131,34 @@ pub fn assess(tool: &Tool, facts: &Facts, rules: &Rules) -> Assessment {
         forbidden: false,
     };
     let el = facts.element.as_ref();
-    let url = match tool {
-        Tool::Navigate { url, .. } | Tool::TabOpen { url: Some(url) } => Some(url),
+    // Where the call would take the tab: a URL, a link, the history.
+    let history_host = facts
+        .history_url
+        .as_deref()
+        .and_then(|u| url::Url::parse(u).ok())
+        .filter(|u| matches!(u.scheme(), "http" | "https"))
+        .and_then(|u| u.host_str().map(str::to_owned));
+    let goes_to = match (tool, el) {
+        (Tool::Navigate { url, .. } | Tool::TabOpen { url: Some(url) }, _) => {
+            Some((url.host().to_owned(), ""))
+        }
+        (
+            Tool::Click(_),
+            Some(ElementFacts {
+                link_host: Some(h), ..
+            }),
+        ) => Some((h.clone(), "a link to ")),
+        (Tool::Back | Tool::Forward, _) => history_host.map(|h| (h, "the history entry on ")),
         _ => None,
     };
-    if let Some(url) = url
+    if let Some((host, what)) = goes_to
         && !facts.domains.is_empty()
-        && !facts.domains.iter().any(|d| covered(url.host(), d))
+        && !facts.domains.iter().any(|d| covered(&host, d))
     {
         a.add(
             rules,
             Rule::OffListNavigation,
-            format!("{} is outside the session's domains", url.host()),
+            format!("{what}{host} is outside the session's domains"),
         );
     }
     if let (Tool::Click(_) | Tool::Select { .. }, Some(el)) = (tool, el) {
@@ -304,6 +325,58 @@ mod tests {
             url: Some(TargetUrl::parse("https://evil.test/").unwrap()),
         };
         assert_eq!(assess(&tab, &facts, &rules()).level, Level::High);
+    }
+
+    #[test]
+    fn a_link_or_history_entry_leading_outside_the_domains_is_high() {
+        let link = |host: &str| Facts {
+            domains: vec!["example.com".into()],
+            element: Some(ElementFacts {
+                name: "more".into(),
+                link_host: Some(host.into()),
+                ..ElementFacts::default()
+            }),
+            ..Facts::default()
+        };
+        let click = Tool::Click(ElementTarget::Selector("a".into()));
+        assert_eq!(
+            assess(&click, &link("www.example.com"), &rules()).level,
+            Level::Low
+        );
+        let a = assess(&click, &link("evil.test"), &rules());
+        assert_eq!(a.level, Level::High, "{a:?}");
+        assert!(a.reasons[0].contains("a link to evil.test"), "{a:?}");
+        let history = |url: &str| Facts {
+            domains: vec!["example.com".into()],
+            history_url: Some(url.into()),
+            ..Facts::default()
+        };
+        assert_eq!(
+            assess(&Tool::Back, &history("https://example.com/a"), &rules()).level,
+            Level::Low
+        );
+        assert_eq!(
+            assess(&Tool::Forward, &history("https://evil.test/"), &rules()).level,
+            Level::High
+        );
+        // about:blank and the like go nowhere outside.
+        assert_eq!(
+            assess(&Tool::Back, &history("about:blank"), &rules()).level,
+            Level::Low
+        );
+        // Without a list, nothing is outside.
+        assert_eq!(
+            assess(
+                &Tool::Back,
+                &Facts {
+                    domains: Vec::new(),
+                    ..history("https://evil.test/")
+                },
+                &rules()
+            )
+            .level,
+            Level::Low
+        );
     }
 
     #[test]

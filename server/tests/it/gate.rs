@@ -355,4 +355,91 @@ async fn navigation_outside_an_operator_sessions_domains_waits_for_a_decision() 
         "denied_by_operator",
     );
     assert_eq!(title(&agent, &sid).await, "Danger");
+
+    // A link that leads outside waits too; denied, the page stays.
+    agent.navigate_ok(&sid, &site.url("/away-link")).await;
+    let (status, v) = waits_then(
+        &app,
+        &cookie,
+        &agent,
+        &sid,
+        "click",
+        json!({ "selector": "#away" }),
+        "a link to localhost",
+        false,
+    )
+    .await;
+    assert_eq!(
+        (status, v["error"]["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("denied_by_operator")),
+        "{v}"
+    );
+    assert_eq!(title(&agent, &sid).await, "Away");
+
+    // So does going back to a page outside: approved there once, then
+    // back inside, `back` would leave again.
+    let away = format!("http://localhost:{}/form", site.addr.port());
+    let (status, v) = waits_then(
+        &app,
+        &cookie,
+        &agent,
+        &sid,
+        "navigate",
+        json!({ "url": away }),
+        "localhost",
+        true,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    agent.navigate_ok(&sid, &site.url("/danger")).await;
+    let (status, v) = waits_then(
+        &app,
+        &cookie,
+        &agent,
+        &sid,
+        "back",
+        json!({}),
+        "history entry on localhost",
+        false,
+    )
+    .await;
+    assert_eq!(
+        (status, v["error"]["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("denied_by_operator")),
+        "{v}"
+    );
+    assert_eq!(title(&agent, &sid).await, "Danger");
+    assert!(pending(&app, &cookie).await.is_empty());
+}
+
+/// Runs `tool` in the background, waits until it waits for a decision
+/// whose reasons mention `reason`, decides, and returns the tool's answer.
+#[expect(clippy::too_many_arguments)]
+async fn waits_then(
+    app: &TestApp,
+    cookie: &str,
+    agent: &AgentClient,
+    sid: &str,
+    tool: &'static str,
+    body: Value,
+    reason: &str,
+    approve: bool,
+) -> (StatusCode, Value) {
+    let call = {
+        let agent = AgentClient {
+            http: agent.http.clone(),
+            base: agent.base.clone(),
+            key: agent.key.clone(),
+        };
+        let sid = sid.to_owned();
+        tokio::spawn(async move { agent.tool(&sid, tool, body).await })
+    };
+    let waiting = one_pending(app, cookie, sid).await;
+    assert!(
+        waiting["reasons"].to_string().contains(reason),
+        "{reason}: {waiting}"
+    );
+    let (status, v) = decide(app, cookie, waiting["id"].as_str().unwrap(), approve).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    call.await.unwrap()
 }

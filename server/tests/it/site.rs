@@ -105,6 +105,12 @@ document.getElementById('f').addEventListener('change', async (e) => {
 /// Bytes of `/big-download`: 3 MiB.
 pub const BIG_DOWNLOAD: usize = 3 << 20;
 
+/// A link to the same site under another name (`localhost`).
+const AWAY_LINK: &str = r#"<!doctype html><html><head><title>Away</title></head><body>
+<a id="away" href="/form">elsewhere</a>
+<script>document.getElementById('away').href = location.protocol + '//localhost:' + location.port + '/form';</script>
+</body></html>"#;
+
 const FORM: &str = r#"<!doctype html><html><head><title>Login</title></head><body>
 <h1>Sign in</h1>
 <form id="f" onsubmit="event.preventDefault(); document.getElementById('result').textContent = 'hello ' + document.getElementById('user').value + ' (' + document.getElementById('pass').value.length + ')'; document.title = 'Signed in';">
@@ -301,6 +307,7 @@ pub async fn start() -> Site {
         .route("/pad", get(|| async { Html(PAD) }))
         .route("/task-form", get(|| async { Html(TASK_FORM) }))
         .route("/colours", get(|| async { Html(COLOURS) }))
+        .route("/away-link", get(|| async { Html(AWAY_LINK) }))
         .route(
             "/task-done",
             get(move |Query(q): Query<HashMap<String, String>>| async move {

@@ -56,8 +56,10 @@ impl SessionManager {
         }
         let rules = self.0.policy.rules(session.tenant.as_str());
         let look = policy::assess::needs_page(tool, rules);
-        let navigates_away = matches!(tool, Tool::Navigate { .. } | Tool::TabOpen { url: Some(_) })
-            && !session.domains.is_empty();
+        let navigates_away = matches!(
+            tool,
+            Tool::Navigate { .. } | Tool::TabOpen { url: Some(_) } | Tool::Back | Tool::Forward
+        ) && !session.domains.is_empty();
         // The common case: no rule looks at this tool; nothing is asked of
         // the browser.
         if !look && !navigates_away {
@@ -103,10 +105,11 @@ impl SessionManager {
         let rules = self.0.policy.rules(session.tenant.as_str());
         Box::new(move |host, element| {
             let facts = Facts {
-                domains: Vec::new(),
+                domains: session.domains.clone(),
                 page_host: Some(host.to_owned()).filter(|h| !h.is_empty()),
                 element: serde_json::from_value::<Option<ElementFacts>>(element)
                     .map_err(|e| ToolError::Protocol(format!("element facts: {e}")))?,
+                history_url: None,
             };
             let assessment = policy::assess(tool, &facts, rules);
             if assessment.forbidden || assessment.waits() {
@@ -314,7 +317,12 @@ impl SessionManager {
             domains: session.domains.clone(),
             ..Facts::default()
         };
-        if !look {
+        let history = match tool {
+            Tool::Back => Some(-1),
+            Tool::Forward => Some(1),
+            _ => None,
+        };
+        if !look && history.is_none() {
             let a = policy::assess(tool, &facts, rules);
             if !a.waits() || rules.dry_run {
                 return Ok((a, None));
@@ -322,6 +330,9 @@ impl SessionManager {
         }
         let mut tabs = session.tabs.lock().await;
         let page = session.page(&mut tabs).await?;
+        if let Some(delta) = history {
+            facts.history_url = crate::cdp::history_url(&page, delta, LOOK).await?;
+        }
         if look {
             let v = session.viewport();
             let target = match tool {

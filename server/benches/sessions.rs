@@ -690,6 +690,36 @@ async fn fake_model(clicks: usize) -> std::net::SocketAddr {
     addr
 }
 
+/// (sum s, count) of the task step histograms `picture` and `action`.
+async fn step_metrics(api: &Api) -> [(f64, f64); 2] {
+    let text = api
+        .http
+        .get(format!("{}/metrics", api.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let get = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    [
+        (
+            get("cordon_task_step_picture_seconds_sum"),
+            get("cordon_task_step_picture_seconds_count"),
+        ),
+        (
+            get("cordon_task_step_action_seconds_sum"),
+            get("cordon_task_step_action_seconds_count"),
+        ),
+    ]
+}
+
 /// `run_task`'s time per step without the model: from one step's trace row
 /// to the next, less the model's answer time.
 async fn task_step(
@@ -710,6 +740,7 @@ async fn task_step(
     .await;
     let mut per_step = Vec::new();
     let mut whole = Vec::new();
+    let before = step_metrics(&api).await;
     for _ in 0..iters.div_ceil(4).max(2) {
         let t = Instant::now();
         let r = api
@@ -729,6 +760,16 @@ async fn task_step(
             per_step.push(Duration::from_millis(gap.max(0) as u64));
         }
     }
+    let after = step_metrics(&api).await;
+    let mean = |i: usize| {
+        let n = after[i].1 - before[i].1;
+        if n > 0.0 {
+            (after[i].0 - before[i].0) / n * 1000.0
+        } else {
+            0.0
+        }
+    };
+    let (picture, action) = (mean(0), mean(1));
     // The two browser calls a step makes, alone, on the same page.
     let sid = api.open().await;
     api.post(
@@ -766,6 +807,11 @@ async fn task_step(
     println!(
         "run_task: whole {clicks}-click task incl. session open and close: {}",
         Stats(whole).show()
+    );
+    let step = ms(Stats(per_step.clone()).median());
+    println!(
+        "  of a step (means, Cordon's histograms): waiting for the picture {picture:.1} ms, the action {action:.1} ms; the rest (request, parse, recorder, trace): {:.1} ms",
+        step - picture - action
     );
     if what == "repaints" {
         let repaint = chromium_repaint(page, tmp, per_step.len()).await;

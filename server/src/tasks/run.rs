@@ -750,7 +750,11 @@ impl Runner {
             if now_ms() > self.live.deadline_at {
                 return Outcome::failed("deadline", "deadline", "the task ran out of time");
             }
-            let shot = match self.screenshot().await {
+            let looked = std::time::Instant::now();
+            let shot = self.screenshot().await;
+            metrics::histogram!("cordon_task_step_picture_seconds")
+                .record(looked.elapsed().as_secs_f64());
+            let shot = match shot {
                 Ok(s) => s,
                 Err(e) => return self.tool_failure(e),
             };
@@ -830,7 +834,10 @@ impl Runner {
                     self.acted = tokio::time::Instant::now();
                 }
                 action => {
+                    let acting = std::time::Instant::now();
                     let result = self.execute(&action, &shot.space).await;
+                    metrics::histogram!("cordon_task_step_action_seconds")
+                        .record(acting.elapsed().as_secs_f64());
                     self.acted = tokio::time::Instant::now();
                     let outcome = match &result {
                         Ok(()) => "ok".to_owned(),

@@ -54,6 +54,7 @@ pub fn App() -> impl IntoView {
                     <Route path=(StaticSegment("sessions"), ParamSegment("id")) view=pages::Session/>
                     <Route path=(StaticSegment("sessions"), ParamSegment("id"), StaticSegment("screenshots")) view=pages::Screenshots/>
                     <Route path=(StaticSegment("sessions"), ParamSegment("id"), StaticSegment("live")) view=pages::Live/>
+                    <Route path=StaticSegment("tasks") view=pages::Tasks/>
                     <Route path=(StaticSegment("tasks"), ParamSegment("id")) view=pages::Task/>
                     <Route path=StaticSegment("grants") view=pages::Grants/>
                     <Route path=StaticSegment("approvals") view=pages::Approvals/>

@@ -17,7 +17,7 @@ use super::health::SystemStatus;
 use super::live::{DomainPreviewView, LiveAccess, SavedView};
 use super::screenshots::TimelineView;
 use super::sessions::{SessionDetail, SessionFilter, SessionView};
-use super::tasks::TaskTrace;
+use super::tasks::{TaskList, TaskTrace};
 use super::tenants::{NewApiKey, TenantView};
 use crate::error::UiError;
 
@@ -203,6 +203,10 @@ pub trait LiveBackend {
 pub trait TasksBackend {
     /// A task (of any tenant) with its trace.
     async fn task(&self, op: &Operator, id: String) -> UiResult<TaskTrace>;
+    /// Recent tasks of every tenant.
+    async fn tasks(&self, op: &Operator) -> UiResult<TaskList>;
+    /// How many tasks wait for an operator.
+    async fn waiting_tasks(&self, op: &Operator) -> UiResult<usize>;
 }
 
 /// How the server provides its [`Dashboard`] to server functions.

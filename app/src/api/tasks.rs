@@ -24,6 +24,18 @@ pub struct TaskLine {
     pub created_at: i64,
     /// Unix ms.
     pub ended_at: Option<i64>,
+    /// The model called for an operator (`call_user()`): it waits for one
+    /// to take over in the live view and hand back.
+    pub waiting: bool,
+}
+
+/// Recent tasks of every tenant, newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskList {
+    /// At most 100.
+    pub tasks: Vec<TaskLine>,
+    /// The server's clock, Unix ms.
+    pub now: i64,
 }
 
 /// One step of a trace.
@@ -69,4 +81,18 @@ pub struct TaskTrace {
 pub async fn get_task(id: String) -> Result<TaskTrace, UiError> {
     let (ctl, op) = super::backend::require(Role::Viewer, "see tasks").await?;
     ctl.task(&op, id).await
+}
+
+/// Recent tasks (newest first), those waiting for an operator marked.
+#[server(prefix = "/ui/fn", endpoint = "list_tasks")]
+pub async fn list_tasks() -> Result<TaskList, UiError> {
+    let (ctl, op) = super::backend::require(Role::Viewer, "see tasks").await?;
+    ctl.tasks(&op).await
+}
+
+/// How many tasks wait for an operator (the navigation's badge).
+#[server(prefix = "/ui/fn", endpoint = "waiting_tasks")]
+pub async fn waiting_tasks() -> Result<usize, UiError> {
+    let (ctl, op) = super::backend::require(Role::Viewer, "see tasks").await?;
+    ctl.waiting_tasks(&op).await
 }

@@ -6,6 +6,7 @@ use leptos_router::components::{A, Outlet};
 
 use crate::api::approvals::pending_approvals;
 use crate::api::auth::{Operator, Role, whoami};
+use crate::api::tasks::waiting_tasks;
 use crate::components::{ErrorView, on_change};
 
 /// The logged-in operator, for pages that adapt to the role.
@@ -36,6 +37,9 @@ pub fn Shell() -> impl IntoView {
     // The pending approvals' count, on every page: an agent may be waiting.
     let waiting = Resource::new(|| (), |_| pending_approvals());
     on_change(&["approvals"], move || waiting.refetch());
+    // Tasks whose model asked for a person.
+    let called = Resource::new(|| (), |_| waiting_tasks());
+    on_change(&["sessions"], move || called.refetch());
     let admin = move || operator.get().is_some_and(|o| o.role.allows(Role::Admin));
     view! {
         <div class="frame" class:nav-collapsed=move || !nav_open.get()>
@@ -69,6 +73,14 @@ pub fn Shell() -> impl IntoView {
             <nav class="sidebar" aria-label="Main">
                 <A href="/" exact=true>"Overview"</A>
                 <A href="/sessions">"Sessions"</A>
+                <A href="/tasks">
+                    "Tasks"
+                    <Transition fallback=|| ()>
+                        {move || called.get().and_then(Result::ok).filter(|n| *n > 0).map(|n| view! {
+                            " "<span class="nav-badge" id="tasks-badge" aria-label=format!("{n} waiting for an operator")>{n}</span>
+                        })}
+                    </Transition>
+                </A>
                 <A href="/grants">"Grants"</A>
                 <A href="/approvals">
                     "Approvals"

@@ -15,6 +15,7 @@ mod screenshots;
 mod session;
 mod sessions;
 mod task;
+mod tasks;
 mod tenants;
 
 pub use account::Account;
@@ -32,4 +33,5 @@ pub use screenshots::Screenshots;
 pub use session::Session;
 pub use sessions::Sessions;
 pub use task::Task;
+pub use tasks::Tasks;
 pub use tenants::Tenants;

@@ -36,6 +36,15 @@ fn Trace(t: TaskTrace) -> impl IntoView {
     view! {
         <p class="crumbs"><a href="/sessions">"Sessions"</a>" / "{crumbs}"task"</p>
         <h1>"Task "<span class="badge" data-status=task.status.clone() id="task-status">{task.status.clone()}</span></h1>
+        {task.waiting.then(|| view! {
+            <p class="notice" id="task-waiting">
+                "The model asked for a person. "
+                {task.session.clone().map(|s| view! {
+                    <a href=format!("/sessions/{s}/live")>"Open the live view"</a>
+                })}
+                ", take control, do what it could not, then hand back: the task goes on."
+            </p>
+        })}
         <dl class="facts">
             <dt>"Instruction"</dt><dd class="instruction">{t.instruction}</dd>
             <dt>"Result"</dt><dd id="task-summary">{t.summary.unwrap_or_else(|| "—".into())}{t.error.map(|e| format!(" ({e})"))}</dd>

@@ -127,7 +127,7 @@ impl SessionsBackend for AppState {
                 .await
                 .map_err(|e| internal("listing the session's tasks", e))?
                 .iter()
-                .map(super::tasks::line)
+                .map(|t| super::tasks::line(t, &self.tasks.waiting()))
                 .collect(),
         })
     }

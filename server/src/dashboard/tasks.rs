@@ -1,17 +1,21 @@
 //! Tasks and their traces for the dashboard (any tenant's).
 
+use std::collections::HashSet;
+
 use app::api::auth::Operator;
 use app::api::backend::{TasksBackend, UiResult};
-use app::api::tasks::{StepLine, TaskLine, TaskTrace};
+use app::api::tasks::{StepLine, TaskLine, TaskList, TaskTrace};
 use app::error::UiError;
 
 use super::internal;
 use crate::state::AppState;
 use crate::store::tasks::TaskRow;
 
-/// A task as the lists show it.
-pub(super) fn line(t: &TaskRow) -> TaskLine {
+/// A task as the lists show it; `waiting`: the tasks waiting for an
+/// operator ([`crate::tasks::Tasks::waiting`]).
+pub(super) fn line(t: &TaskRow, waiting: &HashSet<String>) -> TaskLine {
     TaskLine {
+        waiting: waiting.contains(&t.id),
         id: t.id.clone(),
         tenant: t.tenant_id.clone(),
         session: t.session_id.clone(),
@@ -41,7 +45,7 @@ impl TasksBackend for AppState {
             .await
             .map_err(|e| internal("reading the trace", e))?;
         Ok(TaskTrace {
-            task: line(&row),
+            task: line(&row, &self.tasks.waiting()),
             instruction: row.instruction,
             summary: row.summary,
             error: row.error,
@@ -60,5 +64,22 @@ impl TasksBackend for AppState {
                 })
                 .collect(),
         })
+    }
+
+    async fn tasks(&self, _op: &Operator) -> UiResult<TaskList> {
+        let rows = self
+            .store
+            .task_list(None, None, 100)
+            .await
+            .map_err(|e| internal("listing tasks", e))?;
+        let waiting = self.tasks.waiting();
+        Ok(TaskList {
+            tasks: rows.iter().map(|r| line(r, &waiting)).collect(),
+            now: crate::time::now_ms(),
+        })
+    }
+
+    async fn waiting_tasks(&self, _op: &Operator) -> UiResult<usize> {
+        Ok(self.tasks.waiting().len())
     }
 }

@@ -207,6 +207,9 @@ struct Inner {
     max_steps: u32,
     /// Abort switches of the tasks running here.
     running: Mutex<HashMap<String, watch::Sender<bool>>>,
+    /// Tasks here whose model called for an operator (`call_user()`) and
+    /// wait for one to take over and hand back.
+    waiting: Mutex<std::collections::HashSet<String>>,
 }
 
 /// The task runner; cheap to clone.
@@ -251,6 +254,7 @@ impl Tasks {
             instruction_max: settings.task_instruction_max_bytes as usize,
             max_steps: settings.task_max_steps,
             running: Mutex::default(),
+            waiting: Mutex::default(),
         })))
     }
 
@@ -372,6 +376,29 @@ impl Tasks {
             .await?
             .ok_or(TaskError::NotFound)?;
         Ok(TaskResult::from_row(&row))
+    }
+
+    /// The tasks on this host that wait for an operator (`call_user()`).
+    pub fn waiting(&self) -> std::collections::HashSet<String> {
+        self.0.waiting.lock().expect("waiting lock").clone()
+    }
+
+    /// Marks a task as waiting for an operator, or not; dashboards hear it.
+    fn set_waiting(&self, id: &str, waiting: bool) {
+        let changed = {
+            let mut set = self.0.waiting.lock().expect("waiting lock");
+            if waiting {
+                set.insert(id.to_owned())
+            } else {
+                set.remove(id)
+            }
+        };
+        if changed {
+            self.0
+                .store
+                .changes()
+                .publish(crate::events::Topic::Sessions);
+        }
     }
 
     /// A task of `tenant` with its trace.
@@ -876,6 +903,13 @@ impl Runner {
     /// After `call_user()`: waits for an operator to take control and hand
     /// it back (the live view), until the deadline.
     async fn wait_for_call_user(&self) -> bool {
+        self.tasks.set_waiting(&self.task_id, true);
+        let done = self.call_user_answered().await;
+        self.tasks.set_waiting(&self.task_id, false);
+        done
+    }
+
+    async fn call_user_answered(&self) -> bool {
         let mut control = self.live.watch_control();
         let mut aborted = self.aborted.clone();
         let before = self.live.control_changes();

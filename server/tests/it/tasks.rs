@@ -543,6 +543,23 @@ async fn call_user_pauses_the_task_until_an_operator_takes_over_and_hands_back()
     // Nothing more is asked of the model while it waits.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(fake.seen.lock().unwrap().len(), 1);
+    // The dashboard shows it waiting: a badge and the Tasks page; not to
+    // someone logged out.
+    let (_, cookie) = app
+        .operator_session("vic", app::api::auth::Role::Viewer)
+        .await;
+    let (status, n) = app.server_fn("waiting_tasks", "", Some(&cookie)).await;
+    assert_eq!((status, n), (StatusCode::OK, json!(1)));
+    let (status, list) = app.server_fn("list_tasks", "", Some(&cookie)).await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    let line = list["tasks"]
+        .as_array()
+        .and_then(|t| t.iter().find(|t| t["id"] == id.as_str()))
+        .unwrap_or_else(|| panic!("{list}"));
+    assert_eq!(line["waiting"], true, "{line}");
+    assert_eq!(line["session"], sid.as_str(), "{line}");
+    let (status, _) = app.server_fn("waiting_tasks", "", None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
     let live = app.state.sessions.find_live(&sid).await.expect("running");
     app.state
         .sessions
@@ -560,6 +577,12 @@ async fn call_user_pauses_the_task_until_an_operator_takes_over_and_hands_back()
     assert_eq!(r["summary"], "done after help");
     assert_eq!(r["task_id"], id.as_str());
     assert_eq!(r["step_count"], 2);
+    // Helped: nothing waits any more.
+    let (status, n) = app.server_fn("waiting_tasks", "", Some(&cookie)).await;
+    assert_eq!((status, n), (StatusCode::OK, json!(0)));
+    let (_, list) = app.server_fn("list_tasks", "", Some(&cookie)).await;
+    assert_eq!(list["tasks"][0]["waiting"], false, "{list}");
+    assert_eq!(list["tasks"][0]["status"], "finished", "{list}");
     app.stop().await;
 }
 

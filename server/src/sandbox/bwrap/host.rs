@@ -138,6 +138,19 @@ pub(super) fn relay_binary() -> anyhow::Result<PathBuf> {
     )
 }
 
+/// Opens the `cordon` binary for `--ro-bind-fd`. The running executable is
+/// opened through `/proc/self/exe`, which is the file this process runs
+/// even if the path now names another one.
+pub(super) fn open_relay(bin: &std::path::Path) -> anyhow::Result<std::fs::File> {
+    let running = std::env::current_exe().ok();
+    let path = if running.as_deref() == Some(bin) {
+        std::path::Path::new("/proc/self/exe")
+    } else {
+        bin
+    };
+    std::fs::File::open(path).with_context(|| format!("cannot open {}", bin.display()))
+}
+
 /// Collects the exit status of a child we no longer hold.
 pub(super) fn reap(pid: i32) {
     use nix::sys::wait::{WaitPidFlag, waitpid};

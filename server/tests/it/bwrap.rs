@@ -438,6 +438,10 @@ async fn readyz_reports_bwrap_when_auto_finds_it_usable() {
     let app = TestApp::spawn_with(Backend::Sqlite, &[("CORDON_SANDBOX_DRIVER", "process")]).await;
     let body: Value = app.get("/readyz").await.json().await.unwrap();
     assert_eq!(body["checks"]["sandbox"]["driver"], "process", "{body}");
+    assert_eq!(
+        body["checks"]["sandbox"]["devtools_open_to_local_processes"], true,
+        "{body}"
+    );
     app.stop().await;
 }
 

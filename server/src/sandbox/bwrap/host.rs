@@ -162,6 +162,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_relay_binary_is_the_file_opened_not_what_its_path_names_later() {
+        use std::io::Read;
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("cordon");
+        std::fs::write(&bin, b"old").unwrap();
+        let mut relay = open_relay(&bin).unwrap();
+        // An upgrade in place: a new file renamed over the path.
+        let new = dir.path().join("cordon.new");
+        std::fs::write(&new, b"new").unwrap();
+        std::fs::rename(&new, &bin).unwrap();
+        let mut seen = String::new();
+        relay.read_to_string(&mut seen).unwrap();
+        assert_eq!(seen, "old");
+        // The running executable is opened as the file this process runs.
+        let exe = open_relay(&std::env::current_exe().unwrap()).unwrap();
+        let running = std::fs::metadata("/proc/self/exe").unwrap();
+        let opened = exe.metadata().unwrap();
+        assert_eq!((opened.dev(), opened.ino()), (running.dev(), running.ino()));
+    }
+
+    #[test]
     fn tmpfs_sizes_need_bubblewrap_0_7() {
         assert!(version_at_least("bubblewrap 0.8.0\n", (0, 7)));
         assert!(version_at_least("bubblewrap 0.7.0", (0, 7)));

@@ -9,8 +9,11 @@
 //! session started; the guard answers them 403 with reason
 //! `browser_service` before any name is resolved.
 //!
-//! `accounts.google.com` (Chromium's `ListAccounts` at start-up) is not
-//! here: it is also a real login site.
+//! `accounts.google.com` is not here: it is also a real login site.
+//! Chromium's own `ListAccounts` request to it at start-up, and the
+//! on-demand component check above, no longer leave the browser at all
+//! (`sandbox::chromium::BASE_FLAGS` points both at a port Chromium
+//! refuses); this list stays for older or differently built browsers.
 
 /// Exact host names (lower case, no trailing dot).
 const HOSTS: &[&str] = &[

@@ -40,6 +40,20 @@ pub const BASE_FLAGS: &[&str] = &[
     "--hide-scrollbars",
     "--remote-debugging-address=127.0.0.1",
     "--remote-debugging-port=0",
+    // Chromium's own start-up requests, which no switch or feature of this
+    // build turns off (the reconcilor is already off without an OAuth
+    // client; `signin.allowed`, `--allow-browser-signin=false` and the
+    // on-device model features were tried): a fresh profile asks
+    // accounts.google.com for `/ListAccounts` (and retries), which made
+    // the guard resolve that name for every new browser, and the component
+    // updater asks update.googleapis.com for the on-device model manifest
+    // despite `--disable-component-update`. Both are pointed at port 1,
+    // which Chromium refuses itself (`ERR_UNSAFE_PORT`) before any lookup
+    // or connection, so nothing reaches even the proxy. Only Chromium's
+    // own notion of the Google login origin changes: pages still reach
+    // accounts.google.com like any site (the egress policy decides).
+    "--gaia-url=https://gaia.invalid:1",
+    "--component-updater=url-source=https://update.invalid:1/",
 ];
 
 /// All arguments for one browser.
@@ -114,5 +128,25 @@ mod tests {
         assert!(a.contains(&"--user-data-dir=/tmp/p".to_string()));
         assert!(!a.contains(&"--no-sandbox".to_string()));
         assert!(a.iter().any(|f| f.contains("disable_non_proxied_udp")));
+    }
+
+    #[test]
+    fn chromiums_own_google_endpoints_point_at_a_port_it_refuses() {
+        let a = args(
+            Path::new("/tmp/p"),
+            "127.0.0.1:3128".parse().unwrap(),
+            (1280, 720),
+            false,
+        );
+        for flag in ["--gaia-url=", "--component-updater=url-source="] {
+            let url = a
+                .iter()
+                .find_map(|f| f.strip_prefix(flag))
+                .unwrap_or_else(|| panic!("{flag} missing: {a:?}"));
+            let url = url::Url::parse(url).unwrap();
+            // Port 1 is on Chromium's unsafe-port list; `.invalid` never resolves.
+            assert_eq!(url.port(), Some(1), "{url}");
+            assert!(url.host_str().unwrap().ends_with(".invalid"), "{url}");
+        }
     }
 }

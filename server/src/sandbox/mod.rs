@@ -97,7 +97,7 @@ pub struct SharedDir {
 /// Where a bwrap browser sees its upload directory (read-only).
 pub const INSIDE_UPLOADS: &str = "/uploads";
 /// Where a bwrap browser sees its download directory (its only writable
-/// host path besides the socket directory).
+/// host path).
 pub const INSIDE_DOWNLOADS: &str = "/downloads";
 
 impl Sandbox {

@@ -2,13 +2,16 @@
 //! process that runs inside a `bwrap` sandbox next to Chromium.
 //!
 //! The sandbox's network namespace holds only its own loopback, so the two
-//! ways in and out are unix sockets in the one host directory bound into it
-//! (`/run/cordon`):
+//! ways in and out are unix sockets the host made:
 //!
 //! - Chromium's proxy: in-sandbox `127.0.0.1:<proxy port>` → relay →
-//!   `/run/cordon/egress.sock` → (host side of the driver) → egress guard;
-//! - CDP: control plane → (host side) → `/run/cordon/cdp.sock` → relay →
-//!   Chromium's DevTools port on the in-sandbox loopback.
+//!   `/run/cordon/egress.sock` (in a read-only bind of the host's socket
+//!   directory) → (host side of the driver) → egress guard;
+//! - CDP: control plane → (host side) → the host's `cdp.sock`, whose
+//!   listening socket is the relay's stdin → relay → Chromium's DevTools
+//!   port on the in-sandbox loopback.
+//!
+//! The relay creates no file: it can run with nothing writable.
 //!
 //! The relay starts Chromium as its child and exits with it; being the
 //! sandbox's first process, its exit ends the sandbox.
@@ -33,9 +36,6 @@ pub struct RelayArgs {
     /// Unix socket leading to the egress guard outside.
     #[arg(long)]
     pub egress_socket: PathBuf,
-    /// Unix socket on which the control plane reaches CDP.
-    #[arg(long)]
-    pub cdp_socket: PathBuf,
     /// Chromium's DevTools address inside the sandbox.
     #[arg(long)]
     pub cdp_target: SocketAddr,
@@ -45,21 +45,22 @@ pub struct RelayArgs {
 }
 
 /// Runs the relay until the browser exits; exits with the browser's status.
+/// Its stdin must be the listening unix socket on which the control plane
+/// reaches CDP (the driver makes it on the host).
 pub async fn run(args: RelayArgs) -> anyhow::Result<ExitCode> {
     // Both listeners exist before the browser starts, so its first request
     // and the control plane's first CDP probe find them.
     let proxy = TcpListener::bind(args.proxy_listen)
         .await
         .with_context(|| format!("relay: cannot listen on {}", args.proxy_listen))?;
-    let _ = std::fs::remove_file(&args.cdp_socket);
-    let cdp = UnixListener::bind(&args.cdp_socket)
-        .with_context(|| format!("relay: cannot listen on {}", args.cdp_socket.display()))?;
+    let cdp = cdp_listener_from_stdin()?;
     let (program, rest) = args
         .command
         .split_first()
         .context("relay: no browser command")?;
     let mut child = tokio::process::Command::new(program)
         .args(rest)
+        // Not the CDP listener, which is the relay's alone.
         .stdin(Stdio::null())
         .kill_on_drop(true)
         .spawn()
@@ -81,6 +82,22 @@ pub async fn run(args: RelayArgs) -> anyhow::Result<ExitCode> {
         f.abort();
     }
     Ok(exit_code(status))
+}
+
+/// The listening unix socket the driver passed as stdin.
+fn cdp_listener_from_stdin() -> anyhow::Result<UnixListener> {
+    use std::os::fd::AsFd;
+    let fd = std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .context("relay: no stdin")?;
+    let listener = std::os::unix::net::UnixListener::from(fd);
+    // Fails unless stdin is a unix socket.
+    listener
+        .local_addr()
+        .context("relay: stdin is not the CDP listener (a unix socket)")?;
+    listener.set_nonblocking(true)?;
+    UnixListener::from_std(listener).context("relay: cannot use the CDP listener")
 }
 
 fn exit_code(status: std::process::ExitStatus) -> ExitCode {

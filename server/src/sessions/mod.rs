@@ -275,6 +275,24 @@ pub(crate) fn metrics_override(v: Viewport) -> SetDeviceMetricsOverrideParams {
     SetDeviceMetricsOverrideParams::new(i64::from(v.width), i64::from(v.height), 1.0, false)
 }
 
+/// `sandbox_driver = auto` when bwrap cannot run (`why`): the process
+/// driver, whose DevTools ports any local process can use, is refused as
+/// it is when asked for by name (`config`), unless `bind` is loopback.
+/// Gives back `why` for the warning.
+fn process_fallback(
+    bind: std::net::SocketAddr,
+    why: anyhow::Error,
+) -> anyhow::Result<anyhow::Error> {
+    if bind.ip().is_loopback() {
+        return Ok(why);
+    }
+    Err(why.context(format!(
+        "sandbox_driver = auto: bwrap is not usable here, and the process driver, which \
+         leaves each browser's DevTools port open to every local process, is refused when \
+         bind ({bind}) is not a loopback address"
+    )))
+}
+
 /// The session engine; cheap to clone.
 #[derive(Clone)]
 pub struct SessionManager(Arc<Inner>);
@@ -309,6 +327,7 @@ impl SessionManager {
             SandboxDriverSetting::Auto => match bwrap() {
                 Ok(d) => Arc::new(d),
                 Err(e) => {
+                    let e = process_fallback(settings.bind, e)?;
                     tracing::warn!(
                         reason = %format!("{e:#}"),
                         "sandbox_driver = auto: bwrap is not usable here, using the process driver"
@@ -537,5 +556,30 @@ impl SessionManager {
     pub async fn fail(&self, id: &SessionId, reason: CloseReason, error: &str) {
         self.end(id, reason, Some(error.to_owned()), Actor::System)
             .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_falls_back_to_the_process_driver_only_on_a_loopback_bind() {
+        let why = || anyhow::anyhow!("bwrap (bubblewrap) is not installed");
+        for bind in ["127.0.0.1:8080", "[::1]:8080"] {
+            let kept = process_fallback(bind.parse().unwrap(), why()).unwrap();
+            assert!(format!("{kept:#}").contains("bubblewrap"), "{kept:#}");
+        }
+        for bind in ["0.0.0.0:8443", "192.0.2.10:8443", "[::]:8443"] {
+            let err = format!(
+                "{:#}",
+                process_fallback(bind.parse().unwrap(), why()).unwrap_err()
+            );
+            assert!(err.starts_with("sandbox_driver = auto:"), "{err}");
+            assert!(
+                err.contains("not a loopback address") && err.contains("bubblewrap"),
+                "{err}"
+            );
+        }
     }
 }

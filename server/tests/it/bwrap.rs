@@ -272,7 +272,9 @@ async fn a_bwrap_browser_never_reaches_the_canary() {
     app.stop().await;
 }
 
-/// Runs `script` with bash inside the driver's sandbox layout; its stdout.
+/// Runs `script` with bash inside the driver's sandbox layout; what it
+/// prints (to stderr: bwrap's stdout carries the relay binary, as the
+/// driver starts it).
 fn run_in_sandbox(sock_dir: &Path, script: &str) -> String {
     use std::os::unix::process::CommandExt;
     // The upload and download directories beside the socket directory, as
@@ -285,16 +287,17 @@ fn run_in_sandbox(sock_dir: &Path, script: &str) -> String {
         sock_dir,
         uploads_dir: &uploads_dir,
         downloads_dir: &downloads_dir,
-        relay_bin: Path::new(env!("CARGO_BIN_EXE_cordon")),
         chromium: Path::new(CHROMIUM),
         disable_userns: true,
         tmpfs_bytes: None,
     };
+    let script = format!("exec 1>&2\n{script}");
     let command: Vec<OsString> = vec!["/bin/bash".into(), "-c".into(), script.into()];
+    let relay = std::fs::File::open(env!("CARGO_BIN_EXE_cordon")).unwrap();
     let mut child = std::process::Command::new("bwrap")
         .args(bwrap_args(&layout, &command))
         .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
+        .stdout(relay)
         .stderr(std::process::Stdio::piped())
         .process_group(0)
         .spawn()
@@ -313,14 +316,9 @@ fn run_in_sandbox(sock_dir: &Path, script: &str) -> String {
         std::thread::sleep(Duration::from_millis(10));
     }
     let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{}\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
+    let printed = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{}\n{printed}", out.status);
+    printed
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -331,6 +329,11 @@ async fn nothing_of_the_host_is_writable_or_reachable_from_a_bwrap_sandbox() {
     std::fs::create_dir_all(&data_dir).unwrap();
     let sock_dir = host.path().join("sock");
     std::fs::create_dir_all(&sock_dir).unwrap();
+    // As the driver leaves it: the host's egress socket, listening.
+    let egress = std::os::unix::net::UnixListener::bind(sock_dir.join("egress.sock")).unwrap();
+    let relay_size = std::fs::metadata(env!("CARGO_BIN_EXE_cordon"))
+        .unwrap()
+        .len();
     let name = format!("cordon-bwrap-escape-{:08x}", rand::random::<u32>());
     let targets = [
         Path::new("/usr"),
@@ -355,7 +358,12 @@ async fn nothing_of_the_host_is_writable_or_reachable_from_a_bwrap_sandbox() {
          if unshare -U true 2>/dev/null; then echo userns; else echo no-userns; fi\n\
          grep CapEff /proc/self/status\n\
          awk 'NR > 2 {{ print \"iface\", $1 }}' /proc/net/dev\n\
-         echo x > /run/cordon/{name} && echo wrote-sock-dir\n\
+         if (echo x > /run/cordon/{name}) 2>/dev/null; then echo wrote-sock-dir; else echo sock-dir-read-only; fi\n\
+         if ln -s /run/host.sock /run/cordon/{name}.link 2>/dev/null; then echo linked-in-sock-dir; else echo no-link-in-sock-dir; fi\n\
+         if rm -f /run/cordon/egress.sock 2>/dev/null && [ ! -e /run/cordon/egress.sock ]; then echo removed-egress-sock; else echo egress-sock-kept; fi\n\
+         if [ -S /run/cordon/egress.sock ]; then echo egress-sock-there; fi\n\
+         echo relay-size $(stat -c %s /run/cordon-bin/cordon)\n\
+         if (echo x >> /run/cordon-bin/cordon) 2>/dev/null; then echo wrote-relay; else echo relay-read-only; fi\n\
          if (echo x > /uploads/{name}) 2>/dev/null; then echo wrote-uploads; else echo uploads-read-only; fi\n\
          echo x > /downloads/{name} && echo wrote-downloads\n"
     ));
@@ -392,10 +400,29 @@ async fn nothing_of_the_host_is_writable_or_reachable_from_a_bwrap_sandbox() {
     assert!(lines.contains(&"CapEff:\t0000000000000000"), "{out}");
     let ifaces: Vec<&&str> = lines.iter().filter(|l| l.starts_with("iface ")).collect();
     assert_eq!(ifaces, [&"iface lo:"], "only loopback inside: {out}");
-    // The documented exceptions: the sandbox's own socket and download
-    // directories; its upload directory is only read.
-    assert!(lines.contains(&"wrote-sock-dir"), "{out}");
-    assert!(sock_dir.join(&name).exists());
+    // The socket directory is only read: nothing can be put in it or
+    // taken out (a symlink to a host socket in place of one of the host's
+    // sockets, say), and the host's socket is still there and listening.
+    for line in [
+        "sock-dir-read-only",
+        "no-link-in-sock-dir",
+        "egress-sock-kept",
+        "egress-sock-there",
+    ] {
+        assert!(lines.contains(&line), "{line}: {out}");
+    }
+    assert!(!sock_dir.join(&name).exists());
+    assert!(!sock_dir.join(format!("{name}.link")).exists());
+    std::os::unix::net::UnixStream::connect(sock_dir.join("egress.sock")).unwrap();
+    assert!(egress.accept().is_ok());
+    // The relay inside is the binary bwrap got by fd, and only read.
+    assert!(
+        lines.contains(&format!("relay-size {relay_size}").as_str()),
+        "{out}"
+    );
+    assert!(lines.contains(&"relay-read-only"), "{out}");
+    // The documented exception: the sandbox's own download directory; its
+    // upload directory is only read.
     assert!(lines.contains(&"wrote-downloads"), "{out}");
     assert!(host.path().join("downloads").join(&name).exists());
     assert!(lines.contains(&"uploads-read-only"), "{out}");
@@ -411,6 +438,10 @@ async fn readyz_reports_bwrap_when_auto_finds_it_usable() {
     let app = TestApp::spawn_with(Backend::Sqlite, &[("CORDON_SANDBOX_DRIVER", "process")]).await;
     let body: Value = app.get("/readyz").await.json().await.unwrap();
     assert_eq!(body["checks"]["sandbox"]["driver"], "process", "{body}");
+    assert_eq!(
+        body["checks"]["sandbox"]["devtools_open_to_local_processes"], true,
+        "{body}"
+    );
     app.stop().await;
 }
 

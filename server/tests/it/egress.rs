@@ -24,6 +24,7 @@ use crate::helpers::{Backend, PATIENCE, TestDb, both_backends, wait_until};
 
 mod browser;
 mod proxy;
+mod startup;
 
 both_backends!(the_egress_log_keeps_each_sandboxs_rows_in_order);
 both_backends!(pruning_removes_only_rows_older_than_the_cutoff);

@@ -6,15 +6,16 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use super::{
-    DEVTOOLS_PORT, INSIDE_HOME, INSIDE_PROFILE, INSIDE_RELAY, INSIDE_SOCK_DIR, PROXY_PORT,
+    DEVTOOLS_PORT, INSIDE_HOME, INSIDE_PROFILE, INSIDE_RELAY, INSIDE_SOCK_DIR, PROXY_PORT, RELAY_FD,
 };
 use crate::sandbox::{INSIDE_DOWNLOADS, INSIDE_UPLOADS, chromium};
 
 /// What the sandbox is built from.
 #[derive(Debug, Clone)]
 pub struct Layout<'a> {
-    /// Host directory bound writable at `/run/cordon`: the only host path
-    /// the sandbox can write to.
+    /// Host directory bound read-only at `/run/cordon`: it holds the
+    /// host's `egress.sock`, which the sandbox connects to (connecting
+    /// needs no write access to the mount) but cannot replace.
     pub sock_dir: &'a Path,
     /// Host directory bound read-only at [`INSIDE_UPLOADS`]: files an
     /// `upload` call sets on a file input.
@@ -23,8 +24,6 @@ pub struct Layout<'a> {
     /// session that allows downloads has them saved (the browser refuses
     /// downloads otherwise).
     pub downloads_dir: &'a Path,
-    /// The `cordon` binary, bound read-only at [`INSIDE_RELAY`].
-    pub relay_bin: &'a Path,
     /// The Chromium binary; its directory is bound read-only when it is
     /// outside `/usr`.
     pub chromium: &'a Path,
@@ -38,6 +37,11 @@ pub struct Layout<'a> {
 
 /// The whole `bwrap` argument list that runs `command` in a sandbox laid
 /// out by `layout` (the driver passes the relay and Chromium as `command`).
+///
+/// bwrap must be started with the `cordon` binary open on its fd
+/// [`RELAY_FD`] (its stdout): that open file, not a path, is bound at
+/// [`INSIDE_RELAY`], so a binary replaced on disk meanwhile cannot run
+/// inside next to the control plane that started it.
 pub fn bwrap_args(layout: &Layout<'_>, command: &[OsString]) -> Vec<OsString> {
     fn add(a: &mut Vec<OsString>, items: &[&str]) {
         a.extend(items.iter().map(OsString::from));
@@ -83,19 +87,17 @@ pub fn bwrap_args(layout: &Layout<'_>, command: &[OsString]) -> Vec<OsString> {
     {
         bind(&mut a, "--ro-bind", dir, dir);
     }
+    add(
+        &mut a,
+        &["--ro-bind-fd", &RELAY_FD.to_string(), INSIDE_RELAY],
+    );
     bind(
         &mut a,
         "--ro-bind",
-        layout.relay_bin,
-        Path::new(INSIDE_RELAY),
-    );
-    // The writable host paths (see the module comment).
-    bind(
-        &mut a,
-        "--bind",
         layout.sock_dir,
         Path::new(INSIDE_SOCK_DIR),
     );
+    // The one writable host path (see the module comment).
     bind(
         &mut a,
         "--bind",
@@ -156,8 +158,6 @@ pub fn sandbox_command(chromium: &Path, window: (u32, u32), no_sandbox: bool) ->
         proxy.to_string().into(),
         "--egress-socket".into(),
         format!("{INSIDE_SOCK_DIR}/egress.sock").into(),
-        "--cdp-socket".into(),
-        format!("{INSIDE_SOCK_DIR}/cdp.sock").into(),
         "--cdp-target".into(),
         devtools.to_string().into(),
         "--".into(),
@@ -166,7 +166,7 @@ pub fn sandbox_command(chromium: &Path, window: (u32, u32), no_sandbox: bool) ->
     // The same flags as the process driver, with a fixed DevTools port.
     // `--no-sandbox` (added when Cordon runs as root, where Chromium's own
     // sandbox refuses to start) is acceptable here: bwrap is the sandbox,
-    // with no capabilities, no writable host path but the socket directory,
+    // with no capabilities, no writable host path but the download directory,
     // no network but its loopback, and no user namespaces to escalate in.
     cmd.extend(
         chromium::args(Path::new(INSIDE_PROFILE), proxy, window, no_sandbox)
@@ -196,7 +196,6 @@ mod tests {
             sock_dir: Path::new("/data/run/b_x/sock"),
             uploads_dir: Path::new("/data/run/b_x/uploads"),
             downloads_dir: Path::new("/data/run/b_x/downloads"),
-            relay_bin: Path::new("/opt/cordon/bin/cordon"),
             chromium: Path::new(chromium),
             disable_userns,
             tmpfs_bytes: None,
@@ -232,30 +231,41 @@ mod tests {
     }
 
     #[test]
-    fn only_the_socket_and_download_directories_are_bound_writable() {
+    fn only_the_download_directory_is_bound_writable() {
         let a = layout_args("/usr/lib/chromium/chromium", true);
         let rw: Vec<usize> = a
             .iter()
             .enumerate()
-            .filter(|(_, s)| *s == "--bind" || *s == "--bind-try" || *s == "--dev-bind")
+            .filter(|(_, s)| {
+                [
+                    "--bind",
+                    "--bind-try",
+                    "--dev-bind",
+                    "--dev-bind-try",
+                    "--bind-fd",
+                ]
+                .contains(&s.as_str())
+            })
             .map(|(i, _)| i)
             .collect();
-        assert_eq!(rw.len(), 2, "{a:?}");
+        assert_eq!(rw.len(), 1, "{a:?}");
         assert_eq!(
             a[rw[0] + 1..rw[0] + 3],
-            ["/data/run/b_x/sock", "/run/cordon"]
-        );
-        assert_eq!(
-            a[rw[1] + 1..rw[1] + 3],
             ["/data/run/b_x/downloads", "/downloads"]
         );
-        // Uploads are only read.
+        // The socket directory and uploads are only read.
+        let sock = find(&a, &["--ro-bind", "/data/run/b_x/sock", INSIDE_SOCK_DIR]).unwrap();
         assert!(find(&a, &["--ro-bind", "/data/run/b_x/uploads", "/uploads"]).is_some());
-        // It comes after the /run tmpfs it lives in, as does the relay.
+        // The relay is the binary open on bwrap's stdout, not a path.
+        let relay = find(&a, &["--ro-bind-fd", "1", INSIDE_RELAY]).unwrap();
+        assert!(
+            !a.iter()
+                .any(|s| s.contains("cordon") && s != INSIDE_SOCK_DIR && s != INSIDE_RELAY),
+            "{a:?}"
+        );
+        // Both come after the /run tmpfs they live in.
         let run = find(&a, &["--tmpfs", "/run"]).unwrap();
-        assert!(rw[0] > run);
-        let relay = find(&a, &["--ro-bind", "/opt/cordon/bin/cordon", INSIDE_RELAY]).unwrap();
-        assert!(relay > run);
+        assert!(sock > run && relay > run);
         for ro in [["--ro-bind", "/usr", "/usr"], ["--ro-bind", "/etc", "/etc"]] {
             assert!(find(&a, &ro).is_some(), "{ro:?}");
         }
@@ -318,7 +328,8 @@ mod tests {
         let relay = &cmd[..dashdash];
         assert!(find(relay, &["--proxy-listen", "127.0.0.1:3128"]).is_some());
         assert!(find(relay, &["--egress-socket", "/run/cordon/egress.sock"]).is_some());
-        assert!(find(relay, &["--cdp-socket", "/run/cordon/cdp.sock"]).is_some());
+        // CDP comes in on the relay's stdin (a listener the host made).
+        assert!(!relay.iter().any(|a| a.contains("cdp.sock")), "{relay:?}");
         assert!(find(relay, &["--cdp-target", "127.0.0.1:9222"]).is_some());
         let browser = &cmd[dashdash + 1..];
         assert!(browser.contains(&"--proxy-server=http://127.0.0.1:3128".to_owned()));

@@ -138,6 +138,19 @@ pub(super) fn relay_binary() -> anyhow::Result<PathBuf> {
     )
 }
 
+/// Opens the `cordon` binary for `--ro-bind-fd`. The running executable is
+/// opened through `/proc/self/exe`, which is the file this process runs
+/// even if the path now names another one.
+pub(super) fn open_relay(bin: &std::path::Path) -> anyhow::Result<std::fs::File> {
+    let running = std::env::current_exe().ok();
+    let path = if running.as_deref() == Some(bin) {
+        std::path::Path::new("/proc/self/exe")
+    } else {
+        bin
+    };
+    std::fs::File::open(path).with_context(|| format!("cannot open {}", bin.display()))
+}
+
 /// Collects the exit status of a child we no longer hold.
 pub(super) fn reap(pid: i32) {
     use nix::sys::wait::{WaitPidFlag, waitpid};
@@ -147,6 +160,28 @@ pub(super) fn reap(pid: i32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_relay_binary_is_the_file_opened_not_what_its_path_names_later() {
+        use std::io::Read;
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("cordon");
+        std::fs::write(&bin, b"old").unwrap();
+        let mut relay = open_relay(&bin).unwrap();
+        // An upgrade in place: a new file renamed over the path.
+        let new = dir.path().join("cordon.new");
+        std::fs::write(&new, b"new").unwrap();
+        std::fs::rename(&new, &bin).unwrap();
+        let mut seen = String::new();
+        relay.read_to_string(&mut seen).unwrap();
+        assert_eq!(seen, "old");
+        // The running executable is opened as the file this process runs.
+        let exe = open_relay(&std::env::current_exe().unwrap()).unwrap();
+        let running = std::fs::metadata("/proc/self/exe").unwrap();
+        let opened = exe.metadata().unwrap();
+        assert_eq!((opened.dev(), opened.ino()), (running.dev(), running.ino()));
+    }
 
     #[test]
     fn tmpfs_sizes_need_bubblewrap_0_7() {

@@ -1,6 +1,6 @@
 //! The `bwrap` driver: each Chromium runs inside bubblewrap with its own
 //! pid, ipc, uts, net, mount, user and cgroup namespaces, no capabilities,
-//! and nothing of the host writable but its socket and download directories.
+//! and nothing of the host writable but its download directory.
 //!
 //! Inside the sandbox:
 //!
@@ -10,25 +10,30 @@
 //! - `/tmp`, `/home`, `/run` empty tmpfs; `HOME=/home/sandbox`, the profile
 //!   in `/tmp/profile`, so it never touches a disk and vanishes with the
 //!   sandbox;
-//! - the `cordon` binary read-only at `/run/cordon-bin/cordon` (the relay);
+//! - the `cordon` binary read-only at `/run/cordon-bin/cordon` (the relay),
+//!   bound from a file the driver opened once (`--ro-bind-fd`), so a binary
+//!   replaced on disk cannot run inside next to an older control plane;
 //! - the sandbox's own `runtime_dir/uploads` read-only at `/uploads` (files
 //!   an `upload` call sets on a file input) and `runtime_dir/downloads`
 //!   writable at `/downloads` (where a session that allows downloads has
 //!   them saved; the browser refuses downloads otherwise; finished files are
-//!   moved out by the control plane, see `sessions/files`);
-//! - **the other writable host path**: the sandbox's own `runtime_dir/sock`,
-//!   bound at `/run/cordon`. It holds the two sockets the sandbox talks
-//!   through (`egress.sock`, made by the host; `cdp.sock`, made by the relay)
-//!   and nothing else. The sandbox could create or remove files there, but
-//!   the directory belongs to this sandbox alone, is created empty at start
-//!   and removed at stop.
+//!   moved out by the control plane, see `sessions/files`): **the only
+//!   writable host path**;
+//! - the sandbox's own `runtime_dir/sock`, **read-only** at `/run/cordon`.
+//!   It holds `egress.sock`, made by the host before the start; connecting
+//!   to a socket needs no write access to its mount, so the relay reaches
+//!   it, but nothing inside can remove it or put a symlink (to a host
+//!   socket, say) in its place;
+//! - CDP's socket, `runtime_dir/cdp.sock`, is not in the sandbox at all:
+//!   the host binds and listens on it and hands the listening socket to the
+//!   relay as its stdin; the relay only accepts on it.
 //! - a network namespace with only its own loopback: no route anywhere.
 //!
 //! Plumbing (see [`super::relay`]):
 //!
 //! ```text
 //! Chromium ─► 127.0.0.1:3128 (relay) ─► /run/cordon/egress.sock ═ runtime_dir/sock/egress.sock ─► (driver) ─► egress guard
-//! chromiumoxide ─► host 127.0.0.1:<port> (driver) ─► runtime_dir/sock/cdp.sock ═ /run/cordon/cdp.sock ─► (relay) ─► 127.0.0.1:9222 (Chromium)
+//! chromiumoxide ─► host 127.0.0.1:<port> (driver) ─► runtime_dir/cdp.sock ═ relay's stdin (listener) ─► (relay) ─► 127.0.0.1:9222 (Chromium)
 //! ```
 
 use std::collections::HashMap;
@@ -55,8 +60,8 @@ mod host;
 pub use args::{Layout, bwrap_args, sandbox_command};
 use devtools::browser_path;
 use host::{
-    find_bwrap, first_child, keep_tail, reap, relay_binary, running_since, spawn_on_keeper,
-    takes_size,
+    find_bwrap, first_child, keep_tail, open_relay, reap, relay_binary, running_since,
+    spawn_on_keeper, takes_size,
 };
 
 /// The in-sandbox port Chromium's `--proxy-server` points at.
@@ -67,6 +72,10 @@ pub const DEVTOOLS_PORT: u16 = 9222;
 pub const INSIDE_SOCK_DIR: &str = "/run/cordon";
 /// Where the `cordon` binary appears inside.
 pub const INSIDE_RELAY: &str = "/run/cordon-bin/cordon";
+/// bwrap's fd (its stdout) holding the `cordon` binary for `--ro-bind-fd`.
+/// A standard stream, because `posix_spawn` (see `limits`) passes only
+/// those to a child; bwrap closes it once bound.
+pub const RELAY_FD: i32 = 1;
 /// `HOME` inside.
 pub const INSIDE_HOME: &str = "/home/sandbox";
 /// Chromium's profile inside (on the `/tmp` tmpfs).
@@ -114,7 +123,8 @@ impl Drop for Running {
 pub struct BwrapDriver {
     chromium: PathBuf,
     bwrap: PathBuf,
-    relay_bin: PathBuf,
+    /// The `cordon` binary, opened once: every sandbox runs this file.
+    relay: std::fs::File,
     running: Mutex<HashMap<String, Running>>,
     /// Whether this bwrap takes `--size` (0.7.0 and later, not setuid).
     tmpfs_size: bool,
@@ -136,7 +146,7 @@ impl BwrapDriver {
         Ok(Self {
             chromium,
             bwrap,
-            relay_bin: relay_binary()?,
+            relay: open_relay(&relay_binary()?)?,
             running: Mutex::default(),
             tmpfs_size,
         })
@@ -151,19 +161,24 @@ impl BwrapDriver {
         if !super::chromium_runnable(chromium) {
             bail!("{} is not an executable file", chromium.display());
         }
-        let relay_bin = relay_binary()?;
+        let relay = open_relay(&relay_binary()?)?;
         let dir = std::env::temp_dir().join(format!(
             "cordon-bwrap-probe-{}-{:08x}",
             std::process::id(),
             rand::random::<u32>()
         ));
         std::fs::create_dir(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        let result = Self::probe_in(&bwrap, &dir, &relay_bin, chromium);
+        let result = Self::probe_in(&bwrap, &dir, relay, chromium);
         let _ = std::fs::remove_dir_all(&dir);
         result
     }
 
-    fn probe_in(bwrap: &Path, dir: &Path, relay_bin: &Path, chromium: &Path) -> anyhow::Result<()> {
+    fn probe_in(
+        bwrap: &Path,
+        dir: &Path,
+        relay: std::fs::File,
+        chromium: &Path,
+    ) -> anyhow::Result<()> {
         let (uploads_dir, downloads_dir) = (dir.join("uploads"), dir.join("downloads"));
         for d in [&uploads_dir, &downloads_dir] {
             std::fs::create_dir(d).with_context(|| format!("cannot create {}", d.display()))?;
@@ -172,7 +187,6 @@ impl BwrapDriver {
             sock_dir: dir,
             uploads_dir: &uploads_dir,
             downloads_dir: &downloads_dir,
-            relay_bin,
             chromium,
             // As the driver will run it.
             disable_userns: nix::unistd::geteuid().is_root(),
@@ -182,7 +196,7 @@ impl BwrapDriver {
         let mut child = Command::new(bwrap)
             .args(bwrap_args(&layout, &["/bin/true".into()]))
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(relay)
             .stderr(Stdio::piped())
             .process_group(0)
             .spawn()
@@ -368,7 +382,18 @@ impl BwrapDriver {
             Some(port) => tokio::spawn(unix_to_guard(egress, port)),
             None => tokio::spawn(unix_to_tcp(egress, spec.proxy)),
         });
-        // Host side of CDP: a loopback port → the sandbox's cdp.sock.
+        // CDP's socket, outside the sandbox's view: the host listens, the
+        // relay gets the listener as its stdin and accepts.
+        let cdp_path = spec.runtime_dir.join("cdp.sock");
+        let cdp_listener = std::os::unix::net::UnixListener::bind(&cdp_path)
+            .with_context(|| format!("cannot listen on {}", cdp_path.display()))
+            .map_err(|e| fail(e, &sandbox))?;
+        let relay = self
+            .relay
+            .try_clone()
+            .context("cannot pass on the relay binary")
+            .map_err(|e| fail(e, &sandbox))?;
+        // Host side of CDP: a loopback port → cdp.sock.
         let cdp = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
             .await
             .context("cannot listen on a loopback port")
@@ -381,7 +406,7 @@ impl BwrapDriver {
         // port could otherwise drive the browser and read its cookies.
         tasks.0.push(tokio::spawn(tcp_to_unix(
             cdp,
-            sock_dir.join("cdp.sock"),
+            cdp_path,
             Clients::ThisProcess,
         )));
 
@@ -395,7 +420,6 @@ impl BwrapDriver {
             sock_dir,
             uploads_dir: &uploads_dir,
             downloads_dir: &downloads_dir,
-            relay_bin: &self.relay_bin,
             chromium: &self.chromium,
             disable_userns: no_sandbox,
             tmpfs_bytes: spec
@@ -412,9 +436,12 @@ impl BwrapDriver {
             Some(limits) => limits.command(&self.bwrap),
             None => Command::new(&self.bwrap),
         };
+        // Both fds reach bwrap through `posix_spawn`'s own dup2 onto the
+        // standard streams: nothing is left inheritable in this process,
+        // where another spawn could pick it up.
         cmd.args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdin(std::os::fd::OwnedFd::from(cdp_listener))
+            .stdout(relay)
             .stderr(Stdio::piped())
             .process_group(0);
         let mut child = spawn_on_keeper(cmd)

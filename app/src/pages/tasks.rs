@@ -36,6 +36,7 @@ pub fn Tasks() -> impl IntoView {
                                     {waiting.into_iter().map(|t| view! { <WaitingCard t now/> }).collect_view()}
                                 </div>
                             })}
+                            {(!rest.is_empty()).then(|| view! {
                             <table class="list" id="tasks">
                                 <thead><tr>
                                     <th>"Task"</th><th>"Tenant"</th><th>"Session"</th><th>"Started"</th>
@@ -57,6 +58,7 @@ pub fn Tasks() -> impl IntoView {
                                     }).collect_view()}
                                 </tbody>
                             </table>
+                            })}
                         }.into_any()
                     }
                 })}

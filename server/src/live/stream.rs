@@ -142,7 +142,13 @@ impl Screencast {
             .max_height(i64::from(enc.max_height))
             .every_nth_frame(1)
             .build();
-        page.execute(params).await?;
+        // Chromium has one screencast per tab: a running task's (its
+        // pictures, `tasks/frames.rs`) is restarted with the view's
+        // settings; the task keeps hearing the frames.
+        if page.execute(params.clone()).await.is_err() {
+            let _ = page.execute(StopScreencastParams::default()).await;
+            page.execute(params).await?;
+        }
         let loading = Arc::new(AtomicBool::new(false));
         let main_frame = page.target_id().inner().clone();
         let (pump_page, is_loading) = (page.clone(), loading.clone());

@@ -7,8 +7,9 @@
 //!
 //! The pump acknowledges every frame at once, so Chromium keeps sending.
 //! A live view of the same tab shares the screencast (Chromium has one per
-//! tab); when it stops it, the session counts the stop and the task starts
-//! its own again at its next step.
+//! tab and refuses a second start: whoever comes second restarts it, or
+//! just listens): when the view stops it, the session counts the stop and
+//! the task starts its own again at its next step.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +18,6 @@ use base64::Engine;
 use chromiumoxide::Page;
 use chromiumoxide::cdp::browser_protocol::page::{
     EventScreencastFrame, ScreencastFrameAckParams, StartScreencastFormat, StartScreencastParams,
-    StopScreencastParams,
 };
 use futures::StreamExt;
 use tokio::sync::watch;
@@ -57,16 +57,24 @@ impl Frames {
         let stops = live.screencast_stops();
         let mut events = page.event_listener::<EventScreencastFrame>().await?;
         let v = live.viewport();
-        page.execute(
-            StartScreencastParams::builder()
-                .format(StartScreencastFormat::Jpeg)
-                .quality(i64::from(quality))
-                .max_width(i64::from(v.width))
-                .max_height(i64::from(v.height))
-                .every_nth_frame(1)
-                .build(),
-        )
-        .await?;
+        let started = page
+            .execute(
+                StartScreencastParams::builder()
+                    .format(StartScreencastFormat::Jpeg)
+                    .quality(i64::from(quality))
+                    .max_width(i64::from(v.width))
+                    .max_height(i64::from(v.height))
+                    .every_nth_frame(1)
+                    .build(),
+            )
+            .await;
+        // A live view screencasts this tab already: its frames are heard
+        // as well (Chromium sends every listener of the tab each frame).
+        if let Err(e) = started
+            && !e.to_string().contains("already active")
+        {
+            return Err(e.into());
+        }
         let (tx, newest) = watch::channel(None);
         let acks = page.clone();
         let pump = tokio::spawn(async move {
@@ -132,14 +140,11 @@ impl Frames {
         }
     }
 
-    /// Stops the screencast (the tab may be gone already).
-    pub async fn stop(self) {
+    /// Stops listening. Chromium's screencast is left running: a live view
+    /// may be showing it (it restarts one it finds active), and the task's
+    /// session closes with the task.
+    pub fn stop(self) {
         self.pump.abort();
-        let _ = tokio::time::timeout(
-            Duration::from_secs(2),
-            self.page.execute(StopScreencastParams::default()),
-        )
-        .await;
     }
 }
 

@@ -561,7 +561,7 @@ impl Runner {
         let mut last_shot: Option<String> = None;
         let outcome = self.run(start, &mut steps, &mut last_shot).await;
         if let Some(frames) = self.frames.take() {
-            frames.stop().await;
+            frames.stop();
         }
         for row in std::mem::take(&mut self.rows) {
             let _ = row.await;
@@ -655,7 +655,7 @@ impl Runner {
             .is_some_and(|f| f.shows(&self.live, &target))
         {
             if let Some(old) = self.frames.take() {
-                old.stop().await;
+                old.stop();
             }
             since = tokio::time::Instant::now();
             wait = FIRST_FRAME_WAIT;

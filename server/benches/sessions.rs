@@ -833,16 +833,7 @@ async fn chromium_repaint(page_url: &str, tmp: &std::path::Path, n: usize) -> St
         StartScreencastParams,
     };
     use futures::StreamExt;
-    let (conn, child) = common::raw_chromium(&tmp.join("repaint"), 1280, 720).await;
-    let page = conn.first_page().await.unwrap();
-    cordon::cdp::navigate(
-        &page,
-        page_url,
-        cordon::cdp::WaitUntil::Load,
-        Duration::from_secs(10),
-    )
-    .await
-    .unwrap();
+    let (conn, child, page) = common::raw_page(&tmp.join("repaint"), page_url).await;
     let mut frames = page.event_listener::<EventScreencastFrame>().await.unwrap();
     page.execute(
         StartScreencastParams::builder()
@@ -901,16 +892,7 @@ async fn gate_cost(page_url: &str, tmp: &std::path::Path, iters: usize) {
     let settings = Settings::load_from(None, Vec::<(String, String)>::new()).unwrap();
     let policy = cordon::policy::Policy::from_settings(&settings);
     let rules = policy.rules("bench");
-    let (conn, child) = common::raw_chromium(&tmp.join("gate"), 1280, 720).await;
-    let page = conn.first_page().await.unwrap();
-    cordon::cdp::navigate(
-        &page,
-        page_url,
-        cordon::cdp::WaitUntil::Load,
-        Duration::from_secs(10),
-    )
-    .await
-    .unwrap();
+    let (conn, child, page) = common::raw_page(&tmp.join("gate"), page_url).await;
     let bound = Duration::from_secs(5);
     let rounds = (iters * 10).max(100);
     // Back to back, and after a pause (a page at rest: the pointer move

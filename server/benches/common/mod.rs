@@ -91,3 +91,22 @@ pub async fn raw_chromium(
     .unwrap();
     (BrowserConn::connect(&ws).await.unwrap(), child)
 }
+
+/// A raw Chromium (see [`raw_chromium`]) at 1280×720 with its first tab
+/// loaded with `url`.
+pub async fn raw_page(
+    profile: &std::path::Path,
+    url: &str,
+) -> (BrowserConn, std::process::Child, chromiumoxide::Page) {
+    let (conn, child) = raw_chromium(profile, 1280, 720).await;
+    let page = conn.first_page().await.unwrap();
+    cordon::cdp::navigate(
+        &page,
+        url,
+        cordon::cdp::WaitUntil::Load,
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    (conn, child, page)
+}

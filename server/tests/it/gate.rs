@@ -114,11 +114,7 @@ async fn a_destructive_click_waits_for_the_operator_who_approves_one_and_denies_
 
     // Act: the agent clicks "Delete account" (through the button's inner span).
     let click = {
-        let agent = AgentClient {
-            http: agent.http.clone(),
-            base: agent.base.clone(),
-            key: agent.key.clone(),
-        };
+        let agent = agent.clone();
         let sid = sid.clone();
         tokio::spawn(async move {
             agent
@@ -171,11 +167,7 @@ async fn a_destructive_click_waits_for_the_operator_who_approves_one_and_denies_
     // the operator denies.
     let (x, y) = centre_of(&app, &sid, "#delete").await;
     let click = {
-        let agent = AgentClient {
-            http: agent.http.clone(),
-            base: agent.base.clone(),
-            key: agent.key.clone(),
-        };
+        let agent = agent.clone();
         let sid = sid.clone();
         tokio::spawn(async move { agent.tool(&sid, "click", json!({ "x": x, "y": y })).await })
     };
@@ -331,11 +323,7 @@ async fn navigation_outside_an_operator_sessions_domains_waits_for_a_decision() 
     // Outside: it waits; the operator denies.
     let away = format!("http://localhost:{}/form", site.addr.port());
     let nav = {
-        let agent = AgentClient {
-            http: agent.http.clone(),
-            base: agent.base.clone(),
-            key: agent.key.clone(),
-        };
+        let agent = agent.clone();
         let sid = sid.clone();
         tokio::spawn(async move { agent.tool(&sid, "navigate", json!({ "url": away })).await })
     };
@@ -426,11 +414,7 @@ async fn waits_then(
     approve: bool,
 ) -> (StatusCode, Value) {
     let call = {
-        let agent = AgentClient {
-            http: agent.http.clone(),
-            base: agent.base.clone(),
-            key: agent.key.clone(),
-        };
+        let agent = agent.clone();
         let sid = sid.to_owned();
         tokio::spawn(async move { agent.tool(&sid, tool, body).await })
     };

@@ -385,6 +385,7 @@ impl Chromium {
 }
 
 /// An agent of one tenant, with its own API key, talking to a [`TestApp`].
+#[derive(Clone)]
 pub struct AgentClient {
     pub http: reqwest::Client,
     pub base: String,

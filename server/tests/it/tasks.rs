@@ -410,11 +410,7 @@ async fn bad_model_answers_outages_limits_and_aborts_end_tasks_with_a_clear_stat
 
     // Abort from another request while the model is thinking.
     let runner = {
-        let agent = AgentClient {
-            http: agent.http.clone(),
-            base: agent.base.clone(),
-            key: agent.key.clone(),
-        };
+        let agent = agent.clone();
         let body = task(5);
         tokio::spawn(async move { agent.post("/api/tasks", body).await })
     };
@@ -518,11 +514,7 @@ async fn call_user_pauses_the_task_until_an_operator_takes_over_and_hands_back()
     let app = app_with_model(&site, model).await;
     let agent = app.agent("acme").await;
     let runner = {
-        let agent = AgentClient {
-            http: agent.http.clone(),
-            base: agent.base.clone(),
-            key: agent.key.clone(),
-        };
+        let agent = agent.clone();
         let body = json!({ "instruction": "solve it", "start_url": site.url("/task-form") });
         tokio::spawn(async move { agent.post("/api/tasks", body).await })
     };

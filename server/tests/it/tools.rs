@@ -93,11 +93,7 @@ async fn a_crashed_renderer_is_answered_at_once_and_the_session_stays_usable() {
     // A navigation that would hang for the whole tool bound (30 s) …
     let url = site.url("/hang");
     let pending = {
-        let agent = crate::helpers::AgentClient {
-            http: agent.http.clone(),
-            base: agent.base.clone(),
-            key: agent.key.clone(),
-        };
+        let agent = agent.clone();
         let sid = sid.clone();
         tokio::spawn(async move {
             let start = Instant::now();

@@ -7,7 +7,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::helpers::{AgentClient, Backend, TestApp, both_backends, session_app};
+use crate::helpers::{Backend, TestApp, both_backends, session_app};
 use crate::site;
 
 both_backends!(
@@ -141,11 +141,7 @@ async fn fifty_concurrent_opens_with_one_single_use_token_yield_one_session(back
     let started = Instant::now();
     let tasks: Vec<_> = (0..50)
         .map(|_| {
-            let agent = AgentClient {
-                http: acme.http.clone(),
-                base: acme.base.clone(),
-                key: acme.key.clone(),
-            };
+            let agent = acme.clone();
             let token = token.clone();
             tokio::spawn(async move {
                 let res = open_operator(&agent, &["127.0.0.1"], &token).await;

@@ -29,8 +29,7 @@ use chromiumoxide::cdp::browser_protocol::input::{
     DispatchMouseEventParams, DispatchMouseEventType, MouseButton,
 };
 use chromiumoxide::cdp::browser_protocol::page::{
-    EventScreencastFrame, ScreencastFrameAckParams, StartScreencastFormat, StartScreencastParams,
-    StopScreencastParams,
+    EventScreencastFrame, ScreencastFrameAckParams, StopScreencastParams,
 };
 use cordon::cdp::BrowserConn;
 use cordon::config::Settings;
@@ -67,7 +66,7 @@ document.body.style.background=red?'rgb(255,0,0)':'rgb(0,0,255)'})</script></bod
 
 const BLANK: &str = "<!doctype html><html><head><title>blank</title></head><body></body></html>";
 
-const QUALITY: i64 = 70;
+const QUALITY: u8 = 70;
 const W: u32 = 1280;
 const H: u32 = 720;
 
@@ -233,14 +232,7 @@ impl Cordon {
             )
             .await
             .unwrap();
-        let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            app.run_until(async {
-                let _ = rx.await;
-            })
-            .await
-            .unwrap();
-        });
+        let (stop, task) = common::serve(app);
         Self {
             http: reqwest::Client::builder().no_proxy().build().unwrap(),
             addr,
@@ -553,13 +545,12 @@ impl RawCast {
     async fn start(page: &Page) -> Self {
         let mut frames = page.event_listener::<EventScreencastFrame>().await.unwrap();
         page.execute(
-            StartScreencastParams::builder()
-                .format(StartScreencastFormat::Jpeg)
-                .quality(QUALITY)
-                .max_width(1920)
-                .max_height(1080)
-                .every_nth_frame(1)
-                .build(),
+            cordon::live::Encoding {
+                quality: QUALITY,
+                max_width: 1920,
+                max_height: 1080,
+            }
+            .params(),
         )
         .await
         .unwrap();

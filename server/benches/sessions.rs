@@ -113,14 +113,7 @@ async fn start_cordon(
     let tenant: cordon::domain::TenantId = "bench".parse().unwrap();
     let _ = state.store.tenant_create(&tenant, "bench").await;
     let (_, key) = state.store.api_key_create(&tenant, "bench").await.unwrap();
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        app.run_until(async {
-            let _ = rx.await;
-        })
-        .await
-        .unwrap();
-    });
+    let (tx, task) = common::serve(app);
     (
         Api {
             http: reqwest::Client::builder().no_proxy().build().unwrap(),
@@ -829,20 +822,18 @@ async fn task_step(
 async fn chromium_repaint(page_url: &str, tmp: &std::path::Path, n: usize) -> Stats {
     use base64::Engine;
     use chromiumoxide::cdp::browser_protocol::page::{
-        EventScreencastFrame, ScreencastFrameAckParams, StartScreencastFormat,
-        StartScreencastParams,
+        EventScreencastFrame, ScreencastFrameAckParams,
     };
     use futures::StreamExt;
     let (conn, child, page) = common::raw_page(&tmp.join("repaint"), page_url).await;
     let mut frames = page.event_listener::<EventScreencastFrame>().await.unwrap();
     page.execute(
-        StartScreencastParams::builder()
-            .format(StartScreencastFormat::Jpeg)
-            .quality(80)
-            .max_width(1280)
-            .max_height(720)
-            .every_nth_frame(1)
-            .build(),
+        cordon::live::Encoding {
+            quality: 80,
+            max_width: 1280,
+            max_height: 720,
+        }
+        .params(),
     )
     .await
     .unwrap();

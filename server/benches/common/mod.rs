@@ -110,3 +110,21 @@ pub async fn raw_page(
     .unwrap();
     (conn, child, page)
 }
+
+/// Serves `app` on a task of its own until the sender is used (or dropped).
+pub fn serve(
+    app: cordon::startup::Application,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
+    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        app.run_until(async {
+            let _ = rx.await;
+        })
+        .await
+        .unwrap();
+    });
+    (stop, task)
+}

@@ -20,6 +20,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 pub use socket::handler;
+pub use stream::Encoding;
 pub use ticket::{TICKET_TTL_S, Ticket, TicketError, Tickets};
 
 /// What the live view keeps between requests.

@@ -124,6 +124,19 @@ pub struct Encoding {
     pub max_height: u32,
 }
 
+impl Encoding {
+    /// The `Page.startScreencast` call for these settings (every frame).
+    pub fn params(&self) -> StartScreencastParams {
+        StartScreencastParams::builder()
+            .format(StartScreencastFormat::Jpeg)
+            .quality(i64::from(self.quality))
+            .max_width(i64::from(self.max_width))
+            .max_height(i64::from(self.max_height))
+            .every_nth_frame(1)
+            .build()
+    }
+}
+
 impl Screencast {
     /// Starts screencasting `page` into `slot`.
     pub async fn start(
@@ -135,13 +148,7 @@ impl Screencast {
         let mut frames = page.event_listener::<EventScreencastFrame>().await?;
         let mut started = page.event_listener::<EventFrameStartedLoading>().await?;
         let mut stopped = page.event_listener::<EventFrameStoppedLoading>().await?;
-        let params = StartScreencastParams::builder()
-            .format(StartScreencastFormat::Jpeg)
-            .quality(i64::from(enc.quality))
-            .max_width(i64::from(enc.max_width))
-            .max_height(i64::from(enc.max_height))
-            .every_nth_frame(1)
-            .build();
+        let params = enc.params();
         // Chromium has one screencast per tab: a running task's (its
         // pictures, `tasks/frames.rs`) is restarted with the view's
         // settings; the task keeps hearing the frames.

@@ -16,9 +16,7 @@ use std::time::Duration;
 
 use base64::Engine;
 use chromiumoxide::Page;
-use chromiumoxide::cdp::browser_protocol::page::{
-    EventScreencastFrame, ScreencastFrameAckParams, StartScreencastFormat, StartScreencastParams,
-};
+use chromiumoxide::cdp::browser_protocol::page::{EventScreencastFrame, ScreencastFrameAckParams};
 use futures::StreamExt;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -59,13 +57,12 @@ impl Frames {
         let v = live.viewport();
         let started = page
             .execute(
-                StartScreencastParams::builder()
-                    .format(StartScreencastFormat::Jpeg)
-                    .quality(i64::from(quality))
-                    .max_width(i64::from(v.width))
-                    .max_height(i64::from(v.height))
-                    .every_nth_frame(1)
-                    .build(),
+                crate::live::Encoding {
+                    quality,
+                    max_width: v.width,
+                    max_height: v.height,
+                }
+                .params(),
             )
             .await;
         // A live view screencasts this tab already: its frames are heard

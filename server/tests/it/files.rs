@@ -27,23 +27,6 @@ async fn audit(app: &TestApp) -> Vec<cordon::audit::Event> {
     app.state.store.audit_page(0, 10_000).await.unwrap()
 }
 
-/// Every file below `dir`.
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return out;
-    };
-    for e in entries.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
-}
-
 /// Waits until the session lists a download `name` in `state`; returns it.
 async fn wait_download(agent: &AgentClient, sid: &str, name: &str, state: &str) -> Value {
     wait_until(&format!("{name} {state}"), PATIENCE, || async {
@@ -148,7 +131,7 @@ async fn an_allowed_download_is_kept_in_the_data_dir_fetched_byte_identical_audi
     );
     assert!(folder.join("direct.bin").is_file());
     let incoming = sandbox_dir(&app, &sid, "downloads").await;
-    assert_eq!(walk(&incoming), Vec::<PathBuf>::new());
+    assert_eq!(crate::helpers::walk(&incoming), Vec::<PathBuf>::new());
 
     // Audited by name, size and hash; the fetch too.
     let events = audit(&app).await;
@@ -239,7 +222,10 @@ async fn downloads_over_the_caps_are_cancelled_and_removed_and_audit_sessions_ke
         .join(&sid);
     let incoming = sandbox_dir(&app, &sid, "downloads").await;
     wait_until("no trace of the big file", PATIENCE, || async {
-        let left: Vec<PathBuf> = walk(&incoming).into_iter().chain(walk(&folder)).collect();
+        let left: Vec<PathBuf> = crate::helpers::walk(&incoming)
+            .into_iter()
+            .chain(crate::helpers::walk(&folder))
+            .collect();
         if left.is_empty() {
             Ok(())
         } else {
@@ -352,7 +338,7 @@ async fn an_upload_sets_files_the_page_reads_and_is_audited_by_name_size_and_has
     let incoming = sandbox_dir(&app, &sid, "downloads").await;
     let since = std::time::Instant::now();
     while since.elapsed() < Duration::from_secs(1) {
-        assert_eq!(walk(&incoming), Vec::<PathBuf>::new());
+        assert_eq!(crate::helpers::walk(&incoming), Vec::<PathBuf>::new());
         assert!(!app.state.settings.data_dir.join("downloads").exists());
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -432,7 +418,7 @@ async fn bad_uploads_are_typed_errors_and_write_nothing() {
         .filter(|e| e.action == "tool.upload")
         .count();
     assert_eq!(requested, 2);
-    let written = walk(&sandbox_dir(&app, &sid, "uploads").await);
+    let written = crate::helpers::walk(&sandbox_dir(&app, &sid, "uploads").await);
     assert_eq!(written, Vec::<PathBuf>::new(), "bad uploads wrote files");
     let (_, dom) = agent.tool(&sid, "read_dom", json!({})).await;
     assert!(

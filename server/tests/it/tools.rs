@@ -250,28 +250,13 @@ async fn downloads_are_refused_and_write_no_file_anywhere() {
     let since = Instant::now();
     while since.elapsed() < Duration::from_secs(3) {
         assert!(!places[0].exists(), "{} was written", places[0].display());
-        let found = walk(&places[1]).into_iter().find(|p| p.ends_with(&name));
+        let found = crate::helpers::walk(&places[1])
+            .into_iter()
+            .find(|p| p.ends_with(&name));
         assert!(found.is_none(), "{found:?} was written ({answer:?})");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // The session goes on.
     agent.navigate_ok(&sid, &site.url("/form")).await;
     app.stop().await;
-}
-
-/// Every file below `dir`.
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return out;
-    };
-    for e in entries.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
 }

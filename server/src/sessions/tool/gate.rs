@@ -138,10 +138,7 @@ impl SessionManager {
         } else {
             let mut tabs = session.tabs.lock().await;
             let page = session.page(&mut tabs).await?;
-            let shot =
-                crate::cdp::screenshot(&page, crate::cdp::ImageFormat::Jpeg, Some(70), false, LOOK)
-                    .await
-                    .ok();
+            let shot = approval_shot(&page).await;
             drop(tabs);
             outline(shot, held.rect).await
         };
@@ -352,10 +349,7 @@ impl SessionManager {
         if !a.waits() || rules.dry_run {
             return Ok((a, None));
         }
-        let shot =
-            crate::cdp::screenshot(&page, crate::cdp::ImageFormat::Jpeg, Some(70), false, LOOK)
-                .await
-                .ok();
+        let shot = approval_shot(&page).await;
         drop(tabs);
         let rect = facts.element.as_ref().and_then(|e| e.rect);
         Ok((a, outline(shot, rect).await))
@@ -398,6 +392,13 @@ impl SessionManager {
         }
         Ok(info)
     }
+}
+
+/// The page as an approval shows it (JPEG q70), if it can be captured.
+async fn approval_shot(page: &chromiumoxide::Page) -> Option<Vec<u8>> {
+    crate::cdp::screenshot(page, crate::cdp::ImageFormat::Jpeg, Some(70), false, LOOK)
+        .await
+        .ok()
 }
 
 /// The screenshot with the target's box outlined (as it is, without a box

@@ -325,6 +325,29 @@ pub struct Settings {
     /// picture there is (nothing repainted), in ms.
     #[serde(default = "d::task_frame_wait_ms")]
     pub task_frame_wait_ms: u32,
+    /// This control plane's name among the replicas sharing its database
+    /// (sessions and sandboxes are recorded under it; at most one running
+    /// process may use a name). Unset: the host name. On Kubernetes, the
+    /// pod's name.
+    #[serde(default)]
+    pub replica_name: Option<String>,
+    /// The deployment's shared secret for the internal hop between replicas
+    /// (a call for a session another replica runs is forwarded to it, signed
+    /// with this; at least 32 characters). Unset: calls for sessions of
+    /// other replicas are answered 503 `replica_unreachable`. Shown as `***`.
+    #[serde(default, serialize_with = "masked")]
+    #[schemars(with = "Option<String>")]
+    pub cluster_secret: Option<SecretString>,
+    /// Where the other replicas reach this one for forwarded calls
+    /// (`http(s)://host:port`, e.g. the pod's IP). Unset: `http://` and the
+    /// bound address (`http://localhost:<port>` on a wildcard bind).
+    #[serde(default)]
+    pub advertise_url: Option<String>,
+    /// A replica whose heartbeat is older than this is lost: its sessions
+    /// are ended (`replica_lost`) and its browsers stopped, in seconds
+    /// (heartbeats go every fifth of it).
+    #[serde(default = "d::replica_lost_after_s")]
+    pub replica_lost_after_s: u64,
     /// Largest `instruction` of a task, in bytes.
     #[serde(default = "d::task_instruction_max_bytes")]
     pub task_instruction_max_bytes: u32,
@@ -470,6 +493,9 @@ mod d {
     }
     pub fn task_frame_wait_ms() -> u32 {
         100
+    }
+    pub fn replica_lost_after_s() -> u64 {
+        10
     }
     pub fn task_instruction_max_bytes() -> u32 {
         8192
@@ -693,6 +719,7 @@ impl Settings {
         if !(10..=10_000).contains(&self.task_frame_wait_ms) {
             bail!("task_frame_wait_ms: must be between 10 and 10000");
         }
+        self.validate_replicas()?;
         if !(256..=65_536).contains(&self.task_instruction_max_bytes) {
             bail!("task_instruction_max_bytes: must be between 256 and 65536");
         }
@@ -798,6 +825,55 @@ impl Settings {
     /// serves operators on a network, which needs TLS (built in, or from a
     /// reverse proxy) and the https address they use, since passkeys and the
     /// session cookie are bound to it.
+    fn validate_replicas(&self) -> anyhow::Result<()> {
+        if let Some(name) = &self.replica_name {
+            crate::cluster::check_replica_name(name)
+                .map_err(|why| anyhow::anyhow!("replica_name: {why}"))?;
+        }
+        if let Some(secret) = &self.cluster_secret {
+            let n = secret.expose_secret().chars().count();
+            if !(32..=512).contains(&n) {
+                bail!("cluster_secret: must be 32 to 512 characters (it has {n})");
+            }
+        }
+        if let Some(raw) = &self.advertise_url {
+            let url = url::Url::parse(raw).map_err(|e| {
+                anyhow::anyhow!("advertise_url: {e} (expected http(s)://host:port)")
+            })?;
+            if !matches!(url.scheme(), "http" | "https")
+                || url.host_str().is_none()
+                || url.path() != "/"
+                || url.query().is_some()
+            {
+                bail!("advertise_url: must be http(s)://host[:port] with no path");
+            }
+        }
+        if !(3..=300).contains(&self.replica_lost_after_s) {
+            bail!("replica_lost_after_s: must be between 3 and 300");
+        }
+        Ok(())
+    }
+
+    /// This replica's name: `replica_name`, else the host name.
+    pub fn replica_name(&self) -> String {
+        self.replica_name.clone().unwrap_or_else(|| {
+            nix::unistd::gethostname()
+                .ok()
+                .and_then(|h| h.into_string().ok())
+                .filter(|h| crate::cluster::check_replica_name(h).is_ok())
+                .unwrap_or_else(|| "localhost".into())
+        })
+    }
+
+    /// Where other replicas reach this one, given the bound address.
+    pub fn advertise_url(&self, bound: SocketAddr) -> String {
+        match &self.advertise_url {
+            Some(u) => u.trim_end_matches('/').to_owned(),
+            None if bound.ip().is_unspecified() => format!("http://localhost:{}", bound.port()),
+            None => format!("http://{bound}"),
+        }
+    }
+
     fn validate_exposure(&self) -> anyhow::Result<()> {
         match (&self.tls_cert, &self.tls_key) {
             (Some(_), None) => {
@@ -1125,6 +1201,21 @@ mod tests {
             ("CORDON_TOOL_TIMEOUT_S", "301", "tool_timeout_s:"),
             ("CORDON_TOOL_TIMEOUT_S", "soon", "tool_timeout_s:"),
             ("CORDON_TASK_FRAME_WAIT_MS", "0", "task_frame_wait_ms:"),
+            ("CORDON_REPLICA_NAME", "a/b", "replica_name:"),
+            ("CORDON_REPLICA_NAME", "has space", "replica_name:"),
+            (
+                "CORDON_REPLICA_NAME",
+                "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+                "replica_name:",
+            ),
+            ("CORDON_CLUSTER_SECRET", "short", "cluster_secret:"),
+            ("CORDON_ADVERTISE_URL", "ftp://peer:1", "advertise_url:"),
+            (
+                "CORDON_ADVERTISE_URL",
+                "http://peer:1/api",
+                "advertise_url:",
+            ),
+            ("CORDON_REPLICA_LOST_AFTER_S", "1", "replica_lost_after_s:"),
             ("CORDON_TASK_FRAME_WAIT_MS", "-5", "task_frame_wait_ms:"),
             ("CORDON_TASK_FRAME_WAIT_MS", "60000", "task_frame_wait_ms:"),
             ("CORDON_DOWNLOAD_MAX_MB", "0", "download_max_mb:"),

@@ -98,6 +98,12 @@ pub enum ApiError {
     /// A bug or an outage; the cause is logged, never shown.
     #[error("internal error")]
     Internal(#[from] anyhow::Error),
+    /// An internal hop between replicas that does not verify.
+    #[error("internal hop refused")]
+    HopRefused,
+    /// The replica that runs the session cannot be reached now.
+    #[error("the replica that runs this session ({0}) cannot be reached; retry shortly")]
+    ReplicaUnreachable(String),
 }
 
 /// The cause of a 5xx, carried to the logging middleware.
@@ -123,6 +129,8 @@ impl ApiError {
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::InsufficientStorage { .. } => StatusCode::INSUFFICIENT_STORAGE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::HopRefused => StatusCode::UNAUTHORIZED,
+            Self::ReplicaUnreachable(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -146,6 +154,8 @@ impl ApiError {
             Self::BrowserFailed(_) => "browser_failed",
             Self::Unavailable(_) => "unavailable",
             Self::Internal(_) => "internal",
+            Self::HopRefused => "hop_refused",
+            Self::ReplicaUnreachable(_) => "replica_unreachable",
         }
     }
 }
@@ -159,6 +169,10 @@ impl IntoResponse for ApiError {
             Self::TooManyRequests { retry_after_s, .. } => {
                 res.headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_s));
+            }
+            Self::ReplicaUnreachable(_) => {
+                res.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(2));
             }
             Self::Unauthorized => {
                 res.headers_mut()

@@ -2,6 +2,12 @@
 //! minute, screenshot GC, egress-log pruning and expired dashboard sessions every hour. Each runs in its
 //! own task, logs what it removed (and its failures) once, and stops when
 //! the server does.
+//!
+//! With several replicas on one database, the jobs on shared rows (the
+//! reaper, grant GC, egress-log pruning, dashboard-session GC) run only on
+//! the replica holding the housekeeping lock (`cluster`); the screenshot
+//! and download GC walks this replica's own data dir, so every replica runs
+//! it.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -32,6 +38,8 @@ pub struct Parts {
     pub recording_retention: Duration,
     /// How long egress log rows are kept.
     pub egress_log_retention: Duration,
+    /// Whether this replica holds the housekeeping lock.
+    pub leader: watch::Receiver<bool>,
 }
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -47,6 +55,7 @@ impl Housekeeping {
             store,
             recording_retention,
             egress_log_retention,
+            leader,
         } = parts;
         let reaper: Work = {
             let sessions = sessions.clone();
@@ -101,14 +110,22 @@ impl Housekeeping {
                 })
             })
         };
-        for (name, every, first_at_start, work) in [
-            ("reaper", MINUTE, false, reaper),
-            ("grant gc", MINUTE, false, grants),
-            ("screenshot gc", HOUR, true, recording),
-            ("egress log pruning", HOUR, true, egress),
-            ("dashboard session gc", HOUR, true, dashboard),
+        for (name, every, first_at_start, leader_only, work) in [
+            ("reaper", MINUTE, false, true, reaper),
+            ("grant gc", MINUTE, false, true, grants),
+            ("screenshot gc", HOUR, true, false, recording),
+            ("egress log pruning", HOUR, true, true, egress),
+            ("dashboard session gc", HOUR, true, true, dashboard),
         ] {
-            tokio::spawn(run(name, every, first_at_start, work, stopped.clone()));
+            let leader = leader_only.then(|| leader.clone());
+            tokio::spawn(run(
+                name,
+                every,
+                first_at_start,
+                work,
+                leader,
+                stopped.clone(),
+            ));
         }
         Self { stop }
     }
@@ -130,6 +147,7 @@ async fn run(
     every: Duration,
     first_at_start: bool,
     work: Work,
+    leader: Option<watch::Receiver<bool>>,
     mut stopped: watch::Receiver<bool>,
 ) {
     let mut first = first_at_start;
@@ -144,6 +162,10 @@ async fn run(
         if *stopped.borrow() {
             return;
         }
+        if leader.as_ref().is_some_and(|l| !*l.borrow()) {
+            continue;
+        }
+        metrics::counter!("cordon_housekeeping_runs_total", "job" => name).increment(1);
         match work().await {
             Ok(0) => {}
             Ok(n) => tracing::info!(job = name, removed = n, "housekeeping: {name} done"),

@@ -5,6 +5,7 @@ pub mod audit;
 pub mod auth;
 pub mod cdp;
 pub mod cli;
+pub mod cluster;
 pub mod config;
 pub mod crypto;
 pub mod dashboard;

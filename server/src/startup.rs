@@ -76,10 +76,14 @@ impl Application {
             .local_addr()
             .context("bind: the listener has no address")?;
         let store = Store::connect(&settings.database_url()).await?;
-        store.migrate().await?;
         // The vault's key is checked at start: a key file readable by others
         // or a key that did not seal the stored credentials stops startup.
         let keyring = Keyring::load(&settings)?;
+        // Joining the replicas on this database (one, on SQLite) checks the
+        // name, schema and key against the running ones, then migrates.
+        let cluster =
+            crate::cluster::Cluster::join(&settings, &store, keyring.key().id().as_str(), bound)
+                .await?;
         if let KeySource::File(path) = keyring.source()
             && lies_inside(path, &settings.data_dir)
         {
@@ -127,6 +131,7 @@ impl Application {
         };
         let sessions =
             SessionManager::start(&settings, store.clone(), egress.clone(), vault.clone()).await?;
+        cluster.start(sessions.clone());
         let tasks = crate::tasks::Tasks::start(&settings, store.clone(), sessions.clone()).await?;
         let leptos = LeptosOptions::builder()
             .output_name("cordon")
@@ -140,6 +145,7 @@ impl Application {
             store: store.clone(),
             recording_retention: days(settings.recording_retention_days),
             egress_log_retention: days(settings.egress_log_retention_days),
+            leader: cluster.leadership(),
         });
         let state = AppState::new(Inner {
             settings,
@@ -148,6 +154,7 @@ impl Application {
             metrics: telemetry::metrics_handle(),
             egress,
             sessions,
+            cluster,
             vault,
             housekeeping,
             auth,
@@ -221,6 +228,7 @@ impl Application {
         }
         self.state.housekeeping.stop();
         self.state.sessions.shutdown().await;
+        self.state.cluster.leave().await;
         self.state.store.close().await;
         tracing::info!("cordon stopped");
         Ok(())
@@ -363,7 +371,7 @@ fn router(
         .layer(auth::session_layer(state.store.clone(), sessions));
     Router::new()
         .merge(api::ops_router())
-        .merge(api::sessions_router())
+        .merge(api::sessions_router(&state))
         .merge(mcp)
         .route("/api", any(api_not_found))
         .route("/api/", any(api_not_found))

@@ -30,6 +30,8 @@ pub struct Inner {
     pub egress: EgressGuard,
     /// The session engine.
     pub sessions: SessionManager,
+    /// This replica among the others on the database.
+    pub cluster: crate::cluster::Cluster,
     /// Encrypted site credentials.
     pub vault: crate::vault::Vault,
     /// The periodic jobs (reaper, GC); stopped at shutdown.

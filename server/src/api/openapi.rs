@@ -20,7 +20,14 @@ pub const AUTH: Errors = &[(401, "unauthorized"), (500, "internal")];
 /// Routes with a JSON body.
 pub const BODY: Errors = &[(400, "bad_request"), (413, "payload_too_large")];
 /// Routes of one session (`{id}`).
-pub const SESSION: Errors = &[(404, "not_found"), (410, "gone")];
+/// (Several replicas: the session's replica unreachable for now, or a
+/// forged internal hop.)
+pub const SESSION: Errors = &[
+    (404, "not_found"),
+    (410, "gone"),
+    (503, "replica_unreachable"),
+    (401, "hop_refused"),
+];
 /// Routes that reach the session's browser.
 pub const BROWSER: Errors = &[
     (403, "denied_by_policy"),
@@ -76,7 +83,15 @@ pub fn describe(code: &str) -> &'static str {
             "the body (over 1 MiB; an upload's over upload_max_mb in base64) or a field is too large"
         }
         "not_found" => "no such resource for this tenant",
-        "gone" => "the session has ended",
+        "gone" => {
+            "the session has ended (close_reason replica_lost: the replica that ran it is gone)"
+        }
+        "replica_unreachable" => {
+            "the replica that runs the session cannot be reached now (several replicas); see Retry-After"
+        }
+        "hop_refused" => {
+            "an internal hop between replicas that does not verify (wrong secret or deployment, replayed, stale)"
+        }
         "browser_error" => "the browser answered with a protocol error",
         "tab_crashed" => "the active tab's renderer crashed; the session stays open",
         "browser_failed" => "the browser exited; the session is now failed",

@@ -53,6 +53,13 @@ async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
                 "pool_size": state.settings.pool_size,
                 "open_sessions": state.sessions.open_count(),
             },
+            // Several replicas on one database: this one's name and
+            // whether it holds the housekeeping lock.
+            "replica": {
+                "name": state.cluster.name(),
+                "leader": state.cluster.is_leader(),
+                "advertise_url": state.cluster.advertise_url(),
+            },
         }
     });
     let status = if ready {

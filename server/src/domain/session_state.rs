@@ -63,6 +63,9 @@ pub enum CloseReason {
     Operator,
     /// A refresh session whose login an operator saved into the vault.
     Saved,
+    /// The replica that ran it stopped answering (killed, its host lost);
+    /// another replica ended it.
+    ReplicaLost,
 }
 
 /// A stored value that is no state or reason this version knows.
@@ -139,6 +142,7 @@ string_enum!(CloseReason, "session close reason",
     ResourceLimit => "resource_limit",
     Operator => "operator",
     Saved => "saved",
+    ReplicaLost => "replica_lost",
 );
 
 impl SessionState {

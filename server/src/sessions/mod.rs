@@ -375,10 +375,8 @@ impl SessionManager {
         let run_dir = settings.data_dir.join("run");
         std::fs::create_dir_all(&run_dir)
             .with_context(|| format!("data_dir: cannot create {}", run_dir.display()))?;
-        let host = nix::unistd::gethostname()
-            .ok()
-            .and_then(|h| h.into_string().ok())
-            .unwrap_or_else(|| "localhost".into());
+        // Sessions and sandboxes are recorded under this replica's name.
+        let host = settings.replica_name();
         let approvals = crate::policy::Approvals::new(store.changes().clone());
         let inner = Arc::new(Inner {
             store,
@@ -448,6 +446,15 @@ impl SessionManager {
     /// Open sessions on this host.
     pub fn open_count(&self) -> usize {
         self.0.live.lock().expect("live lock").len()
+    }
+
+    /// Whether this replica runs session `id` (or is opening it).
+    pub fn is_local(&self, id: &str) -> bool {
+        let Ok(sid) = id.parse::<SessionId>() else {
+            return false;
+        };
+        self.0.live.lock().expect("live lock").contains_key(&sid)
+            || self.0.opening.lock().expect("opening lock").contains(id)
     }
 
     /// The recorder (screenshots).

@@ -227,7 +227,30 @@ impl SessionManager {
             deadline_at: now + i64::try_from(deadline_s).unwrap_or(i64::MAX / 2) * 1000,
             last_activity_at: now,
         };
-        inner.store.session_insert(&row).await?;
+        // The tenant's limit over every replica (the check above counted
+        // this one's only).
+        if !inner
+            .store
+            .session_insert_limited(&row, inner.cfg.max_per_tenant)
+            .await?
+        {
+            inner
+                .store
+                .audit_append(
+                    NewEvent::new(who.actor.clone(), "session.open")
+                        .tenant(who.tenant)
+                        .session(id.as_str())
+                        .outcome("refused: limit"),
+                )
+                .await?;
+            return Err(SessionError::Limit {
+                message: format!(
+                    "tenant {} has its maximum of {} open sessions",
+                    who.tenant, inner.cfg.max_per_tenant
+                ),
+                retry_after_s: 5,
+            });
+        }
         let (warm, from_pool) = match inner.pool.take() {
             Some(w) if !w.conn.is_closed() => (w, true),
             stale => {

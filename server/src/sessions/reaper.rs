@@ -85,38 +85,100 @@ impl SessionManager {
             if known.contains(&sb.id) {
                 continue;
             }
-            if sb.driver == DriverKind::Exec.as_str() && inner.driver.kind() == DriverKind::Exec {
-                // An external engine's sandbox: only its destroy command can end it.
-                let orphan = Sandbox {
-                    id: sb.id.clone(),
-                    driver: DriverKind::Exec,
-                    cdp_url: sb.cdp_url.clone().unwrap_or_default(),
-                    pid: None,
-                    marker: sb.marker.clone(),
-                    runtime_dir: inner.run_dir.join(&sb.id),
-                    limits: None,
-                };
-                match inner.driver.stop(&orphan).await {
-                    Ok(()) => report.sandboxes_killed += 1,
-                    Err(e) => {
-                        tracing::warn!(error = %format!("{e:#}"), sandbox.id = %sb.id, "reaper: destroy failed")
-                    }
-                }
-            } else if let Some(pid) = sb.pid.and_then(|p| i32::try_from(p).ok())
-                && kill_group(pid, &sb.marker, std::time::Duration::from_millis(1500)).await
-            {
+            if self.stop_orphan(&sb).await {
                 report.sandboxes_killed += 1;
-                tracing::warn!(sandbox.id = %sb.id, pid, "reaper: killed an orphaned browser");
             }
-            // Its cgroups, emptied when its processes died.
-            inner.limits.remove_stale(&sb.id);
-            let dir = inner.run_dir.join(&sb.id);
-            if dir.starts_with(&inner.run_dir) && sb.id.starts_with("b_") {
-                let _ = tokio::fs::remove_dir_all(&dir).await;
-            }
-            inner.store.sandbox_stopped(&sb.id).await?;
             report.sandboxes_cleared += 1;
         }
         Ok(report)
+    }
+
+    /// Ends every session of `replica`, a lost replica (the leader's job,
+    /// see `cluster`), and stops its browsers as far as this replica's
+    /// driver can: an `exec` or `kube` engine's by its own command or API;
+    /// a local one's by pid when it ran on this host (the marker check
+    /// means a pid of another host is never signalled).
+    pub async fn reap_replica(&self, replica: &str) -> anyhow::Result<ReapReport> {
+        let inner = &self.0;
+        let mut report = ReapReport::default();
+        for row in inner.store.sessions_unended_on(replica).await? {
+            let ended = inner
+                .store
+                .session_end(
+                    &row.id,
+                    true,
+                    CloseReason::ReplicaLost,
+                    Some("the replica that ran it stopped answering"),
+                    row.last_activity_at,
+                )
+                .await?;
+            if ended {
+                report.sessions_closed += 1;
+                if let Ok(tenant) = row.tenant_id.parse() {
+                    inner
+                        .store
+                        .audit_append(
+                            NewEvent::new(Actor::System, "session.reap")
+                                .tenant(&tenant)
+                                .session(row.id.clone())
+                                .params(json!({
+                                    "previous_state": row.state.as_str(),
+                                    "reason": "replica_lost",
+                                    "replica": replica,
+                                }))
+                                .outcome("ok"),
+                        )
+                        .await?;
+                }
+            }
+        }
+        for sb in inner.store.sandboxes_unstopped_on(replica).await? {
+            if self.stop_orphan(&sb).await {
+                report.sandboxes_killed += 1;
+            }
+            report.sandboxes_cleared += 1;
+        }
+        Ok(report)
+    }
+
+    /// Stops a sandbox no session of this replica holds and marks it
+    /// stopped; true if its browser was signalled or destroyed.
+    async fn stop_orphan(&self, sb: &crate::store::sessions::SandboxRow) -> bool {
+        let inner = &self.0;
+        let mut killed = false;
+        let external = matches!(inner.driver.kind(), DriverKind::Exec);
+        if external && sb.driver == inner.driver.kind().as_str() {
+            // An external engine's sandbox: only its destroy command can end it.
+            let orphan = Sandbox {
+                id: sb.id.clone(),
+                driver: inner.driver.kind(),
+                cdp_url: sb.cdp_url.clone().unwrap_or_default(),
+                pid: None,
+                marker: sb.marker.clone(),
+                runtime_dir: inner.run_dir.join(&sb.id),
+                limits: None,
+            };
+            match inner.driver.stop(&orphan).await {
+                Ok(()) => killed = true,
+                Err(e) => {
+                    tracing::warn!(error = %format!("{e:#}"), sandbox.id = %sb.id, "reaper: destroy failed")
+                }
+            }
+        } else if let Some(pid) = sb.pid.and_then(|p| i32::try_from(p).ok())
+            && kill_group(pid, &sb.marker, std::time::Duration::from_millis(1500)).await
+        {
+            killed = true;
+            tracing::warn!(sandbox.id = %sb.id, pid, "reaper: killed an orphaned browser");
+        }
+        // Its cgroups, emptied when its processes died.
+        inner.limits.remove_stale(&sb.id);
+        let dir = inner.run_dir.join(&sb.id);
+        if dir.starts_with(&inner.run_dir) && sb.id.starts_with("b_") {
+            let _ = tokio::fs::remove_dir_all(&dir).await;
+        }
+        if let Err(e) = inner.store.sandbox_stopped(&sb.id).await {
+            tracing::warn!(error = %format!("{e:#}"), sandbox.id = %sb.id, "reaper: cannot mark a sandbox stopped");
+        }
+        killed
     }
 }

@@ -11,6 +11,7 @@ pub mod audit_query;
 pub mod egress;
 pub mod grants;
 pub mod operators;
+pub mod replicas;
 pub mod sessions;
 pub mod tasks;
 pub mod tenants;

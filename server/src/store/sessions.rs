@@ -4,7 +4,7 @@ use anyhow::Context;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use super::Store;
+use super::{DatabaseKind, Store};
 use crate::domain::{CloseReason, SessionState};
 use crate::time::now_ms;
 
@@ -107,12 +107,16 @@ pub struct SandboxRow {
     pub cdp_url: Option<String>,
 }
 
-impl Store {
-    /// Inserts a new session row.
-    pub async fn session_insert(&self, s: &SessionRow) -> anyhow::Result<()> {
-        sqlx::query(&format!(
+/// The insert of one session row.
+fn insert_query(
+    s: &SessionRow,
+) -> sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments<'static>> {
+    static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        format!(
             "INSERT INTO sessions ({SESSION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)"
-        ))
+        )
+    });
+    sqlx::query(SQL.as_str())
         .bind(s.id.clone())
         .bind(s.tenant_id.clone())
         .bind(s.api_key_id.clone())
@@ -131,11 +135,60 @@ impl Store {
         .bind(s.closed_at)
         .bind(s.deadline_at)
         .bind(s.last_activity_at)
-        .execute(self.pool())
+}
+
+impl Store {
+    /// Inserts a new session row unless its tenant already has `max` sessions
+    /// not ended, counted over every replica: the count and the insert are
+    /// one transaction, serialised per tenant (PostgreSQL: an advisory lock
+    /// on the tenant until commit; SQLite: the database's write lock).
+    /// False (and nothing written) when the tenant is at its limit.
+    pub async fn session_insert_limited(&self, s: &SessionRow, max: usize) -> anyhow::Result<bool> {
+        let mut tx = self
+            .pool()
+            .begin()
+            .await
+            .context("failed to begin session insert")?;
+        match self.kind {
+            DatabaseKind::Postgres => {
+                sqlx::query("SELECT pg_advisory_xact_lock(4242002, hashtext($1))::text")
+                    .bind(s.tenant_id.clone())
+                    .execute(&mut *tx)
+                    .await
+                    .context("failed to lock the tenant's session count")?;
+            }
+            // A write first, so the transaction holds the write lock before
+            // it counts.
+            DatabaseKind::Sqlite => {
+                sqlx::query("UPDATE tenants SET name = name WHERE id = $1")
+                    .bind(s.tenant_id.clone())
+                    .execute(&mut *tx)
+                    .await
+                    .context("failed to lock the tenant's session count")?;
+            }
+        }
+        let open: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM sessions WHERE tenant_id = $1 AND state NOT IN ('closed', 'failed')",
+        )
+        .bind(s.tenant_id.clone())
+        .fetch_one(&mut *tx)
         .await
-        .context("failed to insert session")?;
+        .context("failed to count the tenant's sessions")?;
+        if usize::try_from(open).unwrap_or(usize::MAX) >= max {
+            tx.rollback()
+                .await
+                .context("failed to end session insert")?;
+            return Ok(false);
+        }
+        insert_query(s)
+            .execute(&mut *tx)
+            .await
+            .context("failed to insert session")?;
+        tx.commit()
+            .await
+            .context("failed to commit session insert")?;
         self.changes.publish(crate::events::Topic::Sessions);
-        Ok(())
+        Ok(true)
     }
 
     /// Marks a starting session ready on `sandbox_id`.

@@ -13,7 +13,9 @@
 //! the new key as a file and then changes the setting.
 //!
 //! Rotate with the server stopped: a running server keeps sealing with the
-//! key it loaded.
+//! key it loaded. So a rotation is refused while any replica on the
+//! database has beaten within the last minute (naming them), and the
+//! deployment row records the new key id.
 
 use std::path::PathBuf;
 
@@ -47,7 +49,17 @@ pub enum RotateError {
     /// The database part.
     #[error(transparent)]
     Vault(#[from] VaultError),
+    /// Replicas are running on this database.
+    #[error(
+        "replicas running on this database: {}; stop every replica first (a running one keeps \
+         sealing under the old key; one that crashed counts for a minute after its last heartbeat)",
+        .0.join(", ")
+    )]
+    ReplicasRunning(Vec<String>),
 }
+
+/// A replica whose heartbeat is this recent counts as running.
+const RUNNING_WITHIN_MS: i64 = 60_000;
 
 /// Re-seals every credential under `new` and installs it in place of the
 /// key in force.
@@ -57,6 +69,18 @@ pub async fn rotate(
     new: MasterKey,
     actor: &Actor,
 ) -> Result<Rotation, RotateError> {
+    let now = crate::time::now_ms();
+    let running: Vec<String> = store
+        .replicas_up()
+        .await
+        .map_err(VaultError::Other)?
+        .into_iter()
+        .filter(|r| now - r.heartbeat_at <= RUNNING_WITHIN_MS)
+        .map(|r| r.name)
+        .collect();
+    if !running.is_empty() {
+        return Err(RotateError::ReplicasRunning(running));
+    }
     let vault = Vault::new(store.clone(), keyring.key().clone());
     let staged = keyring.stage(&new)?;
     let credentials = match vault.reseal_all(actor, &new).await {
@@ -68,6 +92,10 @@ pub async fn rotate(
             return Err(e.into());
         }
     };
+    store
+        .deployment_set_key(new.id().as_str())
+        .await
+        .map_err(VaultError::Other)?;
     let old_key_kept_at = match &staged {
         Some(path) => Some(keyring.install(path)?),
         None => None,

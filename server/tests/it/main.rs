@@ -19,6 +19,7 @@ mod limits;
 mod live;
 mod mcp;
 mod reaper;
+mod replicas;
 mod sessions;
 mod site;
 mod storage;

@@ -380,14 +380,31 @@ pub fn routes() -> Vec<Route> {
 }
 
 /// The session routes and `/api/openapi.json`.
-pub fn router() -> Router<AppState> {
+pub fn router(state: &AppState) -> Router<AppState> {
     let routes = routes();
     let doc = openapi::document(&routes);
-    let mut router = Router::new().route("/api/openapi.json", openapi::serve(doc));
+    let router = Router::new().route("/api/openapi.json", openapi::serve(doc));
+    // A session's routes may belong to another replica: a hop arriving is
+    // checked first, then a call for another replica's session goes there.
+    let mut one = Router::new();
+    let mut rest = Router::new();
     for r in routes {
-        router = router.route(r.path, r.handler);
+        if r.path.contains("{id}") {
+            one = one.route(r.path, r.handler);
+        } else {
+            rest = rest.route(r.path, r.handler);
+        }
     }
-    router
+    let one = one
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::cluster::forward::forward,
+        ))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::cluster::forward::accept_hop,
+        ));
+    router.merge(one).merge(rest)
 }
 
 #[cfg(test)]

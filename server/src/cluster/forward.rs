@@ -1,0 +1,277 @@
+//! The agent API's per-session routes on several replicas: a call for a
+//! session another replica runs is sent there over the internal hop, and a
+//! hop arriving here is checked before anything else reads it.
+//!
+//! Both are route layers of the session routes, so the body limit has
+//! already applied and the path is known to be one of them.
+
+use axum::body::{Body, Bytes};
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::{Peer, hop};
+use crate::api::auth::Agent;
+use crate::domain::{CloseReason, SessionState};
+use crate::error::ApiError;
+use crate::sessions::SessionError;
+use crate::state::AppState;
+use crate::store::api_keys::ApiKeyOwner;
+
+/// Marks a request that arrived over the hop: it is answered here, never
+/// sent on again.
+#[derive(Debug, Clone, Copy)]
+pub struct Forwarded;
+
+/// The `{id}` of `/api/sessions/{id}` and `/api/sessions/{id}/…`.
+pub fn session_segment(path: &str) -> Option<&str> {
+    let rest = path.strip_prefix("/api/sessions/")?;
+    let id = rest.split('/').next()?;
+    (!id.is_empty()).then_some(id)
+}
+
+async fn read_body(body: Body) -> Result<Bytes, ApiError> {
+    // The body is already bounded (`limit_bodies`); an error is that bound.
+    axum::body::to_bytes(body, usize::MAX)
+        .await
+        .map_err(|_| ApiError::PayloadTooLarge("request body is too large".into()))
+}
+
+/// A hop from another replica: checked (signature, deployment, target,
+/// time, nonce, body), then its agent is the caller and its `Authorization`
+/// is ignored. A refusal is logged with its reason, never the header.
+pub async fn accept_hop(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let Some(value) = req.headers().get(hop::HEADER) else {
+        return next.run(req).await;
+    };
+    let value = value.to_str().unwrap_or_default().to_owned();
+    let (mut parts, body) = req.into_parts();
+    let bytes = match read_body(body).await {
+        Ok(b) => b,
+        Err(e) => return e.into_response(),
+    };
+    let path = parts
+        .uri
+        .path_and_query()
+        .map_or_else(|| parts.uri.path().to_owned(), |p| p.as_str().to_owned());
+    let claims = state
+        .cluster
+        .accept(&value, parts.method.as_str(), &path, &bytes)
+        .and_then(|c| {
+            c.tenant
+                .parse()
+                .map(|tenant| (tenant, c.key_id.clone()))
+                .map_err(|_| hop::Refusal::Malformed)
+        });
+    match claims {
+        Ok((tenant, key_id)) => {
+            metrics::counter!("cordon_hops_accepted_total").increment(1);
+            parts.headers.remove(header::AUTHORIZATION);
+            parts
+                .extensions
+                .insert(Agent(ApiKeyOwner { key_id, tenant }));
+            parts.extensions.insert(Forwarded);
+            next.run(Request::from_parts(parts, Body::from(bytes)))
+                .await
+        }
+        Err(refusal) => {
+            metrics::counter!("cordon_hops_refused_total").increment(1);
+            tracing::warn!(reason = %refusal, path = %parts.uri.path(), "internal hop refused");
+            ApiError::HopRefused.into_response()
+        }
+    }
+}
+
+/// Sends a call for a session another replica runs to that replica; a
+/// session of a lost replica is ended (`replica_lost`) and answered 410.
+pub async fn forward(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    if req.extensions().get::<Forwarded>().is_some() {
+        return next.run(req).await;
+    }
+    let Some(id) = session_segment(req.uri().path()).map(str::to_owned) else {
+        return next.run(req).await;
+    };
+    if state.sessions.is_local(&id) {
+        return next.run(req).await;
+    }
+    let (mut parts, body) = req.into_parts();
+    let owner = match Agent::from_request_parts(&mut parts, &state).await {
+        Ok(Agent(owner)) => owner,
+        Err(e) => return e.into_response(),
+    };
+    let replica = match state.cluster.owner_of(&owner.tenant, &id).await {
+        Ok(Some(r)) => r,
+        Ok(None) => return next.run(Request::from_parts(parts, body)).await,
+        Err(e) => return ApiError::Internal(e).into_response(),
+    };
+    let started = std::time::Instant::now();
+    let answer = match state.cluster.peer(&replica).await {
+        Ok(Peer::Up(url)) => match send(&state, &url, &replica, &owner, parts, body).await {
+            Ok(res) => Ok(res),
+            Err(Failure::Answer(res)) => Ok(res),
+            Err(Failure::Unreachable(why)) => {
+                match state.cluster.peer_after_failure(&replica, why).await {
+                    Ok(peer) => Err(peer),
+                    Err(e) => return ApiError::Internal(e).into_response(),
+                }
+            }
+        },
+        Ok(other) => Err(other),
+        Err(e) => return ApiError::Internal(e).into_response(),
+    };
+    let (outcome, res) = match answer {
+        Ok(res) => ("forwarded", res),
+        Err(Peer::Lost) => {
+            if let Err(e) = state
+                .cluster
+                .end_lost_session(&owner.tenant, &id, &replica)
+                .await
+            {
+                return ApiError::Internal(e).into_response();
+            }
+            let gone = SessionError::Gone {
+                state: SessionState::Failed,
+                reason: Some(CloseReason::ReplicaLost),
+            };
+            ("replica_lost", ApiError::from(gone).into_response())
+        }
+        Err(Peer::Unreachable(why)) => {
+            tracing::warn!(replica = %replica, reason = %why, "a session's replica is unreachable");
+            (
+                "unreachable",
+                ApiError::ReplicaUnreachable(replica.clone()).into_response(),
+            )
+        }
+        Err(Peer::Up(_)) => unreachable!("an up peer is answered above"),
+    };
+    metrics::counter!("cordon_forwarded_calls_total", "outcome" => outcome).increment(1);
+    metrics::histogram!("cordon_forward_seconds").record(started.elapsed().as_secs_f64());
+    res
+}
+
+enum Failure {
+    /// An answer to give as it is (the body could not be read: 413).
+    Answer(Response),
+    /// The replica could not be reached.
+    Unreachable(String),
+}
+
+/// Headers never copied across the hop, either way.
+fn skipped(name: &header::HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "authorization"
+            | "cookie"
+            | "host"
+            | "connection"
+            | "keep-alive"
+            | "transfer-encoding"
+            | "te"
+            | "trailer"
+            | "upgrade"
+            | "proxy-authorization"
+            | hop::HEADER
+    )
+}
+
+async fn send(
+    state: &AppState,
+    base: &str,
+    replica: &str,
+    owner: &ApiKeyOwner,
+    parts: axum::http::request::Parts,
+    body: Body,
+) -> Result<Response, Failure> {
+    let bytes = read_body(body)
+        .await
+        .map_err(|e| Failure::Answer(e.into_response()))?;
+    let path = parts
+        .uri
+        .path_and_query()
+        .map_or_else(|| parts.uri.path().to_owned(), |p| p.as_str().to_owned());
+    let Some(signed) = state.cluster.sign(
+        replica,
+        parts.method.as_str(),
+        &path,
+        &bytes,
+        &owner.tenant,
+        &owner.key_id,
+    ) else {
+        return Err(Failure::Unreachable("no cluster_secret".into()));
+    };
+    let mut headers = HeaderMap::new();
+    for (name, value) in &parts.headers {
+        if !skipped(name) {
+            headers.append(name, value.clone());
+        }
+    }
+    headers.insert(
+        hop::HEADER,
+        HeaderValue::from_str(&signed).map_err(|_| Failure::Unreachable("unsignable".into()))?,
+    );
+    let res = state
+        .cluster
+        .client()
+        .request(parts.method, format!("{base}{path}"))
+        .headers(headers)
+        .body(bytes)
+        .send()
+        .await
+        .map_err(|e| {
+            Failure::Unreachable(if e.is_connect() {
+                "connection refused or timed out".into()
+            } else {
+                "the hop failed".into()
+            })
+        })?;
+    let mut out = Response::builder().status(res.status());
+    if let Some(h) = out.headers_mut() {
+        for (name, value) in res.headers() {
+            if !skipped(name) {
+                h.append(name, value.clone());
+            }
+        }
+    }
+    out.body(Body::from_stream(res.bytes_stream()))
+        .map_err(|_| Failure::Unreachable("malformed answer".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_session_segment_is_the_id_after_api_sessions() {
+        assert_eq!(session_segment("/api/sessions/s_1"), Some("s_1"));
+        assert_eq!(session_segment("/api/sessions/s_1/click"), Some("s_1"));
+        assert_eq!(
+            session_segment("/api/sessions/s_1/tabs/t/close"),
+            Some("s_1")
+        );
+        assert_eq!(session_segment("/api/sessions"), None);
+        assert_eq!(session_segment("/api/sessions/"), None);
+        assert_eq!(session_segment("/api/tasks/x"), None);
+    }
+
+    #[test]
+    fn credentials_and_the_hop_itself_never_cross() {
+        for h in [
+            "authorization",
+            "cookie",
+            "host",
+            "x-cordon-hop",
+            "proxy-authorization",
+        ] {
+            assert!(skipped(&header::HeaderName::from_static(h)), "{h}");
+        }
+        for h in [
+            "content-type",
+            "accept",
+            "retry-after",
+            "content-disposition",
+        ] {
+            assert!(!skipped(&header::HeaderName::from_static(h)), "{h}");
+        }
+    }
+}

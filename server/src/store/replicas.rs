@@ -1,0 +1,235 @@
+//! The deployment row and the replicas sharing one database (both backends;
+//! the advisory locks are PostgreSQL's, see [`crate::cluster`]).
+
+use anyhow::Context;
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use super::{DatabaseKind, Store};
+use crate::time::now_ms;
+
+/// One replica as recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaRow {
+    /// Its `replica_name`.
+    pub name: String,
+    /// Random per process start.
+    pub instance: String,
+    /// Where the others reach it.
+    pub advertise_url: Option<String>,
+    /// The master key id it runs with.
+    pub key_id: String,
+    /// The newest migration its binary knows.
+    pub schema_version: i64,
+    /// Its binary's version.
+    pub version: String,
+    /// `up`, `stopped` or `lost`.
+    pub state: String,
+    /// When it started.
+    pub started_at: i64,
+    /// Its last heartbeat.
+    pub heartbeat_at: i64,
+}
+
+const COLUMNS: &str = "name, instance, advertise_url, key_id, schema_version, version, state, started_at, heartbeat_at";
+
+fn from_row(r: &AnyRow) -> Result<ReplicaRow, sqlx::Error> {
+    Ok(ReplicaRow {
+        name: r.try_get("name")?,
+        instance: r.try_get("instance")?,
+        advertise_url: r.try_get("advertise_url")?,
+        key_id: r.try_get("key_id")?,
+        schema_version: r.try_get("schema_version")?,
+        version: r.try_get("version")?,
+        state: r.try_get("state")?,
+        started_at: r.try_get("started_at")?,
+        heartbeat_at: r.try_get("heartbeat_at")?,
+    })
+}
+
+/// The deployment's row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deployment {
+    /// Random, made at the first start.
+    pub id: String,
+    /// The master key id the vault is sealed under.
+    pub key_id: Option<String>,
+}
+
+impl Store {
+    /// The newest migration this binary carries.
+    pub fn schema_known(&self) -> i64 {
+        let migrator = match self.kind {
+            DatabaseKind::Sqlite => super::sqlite::migrator(),
+            DatabaseKind::Postgres => super::postgres::migrator(),
+        };
+        migrator.iter().map(|m| m.version).max().unwrap_or(0)
+    }
+
+    /// The newest migration applied to the database (`None` on a new one).
+    pub async fn schema_applied(&self) -> anyhow::Result<Option<i64>> {
+        let exists: i64 = match self.kind {
+            DatabaseKind::Sqlite => sqlx::query_scalar(
+                "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'",
+            ),
+            DatabaseKind::Postgres => sqlx::query_scalar(
+                "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = '_sqlx_migrations'",
+            ),
+        }
+        .fetch_one(self.pool())
+        .await
+        .context("cannot read the database's migrations")?;
+        if exists == 0 {
+            return Ok(None);
+        }
+        sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations WHERE success")
+            .fetch_one(self.pool())
+            .await
+            .context("cannot read the database's migrations")
+    }
+
+    /// The deployment row, made with `new_id` and `key_id` if missing (and
+    /// its key id recorded if it had none).
+    pub async fn deployment_ensure(
+        &self,
+        new_id: &str,
+        key_id: &str,
+    ) -> anyhow::Result<Deployment> {
+        sqlx::query(
+            "INSERT INTO deployment (id, deployment_id, key_id, created_at) VALUES (1, $1, $2, $3) \
+             ON CONFLICT (id) DO NOTHING",
+        )
+        .bind(new_id.to_owned())
+        .bind(key_id.to_owned())
+        .bind(now_ms())
+        .execute(self.pool())
+        .await
+        .context("cannot record the deployment")?;
+        sqlx::query("UPDATE deployment SET key_id = $1 WHERE id = 1 AND key_id IS NULL")
+            .bind(key_id.to_owned())
+            .execute(self.pool())
+            .await
+            .context("cannot record the deployment's key")?;
+        self.deployment()
+            .await?
+            .context("the deployment row is missing")
+    }
+
+    /// The deployment row, if the database has one.
+    pub async fn deployment(&self) -> anyhow::Result<Option<Deployment>> {
+        let row = sqlx::query("SELECT deployment_id, key_id FROM deployment WHERE id = 1")
+            .fetch_optional(self.pool())
+            .await
+            .context("cannot read the deployment")?;
+        row.map(|r| {
+            Ok(Deployment {
+                id: r.try_get("deployment_id")?,
+                key_id: r.try_get("key_id")?,
+            })
+        })
+        .transpose()
+        .map_err(|e: sqlx::Error| anyhow::Error::from(e).context("malformed deployment row"))
+    }
+
+    /// Records the key the vault is sealed under now (`keys rotate`).
+    pub async fn deployment_set_key(&self, key_id: &str) -> anyhow::Result<()> {
+        sqlx::query("UPDATE deployment SET key_id = $1 WHERE id = 1")
+            .bind(key_id.to_owned())
+            .execute(self.pool())
+            .await
+            .context("cannot record the deployment's key")?;
+        Ok(())
+    }
+
+    /// Records this replica as up (a row of the same name is taken over).
+    pub async fn replica_register(&self, r: &ReplicaRow) -> anyhow::Result<()> {
+        sqlx::query(&format!(
+            "INSERT INTO replicas ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+             ON CONFLICT (name) DO UPDATE SET instance = excluded.instance, \
+             advertise_url = excluded.advertise_url, key_id = excluded.key_id, \
+             schema_version = excluded.schema_version, version = excluded.version, \
+             state = excluded.state, started_at = excluded.started_at, \
+             heartbeat_at = excluded.heartbeat_at"
+        ))
+        .bind(r.name.clone())
+        .bind(r.instance.clone())
+        .bind(r.advertise_url.clone())
+        .bind(r.key_id.clone())
+        .bind(r.schema_version)
+        .bind(r.version.clone())
+        .bind(r.state.clone())
+        .bind(r.started_at)
+        .bind(r.heartbeat_at)
+        .execute(self.pool())
+        .await
+        .context("cannot register this replica")?;
+        Ok(())
+    }
+
+    /// Moves this replica's heartbeat; false if its row is no longer this
+    /// process's (another took the name, or it was declared lost).
+    pub async fn replica_heartbeat(&self, name: &str, instance: &str) -> anyhow::Result<bool> {
+        let res = sqlx::query(
+            "UPDATE replicas SET heartbeat_at = $1 WHERE name = $2 AND instance = $3 AND state = 'up'",
+        )
+        .bind(now_ms())
+        .bind(name.to_owned())
+        .bind(instance.to_owned())
+        .execute(self.pool())
+        .await
+        .context("cannot record this replica's heartbeat")?;
+        Ok(res.rows_affected() == 1)
+    }
+
+    /// Marks this replica stopped (a clean shutdown).
+    pub async fn replica_stopped(&self, name: &str, instance: &str) -> anyhow::Result<()> {
+        sqlx::query("UPDATE replicas SET state = 'stopped' WHERE name = $1 AND instance = $2")
+            .bind(name.to_owned())
+            .bind(instance.to_owned())
+            .execute(self.pool())
+            .await
+            .context("cannot mark this replica stopped")?;
+        Ok(())
+    }
+
+    /// One replica.
+    pub async fn replica_get(&self, name: &str) -> anyhow::Result<Option<ReplicaRow>> {
+        let row = sqlx::query(&format!("SELECT {COLUMNS} FROM replicas WHERE name = $1"))
+            .bind(name.to_owned())
+            .fetch_optional(self.pool())
+            .await
+            .context("cannot read a replica")?;
+        row.as_ref()
+            .map(from_row)
+            .transpose()
+            .context("malformed replica row")
+    }
+
+    /// Every replica recorded as up, newest heartbeat first.
+    pub async fn replicas_up(&self) -> anyhow::Result<Vec<ReplicaRow>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM replicas WHERE state = 'up' ORDER BY heartbeat_at DESC"
+        ))
+        .fetch_all(self.pool())
+        .await
+        .context("cannot list replicas")?;
+        rows.iter()
+            .map(from_row)
+            .collect::<Result<_, _>>()
+            .context("malformed replica row")
+    }
+
+    /// Marks a replica lost if it is still up with the heartbeat the caller
+    /// judged (so one that just beat is not); true if this call did it.
+    pub async fn replica_mark_lost(&self, name: &str, heartbeat_at: i64) -> anyhow::Result<bool> {
+        let res = sqlx::query(
+            "UPDATE replicas SET state = 'lost' WHERE name = $1 AND state = 'up' AND heartbeat_at = $2",
+        )
+        .bind(name.to_owned())
+        .bind(heartbeat_at)
+        .execute(self.pool())
+        .await
+        .context("cannot mark a replica lost")?;
+        Ok(res.rows_affected() == 1)
+    }
+}

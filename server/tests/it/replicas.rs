@@ -1,0 +1,514 @@
+//! Several `cordon serve` processes on one PostgreSQL act as one service:
+//! any replica answers any call (forwarded over the signed internal hop),
+//! tenant limits count over all of them, exactly one holds the
+//! housekeeping lock, and a replica killed with SIGKILL has its sessions
+//! ended (`replica_lost`) and its browsers stopped by a survivor. Also the
+//! start refusals (name in use, another key, another schema) and forged
+//! hops.
+
+use std::io::BufRead;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::helpers::{Backend, PATIENCE, ServeProcess, TestDb, cordon_cli, wait_until};
+
+const SECRET: &str = "a-test-cluster-secret-of-forty-characters";
+
+/// A replica and its log lines (drained, so the pipe never fills; printed
+/// when a test fails).
+struct Replica {
+    name: String,
+    proc: Option<ServeProcess>,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Replica {
+    fn start(dir: &Path, db: &str, key: &str, name: &str, extra: &[(&str, &str)]) -> Self {
+        std::fs::create_dir_all(dir).unwrap();
+        let mut env = vec![
+            ("CORDON_DATABASE_URL", db),
+            ("CORDON_MASTER_KEY", key),
+            ("CORDON_REPLICA_NAME", name),
+            ("CORDON_CLUSTER_SECRET", SECRET),
+            ("CORDON_REPLICA_LOST_AFTER_S", "3"),
+            ("CORDON_POOL_SIZE", "0"),
+            ("CORDON_MAX_SESSIONS_PER_TENANT", "3"),
+        ];
+        env.extend_from_slice(extra);
+        let mut proc = ServeProcess::start(dir, &env);
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let sink = log.clone();
+        let lines = std::mem::replace(
+            &mut proc.log,
+            std::io::BufReader::new(empty_stderr()).lines(),
+        );
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        Self {
+            name: name.to_owned(),
+            proc: Some(proc),
+            log,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.proc.as_ref().expect("running").addr)
+    }
+
+    /// SIGKILL, as a crash would.
+    fn kill_hard(&mut self) {
+        if let Some(p) = self.proc.take() {
+            p.kill_hard();
+        }
+    }
+
+    fn warnings(&self) -> String {
+        self.log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains("\"WARN\"") || l.contains("\"ERROR\""))
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        if let Some(p) = self.proc.take() {
+            p.stop();
+        }
+    }
+}
+
+/// A stderr handle that is never read from (stands in for the one moved
+/// to the draining thread).
+fn empty_stderr() -> std::process::ChildStderr {
+    let mut child = std::process::Command::new("true")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = child.stderr.take().unwrap();
+    let _ = child.wait();
+    err
+}
+
+fn cli(dir: &Path, db: &str, key: &str, args: &[&str]) -> String {
+    let out = cordon_cli(
+        dir,
+        &[("CORDON_DATABASE_URL", db), ("CORDON_MASTER_KEY", key)],
+        args,
+    );
+    assert!(
+        out.status.success(),
+        "cordon {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+fn key_text() -> String {
+    hex::encode(rand::random::<[u8; 32]>())
+}
+
+async fn readyz(http: &reqwest::Client, r: &Replica) -> Value {
+    http.get(r.url("/readyz"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+async fn leaders(http: &reqwest::Client, replicas: &[&Replica]) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in replicas {
+        if readyz(http, r).await["checks"]["replica"]["leader"] == true {
+            out.push(r.name.clone());
+        }
+    }
+    out
+}
+
+async fn call(
+    http: &reqwest::Client,
+    key: &str,
+    method: reqwest::Method,
+    url: String,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let mut req = http.request(method, url).bearer_auth(key);
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let res = req.send().await.unwrap();
+    let status = res.status();
+    let text = res.text().await.unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_answer_for_each_other_and_a_killed_one_is_declared_lost() {
+    let db = TestDb::new(Backend::Postgres).await;
+    let root = db.dir.path();
+    let key = key_text();
+    cli(root, &db.url, &key, &["tenant", "create", "acme"]);
+    let agent = cli(
+        root,
+        &db.url,
+        &key,
+        &["apikey", "create", "--tenant", "acme"],
+    );
+    let site = crate::site::start().await;
+    let allow = site.allow();
+    let extra = [
+        ("CORDON_EGRESS_ALLOW", allow.as_str()),
+        // The process driver's browsers outlive a killed control plane,
+        // so a survivor has something to stop.
+        ("CORDON_SANDBOX_DRIVER", "process"),
+    ];
+    let a = Replica::start(&root.join("a"), &db.url, &key, "a", &extra);
+    let b = Replica::start(&root.join("b"), &db.url, &key, "b", &extra);
+    let c = Replica::start(&root.join("c"), &db.url, &key, "c", &extra);
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+
+    // Exactly one holds the housekeeping lock.
+    let first = wait_until("one leader among a, b, c", PATIENCE, || async {
+        let l = leaders(&http, &[&a, &b, &c]).await;
+        if l.len() == 1 {
+            Ok(l[0].clone())
+        } else {
+            Err(format!("{l:?}"))
+        }
+    })
+    .await;
+
+    // One session opened on each replica.
+    let mut sessions = Vec::new();
+    for r in [&a, &b, &c] {
+        let (st, body) = call(
+            &http,
+            &agent,
+            reqwest::Method::POST,
+            r.url("/api/sessions"),
+            Some(json!({})),
+        )
+        .await;
+        assert_eq!(
+            st,
+            StatusCode::CREATED,
+            "open on {}: {body}\n{}",
+            r.name,
+            r.warnings()
+        );
+        sessions.push(body["session_id"].as_str().unwrap().to_owned());
+    }
+    // The tenant's limit (3) counts all three replicas' sessions.
+    for r in [&a, &b, &c] {
+        let (st, body) = call(
+            &http,
+            &agent,
+            reqwest::Method::POST,
+            r.url("/api/sessions"),
+            Some(json!({})),
+        )
+        .await;
+        assert_eq!(
+            st,
+            StatusCode::TOO_MANY_REQUESTS,
+            "a fourth on {}: {body}",
+            r.name
+        );
+    }
+
+    // Every replica drives every session: the pad counts the clicks, so
+    // each call really reached the one browser.
+    let replicas = [&a, &b, &c];
+    for (i, sid) in sessions.iter().enumerate() {
+        let via = replicas[(i + 1) % 3];
+        let (st, nav) = call(
+            &http,
+            &agent,
+            reqwest::Method::POST,
+            via.url(&format!("/api/sessions/{sid}/navigate")),
+            Some(json!({ "url": site.url("/pad") })),
+        )
+        .await;
+        assert_eq!(
+            st,
+            StatusCode::OK,
+            "navigate {sid} via {}: {nav}\n{}",
+            via.name,
+            via.warnings()
+        );
+        assert_eq!(nav["title"], "ready", "{nav}");
+        for (n, r) in replicas.iter().enumerate() {
+            let (st, done) = call(
+                &http,
+                &agent,
+                reqwest::Method::POST,
+                r.url(&format!("/api/sessions/{sid}/click")),
+                Some(json!({ "x": 300, "y": 300 })),
+            )
+            .await;
+            assert_eq!(st, StatusCode::OK, "click {sid} via {}: {done}", r.name);
+            let (_, info) = call(
+                &http,
+                &agent,
+                reqwest::Method::POST,
+                r.url(&format!("/api/sessions/{sid}/read_dom")),
+                Some(json!({})),
+            )
+            .await;
+            assert!(
+                info.to_string().contains(&format!("clicked {}", n + 1)),
+                "after click {} via {} on {sid}: {info}",
+                n + 1,
+                r.name
+            );
+        }
+        // Another tenant's key gets 404 on every replica, as on one.
+    }
+
+    // A forged hop is refused whatever it claims.
+    let sid0 = &sessions[0];
+    for forged in [
+        "v1 ts=1 nonce=x tenant=acme key=k to=a sig=00".to_owned(),
+        cordon::cluster::hop::sign(
+            b"not the deployment's secret, 32+ chars",
+            "dep_whatever",
+            "POST",
+            &format!("/api/sessions/{sid0}/click"),
+            b"{}",
+            &cordon::cluster::hop::Claims {
+                ts: cordon::time::now_ms(),
+                nonce: "0".repeat(32),
+                tenant: "acme".into(),
+                key_id: "k".into(),
+                to: "a".into(),
+            },
+        ),
+    ] {
+        let res = http
+            .post(a.url(&format!("/api/sessions/{sid0}/click")))
+            .header("x-cordon-hop", forged)
+            .header("content-type", "application/json")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        let status = res.status();
+        let body: Value = res.json().await.unwrap();
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+        assert_eq!(body["error"]["code"], "hop_refused", "{body}");
+    }
+    // A real hop (signed with the deployment's secret) is taken once; the
+    // same header again is a replay.
+    let store = db.store().await;
+    let deployment = store.deployment().await.unwrap().unwrap().id;
+    let path = format!("/api/sessions/{sid0}/read_dom");
+    let body = br#"{}"#;
+    let signed = cordon::cluster::hop::sign(
+        SECRET.as_bytes(),
+        &deployment,
+        "POST",
+        &path,
+        body,
+        &cordon::cluster::hop::Claims {
+            ts: cordon::time::now_ms(),
+            nonce: hex::encode(rand::random::<[u8; 16]>()),
+            tenant: "acme".into(),
+            key_id: "key_replayed".into(),
+            to: "a".into(),
+        },
+    );
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        let res = http
+            .post(a.url(&path))
+            .header("x-cordon-hop", &signed)
+            .header("content-type", "application/json")
+            .body(&body[..])
+            .send()
+            .await
+            .unwrap();
+        seen.push(res.status());
+    }
+    assert_eq!(
+        seen,
+        [StatusCode::OK, StatusCode::UNAUTHORIZED],
+        "a replayed hop"
+    );
+    let logs = a.log.lock().unwrap().join("\n");
+    assert!(logs.contains("internal hop refused"), "refusals are logged");
+    assert!(
+        !logs.contains(SECRET) && !logs.contains(&signed),
+        "no secret or signature in logs"
+    );
+
+    // Kill the leader hard, with its session and browser.
+    let mut all = [a, b, c];
+    let v = all
+        .iter()
+        .position(|r| r.name == first)
+        .expect("the leader is one of them");
+    let victim_session = sessions[v].clone();
+    let browsers: Vec<(i32, String)> = sqlx::query_as::<_, (i64, String)>(
+        "SELECT pid, marker FROM sandboxes WHERE host = $1 AND state <> 'stopped'",
+    )
+    .bind(&first)
+    .fetch_all(&sqlx::PgPool::connect(&db.url).await.unwrap())
+    .await
+    .unwrap()
+    .into_iter()
+    .map(|(p, m)| (i32::try_from(p).unwrap(), m))
+    .collect();
+    assert_eq!(
+        browsers.len(),
+        1,
+        "the victim runs one browser: {browsers:?}"
+    );
+    assert!(cordon::sandbox::is_alive(browsers[0].0, &browsers[0].1));
+    let killed_at = std::time::Instant::now();
+    all[v].kill_hard();
+    let rest: Vec<&Replica> = all.iter().filter(|r| r.proc.is_some()).collect();
+
+    // A survivor takes the lock and ends the victim's session within 30 s.
+    wait_until("a survivor to lead", PATIENCE, || async {
+        let l = leaders(&http, &rest[..]).await;
+        if l.len() == 1 {
+            Ok(())
+        } else {
+            Err(format!("{l:?}"))
+        }
+    })
+    .await;
+    let ended = wait_until(
+        "the victim's session to end as replica_lost",
+        PATIENCE,
+        || async {
+            let row = store.session_find(&victim_session).await.unwrap().unwrap();
+            match row.close_reason {
+                Some(r) => Ok((row.state, r)),
+                None => Err(format!("{:?}", row.state)),
+            }
+        },
+    )
+    .await;
+    let took = killed_at.elapsed();
+    assert_eq!(ended.1.as_str(), "replica_lost", "{ended:?}");
+    assert!(took < Duration::from_secs(30), "ended after {took:?}");
+    wait_until("the victim's browser to be stopped", PATIENCE, || async {
+        if cordon::sandbox::is_alive(browsers[0].0, &browsers[0].1) {
+            Err("still running".into())
+        } else {
+            Ok(())
+        }
+    })
+    .await;
+
+    // Through a survivor: the victim's session is gone (410 naming the
+    // reason); the others still work.
+    let (st, body) = call(
+        &http,
+        &agent,
+        reqwest::Method::POST,
+        rest[0].url(&format!("/api/sessions/{victim_session}/click")),
+        Some(json!({ "x": 1, "y": 1 })),
+    )
+    .await;
+    assert_eq!(st, StatusCode::GONE, "{body}");
+    assert!(body.to_string().contains("replica_lost"), "{body}");
+    for sid in sessions.iter().filter(|s| **s != victim_session) {
+        for r in &rest {
+            let (st, body) = call(
+                &http,
+                &agent,
+                reqwest::Method::POST,
+                r.url(&format!("/api/sessions/{sid}/click")),
+                Some(json!({ "x": 300, "y": 300 })),
+            )
+            .await;
+            assert_eq!(
+                st,
+                StatusCode::OK,
+                "{sid} via {} after the kill: {body}",
+                r.name
+            );
+        }
+    }
+
+    // One audit chain, written by all, unbroken; the loss is in it.
+    let out = cli(root, &db.url, &key, &["audit", "verify"]);
+    assert!(out.starts_with("audit chain intact"), "{out}");
+    let lost: Vec<(String,)> =
+        sqlx::query_as("SELECT params FROM audit_events WHERE action = 'replica.lost'")
+            .fetch_all(&sqlx::PgPool::connect(&db.url).await.unwrap())
+            .await
+            .unwrap();
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    assert!(
+        lost[0].0.contains(&format!("\"replica\":\"{first}\"")),
+        "{lost:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_with_a_taken_name_another_key_or_another_schema_is_refused() {
+    let db = TestDb::new(Backend::Postgres).await;
+    let root = db.dir.path();
+    let key = key_text();
+    let a = Replica::start(&root.join("a"), &db.url, &key, "a", &[]);
+    let serve = |name: &str, key: &str| {
+        let dir = root.join(format!("x-{name}-{}", &key[..6]));
+        std::fs::create_dir_all(&dir).unwrap();
+        // Bounded: a replica that wrongly starts is stopped after 60 s
+        // (and the test fails) instead of hanging.
+        std::process::Command::new("timeout")
+            .args(["60", env!("CARGO_BIN_EXE_cordon"), "serve"])
+            .current_dir(&dir)
+            .env_remove("RUST_LOG")
+            .env("CORDON_LOG_LEVEL", "warn")
+            .env("CORDON_DATABASE_URL", &db.url)
+            .env("CORDON_MASTER_KEY", key)
+            .env("CORDON_REPLICA_NAME", name)
+            .env("CORDON_BIND", "127.0.0.1:0")
+            .env("CORDON_POOL_SIZE", "0")
+            .env("CORDON_SITE_ROOT", crate::helpers::site_root())
+            .output()
+            .expect("cordon runs")
+    };
+    let refused = |out: std::process::Output, starts: &str| {
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!out.status.success(), "started: {err}");
+        assert!(err.contains(starts), "wanted {starts:?}: {err}");
+        assert!(!err.contains(SECRET), "{err}");
+    };
+    refused(serve("a", &key), "replica_name: \"a\" is in use");
+    refused(serve("b", &key_text()), "master key: this replica's key id");
+    // A running replica with another schema (as an older binary records it).
+    let store = db.store().await;
+    let mut row = store.replica_get("a").await.unwrap().unwrap();
+    row.name = "old".into();
+    row.instance = "inst_old".into();
+    row.schema_version = 9;
+    row.heartbeat_at = cordon::time::now_ms() + 60_000;
+    store.replica_register(&row).await.unwrap();
+    refused(
+        serve("c", &key),
+        "schema version: running replica \"old\" has schema 9",
+    );
+    drop(a);
+}

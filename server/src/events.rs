@@ -39,6 +39,21 @@ impl Topic {
         }
     }
 
+    /// The topic of an SSE event name.
+    pub fn parse(name: &str) -> Option<Self> {
+        [
+            Self::Sessions,
+            Self::Grants,
+            Self::Credentials,
+            Self::Tenants,
+            Self::Operators,
+            Self::Audit,
+            Self::Approvals,
+        ]
+        .into_iter()
+        .find(|t| t.as_str() == name)
+    }
+
     /// The area an audited action belongs to, if a page shows it.
     pub fn of_action(action: &str) -> Option<Self> {
         let area = action.split('.').next().unwrap_or_default();
@@ -61,6 +76,9 @@ pub struct Changes {
     /// True once the server shuts down: streams end, so an open dashboard
     /// tab does not hold the graceful shutdown forever.
     stopping: std::sync::Arc<tokio::sync::watch::Sender<bool>>,
+    /// Several replicas: every topic published here also goes to the
+    /// others (PostgreSQL `NOTIFY`, see `cluster::notify`).
+    outbox: std::sync::Arc<std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<Topic>>>,
 }
 
 impl Default for Changes {
@@ -68,6 +86,7 @@ impl Default for Changes {
         Self {
             topics: broadcast::channel(256).0,
             stopping: std::sync::Arc::new(tokio::sync::watch::channel(false).0),
+            outbox: std::sync::Arc::default(),
         }
     }
 }
@@ -76,6 +95,20 @@ impl Changes {
     /// Tells listeners that `topic` changed (nobody listening is fine).
     pub fn publish(&self, topic: Topic) {
         let _ = self.topics.send(topic);
+        if let Some(out) = self.outbox.get() {
+            let _ = out.send(topic);
+        }
+    }
+
+    /// Tells this process's listeners only (a notice from another replica).
+    pub fn publish_local(&self, topic: Topic) {
+        let _ = self.topics.send(topic);
+    }
+
+    /// From now on, every published topic is also sent to `out`; false if
+    /// an outbox was set already.
+    pub fn relay_to(&self, out: tokio::sync::mpsc::UnboundedSender<Topic>) -> bool {
+        self.outbox.set(out).is_ok()
     }
 
     /// A new listener.
@@ -98,6 +131,15 @@ impl Changes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn topics_parse_from_their_names_and_nothing_else() {
+        for t in [Topic::Sessions, Topic::Approvals, Topic::Audit] {
+            assert_eq!(Topic::parse(t.as_str()), Some(t));
+        }
+        assert_eq!(Topic::parse("Sessions"), None);
+        assert_eq!(Topic::parse(""), None);
+    }
 
     #[test]
     fn actions_map_to_the_pages_that_show_them() {

@@ -203,7 +203,7 @@ impl Nonces {
         }
         seen.insert(nonce.to_owned(), now + MAX_SKEW_MS);
         // Forget expired ones now and then.
-        if seen.len() % 1024 == 0 {
+        if seen.len().is_multiple_of(1024) {
             seen.retain(|_, t| *t >= now - MAX_SKEW_MS);
         }
         true

@@ -19,12 +19,16 @@
 //!   it at its next beat. On SQLite (one host) the process always leads.
 //! - **Forwarding** ([`forward`]): a call for a session another replica
 //!   runs goes to that replica's `advertise_url`, signed ([`hop`]).
+//! - **Dashboard notices** ([`notify`]): on PostgreSQL every change topic
+//!   is also `NOTIFY`d, so a page open on one replica refetches what
+//!   another changed.
 //! - **At start** ([`Cluster::join`]) a replica whose binary knows another
 //!   schema than a running replica's, or whose master key id differs from
 //!   one's, is refused, naming which.
 
 pub mod forward;
 pub mod hop;
+pub mod notify;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -195,6 +199,9 @@ impl Cluster {
             .tcp_nodelay(true)
             .build()
             .context("cannot build the internal hop's HTTP client")?;
+        if store.kind() == DatabaseKind::Postgres {
+            notify::start(store.changes().clone(), db_url.expose_secret(), &name).await?;
+        }
         let (leader, _) = watch::channel(store.kind() == DatabaseKind::Sqlite);
         let (stop, _) = watch::channel(false);
         tracing::info!(replica = %name, %advertise, "joined as replica {name}");

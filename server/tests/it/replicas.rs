@@ -512,3 +512,28 @@ async fn a_replica_with_a_taken_name_another_key_or_another_schema_is_refused() 
     );
     drop(a);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_on_one_replica_reaches_the_others_dashboard_streams_once() {
+    use cordon::events::{Changes, Topic};
+    let db = TestDb::new(Backend::Postgres).await;
+    let (a, b) = (Changes::default(), Changes::default());
+    cordon::cluster::notify::start(a.clone(), &db.url, "a")
+        .await
+        .unwrap();
+    cordon::cluster::notify::start(b.clone(), &db.url, "b")
+        .await
+        .unwrap();
+    let (mut on_a, mut on_b) = (a.subscribe(), b.subscribe());
+    a.publish(Topic::Grants);
+    let got = tokio::time::timeout(PATIENCE, on_b.recv()).await;
+    assert!(matches!(got, Ok(Ok(Topic::Grants))), "b heard {got:?}");
+    // `a` hears its own once (locally), never its echo from the database.
+    assert!(matches!(on_a.try_recv(), Ok(Topic::Grants)));
+    b.publish(Topic::Sessions);
+    let got = tokio::time::timeout(PATIENCE, on_a.recv()).await;
+    assert!(matches!(got, Ok(Ok(Topic::Sessions))), "a heard {got:?}");
+    assert!(on_a.try_recv().is_err(), "nothing more on a");
+    a.stop();
+    b.stop();
+}

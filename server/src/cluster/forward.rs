@@ -26,9 +26,24 @@ pub struct Forwarded;
 
 /// The `{id}` of `/api/sessions/{id}` and `/api/sessions/{id}/…`.
 pub fn session_segment(path: &str) -> Option<&str> {
-    let rest = path.strip_prefix("/api/sessions/")?;
+    segment(path, "/api/sessions/")
+}
+
+/// The `{id}` of `/api/tasks/{id}/…` (a task's loop runs on one replica).
+pub fn task_segment(path: &str) -> Option<&str> {
+    segment(path, "/api/tasks/")
+}
+
+fn segment<'a>(path: &'a str, prefix: &str) -> Option<&'a str> {
+    let rest = path.strip_prefix(prefix)?;
     let id = rest.split('/').next()?;
     (!id.is_empty()).then_some(id)
+}
+
+/// What a call names.
+enum Target {
+    Session(String),
+    Task(String),
 }
 
 async fn read_body(body: Body) -> Result<Bytes, ApiError> {
@@ -89,18 +104,34 @@ pub async fn forward(State(state): State<AppState>, req: Request, next: Next) ->
     if req.extensions().get::<Forwarded>().is_some() {
         return next.run(req).await;
     }
-    let Some(id) = session_segment(req.uri().path()).map(str::to_owned) else {
-        return next.run(req).await;
+    let path = req.uri().path();
+    let target = match (session_segment(path), task_segment(path)) {
+        (Some(id), _) if !state.sessions.is_local(id) => Target::Session(id.to_owned()),
+        (_, Some(id)) if !state.tasks.is_local(id) => Target::Task(id.to_owned()),
+        _ => return next.run(req).await,
     };
-    if state.sessions.is_local(&id) {
-        return next.run(req).await;
-    }
     let (mut parts, body) = req.into_parts();
     let owner = match Agent::from_request_parts(&mut parts, &state).await {
         Ok(Agent(owner)) => owner,
         Err(e) => return e.into_response(),
     };
-    let replica = match state.cluster.owner_of(&owner.tenant, &id).await {
+    let found = match &target {
+        Target::Session(id) => state.cluster.owner_of(&owner.tenant, id).await,
+        Target::Task(id) => state.cluster.task_owner(&owner.tenant, id).await,
+    };
+    let is_task = matches!(target, Target::Task(_));
+    let id = match target {
+        Target::Session(id) => id,
+        // A task of a lost replica is answered here (its abort ends it).
+        Target::Task(id) => {
+            if matches!(&found, Ok(Some(r)) if !matches!(state.cluster.peer(r).await, Ok(Peer::Up(_))))
+            {
+                return next.run(Request::from_parts(parts, body)).await;
+            }
+            id
+        }
+    };
+    let replica = match found {
         Ok(Some(r)) => r,
         Ok(None) => return next.run(Request::from_parts(parts, body)).await,
         Err(e) => return ApiError::Internal(e).into_response(),
@@ -122,6 +153,12 @@ pub async fn forward(State(state): State<AppState>, req: Request, next: Next) ->
     };
     let (outcome, res) = match answer {
         Ok(res) => ("forwarded", res),
+        // A task whose replica was lost just now: the retry is answered
+        // here (see above).
+        Err(Peer::Lost) if is_task => (
+            "replica_lost",
+            ApiError::ReplicaUnreachable(replica.clone()).into_response(),
+        ),
         Err(Peer::Lost) => {
             if let Err(e) = state
                 .cluster
@@ -252,6 +289,8 @@ mod tests {
         assert_eq!(session_segment("/api/sessions"), None);
         assert_eq!(session_segment("/api/sessions/"), None);
         assert_eq!(session_segment("/api/tasks/x"), None);
+        assert_eq!(task_segment("/api/tasks/t_1/abort"), Some("t_1"));
+        assert_eq!(task_segment("/api/tasks"), None);
     }
 
     #[test]

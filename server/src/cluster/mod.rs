@@ -458,6 +458,18 @@ impl Cluster {
         Ok(Some(row.host))
     }
 
+    /// The replica whose loop runs task `id` of `tenant`, when it is
+    /// another one and the task still runs; `None` means: answer here.
+    pub async fn task_owner(&self, tenant: &TenantId, id: &str) -> anyhow::Result<Option<String>> {
+        let Some(row) = self.0.store.task_get(Some(tenant.as_str()), id).await? else {
+            return Ok(None);
+        };
+        if row.status != "running" || row.host == self.0.name {
+            return Ok(None);
+        }
+        Ok(Some(row.host))
+    }
+
     /// Where `replica` stands.
     pub async fn peer(&self, replica: &str) -> anyhow::Result<Peer> {
         let Some(row) = self.0.store.replica_get(replica).await? else {

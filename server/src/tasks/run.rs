@@ -310,6 +310,15 @@ impl Tasks {
             ended_at: None,
         };
         self.0.store.task_insert(&row).await?;
+        // The abort switch exists from the row's first moment, so an abort
+        // while the session still opens stops the loop before its first
+        // step instead of ending only the row.
+        let (abort, aborted) = watch::channel(false);
+        self.0
+            .running
+            .lock()
+            .expect("running lock")
+            .insert(id.clone(), abort);
         let open = OpenRequest {
             credential_mode: req.credential_mode,
             domains: req.domains.clone(),
@@ -342,14 +351,14 @@ impl Tasks {
                 return Err(TaskError::Open(e));
             }
         };
-        self.0.store.task_set_session(&id, &info.session_id).await?;
-        let live = self.0.sessions.get(&owner.tenant, &info.session_id).await?;
-        let (abort, aborted) = watch::channel(false);
-        self.0
-            .running
-            .lock()
-            .expect("running lock")
-            .insert(id.clone(), abort);
+        let live = async {
+            self.0.store.task_set_session(&id, &info.session_id).await?;
+            Ok::<_, TaskError>(self.0.sessions.get(&owner.tenant, &info.session_id).await?)
+        }
+        .await
+        .inspect_err(|_| {
+            self.0.running.lock().expect("running lock").remove(&id);
+        })?;
         let runner = Runner {
             tasks: self.clone(),
             model,
@@ -379,6 +388,16 @@ impl Tasks {
     }
 
     /// The tasks on this host that wait for an operator (`call_user()`).
+    /// Whether task `id`'s loop runs on this replica.
+    pub fn is_local(&self, id: &str) -> bool {
+        self.0
+            .running
+            .lock()
+            .expect("running lock")
+            .contains_key(id)
+    }
+
+    /// The tasks that wait for an operator, by id.
     pub fn waiting(&self) -> std::collections::HashSet<String> {
         self.0.waiting.lock().expect("waiting lock").clone()
     }

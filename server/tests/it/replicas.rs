@@ -537,3 +537,90 @@ async fn a_change_on_one_replica_reaches_the_others_dashboard_streams_once() {
     a.stop();
     b.stop();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_is_aborted_through_any_replica_and_its_loop_stops() {
+    let db = TestDb::new(Backend::Postgres).await;
+    let root = db.dir.path();
+    let key = key_text();
+    cli(root, &db.url, &key, &["tenant", "create", "acme"]);
+    let agent = cli(
+        root,
+        &db.url,
+        &key,
+        &["apikey", "create", "--tenant", "acme"],
+    );
+    // A model that thinks for two minutes: the task is running while it
+    // is aborted.
+    let (model, _fake) =
+        crate::tasks::fake_model(vec![crate::tasks::Reply::Hang(Duration::from_secs(120))]).await;
+    let base = format!("http://{model}/v1");
+    let site = crate::site::start().await;
+    let (allow, start_url) = (site.allow(), site.url("/pad"));
+    let extra = [
+        ("CORDON_EGRESS_ALLOW", allow.as_str()),
+        ("CORDON_MODEL_BASE_URL", base.as_str()),
+        ("CORDON_MODEL_TIMEOUT_S", "300"),
+        ("CORDON_SANDBOX_DRIVER", "process"),
+    ];
+    let a = Replica::start(&root.join("a"), &db.url, &key, "a", &extra);
+    let b = Replica::start(&root.join("b"), &db.url, &key, "b", &extra);
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let outcome = Arc::new(Mutex::new(None));
+    let run = tokio::spawn({
+        let (http, agent, url) = (http.clone(), agent.clone(), a.url("/api/tasks"));
+        let outcome = outcome.clone();
+        let start_url = start_url.clone();
+        async move {
+            let got = call(
+                &http,
+                &agent,
+                reqwest::Method::POST,
+                url,
+                Some(json!({ "instruction": "wait for ever", "start_url": start_url })),
+            )
+            .await;
+            *outcome.lock().unwrap() = Some(got.clone());
+            got
+        }
+    });
+    let task = wait_until("the task to run on a", PATIENCE, || async {
+        let (_, list) = call(
+            &http,
+            &agent,
+            reqwest::Method::GET,
+            b.url("/api/tasks"),
+            None,
+        )
+        .await;
+        match list.as_array().and_then(|l| l.first()) {
+            Some(t) if t["status"] == "running" => {
+                Ok(t["task_id"].as_str().unwrap_or_default().to_owned())
+            }
+            _ => Err(format!(
+                "{list} (run ended: {:?}) {}",
+                outcome.lock().unwrap(),
+                a.warnings()
+            )),
+        }
+    })
+    .await;
+    assert!(task.starts_with("t"), "{task}");
+    let (st, body) = call(
+        &http,
+        &agent,
+        reqwest::Method::POST,
+        b.url(&format!("/api/tasks/{task}/abort")),
+        None,
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "abort via b: {body}\n{}", b.warnings());
+    assert_eq!(body["status"], "aborted", "{body}");
+    // The loop on `a` stopped: the run call there returns aborted at once,
+    // not after the model's two minutes.
+    let (st, ran) = tokio::time::timeout(Duration::from_secs(30), run)
+        .await
+        .expect("the run call ended with the abort")
+        .unwrap();
+    assert_eq!(ran["status"], "aborted", "{st}: {ran}");
+}

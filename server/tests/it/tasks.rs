@@ -21,7 +21,7 @@ use crate::site;
 
 /// What the fake model answers next.
 #[derive(Clone)]
-enum Reply {
+pub(crate) enum Reply {
     /// A chat completion with this text.
     Text(&'static str),
     /// An HTTP error.
@@ -41,7 +41,7 @@ struct Seen {
 }
 
 #[derive(Clone, Default)]
-struct Fake {
+pub(crate) struct Fake {
     script: Arc<Mutex<VecDeque<Reply>>>,
     seen: Arc<Mutex<Vec<Seen>>>,
 }
@@ -110,7 +110,7 @@ async fn completions(
 }
 
 /// Starts the fake model on a free loopback port with `script`.
-async fn fake_model(script: Vec<Reply>) -> (SocketAddr, Fake) {
+pub(crate) async fn fake_model(script: Vec<Reply>) -> (SocketAddr, Fake) {
     let fake = Fake::default();
     fake.script.lock().unwrap().extend(script);
     let app = axum::Router::new()

@@ -232,7 +232,7 @@ async fn send(
         parts.method.as_str(),
         &path,
         &bytes,
-        &owner.tenant,
+        owner.tenant.as_str(),
         &owner.key_id,
     ) else {
         return Err(Failure::Unreachable("no cluster_secret".into()));

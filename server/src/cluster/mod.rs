@@ -28,6 +28,7 @@
 
 pub mod forward;
 pub mod hop;
+pub mod internal;
 pub mod notify;
 
 use std::collections::HashMap;
@@ -539,14 +540,14 @@ impl Cluster {
         method: &str,
         path: &str,
         body: &[u8],
-        tenant: &TenantId,
+        tenant: &str,
         key_id: &str,
     ) -> Option<String> {
         let secret = self.0.secret.as_ref()?;
         let claims = hop::Claims {
             ts: now_ms(),
             nonce: hex::encode(rand::random::<[u8; 16]>()),
-            tenant: tenant.to_string(),
+            tenant: tenant.to_owned(),
             key_id: key_id.to_owned(),
             to: to.to_owned(),
         };

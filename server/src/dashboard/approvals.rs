@@ -26,14 +26,21 @@ fn view(p: Pending) -> ApprovalView {
     }
 }
 
+/// This replica's pending approvals and every other replica's, oldest
+/// first.
+async fn every_pending(state: &AppState, op: &Operator) -> Vec<Pending> {
+    let mut all = state.sessions.approvals().list();
+    all.extend(state.cluster.remote_approvals(&op.id).await);
+    all.sort_by_key(|p| p.created_at);
+    all
+}
+
 #[async_trait::async_trait]
 impl ApprovalsBackend for AppState {
-    async fn approvals(&self, _op: &Operator) -> UiResult<ApprovalsView> {
+    async fn approvals(&self, op: &Operator) -> UiResult<ApprovalsView> {
         Ok(ApprovalsView {
-            pending: self
-                .sessions
-                .approvals()
-                .list()
+            pending: every_pending(self, op)
+                .await
                 .into_iter()
                 .map(view)
                 .collect(),
@@ -41,13 +48,19 @@ impl ApprovalsBackend for AppState {
         })
     }
 
-    async fn approval_count(&self, _op: &Operator) -> UiResult<usize> {
-        Ok(self.sessions.approvals().count())
+    async fn approval_count(&self, op: &Operator) -> UiResult<usize> {
+        Ok(every_pending(self, op).await.len())
     }
 
     async fn decide_approval(&self, op: &Operator, id: String, approve: bool) -> UiResult<()> {
-        let result = match self.sessions.decide_approval(&id, approve, &op.id).await {
+        let local = self.sessions.decide_approval(&id, approve, &op.id).await;
+        // Not waiting here: the session may run on another replica.
+        let decided = match local {
             Ok(_) => Ok(()),
+            Err(DecideError::NotFound) => self.cluster.remote_decide(&id, approve, &op.id).await,
+        };
+        let result = match decided {
+            Ok(()) => Ok(()),
             Err(DecideError::NotFound) => Err(UiError::conflict(
                 "this action is no longer waiting: it was decided, timed out or withdrawn",
             )),

@@ -25,11 +25,20 @@ pub async fn thumb(State(state): State<AppState>, Path(id): Path<String>) -> Res
 
 /// A pending approval's screenshot (the target outlined); gone with the
 /// approval once it is decided, timed out or withdrawn.
-pub async fn approval(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+pub async fn approval(
+    State(state): State<AppState>,
+    axum::Extension(op): axum::Extension<app::api::auth::Operator>,
+    Path(id): Path<String>,
+) -> Response {
     if !crate::ids::is_random_id(crate::ids::APPROVAL, &id) {
         return crate::auth::ui_error(&UiError::not_found("approval"));
     }
-    match state.sessions.approvals().screenshot(&id) {
+    let jpeg = match state.sessions.approvals().screenshot(&id) {
+        Some(j) => Some(j.as_ref().clone()),
+        // Held by the replica whose session waits.
+        None => state.cluster.remote_screenshot(&id, &op.id).await,
+    };
+    match jpeg {
         Some(jpeg) => (
             [
                 (header::CONTENT_TYPE, "image/jpeg"),
@@ -37,7 +46,7 @@ pub async fn approval(State(state): State<AppState>, Path(id): Path<String>) -> 
                 (header::CACHE_CONTROL, "private, no-store"),
                 (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
             ],
-            jpeg.as_ref().clone(),
+            jpeg,
         )
             .into_response(),
         None => crate::auth::ui_error(&UiError::not_found("approval screenshot")),

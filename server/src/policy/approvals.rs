@@ -22,8 +22,8 @@ pub enum Decision {
 }
 
 /// What the dashboard shows of a pending approval (params redacted as in
-/// the audit log).
-#[derive(Debug, Clone, PartialEq)]
+/// the audit log). Serialised between replicas (`cluster::internal`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Pending {
     /// `apr_…`.
     pub id: String,

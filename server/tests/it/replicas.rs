@@ -624,3 +624,114 @@ async fn a_task_is_aborted_through_any_replica_and_its_loop_stops() {
         .unwrap();
     assert_eq!(ran["status"], "aborted", "{st}: {ran}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_waiting_on_one_replica_is_listed_shown_and_decided_on_another() {
+    use app::api::auth::Role;
+    let site = crate::site::start().await;
+    let allow = site.allow();
+    // `a`: in this process, where the operator's dashboard is.
+    let a = crate::helpers::session_app(
+        Backend::Postgres,
+        &allow,
+        &[
+            ("CORDON_APPROVAL_TIMEOUT_S", "60"),
+            ("CORDON_REPLICA_NAME", "a"),
+            ("CORDON_CLUSTER_SECRET", SECRET),
+        ],
+    )
+    .await;
+    let key = std::fs::read_to_string(a.db.dir.path().join("data/master.key")).unwrap();
+    // `b`: a `cordon serve` on the same database, where the session runs.
+    let b = Replica::start(
+        &a.db.dir.path().join("b"),
+        &a.db.url,
+        key.trim(),
+        "b",
+        &[
+            ("CORDON_EGRESS_ALLOW", allow.as_str()),
+            ("CORDON_APPROVAL_TIMEOUT_S", "60"),
+            ("CORDON_SANDBOX_DRIVER", "process"),
+        ],
+    );
+    let mut agent = a.agent("acme").await;
+    agent.base = b.url("");
+    let sid = agent.open(json!({})).await;
+    agent.navigate_ok(&sid, &site.url("/danger")).await;
+    let (_, cookie) = a.operator_session("olive", Role::Operator).await;
+
+    let click = {
+        let (agent, sid) = (agent.clone(), sid.clone());
+        tokio::spawn(async move {
+            agent
+                .tool(&sid, "click", json!({ "selector": "#delete span" }))
+                .await
+        })
+    };
+    let waiting = wait_until("b's approval listed on a", PATIENCE, || async {
+        let (status, v) = a.server_fn("list_approvals", "", Some(&cookie)).await;
+        let all = v["pending"].as_array().cloned().unwrap_or_default();
+        match all.as_slice() {
+            [one] if one["session"] == sid.as_str() => Ok(one.clone()),
+            _ => Err(format!("{status}: {v}\n{}", b.warnings())),
+        }
+    })
+    .await;
+    assert_eq!(waiting["action"], "tool.click", "{waiting}");
+    let id = waiting["id"].as_str().unwrap().to_owned();
+    let (status, count) = a.server_fn("pending_approvals", "", Some(&cookie)).await;
+    assert_eq!((status, count), (StatusCode::OK, json!(1)));
+    let shot = a
+        .http
+        .get(a.url(&format!("/ui/approvals/{id}/screenshot")))
+        .header("cookie", &cookie)
+        .header("host", format!("localhost:{}", a.addr.port()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(shot.status(), StatusCode::OK);
+    assert_eq!(shot.headers()["content-type"], "image/jpeg");
+    assert!(image::load_from_memory(&shot.bytes().await.unwrap()).is_ok());
+
+    // Decided on `a`: the call waiting on `b` runs.
+    let (status, v) = a
+        .server_fn(
+            "decide_approval",
+            &format!("id={id}&approve=true"),
+            Some(&cookie),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let answer = click.await.unwrap();
+    assert_eq!(answer.0, StatusCode::OK, "{}", answer.1);
+    // Once: a second decision finds nothing waiting anywhere.
+    let (status, _) = a
+        .server_fn(
+            "decide_approval",
+            &format!("id={id}&approve=false"),
+            Some(&cookie),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    let events = a.state.store.audit_page(0, 10_000).await.unwrap();
+    let decided: Vec<_> = events
+        .iter()
+        .filter(|e| e.action == "approval.decided")
+        .collect();
+    assert_eq!(decided.len(), 1, "{decided:?}");
+    assert!(
+        decided[0].actor.starts_with("operator:op_"),
+        "{:?}",
+        decided[0]
+    );
+
+    // The internal routes take only a hop signed for an operator.
+    let res = a
+        .http
+        .get(a.url("/api/internal/approvals"))
+        .bearer_auth(&agent.key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
+}

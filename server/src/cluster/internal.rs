@@ -1,0 +1,221 @@
+//! What the dashboard asks of the other replicas, over the same signed hop
+//! as forwarded agent calls: the risk gate's pending approvals live in the
+//! memory of the replica whose session waits, so the Approvals page lists
+//! every replica's, and a decision or a screenshot goes to the one that
+//! holds it. The routes are under `/api/internal/` (outside the dashboard's
+//! Host and Origin checks, JSON errors) and take only a hop signed for an
+//! operator (`tenant=_operator`, `key=<operator id>`); everything else is
+//! 401 `hop_refused`.
+
+use axum::Json;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+
+use super::{Cluster, hop};
+use crate::error::ApiError;
+use crate::policy::{DecideError, Pending};
+use crate::state::AppState;
+
+/// The claims' tenant of an operator's internal call.
+pub const OPERATOR: &str = "_operator";
+
+/// The operator an internal call acts for (its claims' key).
+#[derive(Debug, Clone)]
+pub struct InternalOperator(pub String);
+
+/// The internal routes.
+pub fn router(state: &AppState) -> axum::Router<AppState> {
+    axum::Router::new()
+        .route("/api/internal/approvals", get(list))
+        .route("/api/internal/approvals/{id}/decide", post(decide))
+        .route("/api/internal/approvals/{id}/screenshot", get(screenshot))
+        .route_layer(axum::middleware::from_fn_with_state(state.clone(), accept))
+}
+
+async fn accept(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let Some(value) = req.headers().get(hop::HEADER) else {
+        return ApiError::HopRefused.into_response();
+    };
+    let value = value.to_str().unwrap_or_default().to_owned();
+    let (mut parts, body) = req.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return ApiError::PayloadTooLarge("request body is too large".into()).into_response();
+    };
+    let path = parts
+        .uri
+        .path_and_query()
+        .map_or_else(|| parts.uri.path().to_owned(), |p| p.as_str().to_owned());
+    match state
+        .cluster
+        .accept(&value, parts.method.as_str(), &path, &bytes)
+    {
+        Ok(c) if c.tenant == OPERATOR => {
+            parts.extensions.insert(InternalOperator(c.key_id));
+            next.run(Request::from_parts(parts, Body::from(bytes)))
+                .await
+        }
+        Ok(_) => {
+            tracing::warn!(path = %parts.uri.path(), "internal call refused: not an operator's");
+            ApiError::HopRefused.into_response()
+        }
+        Err(refusal) => {
+            tracing::warn!(reason = %refusal, path = %parts.uri.path(), "internal call refused");
+            ApiError::HopRefused.into_response()
+        }
+    }
+}
+
+async fn list(State(state): State<AppState>) -> Json<Vec<Pending>> {
+    Json(state.sessions.approvals().list())
+}
+
+#[derive(serde::Deserialize)]
+struct DecideBody {
+    approve: bool,
+}
+
+async fn decide(
+    State(state): State<AppState>,
+    axum::Extension(InternalOperator(op)): axum::Extension<InternalOperator>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let Ok(DecideBody { approve }) = serde_json::from_slice(&body) else {
+        return ApiError::BadRequest("expected {\"approve\": bool}".into()).into_response();
+    };
+    match state.sessions.decide_approval(&id, approve, &op).await {
+        Ok(p) => Json(p).into_response(),
+        Err(DecideError::NotFound) => ApiError::NotFound("approval").into_response(),
+    }
+}
+
+async fn screenshot(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+    match state.sessions.approvals().screenshot(&id) {
+        Some(jpeg) => (
+            [(header::CONTENT_TYPE, HeaderValue::from_static("image/jpeg"))],
+            jpeg.as_ref().clone(),
+        )
+            .into_response(),
+        None => ApiError::NotFound("approval").into_response(),
+    }
+}
+
+impl Cluster {
+    /// The other replicas up now: `(name, base URL)`.
+    pub async fn others(&self) -> anyhow::Result<Vec<(String, String)>> {
+        let now = crate::time::now_ms();
+        Ok(self
+            .0
+            .store
+            .replicas_up()
+            .await?
+            .into_iter()
+            .filter(|r| r.name != self.0.name && now - r.heartbeat_at <= self.0.lost_after_ms)
+            .filter_map(|r| Some((r.name, r.advertise_url?)))
+            .collect())
+    }
+
+    /// One internal call to replica `to` at `base`, for operator `op`.
+    async fn internal(
+        &self,
+        to: &str,
+        base: &str,
+        method: Method,
+        path: &str,
+        body: Vec<u8>,
+        op: &str,
+    ) -> anyhow::Result<reqwest::Response> {
+        let signed = self
+            .sign(to, method.as_str(), path, &body, OPERATOR, op)
+            .ok_or_else(|| anyhow::anyhow!("no cluster_secret"))?;
+        let res = self
+            .client()
+            .request(method, format!("{base}{path}"))
+            .header(hop::HEADER, signed)
+            .header(header::CONTENT_TYPE, "application/json")
+            .timeout(std::time::Duration::from_secs(10))
+            .body(body)
+            .send()
+            .await?;
+        Ok(res)
+    }
+
+    /// Every other replica's pending approvals (a replica that does not
+    /// answer is skipped and logged).
+    pub async fn remote_approvals(&self, op: &str) -> Vec<Pending> {
+        let Ok(others) = self.others().await else {
+            return Vec::new();
+        };
+        let calls = others.iter().map(|(name, base)| async move {
+            let res = self
+                .internal(name, base, Method::GET, "/api/internal/approvals", Vec::new(), op)
+                .await;
+            match res {
+                Ok(r) if r.status() == StatusCode::OK => r.json::<Vec<Pending>>().await.ok(),
+                Ok(r) => {
+                    tracing::warn!(replica = %name, status = %r.status(), "approvals of a replica: refused");
+                    None
+                }
+                Err(e) => {
+                    tracing::warn!(replica = %name, error = %e, "approvals of a replica: unreachable");
+                    None
+                }
+            }
+        });
+        futures::future::join_all(calls)
+            .await
+            .into_iter()
+            .flatten()
+            .flatten()
+            .collect()
+    }
+
+    /// Decides approval `id` on the replica that holds it.
+    pub async fn remote_decide(
+        &self,
+        id: &str,
+        approve: bool,
+        op: &str,
+    ) -> Result<(), DecideError> {
+        if !crate::ids::is_random_id(crate::ids::APPROVAL, id) {
+            return Err(DecideError::NotFound);
+        }
+        let others = self.others().await.map_err(|_| DecideError::NotFound)?;
+        let body =
+            serde_json::to_vec(&serde_json::json!({ "approve": approve })).unwrap_or_default();
+        for (name, base) in others {
+            let path = format!("/api/internal/approvals/{id}/decide");
+            if let Ok(r) = self
+                .internal(&name, &base, Method::POST, &path, body.clone(), op)
+                .await
+                && r.status() == StatusCode::OK
+            {
+                return Ok(());
+            }
+        }
+        Err(DecideError::NotFound)
+    }
+
+    /// Approval `id`'s screenshot from the replica that holds it.
+    pub async fn remote_screenshot(&self, id: &str, op: &str) -> Option<Vec<u8>> {
+        if !crate::ids::is_random_id(crate::ids::APPROVAL, id) {
+            return None;
+        }
+        for (name, base) in self.others().await.ok()? {
+            let path = format!("/api/internal/approvals/{id}/screenshot");
+            if let Ok(r) = self
+                .internal(&name, &base, Method::GET, &path, Vec::new(), op)
+                .await
+                && r.status() == StatusCode::OK
+                && let Ok(b) = r.bytes().await
+            {
+                return Some(b.to_vec());
+            }
+        }
+        None
+    }
+}

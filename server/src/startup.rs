@@ -346,7 +346,13 @@ fn router(
     let ui = Router::new()
         .merge(auth::router())
         .route("/ui/events", get(dashboard::events))
-        .route("/live/{session}", get(crate::live::handler))
+        .route(
+            "/live/{session}",
+            get(crate::live::handler).route_layer(middleware::from_fn_with_state(
+                state.clone(),
+                crate::cluster::live::route,
+            )),
+        )
         .route("/ui/credentials/export", get(dashboard::export))
         .route("/ui/screenshots/{id}", get(dashboard::screenshot))
         .route(

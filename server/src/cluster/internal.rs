@@ -33,6 +33,7 @@ pub fn router(state: &AppState) -> axum::Router<AppState> {
         .route("/api/internal/approvals", get(list))
         .route("/api/internal/approvals/{id}/decide", post(decide))
         .route("/api/internal/approvals/{id}/screenshot", get(screenshot))
+        .route("/api/internal/live/{session}", get(super::live::serve))
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), accept))
 }
 

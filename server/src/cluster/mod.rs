@@ -29,6 +29,7 @@
 pub mod forward;
 pub mod hop;
 pub mod internal;
+pub mod live;
 pub mod notify;
 
 use std::collections::HashMap;
@@ -466,6 +467,18 @@ impl Cluster {
             return Ok(None);
         };
         if row.status != "running" || row.host == self.0.name {
+            return Ok(None);
+        }
+        Ok(Some(row.host))
+    }
+
+    /// The replica that runs session `id` (any tenant's: the dashboard's
+    /// view), when it is another one and the session has not ended.
+    pub async fn session_elsewhere(&self, id: &str) -> anyhow::Result<Option<String>> {
+        let Some(row) = self.0.store.session_find(id).await? else {
+            return Ok(None);
+        };
+        if row.state.is_ended() || row.host == self.0.name {
             return Ok(None);
         }
         Ok(Some(row.host))

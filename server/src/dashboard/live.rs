@@ -17,14 +17,22 @@ use crate::vault::Domain;
 impl LiveBackend for AppState {
     async fn live_ticket(&self, op: &Operator, session: String) -> UiResult<LiveAccess> {
         let result = async {
-            let live = self
-                .sessions
-                .find_live(&session)
+            let id = match self.sessions.find_live(&session).await {
+                Ok(live) => live.id.to_string(),
+                // Running on another replica: the view is carried there.
+                Err(e) => match self.cluster.session_elsewhere(&session).await {
+                    Ok(Some(_)) => session.clone(),
+                    _ => return Err(session_error(&session, "finding the session", e)),
+                },
+            };
+            let ticket = self
+                .live
+                .tickets
+                .issue(&self.store, &op.id, &id)
                 .await
-                .map_err(|e| session_error(&session, "finding the session", e))?;
-            let ticket = self.live.tickets.issue(&op.id, live.id.as_str());
+                .map_err(|e| internal("issuing a live view ticket", e))?;
             Ok(LiveAccess {
-                path: format!("/live/{}?ticket={ticket}", live.id),
+                path: format!("/live/{id}?ticket={ticket}"),
                 expires_in_s: TICKET_TTL_S,
                 may_control: op.role.allows(Role::Operator),
             })

@@ -19,7 +19,7 @@ mod ticket;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-pub use socket::handler;
+pub use socket::{handler, serve_view};
 pub use stream::Encoding;
 pub use ticket::{TICKET_TTL_S, Ticket, TicketError, Tickets};
 

@@ -90,7 +90,12 @@ pub async fn handler(
             .await;
         }
     };
-    if let Err(e) = state.live.tickets.redeem(&q.ticket, &op.id, &session) {
+    if let Err(e) = state
+        .live
+        .tickets
+        .redeem(&state.store, &q.ticket, &op.id, &session)
+        .await
+    {
         return refuse(UiError::forbidden(e.to_string())).await;
     }
     let live = match state.sessions.find_live(&session).await {
@@ -109,6 +114,18 @@ pub async fn handler(
     let dash = dash
         .and_then(|Extension(s)| s.id())
         .map(|id| token_hash(&id.to_string()));
+    serve_view(state, live, op, dash, ws)
+}
+
+/// Runs the view of `live` for `op` on an accepted upgrade (`dash`: the
+/// hash of the dashboard session behind it, checked while it runs).
+pub fn serve_view(
+    state: AppState,
+    live: Arc<LiveSession>,
+    op: Operator,
+    dash: Option<String>,
+    ws: WebSocketUpgrade,
+) -> Response {
     ws.max_message_size(MAX_CLIENT_MESSAGE * 4)
         .on_upgrade(move |socket| async move {
             Connection::run(state, live, op, dash, socket).await;

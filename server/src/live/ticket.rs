@@ -1,21 +1,20 @@
 //! Tickets for the live view's WebSocket: a URL carries one, so it must be
 //! worthless soon and after one use. Each is 256 random bits, kept only as
-//! its SHA-256, valid [`TICKET_TTL_S`] seconds, bound to one operator and
-//! one session, and removed when used (or tried with the wrong session or
+//! its SHA-256 (in the database, so any replica takes a ticket another
+//! issued), valid [`TICKET_TTL_S`] seconds, bound to one operator and one
+//! session, and removed when used (or tried with the wrong session or
 //! operator).
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-
 use crate::ids::{secret_token, token_hash};
+use crate::store::Store;
 use crate::time::now_ms;
 
 /// How long a ticket stays valid, in seconds.
 pub const TICKET_TTL_S: u64 = 30;
 
-/// Tickets handed out and not yet used, by hash.
+/// Issues and takes tickets (their hashes live in the store).
 #[derive(Default)]
-pub struct Tickets(Mutex<HashMap<String, Ticket>>);
+pub struct Tickets;
 
 /// What a ticket allows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +39,9 @@ pub enum TicketError {
     /// Issued for another session or another operator.
     #[error("the live view ticket was issued for another session or operator")]
     Mismatch,
+    /// The database did not answer.
+    #[error("the live view ticket could not be checked; retry")]
+    Unavailable,
 }
 
 impl TicketError {
@@ -49,6 +51,7 @@ impl TicketError {
             Self::Unknown => "ticket_unknown",
             Self::Expired => "ticket_expired",
             Self::Mismatch => "ticket_mismatch",
+            Self::Unavailable => "ticket_unavailable",
         }
     }
 }
@@ -58,25 +61,31 @@ const MAX_TICKET_LEN: usize = 128;
 
 impl Tickets {
     /// Issues a ticket for `operator_id` to watch `session_id`.
-    pub fn issue(&self, operator_id: &str, session_id: &str) -> String {
+    pub async fn issue(
+        &self,
+        store: &Store,
+        operator_id: &str,
+        session_id: &str,
+    ) -> anyhow::Result<String> {
         let token = secret_token("lvt_");
         let now = now_ms();
-        let mut map = self.0.lock().expect("tickets lock");
-        map.retain(|_, t| t.expires_at > now);
-        map.insert(
-            token_hash(&token),
-            Ticket {
-                operator_id: operator_id.to_owned(),
-                session_id: session_id.to_owned(),
-                expires_at: now + i64::try_from(TICKET_TTL_S).unwrap_or(30) * 1000,
-            },
-        );
-        token
+        let expires_at = now + i64::try_from(TICKET_TTL_S).unwrap_or(30) * 1000;
+        store
+            .ticket_insert(
+                &token_hash(&token),
+                operator_id,
+                session_id,
+                expires_at,
+                now,
+            )
+            .await?;
+        Ok(token)
     }
 
     /// Uses a ticket: it is gone afterwards, whatever the answer.
-    pub fn redeem(
+    pub async fn redeem(
         &self,
+        store: &Store,
         token: &str,
         operator_id: &str,
         session_id: &str,
@@ -84,31 +93,25 @@ impl Tickets {
         if token.is_empty() || token.len() > MAX_TICKET_LEN {
             return Err(TicketError::Unknown);
         }
-        let ticket = self
-            .0
-            .lock()
-            .expect("tickets lock")
-            .remove(&token_hash(token))
+        let (op, session, expires_at) = store
+            .ticket_take(&token_hash(token))
+            .await
+            .map_err(|e| {
+                tracing::error!(error = %format!("{e:#}"), "live view ticket lookup failed");
+                TicketError::Unavailable
+            })?
             .ok_or(TicketError::Unknown)?;
-        if ticket.expires_at <= now_ms() {
+        if expires_at <= now_ms() {
             return Err(TicketError::Expired);
         }
-        if ticket.operator_id != operator_id || ticket.session_id != session_id {
+        if op != operator_id || session != session_id {
             return Err(TicketError::Mismatch);
         }
-        Ok(ticket)
-    }
-
-    /// Tickets waiting (for tests and metrics).
-    pub fn pending(&self) -> usize {
-        self.0.lock().expect("tickets lock").len()
-    }
-
-    #[cfg(test)]
-    fn age(&self, by_ms: i64) {
-        for t in self.0.lock().expect("tickets lock").values_mut() {
-            t.expires_at -= by_ms;
-        }
+        Ok(Ticket {
+            operator_id: op,
+            session_id: session,
+            expires_at,
+        })
     }
 }
 
@@ -116,40 +119,83 @@ impl Tickets {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_ticket_works_once_for_its_operator_and_session() {
-        let t = Tickets::default();
-        let token = t.issue("op_a", "s_1");
+    async fn store() -> Store {
+        let store = Store::connect(&secrecy::SecretString::from("sqlite::memory:".to_owned()))
+            .await
+            .unwrap();
+        store.migrate().await.unwrap();
+        store
+    }
+
+    #[tokio::test]
+    async fn a_ticket_works_once_for_its_operator_and_session() {
+        let (t, s) = (Tickets, store().await);
+        let token = t.issue(&s, "op_a", "s_1").await.unwrap();
         assert!(token.starts_with("lvt_") && token.len() > 40, "{token}");
-        assert_eq!(t.redeem(&token, "op_a", "s_1").unwrap().session_id, "s_1");
-        assert_eq!(t.redeem(&token, "op_a", "s_1"), Err(TicketError::Unknown));
-    }
-
-    #[test]
-    fn another_session_or_operator_is_refused_and_uses_the_ticket_up() {
-        let t = Tickets::default();
-        let token = t.issue("op_a", "s_1");
-        assert_eq!(t.redeem(&token, "op_a", "s_2"), Err(TicketError::Mismatch));
-        assert_eq!(t.redeem(&token, "op_a", "s_1"), Err(TicketError::Unknown));
-        let token = t.issue("op_a", "s_1");
-        assert_eq!(t.redeem(&token, "op_b", "s_1"), Err(TicketError::Mismatch));
-    }
-
-    #[test]
-    fn expired_unknown_and_hostile_tickets_are_refused() {
-        let t = Tickets::default();
-        let token = t.issue("op_a", "s_1");
-        t.age(i64::try_from(TICKET_TTL_S).unwrap() * 1000 + 1);
-        assert_eq!(t.redeem(&token, "op_a", "s_1"), Err(TicketError::Expired));
-        assert_eq!(t.redeem("", "op_a", "s_1"), Err(TicketError::Unknown));
         assert_eq!(
-            t.redeem(&"x".repeat(10_000), "op_a", "s_1"),
+            t.redeem(&s, &token, "op_a", "s_1")
+                .await
+                .unwrap()
+                .session_id,
+            "s_1"
+        );
+        assert_eq!(
+            t.redeem(&s, &token, "op_a", "s_1").await,
+            Err(TicketError::Unknown)
+        );
+    }
+
+    #[tokio::test]
+    async fn another_session_or_operator_is_refused_and_uses_the_ticket_up() {
+        let (t, s) = (Tickets, store().await);
+        let token = t.issue(&s, "op_a", "s_1").await.unwrap();
+        assert_eq!(
+            t.redeem(&s, &token, "op_a", "s_2").await,
+            Err(TicketError::Mismatch)
+        );
+        assert_eq!(
+            t.redeem(&s, &token, "op_a", "s_1").await,
+            Err(TicketError::Unknown)
+        );
+        let token = t.issue(&s, "op_a", "s_1").await.unwrap();
+        assert_eq!(
+            t.redeem(&s, &token, "op_b", "s_1").await,
+            Err(TicketError::Mismatch)
+        );
+    }
+
+    #[tokio::test]
+    async fn expired_unknown_and_hostile_tickets_are_refused_and_only_hashes_are_kept() {
+        let (t, s) = (Tickets, store().await);
+        let token = t.issue(&s, "op_a", "s_1").await.unwrap();
+        let stored: Vec<String> = sqlx::query_scalar("SELECT hash FROM live_tickets")
+            .fetch_all(s.pool())
+            .await
+            .unwrap();
+        assert_eq!(stored, [token_hash(&token)], "the hash, never the ticket");
+        sqlx::query("UPDATE live_tickets SET expires_at = expires_at - 31000")
+            .execute(s.pool())
+            .await
+            .unwrap();
+        assert_eq!(
+            t.redeem(&s, &token, "op_a", "s_1").await,
+            Err(TicketError::Expired)
+        );
+        assert_eq!(
+            t.redeem(&s, "", "op_a", "s_1").await,
+            Err(TicketError::Unknown)
+        );
+        assert_eq!(
+            t.redeem(&s, &"x".repeat(10_000), "op_a", "s_1").await,
             Err(TicketError::Unknown)
         );
         // Expired ones are swept at the next issue.
-        t.issue("op_a", "s_1");
-        t.age(i64::try_from(TICKET_TTL_S).unwrap() * 1000 + 1);
-        t.issue("op_a", "s_1");
-        assert_eq!(t.pending(), 1);
+        t.issue(&s, "op_a", "s_1").await.unwrap();
+        sqlx::query("UPDATE live_tickets SET expires_at = expires_at - 31000")
+            .execute(s.pool())
+            .await
+            .unwrap();
+        t.issue(&s, "op_a", "s_1").await.unwrap();
+        assert_eq!(s.tickets_pending().await.unwrap(), 1);
     }
 }

@@ -15,6 +15,7 @@ pub mod replicas;
 pub mod sessions;
 pub mod tasks;
 pub mod tenants;
+pub mod tickets;
 pub mod vault;
 
 use std::sync::Arc;

@@ -632,3 +632,64 @@ async fn a_popup_is_followed_as_a_tab_and_tabs_and_addresses_are_driven_from_the
     }
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_view_of_a_session_on_another_replica_is_carried_there_and_driven() {
+    use crate::replicas::{Replica, SECRET};
+    let site = site::start().await;
+    let allow = site.allow();
+    // The operator's dashboard is on `a` (this process); the session runs
+    // on `b` (a `cordon serve` on the same PostgreSQL).
+    let app = session_app(
+        Backend::Postgres,
+        &allow,
+        &[
+            ("CORDON_REPLICA_NAME", "a"),
+            ("CORDON_CLUSTER_SECRET", SECRET),
+        ],
+    )
+    .await;
+    let key = std::fs::read_to_string(app.db.dir.path().join("data/master.key")).unwrap();
+    let b = Replica::start(
+        &app.db.dir.path().join("b"),
+        &app.db.url,
+        key.trim(),
+        "b",
+        &[
+            ("CORDON_EGRESS_ALLOW", allow.as_str()),
+            ("CORDON_SANDBOX_DRIVER", "process"),
+        ],
+    );
+    let mut agent = app.agent("acme").await;
+    agent.base = b.url("");
+    let sid = agent.open(json!({})).await;
+    agent.navigate_ok(&sid, &site.url("/pad")).await;
+    let (_, cookie) = app.operator_session("olive", Role::Operator).await;
+
+    let path = ticket(&app, &sid, &cookie).await;
+    let mut view = connect(&app, &path, Some(&cookie))
+        .await
+        .unwrap_or_else(|e| panic!("upgrade on a: {e:?}\n{}", b.warnings()));
+    view.wait_title("ready").await;
+    // Frames come through the carried connection.
+    view.wait_for("a frame's metadata", |v| v["type"] == "frame")
+        .await;
+    // And input goes the other way: take control, click the pad.
+    view.send(json!({ "type": "take_control" })).await;
+    let control = view
+        .wait_for("control taken", |v| {
+            v["type"] == "control" && v["yours"] == true
+        })
+        .await;
+    assert_eq!(control["holder"], "olive");
+    view.click(300.0, 300.0).await;
+    view.wait_title("clicked 1").await;
+    // The agent on `b` is refused while the operator holds it.
+    let refused = agent.tool(&sid, "click", json!({ "x": 10, "y": 10 })).await;
+    assert_error(&refused, StatusCode::CONFLICT, "operator_has_control");
+    // The ticket was taken on `a`: used again, it is refused.
+    assert_eq!(
+        connect(&app, &path, Some(&cookie)).await.err().map(|e| e.0),
+        Some(403)
+    );
+}

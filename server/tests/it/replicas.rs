@@ -16,18 +16,24 @@ use serde_json::{Value, json};
 
 use crate::helpers::{Backend, PATIENCE, ServeProcess, TestDb, cordon_cli, wait_until};
 
-const SECRET: &str = "a-test-cluster-secret-of-forty-characters";
+pub(crate) const SECRET: &str = "a-test-cluster-secret-of-forty-characters";
 
 /// A replica and its log lines (drained, so the pipe never fills; printed
 /// when a test fails).
-struct Replica {
+pub(crate) struct Replica {
     name: String,
     proc: Option<ServeProcess>,
     log: Arc<Mutex<Vec<String>>>,
 }
 
 impl Replica {
-    fn start(dir: &Path, db: &str, key: &str, name: &str, extra: &[(&str, &str)]) -> Self {
+    pub(crate) fn start(
+        dir: &Path,
+        db: &str,
+        key: &str,
+        name: &str,
+        extra: &[(&str, &str)],
+    ) -> Self {
         std::fs::create_dir_all(dir).unwrap();
         let mut env = vec![
             ("CORDON_DATABASE_URL", db),
@@ -58,7 +64,7 @@ impl Replica {
         }
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.proc.as_ref().expect("running").addr)
     }
 
@@ -69,7 +75,7 @@ impl Replica {
         }
     }
 
-    fn warnings(&self) -> String {
+    pub(crate) fn warnings(&self) -> String {
         self.log
             .lock()
             .unwrap()

@@ -1,0 +1,178 @@
+//! The live view of a session another replica runs: the operator's
+//! WebSocket reaches whichever replica the load balancer picks; that one
+//! takes the ticket (tickets live in the database) and, when the session
+//! runs elsewhere, carries the upgrade to the session's replica over the
+//! signed hop and splices the two connections byte for byte. The session's
+//! replica runs the view as if the operator were its own (their role and
+//! dashboard session are read from the shared database).
+
+use axum::body::Body;
+use axum::extract::{Path, Request, State, WebSocketUpgrade};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use hyper_util::rt::TokioIo;
+
+use super::internal::{InternalOperator, OPERATOR};
+use crate::state::AppState;
+
+/// Headers of the browser's upgrade carried to the session's replica.
+const CARRIED: [header::HeaderName; 2] = [header::SEC_WEBSOCKET_KEY, header::SEC_WEBSOCKET_VERSION];
+
+/// Route layer of `/live/{session}`: a session of this replica (or none)
+/// goes to the live view's handler; one running elsewhere is carried there
+/// once its ticket is taken here.
+pub async fn route(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let Some(session) = req.uri().path().strip_prefix("/live/").map(str::to_owned) else {
+        return next.run(req).await;
+    };
+    if state.sessions.is_local(&session) {
+        return next.run(req).await;
+    }
+    let Ok(Some(replica)) = state.cluster.session_elsewhere(&session).await else {
+        return next.run(req).await;
+    };
+    let Some(op) = req.extensions().get::<app::api::auth::Operator>().cloned() else {
+        return next.run(req).await;
+    };
+    let ticket = req
+        .uri()
+        .query()
+        .and_then(|q| {
+            url::form_urlencoded::parse(q.as_bytes())
+                .find(|(k, _)| k == "ticket")
+                .map(|(_, v)| v.into_owned())
+        })
+        .unwrap_or_default();
+    if let Err(e) = state
+        .live
+        .tickets
+        .redeem(&state.store, &ticket, &op.id, &session)
+        .await
+    {
+        return crate::auth::ui_error(&app::error::UiError::forbidden(e.to_string()));
+    }
+    let dash = req
+        .extensions()
+        .get::<tower_sessions::Session>()
+        .and_then(tower_sessions::Session::id)
+        .map(|id| crate::ids::token_hash(&id.to_string()))
+        .unwrap_or_default();
+    match carry(&state, req, &replica, &session, &op.id, &dash).await {
+        Ok(res) => res,
+        Err(why) => {
+            tracing::warn!(replica = %replica, reason = %why, "live view: cannot reach the session's replica");
+            crate::auth::ui_error(&app::error::UiError::Unavailable {
+                message: "the replica that runs this session cannot be reached; retry shortly"
+                    .into(),
+            })
+        }
+    }
+}
+
+async fn carry(
+    state: &AppState,
+    mut req: Request,
+    replica: &str,
+    session: &str,
+    op: &str,
+    dash: &str,
+) -> Result<Response, String> {
+    let base = match state.cluster.peer(replica).await {
+        Ok(super::Peer::Up(base)) => base,
+        other => return Err(format!("{other:?}")),
+    };
+    let authority = base
+        .strip_prefix("http://")
+        .ok_or("the live view's hop needs an http:// advertise_url")?
+        .to_owned();
+    let path = format!("/api/internal/live/{session}?dash={dash}");
+    let signed = state
+        .cluster
+        .sign(replica, "GET", &path, b"", OPERATOR, op)
+        .ok_or("no cluster_secret")?;
+    let downstream = req
+        .extensions_mut()
+        .remove::<hyper::upgrade::OnUpgrade>()
+        .ok_or("not an upgrade")?;
+    let tcp = tokio::net::TcpStream::connect(&authority)
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    let _ = tcp.set_nodelay(true);
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+        .await
+        .map_err(|e| format!("handshake: {e}"))?;
+    tokio::spawn(conn.with_upgrades());
+    let mut up = axum::http::Request::get(&path)
+        .header(header::HOST, &authority)
+        .header(header::CONNECTION, "upgrade")
+        .header(header::UPGRADE, "websocket")
+        .header(super::hop::HEADER, signed);
+    for name in CARRIED {
+        if let Some(v) = req.headers().get(&name) {
+            up = up.header(name, v);
+        }
+    }
+    let up = up
+        .body(http_body_util::Empty::<axum::body::Bytes>::new())
+        .map_err(|e| format!("request: {e}"))?;
+    let res = sender
+        .send_request(up)
+        .await
+        .map_err(|e| format!("send: {e}"))?;
+    if res.status() != StatusCode::SWITCHING_PROTOCOLS {
+        return Err(format!("the session's replica answered {}", res.status()));
+    }
+    let mut out = Response::builder().status(StatusCode::SWITCHING_PROTOCOLS);
+    for name in [
+        header::UPGRADE,
+        header::CONNECTION,
+        header::SEC_WEBSOCKET_ACCEPT,
+    ] {
+        if let Some(v) = res.headers().get(&name) {
+            out = out.header(name, v);
+        }
+    }
+    let upstream = hyper::upgrade::on(res);
+    tokio::spawn(async move {
+        let (Ok(a), Ok(b)) = (downstream.await, upstream.await) else {
+            return;
+        };
+        let (mut a, mut b) = (TokioIo::new(a), TokioIo::new(b));
+        let _ = tokio::io::copy_bidirectional(&mut a, &mut b).await;
+    });
+    out.body(Body::empty()).map_err(|e| format!("answer: {e}"))
+}
+
+#[derive(serde::Deserialize)]
+pub(super) struct DashQuery {
+    #[serde(default)]
+    dash: String,
+}
+
+/// `GET /api/internal/live/{session}`: the carried upgrade, on the
+/// session's replica.
+pub(super) async fn serve(
+    State(state): State<AppState>,
+    axum::Extension(InternalOperator(op_id)): axum::Extension<InternalOperator>,
+    Path(session): Path<String>,
+    axum::extract::Query(q): axum::extract::Query<DashQuery>,
+    ws: WebSocketUpgrade,
+) -> Response {
+    let Ok(id) = op_id.parse::<crate::domain::OperatorId>() else {
+        return crate::error::ApiError::HopRefused.into_response();
+    };
+    let op = match state.auth.get(&id).await {
+        Ok(Some(row)) if row.disabled_at.is_none() => app::api::auth::Operator {
+            id: row.id.to_string(),
+            name: row.name,
+            role: row.role,
+        },
+        _ => return crate::error::ApiError::HopRefused.into_response(),
+    };
+    let Ok(live) = state.sessions.find_live(&session).await else {
+        return crate::error::ApiError::NotFound("session").into_response();
+    };
+    let dash = (!q.dash.is_empty()).then_some(q.dash);
+    crate::live::serve_view(state, live, op, dash, ws)
+}

@@ -372,6 +372,10 @@ fn router(
         .fallback(file_and_error_handler::<AppState, _>(shell))
         .layer(middleware::from_fn_with_state(
             state.clone(),
+            crate::cluster::dashboard::forward_fn,
+        ))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
             auth::authenticate,
         ))
         .layer(auth::session_layer(state.store.clone(), sessions));

@@ -147,6 +147,14 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
     if public(&path) {
         return next.run(req).await;
     }
+    // A session's call sent on by another replica (see
+    // `cluster::dashboard`): the hop names the operator.
+    if path.starts_with("/ui/fn/") && req.headers().contains_key(crate::cluster::hop::HEADER) {
+        return match crate::cluster::dashboard::operator_of_hop(&state, req).await {
+            Ok(req) => next.run(req).await,
+            Err(e) => ui_error(&e),
+        };
+    }
     let Some(session) = req.extensions().get::<Session>().cloned() else {
         tracing::error!("no session layer in front of the auth middleware");
         return ui_error(&UiError::internal("dashboard sessions are not configured"));

@@ -26,6 +26,7 @@
 //!   schema than a running replica's, or whose master key id differs from
 //!   one's, is refused, naming which.
 
+pub mod dashboard;
 pub mod forward;
 pub mod hop;
 pub mod internal;

@@ -692,4 +692,40 @@ async fn the_view_of_a_session_on_another_replica_is_carried_there_and_driven() 
         connect(&app, &path, Some(&cookie)).await.err().map(|e| e.0),
         Some(403)
     );
+
+    // The dashboard's calls on the session, made on `a`, act on `b`: hand
+    // back (the agent drives again), then end it.
+    let (status, v) = app
+        .server_fn("release_control", &format!("session={sid}"), Some(&cookie))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{v}\n{}", b.warnings());
+    let clicked = agent
+        .tool(&sid, "click", json!({ "x": 300, "y": 300 }))
+        .await;
+    assert_eq!(clicked.0, StatusCode::OK, "{}", clicked.1);
+    view.wait_title("clicked 2").await;
+    let (status, v) = app
+        .server_fn("end_session", &format!("id={sid}"), Some(&cookie))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let gone = agent.tool(&sid, "click", json!({ "x": 1, "y": 1 })).await;
+    assert_error(&gone, StatusCode::GONE, "gone");
+    let row = app.state.store.session_find(&sid).await.unwrap().unwrap();
+    assert_eq!(row.close_reason.map(|r| r.as_str()), Some("operator"));
+    // A forged hop on a session function is refused, whatever it names.
+    let forged = app
+        .http
+        .post(app.url("/ui/fn/end_session"))
+        .header("origin", format!("http://localhost:{}", app.addr.port()))
+        .header("host", format!("localhost:{}", app.addr.port()))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header(
+            "x-cordon-hop",
+            "v1 ts=1 nonce=x tenant=_operator key=op_x to=a sig=00",
+        )
+        .body(format!("id={sid}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), StatusCode::UNAUTHORIZED);
 }

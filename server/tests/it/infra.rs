@@ -72,9 +72,7 @@ fn manifest_files() -> BTreeMap<String, String> {
 
 fn parse_all(file: &str, text: &str) -> Vec<Value> {
     serde_yaml::Deserializer::from_str(text)
-        .map(|d| {
-            Value::deserialize(d).unwrap_or_else(|e| panic!("{file}: not valid YAML: {e}"))
-        })
+        .map(|d| Value::deserialize(d).unwrap_or_else(|e| panic!("{file}: not valid YAML: {e}")))
         .filter(|v| !v.is_null())
         .collect()
 }
@@ -215,11 +213,7 @@ fn assert_hardened(what: &str, pod_spec: &Value, container: &Value, uid: u64) {
         "{what}: allowPrivilegeEscalation is {:?}",
         c["allowPrivilegeEscalation"]
     );
-    assert_ne!(
-        c["privileged"].as_bool(),
-        Some(true),
-        "{what}: privileged"
-    );
+    assert_ne!(c["privileged"].as_bool(), Some(true), "{what}: privileged");
     assert_eq!(
         strs(&c["capabilities"]["drop"]),
         ["ALL"],
@@ -247,7 +241,9 @@ fn every_manifest_parses_has_a_known_kind_and_a_name() {
     let docs = docs();
     for d in &docs {
         assert!(
-            d.value["apiVersion"].as_str().is_some_and(|s| !s.is_empty()),
+            d.value["apiVersion"]
+                .as_str()
+                .is_some_and(|s| !s.is_empty()),
             "{}: a document without apiVersion: {:?}",
             d.file,
             d.value
@@ -258,7 +254,12 @@ fn every_manifest_parses_has_a_known_kind_and_a_name() {
             d.file,
             d.value["kind"]
         );
-        assert!(!d.name().is_empty(), "{}: {} without metadata.name", d.file, d.kind());
+        assert!(
+            !d.name().is_empty(),
+            "{}: {} without metadata.name",
+            d.file,
+            d.kind()
+        );
         if d.kind() != "Namespace" {
             assert_eq!(
                 d.value["metadata"]["namespace"].as_str(),
@@ -307,7 +308,10 @@ fn rbac_is_a_role_on_pods_in_the_namespace_only() {
         assert!(
             of_kind(&docs, kind).is_empty(),
             "found a {kind}: {:?}",
-            of_kind(&docs, kind).iter().map(|d| d.what()).collect::<Vec<_>>()
+            of_kind(&docs, kind)
+                .iter()
+                .map(|d| d.what())
+                .collect::<Vec<_>>()
         );
     }
     let roles = of_kind(&docs, "Role");
@@ -317,10 +321,7 @@ fn rbac_is_a_role_on_pods_in_the_namespace_only() {
         .as_sequence()
         .unwrap_or_else(|| panic!("{}: no rules", role.what()));
     let allowed: BTreeMap<&str, &[&str]> = BTreeMap::from([
-        (
-            "pods",
-            &["get", "list", "watch", "create", "delete"][..],
-        ),
+        ("pods", &["get", "list", "watch", "create", "delete"][..]),
         ("pods/status", &["get"][..]),
     ]);
     let mut granted = BTreeSet::new();
@@ -412,7 +413,10 @@ fn the_deployment_is_replicated_hardened_and_configured_for_the_kube_driver() {
     );
     assert!(
         !selects(&dep.value["spec"]["selector"], &browser_labels())
-            && pod_labels.get("app.kubernetes.io/managed-by").map(String::as_str) != Some("cordon"),
+            && pod_labels
+                .get("app.kubernetes.io/managed-by")
+                .map(String::as_str)
+                != Some("cordon"),
         "{what}: Cordon's own pods and the browser pods must not share a selector"
     );
     let spec = &tpl["spec"];
@@ -422,7 +426,8 @@ fn the_deployment_is_replicated_hardened_and_configured_for_the_kube_driver() {
         "{what}: serviceAccountName is {:?}",
         spec["serviceAccountName"]
     );
-    let anti = &spec["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"];
+    let anti =
+        &spec["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"];
     assert!(
         anti.as_sequence().is_some_and(|s| s.iter().any(|t| {
             t["podAffinityTerm"]["topologyKey"].as_str() == Some("kubernetes.io/hostname")
@@ -431,7 +436,12 @@ fn the_deployment_is_replicated_hardened_and_configured_for_the_kube_driver() {
         "{what}: no preferred anti-affinity across nodes: {anti:?}"
     );
     let containers = spec["containers"].as_sequence().unwrap();
-    assert_eq!(containers.len(), 1, "{what}: {} containers", containers.len());
+    assert_eq!(
+        containers.len(),
+        1,
+        "{what}: {} containers",
+        containers.len()
+    );
     let c = &containers[0];
     assert_hardened(&what, spec, c, 10001);
     for (probe, path) in [("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")] {
@@ -449,13 +459,21 @@ fn the_deployment_is_replicated_hardened_and_configured_for_the_kube_driver() {
     );
 
     let env = env_of(c);
-    let value = |k: &str| env.get(k).and_then(|e| e["value"].as_str()).map(str::to_owned);
+    let value = |k: &str| {
+        env.get(k)
+            .and_then(|e| e["value"].as_str())
+            .map(str::to_owned)
+    };
     let field = |k: &str| {
         env.get(k)
             .and_then(|e| e["valueFrom"]["fieldRef"]["fieldPath"].as_str())
             .map(str::to_owned)
     };
-    assert_eq!(field("CORDON_POD_IP").as_deref(), Some("status.podIP"), "{what}: env {env:?}");
+    assert_eq!(
+        field("CORDON_POD_IP").as_deref(),
+        Some("status.podIP"),
+        "{what}: env {env:?}"
+    );
     assert_eq!(
         field("CORDON_REPLICA_NAME").as_deref(),
         Some("metadata.name"),
@@ -467,7 +485,11 @@ fn the_deployment_is_replicated_hardened_and_configured_for_the_kube_driver() {
         Some("http://$(CORDON_POD_IP):8080"),
         "{what}: CORDON_ADVERTISE_URL"
     );
-    assert_eq!(value("CORDON_SANDBOX_DRIVER").as_deref(), Some("kube"), "{what}");
+    assert_eq!(
+        value("CORDON_SANDBOX_DRIVER").as_deref(),
+        Some("kube"),
+        "{what}"
+    );
     assert_eq!(
         value("CORDON_KUBE_EGRESS_HOST").as_deref(),
         Some("$(CORDON_POD_IP)"),
@@ -494,7 +516,11 @@ fn the_deployment_is_replicated_hardened_and_configured_for_the_kube_driver() {
         value("CORDON_BIND")
     );
     // Secrets come from the Secret, never inline.
-    for secret in ["CORDON_MASTER_KEY", "CORDON_CLUSTER_SECRET", "CORDON_DATABASE_URL"] {
+    for secret in [
+        "CORDON_MASTER_KEY",
+        "CORDON_CLUSTER_SECRET",
+        "CORDON_DATABASE_URL",
+    ] {
         assert!(
             !env.contains_key(secret),
             "{what}: {secret} is inline in env, not from the Secret"
@@ -508,7 +534,12 @@ fn the_deployment_is_replicated_hardened_and_configured_for_the_kube_driver() {
                 .collect()
         })
         .unwrap_or_default();
-    assert_eq!(from_secret, ["cordon"], "{what}: envFrom is {:?}", c["envFrom"]);
+    assert_eq!(
+        from_secret,
+        ["cordon"],
+        "{what}: envFrom is {:?}",
+        c["envFrom"]
+    );
 
     // The pod template file is mounted where CORDON_KUBE_POD_TEMPLATE says.
     let template_path = value("CORDON_KUBE_POD_TEMPLATE").expect("CORDON_KUBE_POD_TEMPLATE");
@@ -545,7 +576,10 @@ fn the_deployment_is_replicated_hardened_and_configured_for_the_kube_driver() {
         .filter_map(|m| m["mountPath"].as_str())
         .collect();
     for dir in ["/var/lib/cordon", "/tmp"] {
-        assert!(mounts.contains(&dir), "{what}: nothing mounted at {dir}: {mounts:?}");
+        assert!(
+            mounts.contains(&dir),
+            "{what}: nothing mounted at {dir}: {mounts:?}"
+        );
     }
     assert_eq!(
         value("CORDON_DATA_DIR").as_deref(),
@@ -559,7 +593,12 @@ fn the_browser_pod_template_is_locked_down() {
     let docs = docs();
     let pod = browser_pod(&docs);
     let what = "browser pod template";
-    assert_eq!(pod["kind"].as_str(), Some("Pod"), "{what}: kind {:?}", pod["kind"]);
+    assert_eq!(
+        pod["kind"].as_str(),
+        Some("Pod"),
+        "{what}: kind {:?}",
+        pod["kind"]
+    );
     let pod_labels = labels(&pod["metadata"]["labels"]);
     for (k, v) in BROWSER_LABELS {
         assert_eq!(
@@ -652,9 +691,9 @@ fn network_policies_fence_the_browser_pods() {
             .as_sequence()
             .unwrap_or_else(|| panic!("{what}: no {dir} rules"));
         for rule in rules {
-            let peers = rule[peer_key]
-                .as_sequence()
-                .unwrap_or_else(|| panic!("{what}: an {dir} rule without `{peer_key}` allows every peer: {rule:?}"));
+            let peers = rule[peer_key].as_sequence().unwrap_or_else(|| {
+                panic!("{what}: an {dir} rule without `{peer_key}` allows every peer: {rule:?}")
+            });
             for peer in peers {
                 assert!(
                     peer["ipBlock"].is_null() && peer["namespaceSelector"].is_null(),
@@ -691,7 +730,10 @@ fn network_policies_fence_the_browser_pods() {
         })
         .and_then(|x| x["value"].as_str())
         .unwrap_or_else(|| panic!("{}: no net.ipv4.ip_local_port_range sysctl", dep.what()));
-    let range: Vec<u64> = sysctl.split_whitespace().map(|n| n.parse().unwrap()).collect();
+    let range: Vec<u64> = sysctl
+        .split_whitespace()
+        .map(|n| n.parse().unwrap())
+        .collect();
     let egress = peers_are_cordon(&p.value["spec"]["egress"], "egress", "to");
     for rule in &egress {
         for port in rule["ports"].as_sequence().unwrap() {
@@ -731,17 +773,22 @@ fn network_policies_fence_the_browser_pods() {
     let egress = for_cordon[0].value["spec"]["egress"].as_sequence().unwrap();
     let to_browsers_cdp = egress.iter().any(|r| {
         r["to"].as_sequence().is_some_and(|to| {
-            to.iter().any(|peer| selects(&peer["podSelector"], &browsers))
-        }) && r["ports"].as_sequence().is_some_and(|p| {
-            p.iter().any(|p| p["port"].as_u64() == Some(9222))
-        })
+            to.iter()
+                .any(|peer| selects(&peer["podSelector"], &browsers))
+        }) && r["ports"]
+            .as_sequence()
+            .is_some_and(|p| p.iter().any(|p| p["port"].as_u64() == Some(9222)))
     });
-    assert!(to_browsers_cdp, "{}: no egress to the browsers' CDP port", for_cordon[0].what());
+    assert!(
+        to_browsers_cdp,
+        "{}: no egress to the browsers' CDP port",
+        for_cordon[0].what()
+    );
     for port in [53, 5432] {
         assert!(
-            egress.iter().any(|r| r["ports"].as_sequence().is_some_and(|p| {
-                p.iter().any(|p| p["port"].as_u64() == Some(port))
-            })),
+            egress.iter().any(|r| r["ports"]
+                .as_sequence()
+                .is_some_and(|p| { p.iter().any(|p| p["port"].as_u64() == Some(port)) })),
             "{}: no egress on port {port}",
             for_cordon[0].what()
         );
@@ -761,7 +808,9 @@ fn the_service_and_the_disruption_budget_select_cordons_pods() {
         svc.what()
     );
     assert!(
-        !selector.iter().all(|(k, v)| browser_labels().get(k) == Some(v)),
+        !selector
+            .iter()
+            .all(|(k, v)| browser_labels().get(k) == Some(v)),
         "{}: selects browser pods",
         svc.what()
     );
@@ -777,7 +826,12 @@ fn the_service_and_the_disruption_budget_select_cordons_pods() {
         svc.value["spec"]["type"]
     );
     let pdbs = of_kind(&docs, "PodDisruptionBudget");
-    assert_eq!(pdbs.len(), 1, "expected one PodDisruptionBudget, found {}", pdbs.len());
+    assert_eq!(
+        pdbs.len(),
+        1,
+        "expected one PodDisruptionBudget, found {}",
+        pdbs.len()
+    );
     let pdb = pdbs[0];
     assert_eq!(
         pdb.value["spec"]["minAvailable"].as_u64(),
@@ -798,7 +852,12 @@ fn the_service_and_the_disruption_budget_select_cordons_pods() {
 fn the_secret_is_a_template_of_placeholders() {
     let docs = docs();
     let secrets = of_kind(&docs, "Secret");
-    assert_eq!(secrets.len(), 1, "expected one Secret, found {}", secrets.len());
+    assert_eq!(
+        secrets.len(),
+        1,
+        "expected one Secret, found {}",
+        secrets.len()
+    );
     let s = secrets[0];
     assert!(
         s.value["data"].is_null(),
@@ -811,7 +870,11 @@ fn the_secret_is_a_template_of_placeholders() {
     let keys: BTreeSet<&str> = data.keys().filter_map(|k| k.as_str()).collect();
     assert_eq!(
         keys,
-        BTreeSet::from(["CORDON_MASTER_KEY", "CORDON_CLUSTER_SECRET", "CORDON_DATABASE_URL"]),
+        BTreeSet::from([
+            "CORDON_MASTER_KEY",
+            "CORDON_CLUSTER_SECRET",
+            "CORDON_DATABASE_URL"
+        ]),
         "{}: keys",
         s.what()
     );

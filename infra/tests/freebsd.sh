@@ -164,7 +164,7 @@ for var in CORDON_LIMIT_MEMORY_BYTES CORDON_LIMIT_PIDS CORDON_LIMIT_OPEN_FILES \
     refused "create $var=$(printf '%q' "$bad")" "$create" "$var=$bad"
   done
 done
-for bad in 1280x720 1280,720,1 a,b ",720" "1280," "1280;720" "12800,720"; do
+for bad in 1280x720 1280,720,1 a,b ",720" "1280," "1280;720" "12800,720" 99,720 8000,720 1280,5000; do
   refused "create CORDON_WINDOW=$bad" "$create" CORDON_WINDOW="$bad"
 done
 for bad in yes true 2 " 1"; do

@@ -784,7 +784,8 @@ fn network_policies_fence_the_browser_pods() {
         "{}: no egress to the browsers' CDP port",
         for_cordon[0].what()
     );
-    for port in [53, 5432] {
+    // DNS, PostgreSQL, the Kubernetes API.
+    for port in [53, 5432, 443] {
         assert!(
             egress.iter().any(|r| r["ports"]
                 .as_sequence()

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# The whole test suite, as CI runs it: formatting, clippy (server and wasm),
+# The whole test suite, as CI runs it: the infra/ checks (shellcheck, the
+# deployment scripts' hostile-input tests), formatting, clippy (server and wasm),
 # unit and integration tests against SQLite and a PostgreSQL started here,
 # and the dashboard's end-to-end tests in a real Chromium.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 bash infra/scripts/setup.sh
+
+echo "== infra checks"
+bash infra/tests/run.sh
 
 echo "== rustfmt"
 cargo fmt --all --check

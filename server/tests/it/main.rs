@@ -15,6 +15,7 @@ mod files;
 mod gate;
 mod grants;
 mod http;
+mod infra;
 mod limits;
 mod live;
 mod mcp;

@@ -138,7 +138,7 @@ pub async fn forward(State(state): State<AppState>, req: Request, next: Next) ->
     };
     let started = std::time::Instant::now();
     let answer = match state.cluster.peer(&replica).await {
-        Ok(Peer::Up(url)) => match send(&state, &url, &replica, &owner, parts, body).await {
+        Ok(Peer::Up(url)) => match send(&state, &url, &replica, &owner, parts, body, None).await {
             Ok(res) => Ok(res),
             Err(Failure::Answer(res)) => Ok(res),
             Err(Failure::Unreachable(why)) => {
@@ -219,6 +219,7 @@ async fn send(
     owner: &ApiKeyOwner,
     parts: axum::http::request::Parts,
     body: Body,
+    host: Option<String>,
 ) -> Result<Response, Failure> {
     let bytes = read_body(body)
         .await
@@ -247,6 +248,9 @@ async fn send(
         hop::HEADER,
         HeaderValue::from_str(&signed).map_err(|_| Failure::Unreachable("unsignable".into()))?,
     );
+    if let Some(h) = host.and_then(|h| HeaderValue::from_str(&h).ok()) {
+        headers.insert(header::HOST, h);
+    }
     let res = state
         .cluster
         .client()
@@ -313,4 +317,84 @@ mod tests {
             assert!(!skipped(&header::HeaderName::from_static(h)), "{h}");
         }
     }
+}
+
+/// The separator between the replica's name and rmcp's own id in an
+/// `Mcp-Session-Id` (names cannot hold it).
+const MCP_SEPARATOR: char = '~';
+
+/// `/mcp` on several replicas, inside the key check: MCP sessions live in
+/// the process that served `initialize`, so their ids name it
+/// (`<replica>~<id>`, set on the way out); a request for another replica's
+/// MCP session goes there over the hop, one for this replica's continues
+/// with rmcp's own id.
+pub async fn mcp_route(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+    const HEADER: &str = "mcp-session-id";
+    let named = req
+        .headers()
+        .get(HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(MCP_SEPARATOR))
+        .map(|(r, id)| (r.to_owned(), id.to_owned()));
+    if let Some((replica, id)) = named {
+        if replica != state.cluster.name() && req.extensions().get::<Forwarded>().is_none() {
+            let (mut parts, body) = req.into_parts();
+            let owner = match Agent::from_request_parts(&mut parts, &state).await {
+                Ok(Agent(owner)) => owner,
+                Err(e) => return e.into_response(),
+            };
+            return match state.cluster.peer(&replica).await {
+                Ok(Peer::Up(base)) => {
+                    let host = mcp_host(&state, &base);
+                    match send(&state, &base, &replica, &owner, parts, body, Some(host)).await {
+                        Ok(res) | Err(Failure::Answer(res)) => {
+                            metrics::counter!("cordon_forwarded_calls_total", "outcome" => "mcp")
+                                .increment(1);
+                            res
+                        }
+                        Err(Failure::Unreachable(_)) => {
+                            ApiError::ReplicaUnreachable(replica).into_response()
+                        }
+                    }
+                }
+                // Its replica is gone, and the MCP session with it: as for
+                // any unknown MCP session, the client starts a new one.
+                Ok(_) => {
+                    (axum::http::StatusCode::NOT_FOUND, "MCP session not found").into_response()
+                }
+                Err(e) => ApiError::Internal(e).into_response(),
+            };
+        }
+        if let Ok(v) = HeaderValue::from_str(&id) {
+            req.headers_mut().insert(HEADER, v);
+        }
+    }
+    let mut res = next.run(req).await;
+    let own = res
+        .headers()
+        .get(HEADER)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.contains(MCP_SEPARATOR))
+        .map(|v| format!("{}{MCP_SEPARATOR}{v}", state.cluster.name()));
+    if let Some(v) = own.and_then(|v| HeaderValue::from_str(&v).ok()) {
+        res.headers_mut().insert(HEADER, v);
+    }
+    res
+}
+
+/// The `Host` the replica's MCP endpoint answers to: the public URL's
+/// host, else `localhost` at its port.
+fn mcp_host(state: &AppState, base: &str) -> String {
+    if let Some(host) = state
+        .settings
+        .public_url()
+        .and_then(|u| u.host_str().map(str::to_owned))
+    {
+        return host;
+    }
+    let port = url::Url::parse(base)
+        .ok()
+        .and_then(|u| u.port_or_known_default())
+        .unwrap_or(80);
+    format!("localhost:{port}")
 }

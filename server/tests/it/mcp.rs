@@ -530,3 +530,72 @@ async fn an_open_mcp_event_stream_does_not_hold_the_shutdown() {
     );
     drop(stream);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_session_is_served_by_its_replica_whichever_replica_a_request_reaches() {
+    use crate::replicas::{Replica, SECRET};
+    let site = site::start().await;
+    let allow = site.allow();
+    let app = session_app(
+        Backend::Postgres,
+        &allow,
+        &[
+            ("CORDON_REPLICA_NAME", "a"),
+            ("CORDON_CLUSTER_SECRET", SECRET),
+        ],
+    )
+    .await;
+    let key = std::fs::read_to_string(app.db.dir.path().join("data/master.key")).unwrap();
+    let b = Replica::start(
+        &app.db.dir.path().join("b"),
+        &app.db.url,
+        key.trim(),
+        "b",
+        &[
+            ("CORDON_EGRESS_ALLOW", allow.as_str()),
+            ("CORDON_SANDBOX_DRIVER", "process"),
+        ],
+    );
+    let agent = app.agent("acme").await;
+    // `initialize` on `a`: the session's id names it.
+    let mut mcp = Mcp::of(&app, &agent).await;
+    let session = mcp.session.clone().expect("an MCP session id");
+    assert!(session.starts_with("a~"), "{session}");
+    // Every later request goes to `b`, which sends it on to `a`.
+    mcp.url = b.url("/mcp");
+    let opened = mcp.ok("browser_open_session", json!({})).await;
+    let sid = opened["session_id"]
+        .as_str()
+        .expect("session id")
+        .to_owned();
+    let nav = mcp
+        .ok(
+            "browser_navigate",
+            json!({ "session_id": sid, "url": site.url("/pad") }),
+        )
+        .await;
+    assert_eq!(nav["title"], "ready", "{nav}\n{}", b.warnings());
+    // The browser session runs on `a`, where the MCP session is.
+    let row = app.state.store.session_find(&sid).await.unwrap().unwrap();
+    assert_eq!(row.host, "a");
+    mcp.ok("browser_close_session", json!({ "session_id": sid }))
+        .await;
+
+    // An id naming a replica that does not exist is an unknown MCP session.
+    mcp.session = Some("ghost~0000".into());
+    let res = mcp
+        .post(&json!({ "jsonrpc": "2.0", "id": 99, "method": "tools/list" }))
+        .await;
+    assert_eq!(res.status(), StatusCode::NOT_FOUND);
+    // A request without the key is refused before anything is forwarded.
+    let res = app
+        .http
+        .post(b.url("/mcp"))
+        .header("mcp-session-id", &session)
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
+}

@@ -121,9 +121,19 @@ pub fn router(
         Arc::new(LocalSessionManager::default()),
         config,
     );
+    // Outermost first: a hop from another replica names the agent; the key
+    // check; then a request for another replica's MCP session goes there.
     Router::new()
         .route_service(PATH, service)
-        .route_layer(middleware::from_fn_with_state(state, authenticate))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            crate::cluster::forward::mcp_route,
+        ))
+        .route_layer(middleware::from_fn_with_state(state.clone(), authenticate))
+        .route_layer(middleware::from_fn_with_state(
+            state,
+            crate::cluster::forward::accept_hop,
+        ))
 }
 
 #[cfg(test)]

@@ -278,47 +278,6 @@ async fn send(
         .map_err(|_| Failure::Unreachable("malformed answer".into()))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_session_segment_is_the_id_after_api_sessions() {
-        assert_eq!(session_segment("/api/sessions/s_1"), Some("s_1"));
-        assert_eq!(session_segment("/api/sessions/s_1/click"), Some("s_1"));
-        assert_eq!(
-            session_segment("/api/sessions/s_1/tabs/t/close"),
-            Some("s_1")
-        );
-        assert_eq!(session_segment("/api/sessions"), None);
-        assert_eq!(session_segment("/api/sessions/"), None);
-        assert_eq!(session_segment("/api/tasks/x"), None);
-        assert_eq!(task_segment("/api/tasks/t_1/abort"), Some("t_1"));
-        assert_eq!(task_segment("/api/tasks"), None);
-    }
-
-    #[test]
-    fn credentials_and_the_hop_itself_never_cross() {
-        for h in [
-            "authorization",
-            "cookie",
-            "host",
-            "x-cordon-hop",
-            "proxy-authorization",
-        ] {
-            assert!(skipped(&header::HeaderName::from_static(h)), "{h}");
-        }
-        for h in [
-            "content-type",
-            "accept",
-            "retry-after",
-            "content-disposition",
-        ] {
-            assert!(!skipped(&header::HeaderName::from_static(h)), "{h}");
-        }
-    }
-}
-
 /// The separator between the replica's name and rmcp's own id in an
 /// `Mcp-Session-Id` (names cannot hold it).
 const MCP_SEPARATOR: char = '~';
@@ -397,4 +356,45 @@ fn mcp_host(state: &AppState, base: &str) -> String {
         .and_then(|u| u.port_or_known_default())
         .unwrap_or(80);
     format!("localhost:{port}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_session_segment_is_the_id_after_api_sessions() {
+        assert_eq!(session_segment("/api/sessions/s_1"), Some("s_1"));
+        assert_eq!(session_segment("/api/sessions/s_1/click"), Some("s_1"));
+        assert_eq!(
+            session_segment("/api/sessions/s_1/tabs/t/close"),
+            Some("s_1")
+        );
+        assert_eq!(session_segment("/api/sessions"), None);
+        assert_eq!(session_segment("/api/sessions/"), None);
+        assert_eq!(session_segment("/api/tasks/x"), None);
+        assert_eq!(task_segment("/api/tasks/t_1/abort"), Some("t_1"));
+        assert_eq!(task_segment("/api/tasks"), None);
+    }
+
+    #[test]
+    fn credentials_and_the_hop_itself_never_cross() {
+        for h in [
+            "authorization",
+            "cookie",
+            "host",
+            "x-cordon-hop",
+            "proxy-authorization",
+        ] {
+            assert!(skipped(&header::HeaderName::from_static(h)), "{h}");
+        }
+        for h in [
+            "content-type",
+            "accept",
+            "retry-after",
+            "content-disposition",
+        ] {
+            assert!(!skipped(&header::HeaderName::from_static(h)), "{h}");
+        }
+    }
 }

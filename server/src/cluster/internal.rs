@@ -2,7 +2,8 @@
 //! as forwarded agent calls: the risk gate's pending approvals live in the
 //! memory of the replica whose session waits, so the Approvals page lists
 //! every replica's, and a decision or a screenshot goes to the one that
-//! holds it. The routes are under `/api/internal/` (outside the dashboard's
+//! holds it; the Tasks page's "waits for you" flags come from every
+//! replica too. The routes are under `/api/internal/` (outside the dashboard's
 //! Host and Origin checks, JSON errors) and take only a hop signed for an
 //! operator (`tenant=_operator`, `key=<operator id>`); everything else is
 //! 401 `hop_refused`.
@@ -34,6 +35,7 @@ pub fn router(state: &AppState) -> axum::Router<AppState> {
         .route("/api/internal/approvals/{id}/decide", post(decide))
         .route("/api/internal/approvals/{id}/screenshot", get(screenshot))
         .route("/api/internal/live/{session}", get(super::live::serve))
+        .route("/api/internal/tasks/waiting", get(waiting))
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), accept))
 }
 
@@ -72,6 +74,10 @@ async fn accept(State(state): State<AppState>, req: Request, next: Next) -> Resp
 
 async fn list(State(state): State<AppState>) -> Json<Vec<Pending>> {
     Json(state.sessions.approvals().list())
+}
+
+async fn waiting(State(state): State<AppState>) -> Json<Vec<String>> {
+    Json(state.tasks.waiting().into_iter().collect())
 }
 
 #[derive(serde::Deserialize)]
@@ -163,6 +169,38 @@ impl Cluster {
                 }
                 Err(e) => {
                     tracing::warn!(replica = %name, error = %e, "approvals of a replica: unreachable");
+                    None
+                }
+            }
+        });
+        futures::future::join_all(calls)
+            .await
+            .into_iter()
+            .flatten()
+            .flatten()
+            .collect()
+    }
+
+    /// The tasks waiting for an operator on every other replica.
+    pub async fn remote_waiting(&self, op: &str) -> Vec<String> {
+        let Ok(others) = self.others().await else {
+            return Vec::new();
+        };
+        let calls = others.iter().map(|(name, base)| async move {
+            let res = self
+                .internal(
+                    name,
+                    base,
+                    Method::GET,
+                    "/api/internal/tasks/waiting",
+                    Vec::new(),
+                    op,
+                )
+                .await;
+            match res {
+                Ok(r) if r.status() == StatusCode::OK => r.json::<Vec<String>>().await.ok(),
+                _ => {
+                    tracing::warn!(replica = %name, "waiting tasks of a replica: no answer");
                     None
                 }
             }

@@ -71,8 +71,9 @@ impl SessionsBackend for AppState {
             .collect())
     }
 
-    async fn session(&self, _op: &Operator, id: String) -> UiResult<SessionDetail> {
+    async fn session(&self, op: &Operator, id: String) -> UiResult<SessionDetail> {
         let (sid, tenant, row) = find(self, &id).await?;
+        let waiting = super::tasks::every_waiting(self, op).await;
         let activity = self
             .store
             .session_activity(std::slice::from_ref(&row.id))
@@ -127,7 +128,7 @@ impl SessionsBackend for AppState {
                 .await
                 .map_err(|e| internal("listing the session's tasks", e))?
                 .iter()
-                .map(|t| super::tasks::line(t, &self.tasks.waiting()))
+                .map(|t| super::tasks::line(t, &waiting))
                 .collect(),
         })
     }

@@ -45,7 +45,7 @@ impl TasksBackend for AppState {
             .await
             .map_err(|e| internal("reading the trace", e))?;
         Ok(TaskTrace {
-            task: line(&row, &self.tasks.waiting()),
+            task: line(&row, &every_waiting(self, _op).await),
             instruction: row.instruction,
             summary: row.summary,
             error: row.error,
@@ -66,20 +66,27 @@ impl TasksBackend for AppState {
         })
     }
 
-    async fn tasks(&self, _op: &Operator) -> UiResult<TaskList> {
+    async fn tasks(&self, op: &Operator) -> UiResult<TaskList> {
         let rows = self
             .store
             .task_list(None, None, 100)
             .await
             .map_err(|e| internal("listing tasks", e))?;
-        let waiting = self.tasks.waiting();
+        let waiting = every_waiting(self, op).await;
         Ok(TaskList {
             tasks: rows.iter().map(|r| line(r, &waiting)).collect(),
             now: crate::time::now_ms(),
         })
     }
 
-    async fn waiting_tasks(&self, _op: &Operator) -> UiResult<usize> {
-        Ok(self.tasks.waiting().len())
+    async fn waiting_tasks(&self, op: &Operator) -> UiResult<usize> {
+        Ok(every_waiting(self, op).await.len())
     }
+}
+
+/// The tasks waiting for an operator on this replica and every other.
+pub(super) async fn every_waiting(state: &AppState, op: &Operator) -> HashSet<String> {
+    let mut all = state.tasks.waiting();
+    all.extend(state.cluster.remote_waiting(&op.id).await);
+    all
 }

@@ -741,3 +741,75 @@ async fn an_approval_waiting_on_one_replica_is_listed_shown_and_decided_on_anoth
         .unwrap();
     assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_waiting_for_a_person_on_one_replica_is_flagged_on_anothers_dashboard() {
+    use app::api::auth::Role;
+    let site = crate::site::start().await;
+    let allow = site.allow();
+    let (model, _fake) = crate::tasks::fake_model(vec![
+        crate::tasks::Reply::Text("Thought: A captcha; I need a person.\nAction: call_user()"),
+        crate::tasks::Reply::Hang(Duration::from_secs(120)),
+    ])
+    .await;
+    let base = format!("http://{model}/v1");
+    let a = crate::helpers::session_app(
+        Backend::Postgres,
+        &allow,
+        &[
+            ("CORDON_REPLICA_NAME", "a"),
+            ("CORDON_CLUSTER_SECRET", SECRET),
+        ],
+    )
+    .await;
+    let key = std::fs::read_to_string(a.db.dir.path().join("data/master.key")).unwrap();
+    let b = Replica::start(
+        &a.db.dir.path().join("b"),
+        &a.db.url,
+        key.trim(),
+        "b",
+        &[
+            ("CORDON_EGRESS_ALLOW", allow.as_str()),
+            ("CORDON_SANDBOX_DRIVER", "process"),
+            ("CORDON_MODEL_BASE_URL", base.as_str()),
+        ],
+    );
+    let agent = a.agent("acme").await;
+    let (_, cookie) = a.operator_session("olive", Role::Operator).await;
+    let run = tokio::spawn({
+        let (http, key, url, start) = (
+            reqwest::Client::builder().no_proxy().build().unwrap(),
+            agent.key.clone(),
+            b.url("/api/tasks"),
+            site.url("/pad"),
+        );
+        async move {
+            call(
+                &http,
+                &key,
+                reqwest::Method::POST,
+                url,
+                Some(json!({ "instruction": "solve it", "start_url": start })),
+            )
+            .await
+        }
+    });
+    wait_until("b's waiting task counted on a", PATIENCE, || async {
+        let (status, v) = a.server_fn("waiting_tasks", "", Some(&cookie)).await;
+        if v == json!(1) {
+            Ok(())
+        } else {
+            Err(format!("{status}: {v}\n{}", b.warnings()))
+        }
+    })
+    .await;
+    let (_, list) = a.server_fn("list_tasks", "", Some(&cookie)).await;
+    let waiting: Vec<&Value> = list["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["waiting"] == true)
+        .collect();
+    assert_eq!(waiting.len(), 1, "{list}");
+    run.abort();
+}

@@ -185,3 +185,60 @@ async fn fifty_concurrent_opens_with_one_single_use_token_yield_one_session(back
     );
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_single_use_token_raced_on_two_replicas_opens_one_session() {
+    use crate::replicas::{Replica, SECRET};
+    let site = site::start().await;
+    let allow = site.allow();
+    let app = session_app(
+        Backend::Postgres,
+        &allow,
+        &[
+            ("CORDON_REPLICA_NAME", "a"),
+            ("CORDON_CLUSTER_SECRET", SECRET),
+        ],
+    )
+    .await;
+    let key = std::fs::read_to_string(app.db.dir.path().join("data/master.key")).unwrap();
+    let b = Replica::start(
+        &app.db.dir.path().join("b"),
+        &app.db.url,
+        key.trim(),
+        "b",
+        &[
+            ("CORDON_EGRESS_ALLOW", allow.as_str()),
+            ("CORDON_SANDBOX_DRIVER", "process"),
+        ],
+    );
+    let acme = app.agent("acme").await;
+    let (_, token, _) = granted(&app, &acme, &["127.0.0.1"], true).await;
+    let mut on_b = acme.clone();
+    on_b.base = b.url("");
+    let tasks: Vec<_> = (0..20)
+        .map(|i| {
+            let agent = if i % 2 == 0 {
+                acme.clone()
+            } else {
+                on_b.clone()
+            };
+            let token = token.clone();
+            tokio::spawn(async move { open_operator(&agent, &["127.0.0.1"], &token).await })
+        })
+        .collect();
+    let mut won = 0;
+    for t in tasks {
+        let (status, v) = t.await.unwrap();
+        if status == StatusCode::CREATED {
+            won += 1;
+        } else {
+            assert_eq!(
+                (status, v["error"]["code"].as_str()),
+                (StatusCode::FORBIDDEN, Some("grant_consumed")),
+                "{v}\n{}",
+                b.warnings()
+            );
+        }
+    }
+    assert_eq!(won, 1, "exactly one session over both replicas");
+}

@@ -271,12 +271,13 @@ pub struct Settings {
     /// (image pull included) before it is deleted and the start fails, s.
     #[serde(default = "d::kube_ready_timeout_s")]
     pub kube_ready_timeout_s: u64,
-    /// The address the egress guard's per-browser listeners bind. Only the
-    /// `kube` driver may set a non-loopback one (browser pods connect over
+    /// The address the egress guard's per-browser listeners bind; unset,
+    /// `127.0.0.1`, or `kube_egress_host` with the `kube` driver. Only the
+    /// `kube` driver may have a non-loopback one (browser pods connect over
     /// the pod network; the manifests' NetworkPolicy limits who may).
-    #[serde(default = "d::egress_bind_host")]
-    #[schemars(with = "String")]
-    pub egress_bind_host: std::net::IpAddr,
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub egress_bind_host: Option<std::net::IpAddr>,
     /// Per-domain checks run after cookie injection (`[smoke_probes."example.com"]`).
     #[serde(default, deserialize_with = "table_or_json")]
     pub smoke_probes: std::collections::BTreeMap<String, SmokeProbe>,
@@ -560,9 +561,6 @@ mod d {
     }
     pub fn kube_ready_timeout_s() -> u64 {
         60
-    }
-    pub fn egress_bind_host() -> std::net::IpAddr {
-        std::net::IpAddr::from([127, 0, 0, 1])
     }
 }
 
@@ -850,7 +848,7 @@ impl Settings {
     /// may open beyond loopback.
     fn validate_kube(&self) -> anyhow::Result<()> {
         let kube = self.sandbox_driver == SandboxDriverSetting::Kube;
-        if !self.egress_bind_host.is_loopback() && !kube {
+        if self.egress_bind_host.is_some_and(|h| !h.is_loopback()) && !kube {
             bail!(
                 "egress_bind_host: must be a loopback address unless sandbox_driver is \"kube\" \
                  (local browsers reach the guard on loopback; anything else opens it to the network)"
@@ -873,10 +871,10 @@ impl Settings {
         if host.is_loopback() || host.is_unspecified() {
             bail!("kube_egress_host: must be an address other pods can reach, not {host}");
         }
-        if self.egress_bind_host.is_loopback() {
+        if self.egress_bind_host.is_some_and(|h| h.is_loopback()) {
             bail!(
-                "egress_bind_host: browser pods cannot reach a loopback listener; set it to this \
-                 pod's IP (or 0.0.0.0) with sandbox_driver \"kube\""
+                "egress_bind_host: browser pods cannot reach a loopback listener; leave it unset \
+                 (kube_egress_host) or set this pod's IP (or 0.0.0.0) with sandbox_driver \"kube\""
             );
         }
         if !(1..=3600).contains(&self.kube_ready_timeout_s) {
@@ -914,6 +912,19 @@ impl Settings {
             );
         }
         Ok(())
+    }
+
+    /// Where the egress guard's listeners bind (`egress_bind_host`, or its default).
+    pub fn egress_bind_host(&self) -> std::net::IpAddr {
+        match (
+            self.egress_bind_host,
+            self.sandbox_driver,
+            self.kube_egress_host,
+        ) {
+            (Some(host), _, _) => host,
+            (None, SandboxDriverSetting::Kube, Some(host)) => host,
+            _ => std::net::IpAddr::from([127, 0, 0, 1]),
+        }
     }
 
     /// Who may reach the listener, and over what: a non-loopback `bind`
@@ -1324,6 +1335,75 @@ mod tests {
         assert!(
             Settings::load_from(None, env(&[("CORDON_SANDBOX_DRIVER", "process")])).is_ok(),
             "on loopback it runs"
+        );
+    }
+
+    #[test]
+    fn the_kube_driver_needs_its_template_and_egress_host() {
+        let kube = [
+            ("CORDON_SANDBOX_DRIVER", "kube"),
+            ("CORDON_KUBE_POD_TEMPLATE", "/etc/cordon/browser-pod.yaml"),
+            ("CORDON_KUBE_EGRESS_HOST", "10.1.2.3"),
+        ];
+        let s = Settings::load_from(None, env(&kube)).unwrap();
+        assert_eq!(s.kube_deployment, "cordon");
+        assert_eq!((s.kube_cdp_port, s.kube_ready_timeout_s), (9222, 60));
+        assert_eq!(
+            s.egress_bind_host(),
+            "10.1.2.3".parse::<std::net::IpAddr>().unwrap(),
+            "the guard listens where the pods are told to connect"
+        );
+        for (drop, starts) in [(1, "kube_pod_template:"), (2, "kube_egress_host:")] {
+            let mut pairs = kube.to_vec();
+            pairs.remove(drop);
+            let err = load_err(&pairs);
+            assert!(err.starts_with(starts), "{err}");
+        }
+        for (key, value, starts) in [
+            ("CORDON_KUBE_EGRESS_HOST", "127.0.0.1", "kube_egress_host:"),
+            ("CORDON_KUBE_EGRESS_HOST", "pod", "kube_egress_host:"),
+            ("CORDON_EGRESS_BIND_HOST", "127.0.0.1", "egress_bind_host:"),
+            ("CORDON_KUBE_READY_TIMEOUT_S", "0", "kube_ready_timeout_s:"),
+            ("CORDON_KUBE_CDP_PORT", "0", "kube_cdp_port:"),
+            ("CORDON_KUBE_CDP_PORT", "70000", "kube_cdp_port:"),
+            ("CORDON_KUBE_DEPLOYMENT", "no spaces", "kube_deployment:"),
+            ("CORDON_KUBE_NAMESPACE", "Upper", "kube_namespace:"),
+        ] {
+            let mut pairs = kube.to_vec();
+            pairs.push((key, value));
+            let err = load_err(&pairs);
+            assert!(err.starts_with(starts), "{key}={value}: {err}");
+            assert!(!err.contains('\n'), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_egress_guard_leaves_loopback_only_for_the_kube_driver() {
+        let s = Settings::load_from(None, env(&[])).unwrap();
+        assert!(s.egress_bind_host().is_loopback());
+        let err = load_err(&[("CORDON_EGRESS_BIND_HOST", "0.0.0.0")]);
+        assert!(err.starts_with("egress_bind_host:"), "{err}");
+        let err = load_err(&[
+            ("CORDON_SANDBOX_DRIVER", "exec"),
+            ("CORDON_EXEC_CREATE", "/bin/true"),
+            ("CORDON_EXEC_DESTROY", "/bin/true"),
+            ("CORDON_EGRESS_BIND_HOST", "10.0.0.1"),
+        ]);
+        assert!(err.starts_with("egress_bind_host:"), "{err}");
+        let s = Settings::load_from(
+            None,
+            env(&[
+                ("CORDON_SANDBOX_DRIVER", "kube"),
+                ("CORDON_KUBE_POD_TEMPLATE", "/t.yaml"),
+                ("CORDON_KUBE_EGRESS_HOST", "10.1.2.3"),
+                ("CORDON_EGRESS_BIND_HOST", "0.0.0.0"),
+            ]),
+        )
+        .unwrap();
+        assert!(s.egress_bind_host().is_unspecified());
+        assert!(
+            Settings::load_from(None, env(&[("CORDON_EGRESS_BIND_HOST", "::1")])).is_ok(),
+            "loopback is always allowed"
         );
     }
 

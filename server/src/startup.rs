@@ -125,7 +125,7 @@ impl Application {
                 )
             }
         }
-        .bind_on(settings.egress_bind_host);
+        .bind_on(settings.egress_bind_host());
         let sessions =
             SessionManager::start(&settings, store.clone(), egress.clone(), vault.clone()).await?;
         let tasks = crate::tasks::Tasks::start(&settings, store.clone(), sessions.clone()).await?;

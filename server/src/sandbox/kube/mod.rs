@@ -90,10 +90,13 @@ impl KubeDriver {
             .context("kube_pod_template: required when sandbox_driver is \"kube\"")?;
         let template = PodTemplate::load(path)?;
         let opts = KubeOptions::from_settings(s)?;
-        let client = kube::Client::try_default().await.context(
-            "sandbox_driver = \"kube\": no Kubernetes client configuration \
-             (not in a cluster, and no usable kubeconfig)",
-        )?;
+        // kube's error already names each way it tried, once: no chain.
+        let client = kube::Client::try_default().await.map_err(|e| {
+            anyhow::anyhow!(
+                "sandbox_driver = \"kube\": no Kubernetes client configuration \
+                 (not in a cluster, and no usable kubeconfig): {e}"
+            )
+        })?;
         Ok(Self::new(
             client,
             s.kube_namespace.as_deref(),

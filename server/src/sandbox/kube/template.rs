@@ -251,7 +251,8 @@ spec:
     #[test]
     fn each_privilege_is_refused_naming_its_field() {
         let c = "/spec/containers/0/securityContext";
-        let cases: Vec<(Box<dyn FnOnce(&mut serde_json::Value)>, &str)> = vec![
+        type Edit = Box<dyn FnOnce(&mut serde_json::Value)>;
+        let cases: Vec<(Edit, &str)> = vec![
             (
                 Box::new(move |v| v.pointer_mut(c).unwrap()["privileged"] = true.into()),
                 "kube_pod_template: spec.containers[0].securityContext.privileged must not be true",

@@ -97,6 +97,8 @@ pub enum SandboxDriverSetting {
     Bwrap,
     /// External create/destroy commands (`exec_create`, `exec_destroy`).
     Exec,
+    /// One Kubernetes pod per browser (`kube_*` settings).
+    Kube,
 }
 
 /// How log lines are written.
@@ -140,7 +142,7 @@ pub struct Settings {
     /// Directory holding the built dashboard assets (`pkg/` inside).
     #[serde(default = "d::site_root")]
     pub site_root: PathBuf,
-    /// `auto`, `process`, `bwrap` or `exec`.
+    /// `auto`, `process`, `bwrap`, `exec` or `kube`.
     #[serde(default = "d::sandbox_driver")]
     pub sandbox_driver: SandboxDriverSetting,
     /// Pre-started browsers waiting for sessions (0 disables the pool).
@@ -238,6 +240,44 @@ pub struct Settings {
     /// `exec` driver: the command that destroys one (idempotent).
     #[serde(default)]
     pub exec_destroy: Option<String>,
+    /// `kube` driver: the namespace browser pods are made in; unset, the
+    /// client's own (in a cluster: the service account's namespace file;
+    /// else the kubeconfig context's, else `default`).
+    #[serde(default)]
+    pub kube_namespace: Option<String>,
+    /// `kube` driver: a Pod manifest (YAML or JSON file) every browser pod
+    /// is made from. It needs a container named `browser`, non-root, with a
+    /// read-only root filesystem, no privileges, no host namespaces or
+    /// paths and no service account token; checked at start.
+    #[serde(default)]
+    pub kube_pod_template: Option<PathBuf>,
+    /// `kube` driver: the `cordon.dev/deployment` label value of this
+    /// Cordon's pods, so several deployments can share a namespace and the
+    /// reaper only lists its own.
+    #[serde(default = "d::kube_deployment")]
+    pub kube_deployment: String,
+    /// `kube` driver: the port the browser container serves DevTools on
+    /// (`/json/version` and the WebSocket), on the pod's IP.
+    #[serde(default = "d::kube_cdp_port")]
+    pub kube_cdp_port: u16,
+    /// `kube` driver: the address browser pods reach this Cordon's egress
+    /// guard at (its pod IP, from the downward API); their proxy is
+    /// `<kube_egress_host>:<the sandbox's egress port>`. Needs
+    /// `egress_bind_host` to be an address of this pod.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub kube_egress_host: Option<std::net::IpAddr>,
+    /// `kube` driver: how long a new pod may take to be running and ready
+    /// (image pull included) before it is deleted and the start fails, s.
+    #[serde(default = "d::kube_ready_timeout_s")]
+    pub kube_ready_timeout_s: u64,
+    /// The address the egress guard's per-browser listeners bind; unset,
+    /// `127.0.0.1`, or `kube_egress_host` with the `kube` driver. Only the
+    /// `kube` driver may have a non-loopback one (browser pods connect over
+    /// the pod network; the manifests' NetworkPolicy limits who may).
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub egress_bind_host: Option<std::net::IpAddr>,
     /// Per-domain checks run after cookie injection (`[smoke_probes."example.com"]`).
     #[serde(default, deserialize_with = "table_or_json")]
     pub smoke_probes: std::collections::BTreeMap<String, SmokeProbe>,
@@ -539,6 +579,15 @@ mod d {
     pub fn egress_resolver() -> EgressResolver {
         EgressResolver::System
     }
+    pub fn kube_deployment() -> String {
+        "cordon".into()
+    }
+    pub fn kube_cdp_port() -> u16 {
+        9222
+    }
+    pub fn kube_ready_timeout_s() -> u64 {
+        60
+    }
 }
 
 /// The settings' names and whether each is a number, from the declaration.
@@ -694,6 +743,7 @@ impl Settings {
         {
             bail!("sandbox_driver: \"exec\" needs both exec_create and exec_destroy");
         }
+        self.validate_kube()?;
         if self.session_idle_s == 0 || self.tool_timeout_s == 0 {
             bail!("session_idle_s and tool_timeout_s must be at least 1");
         }
@@ -819,6 +869,89 @@ impl Settings {
         tracing_subscriber::EnvFilter::try_new(&self.log_level)
             .with_context(|| format!("log_level: invalid filter {:?}", self.log_level))?;
         Ok(())
+    }
+
+    /// The `kube` driver's settings, and the egress bind address only it
+    /// may open beyond loopback.
+    fn validate_kube(&self) -> anyhow::Result<()> {
+        let kube = self.sandbox_driver == SandboxDriverSetting::Kube;
+        if self.egress_bind_host.is_some_and(|h| !h.is_loopback()) && !kube {
+            bail!(
+                "egress_bind_host: must be a loopback address unless sandbox_driver is \"kube\" \
+                 (local browsers reach the guard on loopback; anything else opens it to the network)"
+            );
+        }
+        if !kube {
+            return Ok(());
+        }
+        if self.kube_pod_template.is_none() {
+            bail!(
+                "kube_pod_template: required when sandbox_driver is \"kube\" (a Pod manifest file)"
+            );
+        }
+        let Some(host) = self.kube_egress_host else {
+            bail!(
+                "kube_egress_host: required when sandbox_driver is \"kube\" (the address browser \
+                 pods reach the egress guard at, e.g. this pod's IP)"
+            );
+        };
+        if host.is_loopback() || host.is_unspecified() {
+            bail!("kube_egress_host: must be an address other pods can reach, not {host}");
+        }
+        if self.egress_bind_host.is_some_and(|h| h.is_loopback()) {
+            bail!(
+                "egress_bind_host: browser pods cannot reach a loopback listener; leave it unset \
+                 (kube_egress_host) or set this pod's IP (or 0.0.0.0) with sandbox_driver \"kube\""
+            );
+        }
+        if !(1..=3600).contains(&self.kube_ready_timeout_s) {
+            bail!("kube_ready_timeout_s: must be between 1 and 3600");
+        }
+        if self.kube_cdp_port == 0 {
+            bail!("kube_cdp_port: must be a port number (1–65535)");
+        }
+        let label_ok = |v: &str| {
+            (1..=63).contains(&v.len())
+                && v.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+                && v.starts_with(|c: char| c.is_ascii_alphanumeric())
+                && v.ends_with(|c: char| c.is_ascii_alphanumeric())
+        };
+        if !label_ok(&self.kube_deployment) {
+            bail!(
+                "kube_deployment: must be a Kubernetes label value (1–63 letters, digits, '-', '_', '.', \
+                 starting and ending with a letter or digit)"
+            );
+        }
+        let namespace_ok = |ns: &str| {
+            (1..=63).contains(&ns.len())
+                && ns
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        };
+        if self
+            .kube_namespace
+            .as_deref()
+            .is_some_and(|ns| !namespace_ok(ns))
+        {
+            bail!(
+                "kube_namespace: must be a Kubernetes namespace name (lowercase letters, digits, '-')"
+            );
+        }
+        Ok(())
+    }
+
+    /// Where the egress guard's listeners bind (`egress_bind_host`, or its default).
+    pub fn egress_bind_host(&self) -> std::net::IpAddr {
+        match (
+            self.egress_bind_host,
+            self.sandbox_driver,
+            self.kube_egress_host,
+        ) {
+            (Some(host), _, _) => host,
+            (None, SandboxDriverSetting::Kube, Some(host)) => host,
+            _ => std::net::IpAddr::from([127, 0, 0, 1]),
+        }
     }
 
     /// Who may reach the listener, and over what: a non-loopback `bind`
@@ -1293,6 +1426,75 @@ mod tests {
         assert!(
             Settings::load_from(None, env(&[("CORDON_SANDBOX_DRIVER", "process")])).is_ok(),
             "on loopback it runs"
+        );
+    }
+
+    #[test]
+    fn the_kube_driver_needs_its_template_and_egress_host() {
+        let kube = [
+            ("CORDON_SANDBOX_DRIVER", "kube"),
+            ("CORDON_KUBE_POD_TEMPLATE", "/etc/cordon/browser-pod.yaml"),
+            ("CORDON_KUBE_EGRESS_HOST", "10.1.2.3"),
+        ];
+        let s = Settings::load_from(None, env(&kube)).unwrap();
+        assert_eq!(s.kube_deployment, "cordon");
+        assert_eq!((s.kube_cdp_port, s.kube_ready_timeout_s), (9222, 60));
+        assert_eq!(
+            s.egress_bind_host(),
+            "10.1.2.3".parse::<std::net::IpAddr>().unwrap(),
+            "the guard listens where the pods are told to connect"
+        );
+        for (drop, starts) in [(1, "kube_pod_template:"), (2, "kube_egress_host:")] {
+            let mut pairs = kube.to_vec();
+            pairs.remove(drop);
+            let err = load_err(&pairs);
+            assert!(err.starts_with(starts), "{err}");
+        }
+        for (key, value, starts) in [
+            ("CORDON_KUBE_EGRESS_HOST", "127.0.0.1", "kube_egress_host:"),
+            ("CORDON_KUBE_EGRESS_HOST", "pod", "kube_egress_host:"),
+            ("CORDON_EGRESS_BIND_HOST", "127.0.0.1", "egress_bind_host:"),
+            ("CORDON_KUBE_READY_TIMEOUT_S", "0", "kube_ready_timeout_s:"),
+            ("CORDON_KUBE_CDP_PORT", "0", "kube_cdp_port:"),
+            ("CORDON_KUBE_CDP_PORT", "70000", "kube_cdp_port:"),
+            ("CORDON_KUBE_DEPLOYMENT", "no spaces", "kube_deployment:"),
+            ("CORDON_KUBE_NAMESPACE", "Upper", "kube_namespace:"),
+        ] {
+            let mut pairs = kube.to_vec();
+            pairs.push((key, value));
+            let err = load_err(&pairs);
+            assert!(err.starts_with(starts), "{key}={value}: {err}");
+            assert!(!err.contains('\n'), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_egress_guard_leaves_loopback_only_for_the_kube_driver() {
+        let s = Settings::load_from(None, env(&[])).unwrap();
+        assert!(s.egress_bind_host().is_loopback());
+        let err = load_err(&[("CORDON_EGRESS_BIND_HOST", "0.0.0.0")]);
+        assert!(err.starts_with("egress_bind_host:"), "{err}");
+        let err = load_err(&[
+            ("CORDON_SANDBOX_DRIVER", "exec"),
+            ("CORDON_EXEC_CREATE", "/bin/true"),
+            ("CORDON_EXEC_DESTROY", "/bin/true"),
+            ("CORDON_EGRESS_BIND_HOST", "10.0.0.1"),
+        ]);
+        assert!(err.starts_with("egress_bind_host:"), "{err}");
+        let s = Settings::load_from(
+            None,
+            env(&[
+                ("CORDON_SANDBOX_DRIVER", "kube"),
+                ("CORDON_KUBE_POD_TEMPLATE", "/t.yaml"),
+                ("CORDON_KUBE_EGRESS_HOST", "10.1.2.3"),
+                ("CORDON_EGRESS_BIND_HOST", "0.0.0.0"),
+            ]),
+        )
+        .unwrap();
+        assert!(s.egress_bind_host().is_unspecified());
+        assert!(
+            Settings::load_from(None, env(&[("CORDON_EGRESS_BIND_HOST", "::1")])).is_ok(),
+            "loopback is always allowed"
         );
     }
 

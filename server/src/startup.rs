@@ -128,7 +128,8 @@ impl Application {
                     Limits::default(),
                 )
             }
-        };
+        }
+        .bind_on(settings.egress_bind_host());
         let sessions =
             SessionManager::start(&settings, store.clone(), egress.clone(), vault.clone()).await?;
         cluster.start(sessions.clone());

@@ -1,6 +1,6 @@
 //! The guard and its per-sandbox listeners: accept, bound, serve, log.
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,6 +28,8 @@ use crate::store::egress::NewEgressEntry;
 #[derive(Clone)]
 pub struct EgressGuard {
     inner: Arc<Inner>,
+    /// Where listeners bind: loopback, unless browsers run elsewhere (kube).
+    bind_host: IpAddr,
 }
 
 impl EgressGuard {
@@ -51,6 +53,17 @@ impl EgressGuard {
                 resolver,
                 limits,
             }),
+            bind_host: IpAddr::V4(Ipv4Addr::LOCALHOST),
+        }
+    }
+
+    /// The same guard with its listeners bound on `host` (the
+    /// `egress_bind_host` setting, non-loopback only for the kube driver,
+    /// whose browser pods connect over the pod network).
+    pub fn bind_on(self, host: IpAddr) -> Self {
+        Self {
+            bind_host: host,
+            ..self
         }
     }
 
@@ -59,7 +72,7 @@ impl EgressGuard {
         &self.inner.policy
     }
 
-    /// Binds a proxy on `127.0.0.1:0` for one sandbox and serves it until the
+    /// Binds a proxy on `127.0.0.1:0` (or `egress_bind_host`) for one sandbox and serves it until the
     /// returned listener is dropped or closed. Every request it refuses or
     /// forwards is logged under `sandbox_id`.
     pub async fn listen(&self, sandbox_id: String) -> anyhow::Result<EgressListener> {
@@ -80,7 +93,7 @@ impl EgressGuard {
         sandbox_id: String,
         this_process_only: bool,
     ) -> anyhow::Result<EgressListener> {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        let listener = TcpListener::bind((self.bind_host, 0))
             .await
             .context("failed to bind the egress proxy")?;
         let addr = listener

@@ -3,12 +3,14 @@
 //! Drivers: [`process`] (plain Chromium, own temp profile, own port, own
 //! process group), [`bwrap`] (Chromium inside bubblewrap namespaces, reached
 //! through unix sockets and the in-sandbox [`relay`]) and [`exec`] (external
-//! create/destroy commands: containers, FreeBSD jails). Every sandbox gets
+//! create/destroy commands: containers, FreeBSD jails) and [`kube`] (one
+//! Kubernetes pod per browser). Every sandbox gets
 //! its own egress proxy address at start and exposes only a CDP endpoint.
 
 pub mod bwrap;
 pub mod chromium;
 pub mod exec;
+pub mod kube;
 pub mod limits;
 pub mod process;
 mod procs;
@@ -30,6 +32,8 @@ pub enum DriverKind {
     Bwrap,
     /// External create/destroy commands.
     Exec,
+    /// One Kubernetes pod per browser.
+    Kube,
 }
 
 impl DriverKind {
@@ -39,6 +43,7 @@ impl DriverKind {
             Self::Process => "process",
             Self::Bwrap => "bwrap",
             Self::Exec => "exec",
+            Self::Kube => "kube",
         }
     }
 }
@@ -120,7 +125,10 @@ impl Sandbox {
             // `process` runs on this host; an `exec` engine is told these
             // paths (`CORDON_UPLOADS_DIR`, `CORDON_DOWNLOADS_DIR`) and must
             // show its browser the same directories at the same paths.
-            DriverKind::Process | DriverKind::Exec => host.clone(),
+            // A pod shares no directory with the control plane: its
+            // browser cannot reach these (uploads and downloads are not
+            // supported by the kube driver yet).
+            DriverKind::Process | DriverKind::Exec | DriverKind::Kube => host.clone(),
         };
         SharedDir { host, inside }
     }
@@ -155,6 +163,14 @@ pub trait Driver: Send + Sync + 'static {
     async fn start(&self, spec: SandboxSpec) -> anyhow::Result<Sandbox>;
     /// Stops it and removes its runtime files. Idempotent.
     async fn stop(&self, sandbox: &Sandbox) -> anyhow::Result<()>;
+    /// Stops every sandbox of this deployment the driver can find by
+    /// itself (not through the store) whose id is not in `keep`; gives
+    /// back how many. Drivers whose sandboxes the store's rows cover
+    /// (local processes, exec) find none of their own.
+    async fn sweep(&self, keep: &std::collections::HashSet<String>) -> anyhow::Result<usize> {
+        let _ = keep;
+        Ok(0)
+    }
 }
 
 /// Whether `path` is a regular file with an execute bit set.

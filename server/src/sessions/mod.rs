@@ -320,6 +320,9 @@ impl SessionManager {
                 settings.exec_create.as_deref().unwrap_or_default(),
                 settings.exec_destroy.as_deref().unwrap_or_default(),
             )?),
+            SandboxDriverSetting::Kube => {
+                Arc::new(crate::sandbox::kube::KubeDriver::from_settings(settings).await?)
+            }
             SandboxDriverSetting::Bwrap => Arc::new(
                 bwrap()
                     .context("sandbox_driver = \"bwrap\": bubblewrap cannot run sandboxes here")?,
@@ -359,10 +362,13 @@ impl SessionManager {
                  run Cordon where it can create cgroups (root, or a delegated cgroup v2 subtree)"
             );
         }
-        if driver.kind() == DriverKind::Exec && !settings.tenant_limits.is_empty() {
+        if matches!(driver.kind(), DriverKind::Exec | DriverKind::Kube)
+            && !settings.tenant_limits.is_empty()
+        {
             tracing::warn!(
-                "tenant_limits do not reach the exec driver: its create command gets the \
-                 default limits (CORDON_LIMIT_*), since warm sandboxes are made before their tenant is known"
+                "tenant_limits do not reach the exec or kube driver: its sandboxes get the \
+                 default limits (CORDON_LIMIT_*, a pod's memory limit), since warm sandboxes are made \
+                 before their tenant is known"
             );
         }
         if driver.kind() == DriverKind::Process {

@@ -112,8 +112,11 @@ async fn start_inner(inner: &Inner, id: String, state: &str) -> anyhow::Result<W
     } else {
         inner.egress.listen(id.clone()).await?
     };
-    // An `exec` sandbox runs elsewhere: its engine gets the numbers.
-    let made = if inner.driver.kind() == crate::sandbox::DriverKind::Exec {
+    // An `exec` or `kube` sandbox runs elsewhere: its engine gets the numbers.
+    let made = if matches!(
+        inner.driver.kind(),
+        crate::sandbox::DriverKind::Exec | crate::sandbox::DriverKind::Kube
+    ) {
         Ok(inner.limits.remote())
     } else {
         inner.limits.create(&id)

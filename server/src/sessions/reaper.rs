@@ -90,6 +90,19 @@ impl SessionManager {
             }
             report.sandboxes_cleared += 1;
         }
+        // An engine that lists its own browsers (kube: pods by label) stops
+        // those no replica has recorded as running.
+        let keep = inner
+            .store
+            .sandbox_ids_unstopped()
+            .await?
+            .into_iter()
+            .chain(known)
+            .collect();
+        match inner.driver.sweep(&keep).await {
+            Ok(n) => report.sandboxes_killed += n,
+            Err(e) => tracing::warn!(error = %format!("{e:#}"), "reaper: sweep failed"),
+        }
         Ok(report)
     }
 
@@ -146,7 +159,7 @@ impl SessionManager {
     async fn stop_orphan(&self, sb: &crate::store::sessions::SandboxRow) -> bool {
         let inner = &self.0;
         let mut killed = false;
-        let external = matches!(inner.driver.kind(), DriverKind::Exec);
+        let external = matches!(inner.driver.kind(), DriverKind::Exec | DriverKind::Kube);
         if external && sb.driver == inner.driver.kind().as_str() {
             // An external engine's sandbox: only its destroy command can end it.
             let orphan = Sandbox {

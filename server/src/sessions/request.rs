@@ -135,6 +135,12 @@ pub enum OpenRequestError {
     /// Operator mode needs a grant.
     #[error("credential_mode \"operator\" requires a valid operator grant token")]
     GrantRequired,
+    /// This control plane's sandbox driver shares no directory with the
+    /// browser (kube), so it cannot keep downloads.
+    #[error(
+        "downloads: \"allow\" is not available with the kube sandbox driver (a browser pod shares no directory with the control plane)"
+    )]
+    DownloadsUnsupported,
 }
 
 impl OpenRequest {

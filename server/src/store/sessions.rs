@@ -460,6 +460,15 @@ impl Store {
         Ok(())
     }
 
+    /// The ids of every sandbox not yet stopped, on any replica (what an
+    /// engine-wide sweep keeps).
+    pub async fn sandbox_ids_unstopped(&self) -> anyhow::Result<Vec<String>> {
+        sqlx::query_scalar("SELECT id FROM sandboxes WHERE state <> 'stopped'")
+            .fetch_all(self.pool())
+            .await
+            .context("failed to list sandboxes")
+    }
+
     /// Sandboxes on `host` not yet stopped.
     pub async fn sandboxes_unstopped_on(&self, host: &str) -> anyhow::Result<Vec<SandboxRow>> {
         let rows = sqlx::query(

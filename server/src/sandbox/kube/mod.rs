@@ -523,6 +523,20 @@ impl Driver for KubeDriver {
             if keep.contains(id) {
                 continue;
             }
+            // A pod still starting has no sandbox row yet (it is recorded
+            // once its browser answers), on this replica or another: only
+            // pods older than the longest start are orphans.
+            let age_ms = pod
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| crate::time::now_ms() - t.0.as_millisecond());
+            let grace_ms = i64::try_from(self.opts.ready_timeout.as_millis())
+                .unwrap_or(i64::MAX / 2)
+                .saturating_add(60_000);
+            if age_ms.is_none_or(|a| a < grace_ms) {
+                continue;
+            }
             self.delete(name).await?;
             tracing::warn!(pod = %name, sandbox.id = %id, "reaper: deleted an orphaned browser pod");
             deleted += 1;

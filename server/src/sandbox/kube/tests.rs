@@ -587,22 +587,32 @@ async fn sweep_deletes_only_pods_of_unknown_sandboxes() {
         Some("app.kubernetes.io/managed-by=cordon,cordon.dev/deployment=test-deploy"),
         "{list:?}"
     );
-    let named = |id: &str| {
+    // Made an hour ago, or just now (still starting: its row comes once
+    // its browser answers, so it is no orphan yet).
+    let old = "2000-01-01T00:00:00Z";
+    let young = k8s_openapi::jiff::Timestamp::now().to_string();
+    let named = |id: &str, created: &str| {
         let mut p = pod("1", "Running", true, Some("10.0.0.1"));
         p["metadata"]["name"] = super::pod_name(id).into();
         p["metadata"]["labels"][SANDBOX] = id.into();
+        p["metadata"]["creationTimestamp"] = created.into();
         p
     };
     list.answer(
         200,
         json!({
             "apiVersion": "v1", "kind": "PodList", "metadata": {"resourceVersion": "1"},
-            "items": [named("b_known"), named("b_orphan"), named("b_gone")],
+            "items": [
+                named("b_known", old),
+                named("b_orphan", old),
+                named("b_gone", old),
+                named("b_starting", &young),
+            ],
         }),
     );
     api.expect("DELETE", &format!("{}/b-orphan", pods()))
         .await
-        .answer(200, named("b_orphan"));
+        .answer(200, named("b_orphan", old));
     api.expect("DELETE", &format!("{}/b-gone", pods()))
         .await
         .answer(404, status(404, "NotFound"));

@@ -163,27 +163,13 @@ pub async fn operator_of_hop(
     state: &AppState,
     req: Request,
 ) -> Result<Request, app::error::UiError> {
-    let value = req
-        .headers()
-        .get(hop::HEADER)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
-    let (mut parts, body) = req.into_parts();
-    let bytes = axum::body::to_bytes(body, MAX_FORM)
-        .await
+    let arrived = super::Arrived::read(&state.cluster, req, MAX_FORM).await;
+    let claims = arrived
+        .claims
+        .clone()
         .map_err(|_| app::error::UiError::Unauthorized)?;
-    let path = parts
-        .uri
-        .path_and_query()
-        .map_or_else(|| parts.uri.path().to_owned(), |p| p.as_str().to_owned());
-    let claims = state
-        .cluster
-        .accept(&value, parts.method.as_str(), &path, &bytes)
-        .map_err(|refusal| {
-            tracing::warn!(reason = %refusal, path = %parts.uri.path(), "dashboard hop refused");
-            app::error::UiError::Unauthorized
-        })?;
+    let mut parts = arrived.parts;
+    let bytes = arrived.body;
     if claims.tenant != OPERATOR {
         tracing::warn!(path = %parts.uri.path(), "dashboard hop refused: not an operator's");
         return Err(app::error::UiError::Unauthorized);

@@ -57,45 +57,26 @@ async fn read_body(body: Body) -> Result<Bytes, ApiError> {
 /// time, nonce, body), then its agent is the caller and its `Authorization`
 /// is ignored. A refusal is logged with its reason, never the header.
 pub async fn accept_hop(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let Some(value) = req.headers().get(hop::HEADER) else {
+    if !req.headers().contains_key(hop::HEADER) {
         return next.run(req).await;
-    };
-    let value = value.to_str().unwrap_or_default().to_owned();
-    let (mut parts, body) = req.into_parts();
-    let bytes = match read_body(body).await {
-        Ok(b) => b,
-        Err(e) => return e.into_response(),
-    };
-    let path = parts
-        .uri
-        .path_and_query()
-        .map_or_else(|| parts.uri.path().to_owned(), |p| p.as_str().to_owned());
-    let claims = state
-        .cluster
-        .accept(&value, parts.method.as_str(), &path, &bytes)
-        .and_then(|c| {
-            c.tenant
-                .parse()
-                .map(|tenant| (tenant, c.key_id.clone()))
-                .map_err(|_| hop::Refusal::Malformed)
-        });
-    match claims {
-        Ok((tenant, key_id)) => {
-            metrics::counter!("cordon_hops_accepted_total").increment(1);
-            parts.headers.remove(header::AUTHORIZATION);
-            parts
-                .extensions
-                .insert(Agent(ApiKeyOwner { key_id, tenant }));
-            parts.extensions.insert(Forwarded);
-            next.run(Request::from_parts(parts, Body::from(bytes)))
-                .await
-        }
-        Err(refusal) => {
-            metrics::counter!("cordon_hops_refused_total").increment(1);
-            tracing::warn!(reason = %refusal, path = %parts.uri.path(), "internal hop refused");
-            ApiError::HopRefused.into_response()
-        }
     }
+    // The body is already bounded (`limit_bodies`).
+    let mut arrived = super::Arrived::read(&state.cluster, req, usize::MAX).await;
+    let owner = match &arrived.claims {
+        Ok(c) => c.tenant.parse().ok().map(|tenant| ApiKeyOwner {
+            key_id: c.key_id.clone(),
+            tenant,
+        }),
+        Err(_) => None,
+    };
+    let Some(owner) = owner else {
+        return ApiError::HopRefused.into_response();
+    };
+    metrics::counter!("cordon_hops_accepted_total").increment(1);
+    arrived.parts.headers.remove(header::AUTHORIZATION);
+    arrived.parts.extensions.insert(Agent(owner));
+    arrived.parts.extensions.insert(Forwarded);
+    next.run(arrived.request()).await
 }
 
 /// Sends a call for a session another replica runs to that replica; a
@@ -224,10 +205,7 @@ async fn send(
     let bytes = read_body(body)
         .await
         .map_err(|e| Failure::Answer(e.into_response()))?;
-    let path = parts
-        .uri
-        .path_and_query()
-        .map_or_else(|| parts.uri.path().to_owned(), |p| p.as_str().to_owned());
+    let path = super::path_of(&parts.uri);
     let Some(signed) = state.cluster.sign(
         replica,
         parts.method.as_str(),

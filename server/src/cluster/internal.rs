@@ -9,7 +9,7 @@
 //! 401 `hop_refused`.
 
 use axum::Json;
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::extract::{Path, Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
@@ -40,35 +40,18 @@ pub fn router(state: &AppState) -> axum::Router<AppState> {
 }
 
 async fn accept(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let Some(value) = req.headers().get(hop::HEADER) else {
-        return ApiError::HopRefused.into_response();
-    };
-    let value = value.to_str().unwrap_or_default().to_owned();
-    let (mut parts, body) = req.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
-        return ApiError::PayloadTooLarge("request body is too large".into()).into_response();
-    };
-    let path = parts
-        .uri
-        .path_and_query()
-        .map_or_else(|| parts.uri.path().to_owned(), |p| p.as_str().to_owned());
-    match state
-        .cluster
-        .accept(&value, parts.method.as_str(), &path, &bytes)
-    {
+    let mut arrived = super::Arrived::read(&state.cluster, req, usize::MAX).await;
+    match &arrived.claims {
         Ok(c) if c.tenant == OPERATOR => {
-            parts.extensions.insert(InternalOperator(c.key_id));
-            next.run(Request::from_parts(parts, Body::from(bytes)))
-                .await
+            let op = InternalOperator(c.key_id.clone());
+            arrived.parts.extensions.insert(op);
+            next.run(arrived.request()).await
         }
         Ok(_) => {
-            tracing::warn!(path = %parts.uri.path(), "internal call refused: not an operator's");
+            tracing::warn!(path = %arrived.parts.uri.path(), "internal call refused: not an operator's");
             ApiError::HopRefused.into_response()
         }
-        Err(refusal) => {
-            tracing::warn!(reason = %refusal, path = %parts.uri.path(), "internal call refused");
-            ApiError::HopRefused.into_response()
-        }
+        Err(_) => ApiError::HopRefused.into_response(),
     }
 }
 
@@ -151,24 +134,21 @@ impl Cluster {
         Ok(res)
     }
 
-    /// Every other replica's pending approvals (a replica that does not
-    /// answer is skipped and logged).
-    pub async fn remote_approvals(&self, op: &str) -> Vec<Pending> {
+    /// `GET path` on every other replica up, as operator `op`: each one's
+    /// JSON answer (a replica that does not answer is skipped and logged).
+    async fn ask_others<T: serde::de::DeserializeOwned>(&self, path: &str, op: &str) -> Vec<T> {
         let Ok(others) = self.others().await else {
             return Vec::new();
         };
         let calls = others.iter().map(|(name, base)| async move {
-            let res = self
-                .internal(name, base, Method::GET, "/api/internal/approvals", Vec::new(), op)
-                .await;
-            match res {
-                Ok(r) if r.status() == StatusCode::OK => r.json::<Vec<Pending>>().await.ok(),
+            match self.internal(name, base, Method::GET, path, Vec::new(), op).await {
+                Ok(r) if r.status() == StatusCode::OK => r.json::<T>().await.ok(),
                 Ok(r) => {
-                    tracing::warn!(replica = %name, status = %r.status(), "approvals of a replica: refused");
+                    tracing::warn!(replica = %name, status = %r.status(), path, "internal call refused");
                     None
                 }
                 Err(e) => {
-                    tracing::warn!(replica = %name, error = %e, "approvals of a replica: unreachable");
+                    tracing::warn!(replica = %name, error = %e, path, "internal call: replica unreachable");
                     None
                 }
             }
@@ -177,38 +157,23 @@ impl Cluster {
             .await
             .into_iter()
             .flatten()
+            .collect()
+    }
+
+    /// Every other replica's pending approvals.
+    pub async fn remote_approvals(&self, op: &str) -> Vec<Pending> {
+        self.ask_others::<Vec<Pending>>("/api/internal/approvals", op)
+            .await
+            .into_iter()
             .flatten()
             .collect()
     }
 
     /// The tasks waiting for an operator on every other replica.
     pub async fn remote_waiting(&self, op: &str) -> Vec<String> {
-        let Ok(others) = self.others().await else {
-            return Vec::new();
-        };
-        let calls = others.iter().map(|(name, base)| async move {
-            let res = self
-                .internal(
-                    name,
-                    base,
-                    Method::GET,
-                    "/api/internal/tasks/waiting",
-                    Vec::new(),
-                    op,
-                )
-                .await;
-            match res {
-                Ok(r) if r.status() == StatusCode::OK => r.json::<Vec<String>>().await.ok(),
-                _ => {
-                    tracing::warn!(replica = %name, "waiting tasks of a replica: no answer");
-                    None
-                }
-            }
-        });
-        futures::future::join_all(calls)
+        self.ask_others::<Vec<String>>("/api/internal/tasks/waiting", op)
             .await
             .into_iter()
-            .flatten()
             .flatten()
             .collect()
     }

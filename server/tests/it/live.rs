@@ -635,31 +635,11 @@ async fn a_popup_is_followed_as_a_tab_and_tabs_and_addresses_are_driven_from_the
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_view_of_a_session_on_another_replica_is_carried_there_and_driven() {
-    use crate::replicas::{Replica, SECRET};
     let site = site::start().await;
     let allow = site.allow();
     // The operator's dashboard is on `a` (this process); the session runs
     // on `b` (a `cordon serve` on the same PostgreSQL).
-    let app = session_app(
-        Backend::Postgres,
-        &allow,
-        &[
-            ("CORDON_REPLICA_NAME", "a"),
-            ("CORDON_CLUSTER_SECRET", SECRET),
-        ],
-    )
-    .await;
-    let key = std::fs::read_to_string(app.db.dir.path().join("data/master.key")).unwrap();
-    let b = Replica::start(
-        &app.db.dir.path().join("b"),
-        &app.db.url,
-        key.trim(),
-        "b",
-        &[
-            ("CORDON_EGRESS_ALLOW", allow.as_str()),
-            ("CORDON_SANDBOX_DRIVER", "process"),
-        ],
-    );
+    let (app, b) = crate::replicas::pair(&allow, &[]).await;
     let mut agent = app.agent("acme").await;
     agent.base = b.url("");
     let sid = agent.open(json!({})).await;

@@ -533,29 +533,9 @@ async fn an_open_mcp_event_stream_does_not_hold_the_shutdown() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_session_is_served_by_its_replica_whichever_replica_a_request_reaches() {
-    use crate::replicas::{Replica, SECRET};
     let site = site::start().await;
     let allow = site.allow();
-    let app = session_app(
-        Backend::Postgres,
-        &allow,
-        &[
-            ("CORDON_REPLICA_NAME", "a"),
-            ("CORDON_CLUSTER_SECRET", SECRET),
-        ],
-    )
-    .await;
-    let key = std::fs::read_to_string(app.db.dir.path().join("data/master.key")).unwrap();
-    let b = Replica::start(
-        &app.db.dir.path().join("b"),
-        &app.db.url,
-        key.trim(),
-        "b",
-        &[
-            ("CORDON_EGRESS_ALLOW", allow.as_str()),
-            ("CORDON_SANDBOX_DRIVER", "process"),
-        ],
-    );
+    let (app, b) = crate::replicas::pair(&allow, &[]).await;
     let agent = app.agent("acme").await;
     // `initialize` on `a`: the session's id names it.
     let mut mcp = Mcp::of(&app, &agent).await;

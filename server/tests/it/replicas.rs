@@ -107,6 +107,37 @@ fn empty_stderr() -> std::process::ChildStderr {
     err
 }
 
+/// Replica `a` in this process (a [`crate::helpers::TestApp`] on a fresh
+/// PostgreSQL database: its dashboard and store are the test's) and
+/// replica `b`, a `cordon serve` on the same database with `a`'s master
+/// key and the process driver; both let `allow` through the egress guard
+/// and get `extra`.
+pub(crate) async fn pair(
+    allow: &str,
+    extra: &[(&str, &str)],
+) -> (crate::helpers::TestApp, Replica) {
+    let mut on_a = vec![
+        ("CORDON_REPLICA_NAME", "a"),
+        ("CORDON_CLUSTER_SECRET", SECRET),
+    ];
+    on_a.extend_from_slice(extra);
+    let a = crate::helpers::session_app(Backend::Postgres, allow, &on_a).await;
+    let key = std::fs::read_to_string(a.db.dir.path().join("data/master.key")).unwrap();
+    let mut on_b = vec![
+        ("CORDON_EGRESS_ALLOW", allow),
+        ("CORDON_SANDBOX_DRIVER", "process"),
+    ];
+    on_b.extend_from_slice(extra);
+    let b = Replica::start(
+        &a.db.dir.path().join("b"),
+        &a.db.url,
+        key.trim(),
+        "b",
+        &on_b,
+    );
+    (a, b)
+}
+
 fn cli(dir: &Path, db: &str, key: &str, args: &[&str]) -> String {
     let out = cordon_cli(
         dir,
@@ -637,29 +668,7 @@ async fn an_approval_waiting_on_one_replica_is_listed_shown_and_decided_on_anoth
     let site = crate::site::start().await;
     let allow = site.allow();
     // `a`: in this process, where the operator's dashboard is.
-    let a = crate::helpers::session_app(
-        Backend::Postgres,
-        &allow,
-        &[
-            ("CORDON_APPROVAL_TIMEOUT_S", "60"),
-            ("CORDON_REPLICA_NAME", "a"),
-            ("CORDON_CLUSTER_SECRET", SECRET),
-        ],
-    )
-    .await;
-    let key = std::fs::read_to_string(a.db.dir.path().join("data/master.key")).unwrap();
-    // `b`: a `cordon serve` on the same database, where the session runs.
-    let b = Replica::start(
-        &a.db.dir.path().join("b"),
-        &a.db.url,
-        key.trim(),
-        "b",
-        &[
-            ("CORDON_EGRESS_ALLOW", allow.as_str()),
-            ("CORDON_APPROVAL_TIMEOUT_S", "60"),
-            ("CORDON_SANDBOX_DRIVER", "process"),
-        ],
-    );
+    let (a, b) = crate::replicas::pair(&allow, &[("CORDON_APPROVAL_TIMEOUT_S", "60")]).await;
     let mut agent = a.agent("acme").await;
     agent.base = b.url("");
     let sid = agent.open(json!({})).await;
@@ -753,27 +762,7 @@ async fn a_task_waiting_for_a_person_on_one_replica_is_flagged_on_anothers_dashb
     ])
     .await;
     let base = format!("http://{model}/v1");
-    let a = crate::helpers::session_app(
-        Backend::Postgres,
-        &allow,
-        &[
-            ("CORDON_REPLICA_NAME", "a"),
-            ("CORDON_CLUSTER_SECRET", SECRET),
-        ],
-    )
-    .await;
-    let key = std::fs::read_to_string(a.db.dir.path().join("data/master.key")).unwrap();
-    let b = Replica::start(
-        &a.db.dir.path().join("b"),
-        &a.db.url,
-        key.trim(),
-        "b",
-        &[
-            ("CORDON_EGRESS_ALLOW", allow.as_str()),
-            ("CORDON_SANDBOX_DRIVER", "process"),
-            ("CORDON_MODEL_BASE_URL", base.as_str()),
-        ],
-    );
+    let (a, b) = crate::replicas::pair(&allow, &[("CORDON_MODEL_BASE_URL", base.as_str())]).await;
     let agent = a.agent("acme").await;
     let (_, cookie) = a.operator_session("olive", Role::Operator).await;
     let run = tokio::spawn({

@@ -188,29 +188,10 @@ async fn fifty_concurrent_opens_with_one_single_use_token_yield_one_session(back
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_single_use_token_raced_on_two_replicas_opens_one_session() {
-    use crate::replicas::{Replica, SECRET};
     let site = site::start().await;
     let allow = site.allow();
-    let app = session_app(
-        Backend::Postgres,
-        &allow,
-        &[
-            ("CORDON_REPLICA_NAME", "a"),
-            ("CORDON_CLUSTER_SECRET", SECRET),
-        ],
-    )
-    .await;
-    let key = std::fs::read_to_string(app.db.dir.path().join("data/master.key")).unwrap();
-    let b = Replica::start(
-        &app.db.dir.path().join("b"),
-        &app.db.url,
-        key.trim(),
-        "b",
-        &[
-            ("CORDON_EGRESS_ALLOW", allow.as_str()),
-            ("CORDON_SANDBOX_DRIVER", "process"),
-        ],
-    );
+    // Opens in flight count against the limit: room for all twenty.
+    let (app, b) = crate::replicas::pair(&allow, &[("CORDON_MAX_SESSIONS_PER_TENANT", "50")]).await;
     let acme = app.agent("acme").await;
     let (_, token, _) = granted(&app, &acme, &["127.0.0.1"], true).await;
     let mut on_b = acme.clone();

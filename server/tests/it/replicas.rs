@@ -802,3 +802,35 @@ async fn a_task_waiting_for_a_person_on_one_replica_is_flagged_on_anothers_dashb
     assert_eq!(waiting.len(), 1, "{list}");
     run.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_rotation_is_refused_while_a_replica_runs_and_moves_the_deployments_key() {
+    use cordon::crypto::{Keyring, MasterKey};
+    let site = crate::site::start().await;
+    let (a, b) = pair(&site.allow(), &[]).await;
+    let key = std::fs::read_to_string(a.db.dir.path().join("data/master.key")).unwrap();
+    let old = MasterKey::from_text(key.trim()).expect("the replicas' key");
+    let keyring = Keyring::in_memory(old.clone());
+    let actor = cordon::audit::Actor::Cli;
+    let store = a.db.store().await;
+    let err = cordon::vault::rotate(&store, &keyring, MasterKey::generate(), &actor)
+        .await
+        .expect_err("replicas run");
+    let text = err.to_string();
+    assert!(
+        text.contains("replicas running") && text.contains('a') && text.contains('b'),
+        "{text}"
+    );
+    let before = store.deployment().await.unwrap().unwrap();
+    assert_eq!(before.key_id.as_deref(), Some(old.id().as_str()));
+    // Every replica stopped (each marks itself so at shutdown): it runs,
+    // and the deployment records the new key.
+    drop(b);
+    let _db = a.stop().await;
+    let new = MasterKey::generate();
+    cordon::vault::rotate(&store, &keyring, new.clone(), &actor)
+        .await
+        .expect("no replica runs");
+    let after = store.deployment().await.unwrap().unwrap();
+    assert_eq!(after.key_id.as_deref(), Some(new.id().as_str()));
+}

@@ -48,6 +48,8 @@ impl Replica {
                 "CORDON_SITE_ROOT",
                 concat!(env!("CARGO_MANIFEST_DIR"), "/../target/site"),
             )
+            // The first start prints an enrollment link there.
+            .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .expect("cordon serve starts");

@@ -258,7 +258,8 @@ pub enum GrantsCommand {
 pub enum KeysCommand {
     /// Re-encrypt every stored credential under a new master key, in one
     /// transaction. With a key file, the old one is kept as
-    /// `master.key.<old key id>`. Stop the server first.
+    /// `master.key.<old key id>`. Stop the server (every replica) first: it
+    /// is refused while any replica has beaten within the last minute.
     Rotate {
         /// Take the new key from this file (mode 0600, 64 hex digits or
         /// base64) instead of generating one; required when the key comes

@@ -36,6 +36,8 @@ pub fn router(state: &AppState) -> axum::Router<AppState> {
         .route("/api/internal/approvals/{id}/screenshot", get(screenshot))
         .route("/api/internal/live/{session}", get(super::live::serve))
         .route("/api/internal/tasks/waiting", get(waiting))
+        .route("/api/internal/timeline/{session}", get(timeline))
+        .route("/api/internal/screenshots/{id}", get(image))
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), accept))
 }
 
@@ -57,6 +59,50 @@ async fn accept(State(state): State<AppState>, req: Request, next: Next) -> Resp
 
 async fn list(State(state): State<AppState>) -> Json<Vec<Pending>> {
     Json(state.sessions.approvals().list())
+}
+
+/// A session's screenshot timeline, as this replica (which recorded it)
+/// has it.
+async fn timeline(
+    State(state): State<AppState>,
+    axum::Extension(InternalOperator(op)): axum::Extension<InternalOperator>,
+    Path(session): Path<String>,
+) -> Response {
+    let op = app::api::auth::Operator {
+        id: op,
+        name: String::new(),
+        role: app::api::auth::Role::Viewer,
+    };
+    match state.timeline_here(&op, session).await {
+        Ok(view) => Json(view).into_response(),
+        Err(e) => crate::auth::ui_error(&e),
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct ImageQuery {
+    #[serde(default)]
+    thumb: bool,
+}
+
+/// One recorded screenshot (or its thumbnail), by id.
+async fn image(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    axum::extract::Query(q): axum::extract::Query<ImageQuery>,
+) -> Response {
+    let Ok(id) = id.parse::<crate::recording::ScreenshotId>() else {
+        return ApiError::NotFound("screenshot").into_response();
+    };
+    let variant = if q.thumb {
+        crate::recording::Variant::Thumb
+    } else {
+        crate::recording::Variant::Full
+    };
+    match state.sessions.recorder().open(&id, variant).await {
+        Ok(img) => ([(header::CONTENT_TYPE, img.content_type)], img.bytes).into_response(),
+        Err(_) => ApiError::NotFound("screenshot").into_response(),
+    }
 }
 
 async fn waiting(State(state): State<AppState>) -> Json<Vec<String>> {
@@ -176,6 +222,62 @@ impl Cluster {
             .into_iter()
             .flatten()
             .collect()
+    }
+
+    /// The up replica (name, base URL) that recorded session `id`'s
+    /// screenshots, when it is another one.
+    pub async fn recorder_of(&self, id: &str) -> Option<(String, String)> {
+        let row = self.0.store.session_find(id).await.ok()??;
+        if row.host == self.0.name {
+            return None;
+        }
+        match self.peer(&row.host).await {
+            Ok(super::Peer::Up(base)) => Some((row.host, base)),
+            _ => None,
+        }
+    }
+
+    /// Session `id`'s timeline from the replica that recorded it.
+    pub async fn remote_timeline(
+        &self,
+        id: &str,
+        op: &str,
+    ) -> Option<app::api::screenshots::TimelineView> {
+        let (name, base) = self.recorder_of(id).await?;
+        let path = format!("/api/internal/timeline/{id}");
+        let r = self
+            .internal(&name, &base, Method::GET, &path, Vec::new(), op)
+            .await
+            .ok()?;
+        if r.status() != StatusCode::OK {
+            return None;
+        }
+        r.json().await.ok()
+    }
+
+    /// A screenshot from the replica that recorded it: bytes and type.
+    pub async fn remote_image(
+        &self,
+        id: &crate::recording::ScreenshotId,
+        thumb: bool,
+        op: &str,
+    ) -> Option<(Vec<u8>, String)> {
+        let (name, base) = self.recorder_of(id.session().as_str()).await?;
+        let path = format!("/api/internal/screenshots/{id}?thumb={thumb}");
+        let r = self
+            .internal(&name, &base, Method::GET, &path, Vec::new(), op)
+            .await
+            .ok()?;
+        if r.status() != StatusCode::OK {
+            return None;
+        }
+        let kind = r
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .filter(|t| matches!(*t, "image/png" | "image/jpeg"))?
+            .to_owned();
+        Some((r.bytes().await.ok()?.to_vec(), kind))
     }
 
     /// Decides approval `id` on the replica that holds it.

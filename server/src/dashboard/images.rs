@@ -14,13 +14,21 @@ use crate::recording::{OpenError, ScreenshotId, Variant};
 use crate::state::AppState;
 
 /// The full image.
-pub async fn full(State(state): State<AppState>, Path(id): Path<String>) -> Response {
-    serve(&state, &id, Variant::Full).await
+pub async fn full(
+    State(state): State<AppState>,
+    axum::Extension(op): axum::Extension<app::api::auth::Operator>,
+    Path(id): Path<String>,
+) -> Response {
+    serve(&state, &op, &id, Variant::Full).await
 }
 
 /// Its thumbnail (made on first request, then kept).
-pub async fn thumb(State(state): State<AppState>, Path(id): Path<String>) -> Response {
-    serve(&state, &id, Variant::Thumb).await
+pub async fn thumb(
+    State(state): State<AppState>,
+    axum::Extension(op): axum::Extension<app::api::auth::Operator>,
+    Path(id): Path<String>,
+) -> Response {
+    serve(&state, &op, &id, Variant::Thumb).await
 }
 
 /// A pending approval's screenshot (the target outlined); gone with the
@@ -53,11 +61,32 @@ pub async fn approval(
     }
 }
 
-async fn serve(state: &AppState, id: &str, variant: Variant) -> Response {
+async fn serve(
+    state: &AppState,
+    op: &app::api::auth::Operator,
+    id: &str,
+    variant: Variant,
+) -> Response {
     let Ok(id) = id.parse::<ScreenshotId>() else {
         return crate::auth::ui_error(&UiError::not_found("screenshot"));
     };
-    match state.sessions.recorder().open(&id, variant).await {
+    let here = state.sessions.recorder().open(&id, variant).await;
+    if matches!(here, Err(OpenError::NotFound)) {
+        // Recorded by another replica: its data dir has the file.
+        let thumb = matches!(variant, Variant::Thumb);
+        if let Some((bytes, kind)) = state.cluster.remote_image(&id, thumb, &op.id).await {
+            return (
+                [
+                    (header::CONTENT_TYPE, kind),
+                    (header::CACHE_CONTROL, "private, max-age=3600".to_owned()),
+                    (header::X_CONTENT_TYPE_OPTIONS, "nosniff".to_owned()),
+                ],
+                bytes,
+            )
+                .into_response();
+        }
+    }
+    match here {
         Ok(img) => (
             [
                 (header::CONTENT_TYPE, img.content_type),

@@ -133,40 +133,13 @@ impl SessionsBackend for AppState {
         })
     }
 
-    async fn timeline(&self, _op: &Operator, session: String) -> UiResult<TimelineView> {
-        let (sid, tenant, row) = find(self, &session).await?;
-        let recorder = self.sessions.recorder();
-        let shots = recorder
-            .timeline(&tenant, &sid)
-            .await
-            .map_err(|e| internal("listing screenshots", e))?;
-        let retention =
-            std::time::Duration::from_secs(self.settings.recording_retention_days * 24 * 3600);
-        let retained_until = if row.record == "audit" {
-            recorder
-                .expires_at(&tenant, &sid, retention)
-                .await
-                .map_err(|e| internal("reading screenshot ages", e))?
-        } else {
-            None
-        };
-        Ok(TimelineView {
-            session: row.id,
-            tenant: row.tenant_id,
-            record: row.record,
-            retained_until,
-            shots: shots
-                .into_iter()
-                .map(|s| ShotView {
-                    id: s.id.to_string(),
-                    seq: s.seq,
-                    taken_at: s.taken_at_ms,
-                    bytes: s.bytes,
-                })
-                .collect(),
-        })
+    async fn timeline(&self, op: &Operator, session: String) -> UiResult<TimelineView> {
+        // Recorded by another replica: its data dir has the files.
+        if let Some(view) = self.cluster.remote_timeline(&session, &op.id).await {
+            return Ok(view);
+        }
+        self.timeline_here(op, session).await
     }
-
     async fn end_session(&self, op: &Operator, id: String) -> UiResult<()> {
         let result = async {
             self.sessions
@@ -209,4 +182,45 @@ async fn find(state: &AppState, id: &str) -> UiResult<(SessionId, TenantId, Sess
         .parse()
         .map_err(|e| internal("reading the session", anyhow::anyhow!("{e}")))?;
     Ok((sid, tenant, row))
+}
+
+impl AppState {
+    /// A session's timeline from this replica's data dir.
+    pub(crate) async fn timeline_here(
+        &self,
+        _op: &Operator,
+        session: String,
+    ) -> UiResult<TimelineView> {
+        let (sid, tenant, row) = find(self, &session).await?;
+        let recorder = self.sessions.recorder();
+        let shots = recorder
+            .timeline(&tenant, &sid)
+            .await
+            .map_err(|e| internal("listing screenshots", e))?;
+        let retention =
+            std::time::Duration::from_secs(self.settings.recording_retention_days * 24 * 3600);
+        let retained_until = if row.record == "audit" {
+            recorder
+                .expires_at(&tenant, &sid, retention)
+                .await
+                .map_err(|e| internal("reading screenshot ages", e))?
+        } else {
+            None
+        };
+        Ok(TimelineView {
+            session: row.id,
+            tenant: row.tenant_id,
+            record: row.record,
+            retained_until,
+            shots: shots
+                .into_iter()
+                .map(|s| ShotView {
+                    id: s.id.to_string(),
+                    seq: s.seq,
+                    taken_at: s.taken_at_ms,
+                    bytes: s.bytes,
+                })
+                .collect(),
+        })
+    }
 }

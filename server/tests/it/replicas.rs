@@ -834,3 +834,60 @@ async fn a_key_rotation_is_refused_while_a_replica_runs_and_moves_the_deployment
     let after = store.deployment().await.unwrap().unwrap();
     assert_eq!(after.key_id.as_deref(), Some(new.id().as_str()));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn screenshots_recorded_on_one_replica_are_shown_by_anothers_dashboard() {
+    use app::api::auth::Role;
+    let site = crate::site::start().await;
+    let (a, b) = pair(&site.allow(), &[]).await;
+    let mut agent = a.agent("acme").await;
+    agent.base = b.url("");
+    let sid = agent.open(json!({ "record": "audit" })).await;
+    agent.navigate_ok(&sid, &site.url("/pad")).await;
+    let (status, shot) = agent.tool(&sid, "screenshot", json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{shot}");
+    let (_, cookie) = a.operator_session("vic", Role::Viewer).await;
+    let (status, view) = a
+        .server_fn(
+            "screenshot_timeline",
+            &format!("session={sid}"),
+            Some(&cookie),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{view}\n{}", b.warnings());
+    let shots = view["shots"].as_array().cloned().unwrap_or_default();
+    assert!(!shots.is_empty(), "b's timeline shown on a: {view}");
+    let id = shots[0]["id"].as_str().unwrap().to_owned();
+    for (path, kind) in [
+        (format!("/ui/screenshots/{id}"), None),
+        (format!("/ui/screenshots/{id}/thumb"), Some("image/jpeg")),
+    ] {
+        let res = a
+            .http
+            .get(a.url(&path))
+            .header("cookie", &cookie)
+            .header("host", format!("localhost:{}", a.addr.port()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK, "{path}");
+        let got = res.headers()["content-type"].to_str().unwrap().to_owned();
+        if let Some(k) = kind {
+            assert_eq!(got, k);
+        }
+        assert!(
+            image::load_from_memory(&res.bytes().await.unwrap()).is_ok(),
+            "{path}"
+        );
+    }
+    // An id that names no screenshot is 404 on both, not a hang or a 500.
+    let res = a
+        .http
+        .get(a.url(&format!("/ui/screenshots/acme:{sid}:9999")))
+        .header("cookie", &cookie)
+        .header("host", format!("localhost:{}", a.addr.port()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::NOT_FOUND);
+}

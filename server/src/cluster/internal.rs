@@ -180,15 +180,16 @@ impl Cluster {
         Ok(res)
     }
 
-    /// `GET path` on every other replica up, as operator `op`: each one's
-    /// JSON answer (a replica that does not answer is skipped and logged).
+    /// `GET path` on every other replica up, as operator `op`: the items
+    /// of every JSON list answered (a replica that does not answer is
+    /// skipped and logged).
     async fn ask_others<T: serde::de::DeserializeOwned>(&self, path: &str, op: &str) -> Vec<T> {
         let Ok(others) = self.others().await else {
             return Vec::new();
         };
         let calls = others.iter().map(|(name, base)| async move {
             match self.internal(name, base, Method::GET, path, Vec::new(), op).await {
-                Ok(r) if r.status() == StatusCode::OK => r.json::<T>().await.ok(),
+                Ok(r) if r.status() == StatusCode::OK => r.json::<Vec<T>>().await.ok(),
                 Ok(r) => {
                     tracing::warn!(replica = %name, status = %r.status(), path, "internal call refused");
                     None
@@ -203,25 +204,18 @@ impl Cluster {
             .await
             .into_iter()
             .flatten()
+            .flatten()
             .collect()
     }
 
     /// Every other replica's pending approvals.
     pub async fn remote_approvals(&self, op: &str) -> Vec<Pending> {
-        self.ask_others::<Vec<Pending>>("/api/internal/approvals", op)
-            .await
-            .into_iter()
-            .flatten()
-            .collect()
+        self.ask_others("/api/internal/approvals", op).await
     }
 
     /// The tasks waiting for an operator on every other replica.
     pub async fn remote_waiting(&self, op: &str) -> Vec<String> {
-        self.ask_others::<Vec<String>>("/api/internal/tasks/waiting", op)
-            .await
-            .into_iter()
-            .flatten()
-            .collect()
+        self.ask_others("/api/internal/tasks/waiting", op).await
     }
 
     /// The up replica (name, base URL) that recorded session `id`'s

@@ -77,7 +77,13 @@ const OPEN: crate::api::openapi::Errors = &[
     (403, "grant_too_narrow"),
     (503, "unavailable"),
 ];
-const TASK: crate::api::openapi::Errors = &[(404, "not_found")];
+/// (Several replicas: a running task's loop lives on one replica; a call
+/// for it elsewhere is forwarded, see `cluster::forward`.)
+const TASK: crate::api::openapi::Errors = &[
+    (404, "not_found"),
+    (503, "replica_unreachable"),
+    (401, "hop_refused"),
+];
 
 /// The task operations, for the route table.
 pub fn routes() -> Vec<Route> {

@@ -233,11 +233,23 @@ async fn downloads_over_the_caps_are_cancelled_and_removed_and_audit_sessions_ke
         }
     })
     .await;
-    let refused = audit(&app)
-        .await
-        .into_iter()
-        .find(|e| e.action == "download.refused")
-        .expect("the refusal is audited");
+    // The file goes first, the audit row right after: wait for it too.
+    let refused = wait_until("the refusal to be audited", PATIENCE, || async {
+        let events = audit(&app).await;
+        match events.iter().find(|e| e.action == "download.refused") {
+            Some(e) => Ok(e.clone()),
+            None => Err(format!(
+                "{:?}",
+                events
+                    .iter()
+                    .map(|e| &e.action)
+                    .rev()
+                    .take(8)
+                    .collect::<Vec<_>>()
+            )),
+        }
+    })
+    .await;
     assert_eq!(refused.outcome, "refused: too_large");
     assert!(refused.params.contains("big.bin"), "{}", refused.params);
 

@@ -113,7 +113,8 @@ async fn fresh_db(admin: &str) -> String {
     format!("{}/{name}", admin.rsplit_once('/').unwrap().0)
 }
 
-async fn open(http: &reqwest::Client, key: &str, r: &Replica) -> String {
+/// Opens a clean session on `r`: its id, or the refusal's status and body.
+async fn try_open(http: &reqwest::Client, key: &str, r: &Replica) -> Result<String, String> {
     let res = http
         .post(r.url("/api/sessions"))
         .bearer_auth(key)
@@ -123,8 +124,16 @@ async fn open(http: &reqwest::Client, key: &str, r: &Replica) -> String {
         .unwrap();
     let status = res.status();
     let body: Value = res.json().await.unwrap();
-    assert_eq!(status, 201, "{body}");
-    body["session_id"].as_str().unwrap().to_owned()
+    match body["session_id"].as_str() {
+        Some(sid) if status == 201 => Ok(sid.to_owned()),
+        _ => Err(format!("{status}: {body}")),
+    }
+}
+
+async fn open(http: &reqwest::Client, key: &str, r: &Replica) -> String {
+    try_open(http, key, r)
+        .await
+        .unwrap_or_else(|e| panic!("open: {e}"))
 }
 
 async fn close(http: &reqwest::Client, key: &str, r: &Replica, sid: &str) {
@@ -209,21 +218,9 @@ async fn idle(http: &reqwest::Client, key: &str, replicas: &[&Replica], n: usize
     let mut failed = 0;
     for i in 0..n {
         let r = replicas[i % replicas.len()];
-        let res = http
-            .post(r.url("/api/sessions"))
-            .bearer_auth(key)
-            .json(&json!({}))
-            .send()
-            .await
-            .unwrap();
-        if res.status() == 201 {
-            let body: Value = res.json().await.unwrap();
-            open_ones.push((
-                i % replicas.len(),
-                body["session_id"].as_str().unwrap().to_owned(),
-            ));
-        } else {
-            failed += 1;
+        match try_open(http, key, r).await {
+            Ok(sid) => open_ones.push((i % replicas.len(), sid)),
+            Err(_) => failed += 1,
         }
     }
     let took = started.elapsed();

@@ -8,6 +8,19 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 bash infra/scripts/setup.sh
 
+# A cold build of the suite writes about 6 GB under target/ (cordon's
+# test binaries are large; keep 10 free); a full disk shows up as a linker crash
+# ("ld terminated with signal 7 [Bus error]"), so say up front what there is.
+target_dir=${CARGO_TARGET_DIR:-$root/target}
+mkdir -p "$target_dir"
+free_gb=$(df -P -BG "$target_dir" | awk 'NR==2 { sub("G", "", $4); print $4 }')
+echo "== disk: ${free_gb} GB free for $target_dir"
+if [ "${free_gb:-0}" -lt 10 ]; then
+  echo "warning: under 10 GB free; the build may fail with a linker Bus error" >&2
+fi
+# Incremental state only helps a second build in the same tree; CI builds once.
+if [ -n "${CI:-}" ]; then export CARGO_INCREMENTAL=0; fi
+
 echo "== infra checks"
 bash infra/tests/run.sh
 

@@ -151,7 +151,8 @@ pub enum AuditCommand {
 /// `cordon config …`
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {
-    /// Print the settings in force as TOML (secrets shown as ***).
+    /// Print the settings in force as TOML (secrets shown as ***), after
+    /// checking them as `serve` would (with the `kube` driver, its pod template too).
     Show,
 }
 
@@ -311,7 +312,16 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Config {
             command: ConfigCommand::Show,
-        } => print!("{}", settings.show()),
+        } => {
+            // The pod template is a file of its own: check it here too, so a
+            // refused template shows before a rollout, not at `serve`.
+            if settings.sandbox_driver == crate::config::SandboxDriverSetting::Kube
+                && let Some(path) = &settings.kube_pod_template
+            {
+                crate::sandbox::kube::PodTemplate::load(path)?;
+            }
+            print!("{}", settings.show())
+        }
         Command::Tenant { command } => {
             let store = open(&settings).await?;
             admin::tenant(&store, command).await?;

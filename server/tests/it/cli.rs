@@ -400,6 +400,8 @@ fn serve_logging(
         .env("CORDON_EGRESS_RESOLVER", "loopback-only")
         .env_remove("CORDON_MASTER_KEY")
         .env_remove("CORDON_DATA_DIR")
+        // stdout carries the enrollment link (a token): not for the test output.
+        .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped());
     for (k, v) in env {
         cmd.env(k, v);

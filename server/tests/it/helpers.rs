@@ -613,6 +613,9 @@ impl ServeProcess {
             .env("CORDON_LOG_LEVEL", "info")
             .env("CORDON_EGRESS_RESOLVER", "loopback-only")
             .env("CORDON_SITE_ROOT", site_root())
+            // stdout carries the first admin's enrollment link: a token,
+            // kept out of the test output.
+            .stdout(Stdio::null())
             .stderr(Stdio::piped());
         for (k, v) in env {
             cmd.env(k, v);

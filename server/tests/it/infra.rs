@@ -890,3 +890,60 @@ fn the_secret_is_a_template_of_placeholders() {
         );
     }
 }
+
+/// `cordon config show` checks the pod template the way `serve` does: the
+/// shipped one passes, and one that asks for privileges is refused with one
+/// line naming the field, before any rollout.
+#[test]
+fn config_show_checks_the_kube_pod_template() {
+    let docs = docs();
+    let cm = one(&docs, "ConfigMap", "cordon-browser-pod");
+    let shipped = cm.value["data"]["browser-pod.yaml"]
+        .as_str()
+        .expect("data.browser-pod.yaml")
+        .to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    let show = |template: &str| {
+        let path = dir.path().join("browser-pod.yaml");
+        std::fs::write(&path, template).unwrap();
+        let path = path.to_str().unwrap().to_owned();
+        crate::helpers::cordon_cli(
+            dir.path(),
+            &[
+                ("CORDON_SANDBOX_DRIVER", "kube"),
+                ("CORDON_KUBE_POD_TEMPLATE", &path),
+                // Only a setting: nothing is sent anywhere by `config show`.
+                ("CORDON_KUBE_EGRESS_HOST", "10.1.2.3"),
+            ],
+            &["config", "show"],
+        )
+    };
+    let out = show(&shipped);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the shipped template: {err}");
+    assert!(text.contains("sandbox_driver = \"kube\""), "{text}");
+
+    for (edit, field) in [
+        (
+            shipped.replace("privileged: false", "privileged: true"),
+            "spec.containers[0].securityContext.privileged must not be true",
+        ),
+        (
+            shipped.replacen("spec:\n", "spec:\n  hostNetwork: true\n", 1),
+            "spec.hostNetwork must not be true",
+        ),
+        ("kind: Pod\nspec: [".to_owned(), "not a Pod manifest"),
+    ] {
+        assert_ne!(edit, shipped, "the edit for {field:?} changed nothing");
+        let out = show(&edit);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{field}: {err}");
+        assert!(
+            err.contains("kube_pod_template: ") && err.contains(field),
+            "expected {field:?} in {err:?}"
+        );
+        assert_eq!(err.trim_end().lines().count(), 1, "one line: {err:?}");
+        assert!(out.stdout.is_empty(), "nothing shown on refusal");
+    }
+}

@@ -6,7 +6,11 @@
 //!
 //! The cgroups are made *under the control plane's own* cgroup of each
 //! controller, so Cordon never moves anything out of where its supervisor
-//! put it. The browser joins them itself: it is started through `/bin/sh`,
+//! put it. On cgroup v2 that cgroup may hand controllers to children only
+//! once no process sits in it, so a control plane alone in its cgroup (a
+//! systemd unit with `Delegate=yes`, a container) first moves itself into
+//! the leaf `control-plane` beside the sandboxes' cgroups ([`delegate_v2`]).
+//! The browser joins them itself: it is started through `/bin/sh`,
 //! which writes `0` to each `cgroup.procs`, sets the open-files limit and
 //! then execs the browser (or bwrap), so no process of the sandbox ever runs
 //! outside its limits. (A `pre_exec` hook would do the same, but it makes
@@ -125,6 +129,113 @@ fn writable(dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// The cgroup v2 leaf the control plane's own processes move into, beside
+/// the sandboxes' `cordon-…` cgroups (so never a `cordon-` name).
+pub const V2_LEAF: &str = "control-plane";
+
+/// The cgroup v2 directory the sandboxes' cgroups go under, for a process
+/// whose unified-hierarchy path is `own`: its own cgroup, or the parent of
+/// the [`V2_LEAF`] it already moved into (so a second look is idempotent).
+fn v2_parent(root: &Path, own: &str) -> PathBuf {
+    let dir = root.join(own.trim_start_matches('/'));
+    match (dir.file_name(), dir.parent()) {
+        (Some(leaf), Some(up)) if leaf == V2_LEAF && dir != root => up.to_path_buf(),
+        _ => dir,
+    }
+}
+
+fn v2_list(dir: &Path, file: &str) -> Vec<String> {
+    std::fs::read_to_string(dir.join(file))
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Makes the cgroup v2 directory `dir` hand the `wanted` controllers (those
+/// of them it has) to its children, and returns the ones it now hands on.
+///
+/// The kernel lets a cgroup enable controllers for its children only while
+/// no process sits in it (the root excepted). So when enabling is refused,
+/// the processes in `dir` are moved into `dir/`[`V2_LEAF`] first, but only
+/// if every one of them is in `own` (the control plane alone in a cgroup
+/// given to it: systemd's `Delegate=yes`, a container): Cordon never moves
+/// anyone else's process. Each step is checked; on refusal nothing is moved.
+pub fn delegate_v2(dir: &Path, own: &[u32], wanted: &[&str]) -> Result<Vec<String>, String> {
+    let available = v2_list(dir, "cgroup.controllers");
+    let wanted: Vec<&str> = wanted
+        .iter()
+        .copied()
+        .filter(|c| available.iter().any(|a| a == c))
+        .collect();
+    let enable = || {
+        for c in &wanted {
+            // One at a time: a controller the kernel will not hand on must
+            // not stop the others.
+            let _ = std::fs::write(dir.join("cgroup.subtree_control"), format!("+{c}"));
+        }
+        let on = v2_list(dir, "cgroup.subtree_control");
+        wanted
+            .iter()
+            .filter(|c| on.iter().any(|o| o == *c))
+            .map(|c| (*c).to_owned())
+            .collect::<Vec<_>>()
+    };
+    let enabled = enable();
+    if enabled.len() == wanted.len() {
+        return Ok(enabled);
+    }
+    let procs = |d: &Path| -> Vec<u32> {
+        v2_list(d, "cgroup.procs")
+            .iter()
+            .filter_map(|p| p.parse().ok())
+            .collect()
+    };
+    let inside = procs(dir);
+    if inside.is_empty() {
+        // Nothing to move, yet refused: the kernel's or the supervisor's word.
+        return Ok(enabled);
+    }
+    let strangers: Vec<u32> = inside
+        .iter()
+        .copied()
+        .filter(|p| !own.contains(p))
+        .collect();
+    if !strangers.is_empty() {
+        return Err(format!(
+            "cgroup v2: {} holds processes other than Cordon's ({} of them), so it cannot \
+             hand memory and pids to the sessions' cgroups; run Cordon in a cgroup of its own \
+             (systemd: Delegate=yes)",
+            dir.display(),
+            strangers.len()
+        ));
+    }
+    let leaf = dir.join(V2_LEAF);
+    match std::fs::create_dir(&leaf) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(format!("cgroup v2: {}: {e}", leaf.display())),
+    }
+    // A process started while moving lands in `dir` too: a few rounds.
+    for _ in 0..5 {
+        let left = procs(dir);
+        if left.is_empty() {
+            break;
+        }
+        for pid in left {
+            if !own.contains(&pid) {
+                return Err(format!(
+                    "cgroup v2: a process other than Cordon's joined {} while moving",
+                    dir.display()
+                ));
+            }
+            std::fs::write(leaf.join("cgroup.procs"), pid.to_string())
+                .map_err(|e| format!("cgroup v2: moving into {}: {e}", leaf.display()))?;
+        }
+    }
+    Ok(enable())
+}
+
 impl Enforcer {
     /// Finds how this host can enforce `limits` (checked by making and
     /// removing a probe cgroup), under `root` (normally `/sys/fs/cgroup`).
@@ -137,16 +248,33 @@ impl Enforcer {
         } else {
             None
         };
+        let mut v2_reason = None;
         if let (Some(v2root), Some(path)) = (unified, own_path(&text, "")) {
-            let parent = under(&v2root, &path);
-            let controllers =
-                std::fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap_or_default();
-            let has = |c: &str| controllers.split_whitespace().any(|x| x == c);
-            if has("memory") && has("pids") && writable(&parent).is_ok() {
-                return Self {
-                    limits,
-                    mode: Mode::V2 { parent },
-                };
+            let parent = v2_parent(&v2root, &path);
+            let before = v2_list(&parent, "cgroup.procs");
+            match delegate_v2(&parent, &[std::process::id()], &["memory", "pids", "cpu"]) {
+                Ok(on) => {
+                    let has = |c: &str| on.iter().any(|x| x == c);
+                    if has("memory") && has("pids") && writable(&parent).is_ok() {
+                        if !before.is_empty() && v2_list(&parent, "cgroup.procs").is_empty() {
+                            tracing::info!(
+                                cgroup = %parent.join(V2_LEAF).display(),
+                                "cgroup v2: the control plane moved into a leaf of its cgroup, \
+                                 which now hands memory and pids to the sessions' cgroups"
+                            );
+                        }
+                        return Self {
+                            limits,
+                            mode: Mode::V2 { parent },
+                        };
+                    }
+                    v2_reason = Some(format!(
+                        "cgroup v2: {} cannot hand memory and pids to child cgroups (it has: {})",
+                        parent.display(),
+                        v2_list(&parent, "cgroup.controllers").join(" ")
+                    ));
+                }
+                Err(e) => v2_reason = Some(e),
             }
         }
         let v1 = |controller: &str| -> Result<PathBuf, String> {
@@ -158,7 +286,7 @@ impl Enforcer {
         };
         let (memory, pids, cpu) = (v1("memory"), v1("pids"), v1("cpu"));
         if memory.is_err() && pids.is_err() {
-            let reason = memory.err().unwrap_or_default();
+            let reason = v2_reason.unwrap_or_else(|| memory.err().unwrap_or_default());
             return Self {
                 limits,
                 mode: Mode::None {
@@ -478,6 +606,181 @@ mod tests {
             Some("/user.slice/x")
         );
         assert_eq!(own_path("0::/x\n", "memory"), None);
+    }
+
+    #[test]
+    fn the_v2_parent_of_a_process_already_in_its_leaf_is_the_cgroup_above() {
+        let root = Path::new("/sys/fs/cgroup");
+        assert_eq!(
+            v2_parent(root, "/system.slice/cordon.service"),
+            root.join("system.slice/cordon.service")
+        );
+        assert_eq!(
+            v2_parent(root, "/system.slice/cordon.service/control-plane"),
+            root.join("system.slice/cordon.service"),
+            "a second look does not go one leaf deeper"
+        );
+        assert_eq!(v2_parent(root, "/"), root.to_path_buf());
+        assert_eq!(v2_parent(root, "/control-plane"), root.to_path_buf());
+    }
+
+    /// Where the unified hierarchy is mounted, if it is.
+    fn cgroup2_mount() -> Option<PathBuf> {
+        let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+        info.lines().find_map(|l| {
+            let (left, right) = l.split_once(" - ")?;
+            if right.split_whitespace().next() != Some("cgroup2") {
+                return None;
+            }
+            left.split_whitespace().nth(4).map(PathBuf::from)
+        })
+    }
+
+    /// A test cgroup under the unified root, with everything in it killed
+    /// and removed at the end, whatever the test did.
+    struct TestCgroup {
+        dir: PathBuf,
+        root: PathBuf,
+        children: Vec<std::process::Child>,
+        enabled_at_root: Option<String>,
+    }
+
+    impl Drop for TestCgroup {
+        fn drop(&mut self) {
+            for c in &mut self.children {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+            if let Ok(entries) = std::fs::read_dir(&self.dir) {
+                for e in entries.flatten() {
+                    if e.path().is_dir() {
+                        let _ = std::fs::remove_dir(e.path());
+                    }
+                }
+            }
+            let _ = std::fs::remove_dir(&self.dir);
+            if let Some(c) = &self.enabled_at_root {
+                let _ = std::fs::write(self.root.join("cgroup.subtree_control"), format!("-{c}"));
+            }
+        }
+    }
+
+    fn v2_cgroup_of(pid: u32) -> String {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+        own_path(&text, "").unwrap()
+    }
+
+    /// The leaf move against the real kernel. This machine binds memory and
+    /// pids to cgroup v1, so the unified hierarchy has only a controller
+    /// such as hugetlb: the kernel's rule (no controller for children while
+    /// a process sits in the cgroup) is the same for every controller.
+    #[test]
+    fn a_v2_cgroup_with_only_cordon_in_it_hands_controllers_on_through_a_leaf() {
+        let Some(root) = cgroup2_mount() else {
+            eprintln!("skipped: no cgroup2 hierarchy is mounted here");
+            return;
+        };
+        let available = v2_list(&root, "cgroup.controllers");
+        let Some(controller) = available.first().cloned() else {
+            eprintln!(
+                "skipped: the cgroup2 hierarchy at {} has no controller",
+                root.display()
+            );
+            return;
+        };
+        let on_at_root = v2_list(&root, "cgroup.subtree_control");
+        let mut cg = TestCgroup {
+            dir: root.join(format!(
+                "cordon-test-leaf-{}-{:08x}",
+                std::process::id(),
+                rand::random::<u32>()
+            )),
+            root: root.clone(),
+            children: Vec::new(),
+            enabled_at_root: None,
+        };
+        if !on_at_root.contains(&controller) {
+            std::fs::write(
+                root.join("cgroup.subtree_control"),
+                format!("+{controller}"),
+            )
+            .expect("enable the controller at the unified root");
+            cg.enabled_at_root = Some(controller.clone());
+        }
+        if let Err(e) = std::fs::create_dir(&cg.dir) {
+            eprintln!(
+                "skipped: cannot make a cgroup under {}: {e}",
+                root.display()
+            );
+            return;
+        }
+        let sleeper = || {
+            std::process::Command::new("sleep")
+                .arg("60")
+                .spawn()
+                .expect("sleep starts")
+        };
+        // "Cordon": one process put in the cgroup by its supervisor.
+        cg.children.push(sleeper());
+        let cordon = cg.children[0].id();
+        std::fs::write(cg.dir.join("cgroup.procs"), cordon.to_string()).unwrap();
+        let wanted = [controller.as_str(), "no-such-controller"];
+
+        // The kernel's rule this works around.
+        let direct = std::fs::write(
+            cg.dir.join("cgroup.subtree_control"),
+            format!("+{controller}"),
+        );
+        assert!(
+            direct.is_err(),
+            "the kernel let a cgroup with a process in it hand on {controller}"
+        );
+
+        // Someone else's process in the cgroup: refused, nothing moved.
+        cg.children.push(sleeper());
+        let stranger = cg.children[1].id();
+        std::fs::write(cg.dir.join("cgroup.procs"), stranger.to_string()).unwrap();
+        let err = delegate_v2(&cg.dir, &[cordon], &wanted).unwrap_err();
+        assert!(
+            err.contains("other than Cordon's (1 of them)") && err.contains("Delegate=yes"),
+            "{err}"
+        );
+        let mut inside = v2_list(&cg.dir, "cgroup.procs");
+        inside.sort();
+        let mut expected = vec![cordon.to_string(), stranger.to_string()];
+        expected.sort();
+        assert_eq!(inside, expected, "nothing was moved");
+        assert!(!cg.dir.join(V2_LEAF).exists(), "no leaf made on refusal");
+        let mut s = cg.children.remove(1);
+        s.kill().unwrap();
+        s.wait().unwrap();
+
+        // Alone: moved into the leaf, and the controller is handed on.
+        let on = delegate_v2(&cg.dir, &[cordon], &wanted).unwrap();
+        assert_eq!(on, vec![controller.clone()]);
+        let own = cg.dir.strip_prefix(&root).unwrap().join(V2_LEAF);
+        assert_eq!(
+            v2_cgroup_of(cordon),
+            format!("/{}", own.display()),
+            "cordon's process is in the leaf"
+        );
+        assert!(v2_list(&cg.dir, "cgroup.procs").is_empty());
+        assert!(v2_list(&cg.dir, "cgroup.subtree_control").contains(&controller));
+        let session = cg.dir.join("cordon-b_test");
+        std::fs::create_dir(&session).unwrap();
+        assert!(
+            v2_list(&session, "cgroup.controllers").contains(&controller),
+            "a session's cgroup gets the controller"
+        );
+        // And the parent of a process in the leaf is where sessions go.
+        assert_eq!(v2_parent(&root, &v2_cgroup_of(cordon)), cg.dir);
+
+        // Asked again (another engine in the same process): nothing changes.
+        assert_eq!(
+            delegate_v2(&cg.dir, &[cordon], &wanted).unwrap(),
+            vec![controller]
+        );
+        assert_eq!(v2_cgroup_of(cordon), format!("/{}", own.display()));
     }
 
     fn limits() -> Limits {

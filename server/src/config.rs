@@ -388,6 +388,12 @@ pub struct Settings {
     /// (heartbeats go every fifth of it).
     #[serde(default = "d::replica_lost_after_s")]
     pub replica_lost_after_s: u64,
+    /// A directory every replica mounts read-write (a ReadWriteMany volume,
+    /// NFS): screenshots (`sessions/`) and kept downloads (`downloads/`) go
+    /// there instead of the data dir, so any replica serves them and they
+    /// outlive the replica that made them. Unset: the data dir.
+    #[serde(default)]
+    pub shared_dir: Option<PathBuf>,
     /// Largest `instruction` of a task, in bytes.
     #[serde(default = "d::task_instruction_max_bytes")]
     pub task_instruction_max_bytes: u32,
@@ -984,7 +990,19 @@ impl Settings {
         if !(3..=300).contains(&self.replica_lost_after_s) {
             bail!("replica_lost_after_s: must be between 3 and 300");
         }
+        if self
+            .shared_dir
+            .as_ref()
+            .is_some_and(|d| !d.is_absolute() || d.as_os_str().len() > 1024)
+        {
+            bail!("shared_dir: must be an absolute path (the directory every replica mounts)");
+        }
         Ok(())
+    }
+
+    /// Where screenshots and kept downloads live: `shared_dir`, else the data dir.
+    pub fn files_dir(&self) -> &Path {
+        self.shared_dir.as_deref().unwrap_or(&self.data_dir)
     }
 
     /// This replica's name: `replica_name`, else the host name.
@@ -1427,6 +1445,24 @@ mod tests {
             Settings::load_from(None, env(&[("CORDON_SANDBOX_DRIVER", "process")])).is_ok(),
             "on loopback it runs"
         );
+    }
+
+    #[test]
+    fn the_shared_dir_is_an_absolute_path_and_holds_the_files_when_set() {
+        let s = Settings::load_from(None, env(&[])).unwrap();
+        assert_eq!(s.files_dir(), s.data_dir.as_path());
+        let s = Settings::load_from(None, env(&[("CORDON_SHARED_DIR", "/mnt/cordon")])).unwrap();
+        assert_eq!(s.files_dir(), Path::new("/mnt/cordon"));
+        for bad in ["relative/dir", ""] {
+            let err = Settings::load_from(None, env(&[("CORDON_SHARED_DIR", bad)]))
+                .err()
+                .map(|e| format!("{e:#}"))
+                .unwrap_or_default();
+            assert!(
+                err.starts_with("shared_dir: must be an absolute path"),
+                "{bad:?}: {err}"
+            );
+        }
     }
 
     #[test]

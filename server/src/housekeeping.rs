@@ -40,6 +40,9 @@ pub struct Parts {
     pub egress_log_retention: Duration,
     /// Whether this replica holds the housekeeping lock.
     pub leader: watch::Receiver<bool>,
+    /// Screenshots and downloads are in `shared_dir`: their GC runs on the
+    /// leader alone (else every replica walks the same tree).
+    pub shared_files: bool,
 }
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -56,6 +59,7 @@ impl Housekeeping {
             recording_retention,
             egress_log_retention,
             leader,
+            shared_files,
         } = parts;
         let reaper: Work = {
             let sessions = sessions.clone();
@@ -113,7 +117,7 @@ impl Housekeeping {
         for (name, every, first_at_start, leader_only, work) in [
             ("reaper", MINUTE, false, true, reaper),
             ("grant gc", MINUTE, false, true, grants),
-            ("screenshot gc", HOUR, true, false, recording),
+            ("screenshot gc", HOUR, true, shared_files, recording),
             ("egress log pruning", HOUR, true, true, egress),
             ("dashboard session gc", HOUR, true, true, dashboard),
         ] {

@@ -67,6 +67,9 @@ impl Application {
             _ => None,
         };
         prepare_data_dir(&settings.data_dir)?;
+        if let Some(shared) = &settings.shared_dir {
+            prepare_shared_dir(shared)?;
+        }
         // Bound before anything starts browsers: a port in use must not
         // leave the warm pool's browsers behind.
         let listener = TcpListener::bind(settings.bind)
@@ -147,6 +150,7 @@ impl Application {
             recording_retention: days(settings.recording_retention_days),
             egress_log_retention: days(settings.egress_log_retention_days),
             leader: cluster.leadership(),
+            shared_files: settings.shared_dir.is_some(),
         });
         let state = AppState::new(Inner {
             settings,
@@ -298,26 +302,36 @@ pub fn shutdown_signal() -> anyhow::Result<impl Future<Output = ()> + Send + 'st
 /// the master key) and checks it is writable. An existing dir is left as
 /// it is, with a warning if others may look inside.
 pub(crate) fn prepare_data_dir(dir: &Path) -> anyhow::Result<()> {
+    prepare_dir("data_dir", "the database", dir)
+}
+
+/// The same for `shared_dir` (screenshots and kept downloads).
+pub(crate) fn prepare_shared_dir(dir: &Path) -> anyhow::Result<()> {
+    prepare_dir("shared_dir", "screenshots and downloads", dir)
+}
+
+fn prepare_dir(setting: &str, holds: &str, dir: &Path) -> anyhow::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .with_context(|| format!("data_dir: cannot create {}", dir.display()))?;
+        .with_context(|| format!("{setting}: cannot create {}", dir.display()))?;
     let mode = std::fs::metadata(dir)
-        .with_context(|| format!("data_dir: cannot read {}", dir.display()))?
+        .with_context(|| format!("{setting}: cannot read {}", dir.display()))?
         .permissions()
         .mode();
     if mode & 0o077 != 0 {
         tracing::warn!(
-            data_dir = %dir.display(),
+            dir = %dir.display(),
             mode = format!("{:04o}", mode & 0o7777),
-            "the data dir is open to other users; it holds the database: chmod 700 it"
+            "the {setting} is open to other users; it holds {holds}: chmod 700 it"
         );
     }
-    let probe = dir.join(".cordon-write-test");
+    // Named per process: replicas sharing the directory probe at once.
+    let probe = dir.join(format!(".cordon-write-test-{}", std::process::id()));
     std::fs::write(&probe, b"")
-        .with_context(|| format!("data_dir: {} is not writable", dir.display()))?;
+        .with_context(|| format!("{setting}: {} is not writable", dir.display()))?;
     let _ = std::fs::remove_file(probe);
     Ok(())
 }

@@ -118,7 +118,30 @@ pub async fn forward(State(state): State<AppState>, req: Request, next: Next) ->
         Err(e) => return ApiError::Internal(e).into_response(),
     };
     let started = std::time::Instant::now();
-    let answer = match state.cluster.peer(&replica).await {
+    let peer = state.cluster.peer(&replica).await;
+    if matches!(peer, Ok(Peer::Lost)) && !is_task {
+        match state
+            .cluster
+            .end_lost_session(&owner.tenant, &id, &replica)
+            .await
+        {
+            // Ended before its replica was lost (its owner was cached):
+            // answered here, as any ended session is; under `shared_dir`
+            // its kept downloads are here too.
+            Ok(false) => return next.run(Request::from_parts(parts, body)).await,
+            Ok(true) => {
+                metrics::counter!("cordon_forwarded_calls_total", "outcome" => "replica_lost")
+                    .increment(1);
+                let gone = SessionError::Gone {
+                    state: SessionState::Failed,
+                    reason: Some(CloseReason::ReplicaLost),
+                };
+                return ApiError::from(gone).into_response();
+            }
+            Err(e) => return ApiError::Internal(e).into_response(),
+        }
+    }
+    let answer = match peer {
         Ok(Peer::Up(url)) => match send(&state, &url, &replica, &owner, parts, body, None).await {
             Ok(res) => Ok(res),
             Err(Failure::Answer(res)) => Ok(res),
@@ -141,12 +164,18 @@ pub async fn forward(State(state): State<AppState>, req: Request, next: Next) ->
             ApiError::ReplicaUnreachable(replica.clone()).into_response(),
         ),
         Err(Peer::Lost) => {
-            if let Err(e) = state
+            match state
                 .cluster
                 .end_lost_session(&owner.tenant, &id, &replica)
                 .await
             {
-                return ApiError::Internal(e).into_response();
+                Ok(true) => {}
+                // It had ended already (its owner was cached) and the
+                // request is spent: the retry is answered here (below).
+                Ok(false) => {
+                    return ApiError::ReplicaUnreachable(replica.clone()).into_response();
+                }
+                Err(e) => return ApiError::Internal(e).into_response(),
             }
             let gone = SessionError::Gone {
                 state: SessionState::Failed,

@@ -134,6 +134,16 @@ impl SessionsBackend for AppState {
     }
 
     async fn timeline(&self, op: &Operator, session: String) -> UiResult<TimelineView> {
+        // Here when the session's folder is on this disk: recorded here, or
+        // by any replica under `shared_dir` (even one that is gone).
+        if let Ok((sid, tenant, _)) = find(self, &session).await
+            && self
+                .sessions
+                .recorder()
+                .has_session(tenant.as_str(), sid.as_str())
+        {
+            return self.timeline_here(op, session).await;
+        }
         // Recorded by another replica: its data dir has the files.
         if let Some(view) = self.cluster.remote_timeline(&session, &op.id).await {
             return Ok(view);

@@ -1,6 +1,6 @@
 //! Screenshots kept outside the sandbox: `off`, `transient` (newest 50,
 //! removed at close) or `audit` (all, kept for the retention period).
-//! Files live in `<data_dir>/sessions/<tenant>/<session>/<seq>.<ext>`, with
+//! Files live in `<data_dir or shared_dir>/sessions/<tenant>/<session>/<seq>.<ext>`, with
 //! what the dashboard needs beside them (`<seq>.thumb.jpg` thumbnails and a
 //! `frames.log` of each frame's time and size, see [`screenshot`]). The
 //! quota and the GC count frames only.
@@ -75,8 +75,14 @@ pub struct Recorder {
     quota: u64,
     /// Tenants' own quotas, bytes.
     quotas: std::collections::BTreeMap<String, u64>,
-    /// Bytes in use per tenant, read from disk on first use.
-    used: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, u64>>>,
+    /// Bytes in use per tenant, read from disk on first use (and again
+    /// after `reread`), with when it was read.
+    used: std::sync::Arc<
+        std::sync::Mutex<std::collections::HashMap<String, (u64, std::time::Instant)>>,
+    >,
+    /// On a directory other replicas write to as well (`shared_dir`), a
+    /// tenant's usage is read from disk again when this old.
+    reread: Option<Duration>,
     /// Thumbnails being made, at most [`THUMB_JOBS`] at once.
     thumb_jobs: std::sync::Arc<tokio::sync::Semaphore>,
 }
@@ -99,8 +105,24 @@ impl Recorder {
             quota,
             quotas,
             used: Default::default(),
+            reread: None,
             thumb_jobs: std::sync::Arc::new(tokio::sync::Semaphore::new(THUMB_JOBS)),
         }
+    }
+
+    /// The recordings' directory is shared with other replicas: usage
+    /// counted here alone would miss theirs, so it is read from disk again
+    /// once a minute (a quota may be overrun by what the replicas write in
+    /// that minute).
+    pub fn shared(mut self) -> Self {
+        self.reread = Some(Duration::from_secs(60));
+        self
+    }
+
+    /// Whether session `session`'s folder is on this replica's disk (its
+    /// own recordings, or any replica's under `shared_dir`).
+    pub fn has_session(&self, tenant: &str, session: &str) -> bool {
+        self.session_dir(tenant, session).is_dir()
     }
 
     /// Bytes `tenant`'s recordings may take.
@@ -110,19 +132,21 @@ impl Recorder {
 
     /// Bytes the tenant's recordings take (walked once, then kept up to date).
     pub fn usage(&self, tenant: &str) -> u64 {
-        if let Some(n) = self.used.lock().expect("usage lock").get(tenant) {
+        if let Some((n, at)) = self.used.lock().expect("usage lock").get(tenant)
+            && self.reread.is_none_or(|r| at.elapsed() < r)
+        {
             return *n;
         }
         let n = dir_size(&self.root.join(tenant));
         self.used
             .lock()
             .expect("usage lock")
-            .insert(tenant.to_owned(), n);
+            .insert(tenant.to_owned(), (n, std::time::Instant::now()));
         n
     }
 
     fn add_usage(&self, tenant: &str, delta: i64) {
-        if let Some(n) = self.used.lock().expect("usage lock").get_mut(tenant) {
+        if let Some((n, _)) = self.used.lock().expect("usage lock").get_mut(tenant) {
             *n = n.saturating_add_signed(delta);
         }
     }

@@ -228,7 +228,7 @@ pub(crate) struct Inner {
     cfg: SessionConfig,
     host: String,
     run_dir: PathBuf,
-    /// `<data_dir>/downloads`: each allowing session's finished downloads.
+    /// `<shared_dir or data_dir>/downloads`: each allowing session's finished downloads.
     downloads_root: PathBuf,
     live: std::sync::Mutex<HashMap<SessionId, Arc<LiveSession>>>,
     slots: std::sync::Mutex<Slots>,
@@ -390,19 +390,26 @@ impl SessionManager {
             driver,
             limits,
             egress,
-            recorder: Recorder::with_quotas(
-                &settings.data_dir,
-                settings.recording_quota_mb << 20,
-                settings
-                    .tenant_limits
-                    .iter()
-                    .filter_map(|(t, l)| Some((t.clone(), l.recording_quota_mb? << 20)))
-                    .collect(),
-            ),
+            recorder: {
+                let r = Recorder::with_quotas(
+                    settings.files_dir(),
+                    settings.recording_quota_mb << 20,
+                    settings
+                        .tenant_limits
+                        .iter()
+                        .filter_map(|(t, l)| Some((t.clone(), l.recording_quota_mb? << 20)))
+                        .collect(),
+                );
+                if settings.shared_dir.is_some() {
+                    r.shared()
+                } else {
+                    r
+                }
+            },
             cfg: SessionConfig::from_settings(settings),
             host,
             run_dir,
-            downloads_root: settings.data_dir.join("downloads"),
+            downloads_root: settings.files_dir().join("downloads"),
             live: Default::default(),
             slots: Default::default(),
             known: Default::default(),

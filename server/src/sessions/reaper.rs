@@ -57,15 +57,7 @@ impl SessionManager {
                 .await?;
             if ended {
                 report.sessions_closed += 1;
-                // Its downloads go as at a close, unless it recorded for audit.
-                if let (Ok(tenant), Ok(sid)) = (
-                    row.tenant_id.parse::<crate::domain::TenantId>(),
-                    row.id.parse::<crate::domain::SessionId>(),
-                ) && row.record != crate::recording::RecordMode::Audit.as_str()
-                {
-                    let dir = super::files::Downloads::folder(&inner.downloads_root, &tenant, &sid);
-                    let _ = tokio::fs::remove_dir_all(&dir).await;
-                }
+                self.drop_files_as_at_close(&row).await;
                 if let Ok(tenant) = row.tenant_id.parse() {
                     inner
                         .store
@@ -127,6 +119,8 @@ impl SessionManager {
                 .await?;
             if ended {
                 report.sessions_closed += 1;
+                // Under `shared_dir` its files are here too.
+                self.drop_files_as_at_close(&row).await;
                 if let Ok(tenant) = row.tenant_id.parse() {
                     inner
                         .store
@@ -152,6 +146,30 @@ impl SessionManager {
             report.sandboxes_cleared += 1;
         }
         Ok(report)
+    }
+
+    /// What a close removes, for a session that ended without one: its
+    /// downloads unless it recorded for audit, and its frames if they were
+    /// transient (nothing is there when another replica's data dir has them).
+    async fn drop_files_as_at_close(&self, row: &crate::store::sessions::SessionRow) {
+        use crate::recording::RecordMode;
+        let (Ok(tenant), Ok(sid)) = (
+            row.tenant_id.parse::<crate::domain::TenantId>(),
+            row.id.parse::<crate::domain::SessionId>(),
+        ) else {
+            return;
+        };
+        if row.record != RecordMode::Audit.as_str() {
+            let dir = super::files::Downloads::folder(&self.0.downloads_root, &tenant, &sid);
+            let _ = tokio::fs::remove_dir_all(&dir).await;
+        }
+        if row.record == RecordMode::Transient.as_str() {
+            let _ = self
+                .0
+                .recorder
+                .finish(RecordMode::Transient, tenant.as_str(), sid.as_str())
+                .await;
+        }
     }
 
     /// Stops a sandbox no session of this replica holds and marks it

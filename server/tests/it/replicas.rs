@@ -891,3 +891,125 @@ async fn screenshots_recorded_on_one_replica_are_shown_by_anothers_dashboard() {
         .unwrap();
     assert_eq!(res.status(), StatusCode::NOT_FOUND);
 }
+
+/// Under `shared_dir` (one directory every replica mounts), what a replica
+/// recorded outlives it: after it is SIGKILLed, the other one's dashboard
+/// still shows the session's timeline and images from the shared folder,
+/// the session's kept download is still there, and a transient session's
+/// frames are removed by the survivor as a close would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_a_shared_dir_screenshots_and_downloads_outlive_their_replica() {
+    use app::api::auth::Role;
+    let site = crate::site::start().await;
+    let shared = tempfile::tempdir().unwrap();
+    let shared_dir = shared.path().join("files");
+    let (a, mut b) = pair(
+        &site.allow(),
+        &[("CORDON_SHARED_DIR", shared_dir.to_str().unwrap())],
+    )
+    .await;
+    let mut agent = a.agent("acme").await;
+    agent.base = b.url("");
+
+    // On b: an audit session with a screenshot and a kept download, and a
+    // transient one with a frame.
+    let kept = agent
+        .open(json!({ "record": "audit", "downloads": "allow" }))
+        .await;
+    agent.navigate_ok(&kept, &site.url("/pad")).await;
+    let (status, shot) = agent.tool(&kept, "screenshot", json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{shot}");
+    agent
+        .navigate_ok(&kept, &site.url("/download?name=kept.bin"))
+        .await;
+    wait_until("kept.bin downloaded on b", PATIENCE, || async {
+        let (status, list) = agent.get(&format!("/api/sessions/{kept}/downloads")).await;
+        let done = list.as_array().is_some_and(|l| {
+            l.iter()
+                .any(|d| d["name"] == "kept.bin" && d["state"] == "completed")
+        });
+        if status == StatusCode::OK && done {
+            Ok(())
+        } else {
+            Err(format!("{status} {list}"))
+        }
+    })
+    .await;
+    let passing = agent.open(json!({ "record": "transient" })).await;
+    agent.navigate_ok(&passing, &site.url("/pad")).await;
+    let (status, shot) = agent.tool(&passing, "screenshot", json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{shot}");
+
+    // b wrote into the shared directory, not its own data dir.
+    let frames = |sid: &str| shared_dir.join("sessions/acme").join(sid);
+    let download = shared_dir
+        .join("downloads/acme")
+        .join(&kept)
+        .join("kept.bin");
+    assert!(frames(&kept).is_dir(), "{}", b.warnings());
+    assert!(frames(&passing).is_dir(), "{}", b.warnings());
+    assert_eq!(std::fs::read(&download).unwrap(), vec![7u8; 4096]);
+    let b_data = a.db.dir.path().join("b/data");
+    assert!(
+        !b_data.join("sessions").exists() && !b_data.join("downloads").exists(),
+        "nothing in b's own data dir"
+    );
+
+    b.kill_hard();
+    for sid in [&kept, &passing] {
+        wait_until("a ends b's session as replica_lost", PATIENCE, || async {
+            let row = a.state.store.session_find(sid).await.unwrap().unwrap();
+            match row.close_reason {
+                Some(r) if r.as_str() == "replica_lost" => Ok(()),
+                other => Err(format!("{:?} {other:?}", row.state)),
+            }
+        })
+        .await;
+    }
+
+    // a's dashboard shows what b recorded, from the shared folder.
+    let (_, cookie) = a.operator_session("vic", Role::Viewer).await;
+    let (status, view) = a
+        .server_fn(
+            "screenshot_timeline",
+            &format!("session={kept}"),
+            Some(&cookie),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{view}");
+    let shots = view["shots"].as_array().cloned().unwrap_or_default();
+    assert!(!shots.is_empty(), "the dead replica's timeline: {view}");
+    let id = shots[0]["id"].as_str().unwrap().to_owned();
+    for path in [
+        format!("/ui/screenshots/{id}"),
+        format!("/ui/screenshots/{id}/thumb"),
+    ] {
+        let res = a
+            .http
+            .get(a.url(&path))
+            .header("cookie", &cookie)
+            .header("host", format!("localhost:{}", a.addr.port()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK, "{path}");
+        assert!(
+            image::load_from_memory(&res.bytes().await.unwrap()).is_ok(),
+            "{path}"
+        );
+    }
+    // The audit session's download is kept; the transient frames go.
+    assert_eq!(std::fs::read(&download).unwrap(), vec![7u8; 4096]);
+    wait_until("the transient frames removed", PATIENCE, || async {
+        if frames(&passing).exists() {
+            Err(format!(
+                "{:?}",
+                std::fs::read_dir(frames(&passing)).map(|d| d.count())
+            ))
+        } else {
+            Ok(())
+        }
+    })
+    .await;
+    assert!(frames(&kept).is_dir());
+}

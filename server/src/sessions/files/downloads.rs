@@ -3,7 +3,7 @@
 //! browser's events, cancels and removes one that grows past
 //! `download_max_mb`, and moves a finished one, under its (checked)
 //! suggested name, into the session's own folder of the data dir:
-//! `<data_dir>/downloads/<tenant>/<session>/`. Each is audited by name,
+//! `<data_dir or shared_dir>/downloads/<tenant>/<session>/`. Each is audited by name,
 //! size and SHA-256.
 
 use std::path::{Path, PathBuf};

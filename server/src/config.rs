@@ -101,6 +101,25 @@ pub enum SandboxDriverSetting {
     Kube,
 }
 
+/// How the `upload` tool hands its files to the browser.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum UploadTransfer {
+    /// `page` with the `kube` driver (a pod shares no directory with
+    /// Cordon), `files` with the others.
+    #[default]
+    Auto,
+    /// Written into the sandbox's upload directory, then set on the input
+    /// by path (`DOM.setFileInputFiles`): the page gets trusted events.
+    Files,
+    /// Sent over CDP and set on the input from inside the page (a
+    /// `DataTransfer`); nothing is written to disk, and the page's `input`
+    /// and `change` events are script events (`isTrusted` false).
+    Page,
+}
+
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -225,6 +244,11 @@ pub struct Settings {
     /// Largest total of the files one `upload` call may send, MiB.
     #[serde(default = "d::upload_max_mb")]
     pub upload_max_mb: u64,
+    /// How `upload` hands files to the browser: `auto`, `files` (through
+    /// the sandbox's upload directory) or `page` (over CDP, for engines
+    /// that share no directory with Cordon: `kube`, a remote `exec`).
+    #[serde(default)]
+    pub upload_transfer: UploadTransfer,
     /// Days `audit` screenshots are kept.
     #[serde(default = "d::recording_retention_days")]
     pub recording_retention_days: u64,
@@ -1463,6 +1487,30 @@ mod tests {
                 "{bad:?}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn uploads_go_through_the_page_with_kube_unless_told_otherwise() {
+        let in_page = |vars: &[(&str, &str)]| {
+            let s = Settings::load_from(None, env(vars)).unwrap();
+            crate::sessions::SessionConfig::from_settings(&s).upload_in_page
+        };
+        let kube = [
+            ("CORDON_SANDBOX_DRIVER", "kube"),
+            ("CORDON_KUBE_POD_TEMPLATE", "/etc/cordon/browser-pod.yaml"),
+            ("CORDON_KUBE_EGRESS_HOST", "10.1.2.3"),
+        ];
+        assert!(!in_page(&[]), "a local browser reads the upload directory");
+        assert!(in_page(&kube), "a pod shares no directory");
+        assert!(in_page(&[("CORDON_UPLOAD_TRANSFER", "page")]));
+        let mut files = kube.to_vec();
+        files.push(("CORDON_UPLOAD_TRANSFER", "files"));
+        assert!(!in_page(&files), "the operator's word wins");
+        let err = Settings::load_from(None, env(&[("CORDON_UPLOAD_TRANSFER", "fax")]))
+            .err()
+            .map(|e| format!("{e:#}"))
+            .unwrap_or_default();
+        assert!(err.starts_with("upload_transfer"), "{err}");
     }
 
     #[test]

@@ -29,7 +29,7 @@ pub use input::{
 };
 pub use storage::{frame_origins, local_storage};
 pub use tools::*;
-pub use upload::{FileInput, file_input, set_files};
+pub use upload::{FileInput, file_input, set_files, set_files_in_page};
 
 /// What a CDP call can fail with, typed so the API can answer precisely.
 #[derive(Debug, thiserror::Error)]

@@ -126,8 +126,8 @@ impl Sandbox {
             // paths (`CORDON_UPLOADS_DIR`, `CORDON_DOWNLOADS_DIR`) and must
             // show its browser the same directories at the same paths.
             // A pod shares no directory with the control plane: its
-            // browser cannot reach these (uploads and downloads are not
-            // supported by the kube driver yet).
+            // browser cannot reach these (uploads go through the page,
+            // `upload_transfer`; downloads are refused at open).
             DriverKind::Process | DriverKind::Exec | DriverKind::Kube => host.clone(),
         };
         SharedDir { host, inside }

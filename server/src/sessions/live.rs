@@ -75,6 +75,8 @@ pub struct LiveSession {
     pub downloads: Option<std::sync::Arc<super::files::Downloads>>,
     /// Numbers each `upload` call's folder.
     upload_seq: AtomicU64,
+    /// `upload` sends files through the page (`upload_transfer`).
+    pub upload_in_page: bool,
     /// Scripts every new tab gets before its first page (operator mode's
     /// stored localStorage); set once after injection.
     init_scripts: std::sync::Mutex<Vec<super::injection::InitScript>>,
@@ -88,6 +90,7 @@ impl LiveSession {
         deadline_at: i64,
         warm: super::pool::Warm,
         downloads: Option<std::sync::Arc<super::files::Downloads>>,
+        upload_in_page: bool,
     ) -> Self {
         Self {
             id,
@@ -114,6 +117,7 @@ impl LiveSession {
             init_scripts: std::sync::Mutex::default(),
             downloads,
             upload_seq: AtomicU64::new(0),
+            upload_in_page,
         }
     }
 

@@ -73,6 +73,8 @@ pub struct SessionConfig {
     pub download_session_max_bytes: u64,
     /// Largest total of one `upload` call, bytes.
     pub upload_max_bytes: u64,
+    /// `upload` sends its files through the page, not the upload directory.
+    pub upload_in_page: bool,
 }
 
 impl SessionConfig {
@@ -92,6 +94,13 @@ impl SessionConfig {
             download_max_bytes: s.download_max_mb << 20,
             download_session_max_bytes: s.download_session_max_mb << 20,
             upload_max_bytes: s.upload_max_mb << 20,
+            upload_in_page: match s.upload_transfer {
+                crate::config::UploadTransfer::Files => false,
+                crate::config::UploadTransfer::Page => true,
+                crate::config::UploadTransfer::Auto => {
+                    s.sandbox_driver == crate::config::SandboxDriverSetting::Kube
+                }
+            },
         }
     }
 }

@@ -387,6 +387,7 @@ impl SessionManager {
             row.deadline_at,
             warm,
             downloads,
+            inner.cfg.upload_in_page,
         ));
         if let (Some(downloads), Some(Some(events))) = (&live.downloads, events) {
             downloads.watch(Arc::downgrade(&live), inner.store.clone(), events);

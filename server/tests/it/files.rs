@@ -491,3 +491,81 @@ async fn downloads_and_uploads_work_with_the_process_and_exec_drivers_too() {
         app.stop().await;
     }
 }
+
+/// `upload_transfer = "page"` (what the `kube` driver uses: a pod shares no
+/// directory with Cordon): the bytes go over CDP and the page gets the same
+/// files (names, sizes, types, identical bytes), nothing is written to the
+/// sandbox's upload directory, the audit row is the same, and a single-file
+/// input still refuses two files.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_through_the_page_gives_the_page_the_same_files_and_writes_nothing() {
+    let site = site::start().await;
+    let app = session_app(
+        Backend::Sqlite,
+        &site.allow(),
+        &[("CORDON_UPLOAD_TRANSFER", "page")],
+    )
+    .await;
+    let agent = app.agent("acme").await;
+    let sid = agent.open(json!({ "record": "off" })).await;
+    agent.navigate_ok(&sid, &site.url("/upload")).await;
+    let text = "a;b;ü".as_bytes();
+    let binary: Vec<u8> = (0..=255u8).cycle().take(70_000).collect();
+    let (status, out) = agent
+        .tool(
+            &sid,
+            "upload",
+            json!({ "selector": "#f", "files": [
+                { "name": "Ünïcode name.csv", "content_base64": b64(text) },
+                { "name": "all bytes.png", "content_base64": b64(&binary) },
+            ] }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+    assert_eq!(
+        out["files"],
+        json!([
+            { "name": "Ünïcode name.csv", "size": text.len(), "sha256": sha(text) },
+            { "name": "all bytes.png", "size": binary.len(), "sha256": sha(&binary) },
+        ])
+    );
+    let want = format!(
+        "meta Ünïcode name.csv text/csv {} | all bytes.png image/png {}",
+        sha(text),
+        sha(&binary)
+    );
+    let (status, waited) = agent.tool(&sid, "wait_for", json!({ "text": want })).await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "the page did not get the same files: {waited}"
+    );
+    let uploads = sandbox_dir(&app, &sid, "uploads").await;
+    assert_eq!(
+        crate::helpers::walk(&uploads),
+        Vec::<PathBuf>::new(),
+        "nothing written for the browser"
+    );
+    let row = audit(&app)
+        .await
+        .into_iter()
+        .find(|e| e.action == "tool.upload")
+        .expect("the upload is audited");
+    let params: Value = serde_json::from_str(&row.params).unwrap();
+    assert_eq!(params["files"][1]["sha256"], sha(&binary), "{params}");
+    assert!(!row.params.contains(&b64(text)), "{}", row.params);
+
+    // The single-file input takes one file, as with the other transfer.
+    let two = agent
+        .tool(
+            &sid,
+            "upload",
+            json!({ "selector": "#one", "files": [
+                { "name": "a.txt", "content_base64": b64(b"a") },
+                { "name": "b.txt", "content_base64": b64(b"b") },
+            ] }),
+        )
+        .await;
+    assert_error(&two, StatusCode::UNPROCESSABLE_ENTITY, "action_failed");
+    app.stop().await;
+}

@@ -93,11 +93,18 @@ const UPLOAD: &str = r#"<!doctype html><html><head><title>Upload</title></head><
 <input id="one" type="file">
 <input id="t" type="text">
 <p id="out"></p>
+<p id="meta"></p>
 <script>
 document.getElementById('f').addEventListener('change', async (e) => {
   const parts = [];
   for (const f of e.target.files) parts.push(f.name + ':' + f.size + ':' + (await f.text()));
   document.getElementById('out').textContent = 'got ' + parts.join('|');
+  const meta = [];
+  for (const f of e.target.files) {
+    const d = new Uint8Array(await crypto.subtle.digest('SHA-256', await f.arrayBuffer()));
+    meta.push(f.name + ' ' + (f.type || '-') + ' ' + Array.from(d, (b) => b.toString(16).padStart(2, '0')).join(''));
+  }
+  document.getElementById('meta').textContent = 'meta ' + meta.join(' | ');
 });
 </script>
 </body></html>"#;

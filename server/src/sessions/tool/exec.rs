@@ -451,13 +451,24 @@ async fn upload(
             "the file input takes one file (it has no multiple attribute)".into(),
         ));
     }
-    let paths = files::uploads::write(&session.sandbox.uploads(), session.next_upload_seq(), files)
-        .await
-        .map_err(|e| {
-            tracing::error!(error = %format!("{e:#}"), "failed to write upload files");
-            CdpError::Failed("the files could not be written for the browser".into())
-        })?;
-    cdp::set_files(page, &input, paths).await?;
+    if session.upload_in_page {
+        // No directory shared with the browser (a pod, a remote engine):
+        // the bytes go over CDP and the page's own File objects carry them.
+        let sent: Vec<(&str, &[u8])> = files
+            .iter()
+            .map(|f| (f.name.as_str(), f.bytes.as_ref()))
+            .collect();
+        cdp::set_files_in_page(page, &input, &sent, timeout).await?;
+    } else {
+        let paths =
+            files::uploads::write(&session.sandbox.uploads(), session.next_upload_seq(), files)
+                .await
+                .map_err(|e| {
+                    tracing::error!(error = %format!("{e:#}"), "failed to write upload files");
+                    CdpError::Failed("the files could not be written for the browser".into())
+                })?;
+        cdp::set_files(page, &input, paths).await?;
+    }
     Ok(ToolOutput::Uploaded(Uploaded {
         files: files.iter().map(UploadFile::meta).collect(),
     }))

@@ -109,10 +109,11 @@ impl Application {
             .await
             .map_err(|e| anyhow::anyhow!("cannot prepare the first enrollment link: {e}"))?;
         if let Some(inv) = &enrollment {
+            // The link itself (a token) goes to standard output only.
             tracing::warn!(
                 operator = %inv.operator.name,
-                link = %inv.link,
-                "no admin can log in yet: open this one-time link within an hour to enroll a passkey"
+                "no admin can log in yet: open the one-time link printed on standard output \
+                 within an hour to enroll a passkey"
             );
         }
         let policy = AddressPolicy::with_entries(&settings.egress_allow);

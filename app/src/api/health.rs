@@ -41,6 +41,30 @@ pub struct SystemStatus {
     pub expiring: Vec<super::credentials::CredentialView>,
     /// The last verification of the audit chain since start, if any.
     pub last_verification: Option<super::audit::AuditVerification>,
+    /// The control planes on this database: those up, and those stopped or
+    /// lost in the last 24 hours.
+    pub replicas: Vec<ReplicaLine>,
+}
+
+/// One control plane (replica) on the database.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaLine {
+    /// Its `replica_name`.
+    pub name: String,
+    /// `up`, `stopped` or `lost`.
+    pub state: String,
+    /// It is the one answering this page.
+    pub this: bool,
+    /// It runs the housekeeping (reaper, GC).
+    pub leader: bool,
+    /// Its last heartbeat (ms since the epoch).
+    pub heartbeat_at: i64,
+    /// When it started (ms since the epoch).
+    pub started_at: i64,
+    /// Sessions it runs now.
+    pub running: i64,
+    /// Its binary's version.
+    pub version: String,
 }
 
 /// One tenant's recordings on disk.

@@ -1,6 +1,6 @@
 use leptos::prelude::*;
 
-use crate::api::health::{RecordingUsage, SystemStatus, get_status};
+use crate::api::health::{RecordingUsage, ReplicaLine, SystemStatus, get_status};
 use crate::components::time::{now_ms, span, utc};
 use crate::components::{ErrorView, on_change};
 
@@ -122,9 +122,65 @@ fn StatusTable(s: SystemStatus) -> impl IntoView {
             </tbody>
         </table>
         <p class="muted">"Checked at " <time id="checked-at">{s.checked_at.clone()}</time></p>
+        <Replicas rows=s.replicas.clone() now/>
         <h2>"Recordings"</h2>
         <Recordings rows=s.recordings.clone()/>
     }
+}
+
+/// The control planes sharing this database, shown once there is more
+/// than one: which is up, which runs the housekeeping, what each runs.
+#[component]
+fn Replicas(rows: Vec<ReplicaLine>, now: i64) -> impl IntoView {
+    if rows.len() < 2 {
+        return ().into_any();
+    }
+    let up = rows.iter().filter(|r| r.state == "up").count();
+    view! {
+        <h2>"Replicas"</h2>
+        <p class="muted" id="replicas-summary">
+            {format!("{up} of {} up; any replica answers for the others' sessions.", rows.len())}
+        </p>
+        <table class="list" id="replicas">
+                <thead>
+                    <tr>
+                        <th>"Replica"</th>
+                        <th>"State"</th>
+                        <th>"Sessions"</th>
+                        <th>"Last heartbeat"</th>
+                        <th>"Up since (UTC)"</th>
+                        <th>"Version"</th>
+                    </tr>
+                </thead>
+                <tbody>
+                    {rows
+                        .into_iter()
+                        .map(|r| {
+                            let status = match r.state.as_str() {
+                                "up" => "active",
+                                "lost" => "failed",
+                                _ => "closed",
+                            };
+                            view! {
+                                <tr data-replica=r.name.clone()>
+                                    <td>
+                                        <code>{r.name.clone()}</code>
+                                        {r.this.then(|| view! { " " <span class="badge" data-role="this">"this page"</span> })}
+                                        {r.leader.then(|| view! { " " <span class="badge" data-status="active" data-role="leader" title="runs the reaper and the clean-up jobs">"housekeeping"</span> })}
+                                    </td>
+                                    <td><span class="badge" data-status=status>{r.state.clone()}</span></td>
+                                    <td>{r.running}</td>
+                                    <td>{format!("{} ago", span(now - r.heartbeat_at))}</td>
+                                    <td>{utc(r.started_at)}</td>
+                                    <td>{r.version.clone()}</td>
+                                </tr>
+                            }
+                        })
+                        .collect_view()}
+                </tbody>
+            </table>
+    }
+    .into_any()
 }
 
 fn mib(bytes: u64) -> String {

@@ -272,7 +272,7 @@ impl Auth {
                 }
                 CreateOperatorError::Other(e) => AuthError::Internal(e),
             })?;
-        let (link, expires_at) = self.new_link(&row.id).await?;
+        let (link, expires_at) = self.new_link(&row.id, true).await?;
         Ok(Invitation {
             operator: row,
             link,
@@ -280,8 +280,13 @@ impl Auth {
         })
     }
 
-    /// A fresh enrollment link for `operator` (older unused ones stop working).
-    async fn new_link(&self, operator: &OperatorId) -> Result<(String, i64), AuthError> {
+    /// A fresh enrollment link for `operator`; with `retire_others`, older
+    /// unused ones stop working (else they all work until one is used).
+    async fn new_link(
+        &self,
+        operator: &OperatorId,
+        retire_others: bool,
+    ) -> Result<(String, i64), AuthError> {
         let secret = ids::secret_token(ids::ENROLLMENT_SECRET);
         let now = now_ms();
         let row = EnrollmentRow {
@@ -291,7 +296,7 @@ impl Auth {
             used_at: None,
         };
         self.store()
-            .enrollment_insert(&row, &token_hash(&secret), now)
+            .enrollment_insert(&row, &token_hash(&secret), now, retire_others)
             .await?;
         let mut url = self
             .0
@@ -303,8 +308,19 @@ impl Auth {
     }
 
     /// At start: when no enabled admin has a passkey, a link that enrolls
-    /// one (the first admin without passkeys, or a new `admin`).
+    /// one (the first admin without passkeys, or a new `admin`). Replicas
+    /// starting together each print one: every such link works until one
+    /// of them is used (then the others stop), and two first starts at once
+    /// make one `admin`, not two.
     pub async fn first_start_link(&self) -> Result<Option<Invitation>, AuthError> {
+        match self.first_start_link_once().await {
+            // Another replica made `admin` just now: link that one.
+            Err(AuthError::Conflict(_)) => self.first_start_link_once().await,
+            other => other,
+        }
+    }
+
+    async fn first_start_link_once(&self) -> Result<Option<Invitation>, AuthError> {
         if self.store().operator_admin_enrolled().await? {
             return Ok(None);
         }
@@ -334,7 +350,7 @@ impl Auth {
                 .outcome("requested"),
         )
         .await?;
-        let (link, expires_at) = self.new_link(&operator.id).await?;
+        let (link, expires_at) = self.new_link(&operator.id, false).await?;
         Ok(Some(Invitation {
             operator,
             link,

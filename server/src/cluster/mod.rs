@@ -228,6 +228,14 @@ impl Cluster {
     }
 
     /// This replica's name.
+    /// The replica that holds the housekeeping lock now (this one on SQLite).
+    pub async fn leader_name(&self) -> anyhow::Result<Option<String>> {
+        if self.0.store.kind() == DatabaseKind::Sqlite {
+            return Ok(Some(self.0.name.clone()));
+        }
+        self.0.store.replica_holding(LOCK_LEADER, LOCK_NAME).await
+    }
+
     pub fn name(&self) -> &str {
         &self.0.name
     }

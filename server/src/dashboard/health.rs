@@ -6,7 +6,7 @@ use app::api::audit::AuditVerification;
 use app::api::auth::Operator;
 use app::api::backend::{HealthBackend, UiResult};
 use app::api::credentials::CredentialView;
-use app::api::health::{RecordingUsage, SystemStatus};
+use app::api::health::{RecordingUsage, ReplicaLine, SystemStatus};
 
 use super::internal;
 use crate::config::DatabaseKind;
@@ -49,6 +49,7 @@ impl HealthBackend for AppState {
                 .lock()
                 .expect("verification lock")
                 .clone(),
+            replicas: Vec::new(),
         };
         if !database_ok {
             return Ok(status);
@@ -89,6 +90,43 @@ impl HealthBackend for AppState {
             .filter(|c| c.earliest_expiry.is_some_and(|e| e <= soon))
             .map(super::credentials::view)
             .collect::<Vec<CredentialView>>();
+        status.replicas = self.replica_lines().await?;
         Ok(status)
+    }
+}
+
+impl AppState {
+    /// The replicas on this database, with who leads and what each runs.
+    async fn replica_lines(&self) -> UiResult<Vec<ReplicaLine>> {
+        let rows = self
+            .store
+            .replicas_recent(now_ms() - 24 * 3600 * 1000)
+            .await
+            .map_err(|e| internal("listing replicas", e))?;
+        let leader = self
+            .cluster
+            .leader_name()
+            .await
+            .map_err(|e| internal("finding the housekeeping replica", e))?;
+        let running: std::collections::HashMap<String, i64> = self
+            .store
+            .sessions_running_by_host()
+            .await
+            .map_err(|e| internal("counting sessions per replica", e))?
+            .into_iter()
+            .collect();
+        Ok(rows
+            .into_iter()
+            .map(|r| ReplicaLine {
+                this: r.name == self.cluster.name(),
+                leader: r.state == "up" && leader.as_deref() == Some(r.name.as_str()),
+                running: running.get(&r.name).copied().unwrap_or(0),
+                name: r.name,
+                state: r.state,
+                heartbeat_at: r.heartbeat_at,
+                started_at: r.started_at,
+                version: r.version,
+            })
+            .collect())
     }
 }

@@ -314,16 +314,19 @@ impl Store {
         row: &EnrollmentRow,
         token_hash: &str,
         now: i64,
+        retire_others: bool,
     ) -> anyhow::Result<()> {
         let mut tx = self.pool().begin().await.context("failed to begin")?;
-        sqlx::query(
-            "UPDATE enrollments SET used_at = $1 WHERE operator_id = $2 AND used_at IS NULL",
-        )
-        .bind(now)
-        .bind(row.operator_id.as_str().to_owned())
-        .execute(&mut *tx)
-        .await
-        .context("failed to retire old enrollment links")?;
+        if retire_others {
+            sqlx::query(
+                "UPDATE enrollments SET used_at = $1 WHERE operator_id = $2 AND used_at IS NULL",
+            )
+            .bind(now)
+            .bind(row.operator_id.as_str().to_owned())
+            .execute(&mut *tx)
+            .await
+            .context("failed to retire old enrollment links")?;
+        }
         sqlx::query(
             "INSERT INTO enrollments (id, operator_id, token_hash, created_at, expires_at) \
              VALUES ($1, $2, $3, $4, $5)",
@@ -384,6 +387,17 @@ impl Store {
         if n != 1 {
             return Ok(false);
         }
+        // Any other link of the same operator stops working with this one
+        // (several replicas' first-start links, say).
+        sqlx::query(
+            "UPDATE enrollments SET used_at = $1 WHERE used_at IS NULL AND id <> $2 \
+             AND operator_id = (SELECT operator_id FROM enrollments WHERE id = $2)",
+        )
+        .bind(now)
+        .bind(enrollment_id.to_owned())
+        .execute(&mut *tx)
+        .await
+        .context("failed to retire the operator's other enrollment links")?;
         sqlx::query(
             "INSERT INTO passkeys (id, operator_id, cred_id, name, passkey, created_at) \
              VALUES ($1, $2, $3, $4, $5, $6)",

@@ -219,6 +219,47 @@ impl Store {
             .context("malformed replica row")
     }
 
+    /// Replicas up, and those stopped or lost whose last heartbeat is
+    /// after `since` (a Deployment's pods get new names: old ones fade out).
+    pub async fn replicas_recent(&self, since: i64) -> anyhow::Result<Vec<ReplicaRow>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM replicas WHERE state = 'up' OR heartbeat_at >= $1 ORDER BY name"
+        ))
+        .bind(since)
+        .fetch_all(self.pool())
+        .await
+        .context("cannot list replicas")?;
+        rows.iter()
+            .map(from_row)
+            .collect::<Result<_, _>>()
+            .context("malformed replica row")
+    }
+
+    /// PostgreSQL: the replica whose connection holds the advisory lock
+    /// `(leader, 1)`, found by the name lock `(names, hashtext(name))` the
+    /// same backend holds. `None` on SQLite or when no one holds it.
+    pub async fn replica_holding(&self, leader: i32, names: i32) -> anyhow::Result<Option<String>> {
+        if self.kind() != DatabaseKind::Postgres {
+            return Ok(None);
+        }
+        let name: Option<String> = sqlx::query_scalar(
+            "SELECT r.name FROM pg_locks l \
+             JOIN pg_locks n ON n.pid = l.pid AND n.locktype = 'advisory' AND n.granted \
+               AND n.classid = $2::int4::oid AND n.objsubid = 2 AND n.database = l.database \
+             JOIN replicas r ON n.objid = hashtext(r.name)::oid \
+             WHERE l.locktype = 'advisory' AND l.granted AND l.classid = $1::int4::oid \
+               AND l.objid = 1 AND l.objsubid = 2 \
+               AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+             LIMIT 1",
+        )
+        .bind(leader)
+        .bind(names)
+        .fetch_optional(self.pool())
+        .await
+        .context("cannot find the housekeeping lock's holder")?;
+        Ok(name)
+    }
+
     /// Marks a replica lost if it is still up with the heartbeat the caller
     /// judged (so one that just beat is not); true if this call did it.
     pub async fn replica_mark_lost(&self, name: &str, heartbeat_at: i64) -> anyhow::Result<bool> {

@@ -338,6 +338,20 @@ impl Store {
             .collect()
     }
 
+    /// Sessions not ended, per replica (`host`).
+    pub async fn sessions_running_by_host(&self) -> anyhow::Result<Vec<(String, i64)>> {
+        let rows = sqlx::query(
+            "SELECT host, COUNT(*) AS n FROM sessions \
+             WHERE state IN ('starting', 'ready', 'closing') GROUP BY host",
+        )
+        .fetch_all(self.pool())
+        .await
+        .context("failed to count sessions per replica")?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("host")?, r.try_get("n")?)))
+            .collect()
+    }
+
     /// Per session: tool calls audited and the last audited action.
     pub async fn session_activity(
         &self,

@@ -553,3 +553,72 @@ async fn an_open_change_stream_hears_changes_and_does_not_hold_the_shutdown() {
         .await
         .expect("shutdown held by an open change stream");
 }
+
+both_backends!(first_start_links_of_replicas_starting_together_all_work_until_one_is_used);
+
+/// Replicas starting together on a fresh database each print a first-start
+/// link: all of them work (one does not silently retire another's), make
+/// one `admin` between them, and once one link is used the others stop.
+async fn first_start_links_of_replicas_starting_together_all_work_until_one_is_used(
+    backend: Backend,
+) {
+    let app = TestApp::spawn(backend).await;
+    // As on a fresh database: no operator yet.
+    app.db
+        .raw("DELETE FROM enrollments; DELETE FROM operators;")
+        .await
+        .unwrap();
+    let auth = &app.state.auth;
+    let (one, two) = tokio::join!(auth.first_start_link(), auth.first_start_link());
+    let (one, two) = (one.unwrap().unwrap(), two.unwrap().unwrap());
+    let three = auth.first_start_link().await.unwrap().unwrap();
+    let admins: Vec<_> = auth.list().await.unwrap();
+    assert_eq!(admins.len(), 1, "one admin between them: {admins:?}");
+    for inv in [&one, &two, &three] {
+        assert_eq!(inv.operator.id, admins[0].id);
+    }
+    let start = |link: &str| {
+        app.auth_post(
+            "/ui/auth/enroll/start",
+            json!({ "token": secret_of(link), "passkey_name": "laptop" }),
+            None,
+        )
+    };
+    for inv in [&one, &two, &three] {
+        let (status, body) = start(&inv.link).await;
+        assert_eq!(status, StatusCode::OK, "every replica's link works: {body}");
+    }
+    // One is used (the passkey ceremony itself is the WebAuthn tests' job).
+    let used = app
+        .state
+        .store
+        .enrollment_by_hash(&cordon::ids::token_hash(&secret_of(&two.link)))
+        .await
+        .unwrap()
+        .unwrap();
+    let passkey = cordon::store::operators::PasskeyRow {
+        id: cordon::domain::PasskeyId::generate(),
+        operator_id: admins[0].id.clone(),
+        cred_id: "Y3JlZA".into(),
+        name: "laptop".into(),
+        passkey: "{}".into(),
+        created_at: 1,
+        last_used_at: None,
+    };
+    assert!(
+        app.state
+            .store
+            .enrollment_complete(&used.id, &passkey, cordon::time::now_ms())
+            .await
+            .unwrap()
+    );
+    for inv in [&one, &two, &three] {
+        let (status, body) = start(&inv.link).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        assert!(
+            body["message"].as_str().unwrap().contains("used already"),
+            "{body}"
+        );
+    }
+    app.stop().await;
+}

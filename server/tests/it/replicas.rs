@@ -1013,3 +1013,49 @@ async fn under_a_shared_dir_screenshots_and_downloads_outlive_their_replica() {
     .await;
     assert!(frames(&kept).is_dir());
 }
+
+/// The Overview lists the replicas: which one answers the page, which runs
+/// the housekeeping, what each runs; a killed one shows as lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_overview_lists_the_replicas_their_sessions_and_the_housekeeping_one() {
+    use app::api::auth::Role;
+    let site = crate::site::start().await;
+    let (a, mut b) = pair(&site.allow(), &[]).await;
+    let mut agent = a.agent("acme").await;
+    agent.base = b.url("");
+    agent.open(json!({})).await;
+    let (_, cookie) = a.operator_session("vic", Role::Viewer).await;
+    let replicas = || async {
+        let (status, s) = a.server_fn("get_status", "", Some(&cookie)).await;
+        assert_eq!(status, StatusCode::OK, "{s}");
+        let rows = s["replicas"].as_array().cloned().unwrap_or_default();
+        let by = |name: &str| rows.iter().find(|r| r["name"] == name).cloned();
+        (by("a"), by("b"), s["replicas"].clone())
+    };
+    let (ra, rb, all) = replicas().await;
+    let (ra, rb) = (ra.expect("a listed"), rb.expect("b listed"));
+    assert_eq!(
+        (&ra["state"], &ra["this"], &ra["leader"], &ra["running"]),
+        (&json!("up"), &json!(true), &json!(true), &json!(0)),
+        "{all}"
+    );
+    assert_eq!(
+        (&rb["state"], &rb["this"], &rb["leader"], &rb["running"]),
+        (&json!("up"), &json!(false), &json!(false), &json!(1)),
+        "{all}"
+    );
+
+    b.kill_hard();
+    wait_until("b shown as lost", PATIENCE, || async {
+        let (ra, rb, all) = replicas().await;
+        let lost =
+            rb.is_some_and(|b| b["state"] == "lost" && b["leader"] == false && b["running"] == 0);
+        let leads = ra.is_some_and(|a| a["leader"] == true);
+        if lost && leads {
+            Ok(())
+        } else {
+            Err(all.to_string())
+        }
+    })
+    .await;
+}

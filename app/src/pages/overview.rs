@@ -165,8 +165,12 @@ fn Replicas(rows: Vec<ReplicaLine>, now: i64) -> impl IntoView {
                                 <tr data-replica=r.name.clone()>
                                     <td>
                                         <code>{r.name.clone()}</code>
-                                        {r.this.then(|| view! { " " <span class="badge" data-role="this">"this page"</span> })}
-                                        {r.leader.then(|| view! { " " <span class="badge" data-status="active" data-role="leader" title="runs the reaper and the clean-up jobs">"housekeeping"</span> })}
+                                        {(r.this || r.leader).then(|| view! {
+                                            <div class="replica-roles">
+                                                {r.this.then(|| view! { <span class="badge" data-role="this">"this page"</span> " " })}
+                                                {r.leader.then(|| view! { <span class="badge" data-status="active" data-role="leader" title="runs the reaper and the clean-up jobs">"housekeeping"</span> })}
+                                            </div>
+                                        })}
                                     </td>
                                     <td><span class="badge" data-status=status>{r.state.clone()}</span></td>
                                     <td>{r.running}</td>

@@ -207,12 +207,20 @@ impl Store {
 
     /// Every replica recorded as up, newest heartbeat first.
     pub async fn replicas_up(&self) -> anyhow::Result<Vec<ReplicaRow>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {COLUMNS} FROM replicas WHERE state = 'up' ORDER BY heartbeat_at DESC"
-        ))
-        .fetch_all(self.pool())
+        // No row has a heartbeat after the end of time: only `up` ones.
+        self.replicas_where(
+            "state = 'up' OR heartbeat_at > $1 ORDER BY heartbeat_at DESC",
+            i64::MAX,
+        )
         .await
-        .context("cannot list replicas")?;
+    }
+
+    async fn replicas_where(&self, filter: &str, bound: i64) -> anyhow::Result<Vec<ReplicaRow>> {
+        let rows = sqlx::query(&format!("SELECT {COLUMNS} FROM replicas WHERE {filter}"))
+            .bind(bound)
+            .fetch_all(self.pool())
+            .await
+            .context("cannot list replicas")?;
         rows.iter()
             .map(from_row)
             .collect::<Result<_, _>>()
@@ -222,17 +230,8 @@ impl Store {
     /// Replicas up, and those stopped or lost whose last heartbeat is
     /// after `since` (a Deployment's pods get new names: old ones fade out).
     pub async fn replicas_recent(&self, since: i64) -> anyhow::Result<Vec<ReplicaRow>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {COLUMNS} FROM replicas WHERE state = 'up' OR heartbeat_at >= $1 ORDER BY name"
-        ))
-        .bind(since)
-        .fetch_all(self.pool())
-        .await
-        .context("cannot list replicas")?;
-        rows.iter()
-            .map(from_row)
-            .collect::<Result<_, _>>()
-            .context("malformed replica row")
+        self.replicas_where("state = 'up' OR heartbeat_at >= $1 ORDER BY name", since)
+            .await
     }
 
     /// PostgreSQL: the replica whose connection holds the advisory lock

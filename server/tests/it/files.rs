@@ -362,18 +362,19 @@ async fn an_upload_sets_files_the_page_reads_and_is_audited_by_name_size_and_has
     app.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bad_uploads_are_typed_errors_and_write_nothing() {
+/// A session of tenant `acme` on the upload page, Cordon started with `env`.
+async fn on_upload_page(env: &[(&str, &str)]) -> (site::Site, TestApp, AgentClient, String) {
     let site = site::start().await;
-    let app = session_app(
-        Backend::Sqlite,
-        &site.allow(),
-        &[("CORDON_UPLOAD_MAX_MB", "1")],
-    )
-    .await;
+    let app = session_app(Backend::Sqlite, &site.allow(), env).await;
     let agent = app.agent("acme").await;
     let sid = agent.open(json!({ "record": "off" })).await;
     agent.navigate_ok(&sid, &site.url("/upload")).await;
+    (site, app, agent, sid)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_uploads_are_typed_errors_and_write_nothing() {
+    let (_site, app, agent, sid) = on_upload_page(&[("CORDON_UPLOAD_MAX_MB", "1")]).await;
     let file = |name: &str, bytes: &[u8]| json!({ "name": name, "content_base64": b64(bytes) });
     let upload = |target: &str, files: Vec<Value>| json!({ "selector": target, "files": files });
 
@@ -499,16 +500,7 @@ async fn downloads_and_uploads_work_with_the_process_and_exec_drivers_too() {
 /// input still refuses two files.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upload_through_the_page_gives_the_page_the_same_files_and_writes_nothing() {
-    let site = site::start().await;
-    let app = session_app(
-        Backend::Sqlite,
-        &site.allow(),
-        &[("CORDON_UPLOAD_TRANSFER", "page")],
-    )
-    .await;
-    let agent = app.agent("acme").await;
-    let sid = agent.open(json!({ "record": "off" })).await;
-    agent.navigate_ok(&sid, &site.url("/upload")).await;
+    let (_site, app, agent, sid) = on_upload_page(&[("CORDON_UPLOAD_TRANSFER", "page")]).await;
     let text = "a;b;ü".as_bytes();
     let binary: Vec<u8> = (0..=255u8).cycle().take(70_000).collect();
     let (status, out) = agent

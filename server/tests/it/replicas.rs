@@ -847,39 +847,7 @@ async fn screenshots_recorded_on_one_replica_are_shown_by_anothers_dashboard() {
     let (status, shot) = agent.tool(&sid, "screenshot", json!({})).await;
     assert_eq!(status, StatusCode::OK, "{shot}");
     let (_, cookie) = a.operator_session("vic", Role::Viewer).await;
-    let (status, view) = a
-        .server_fn(
-            "screenshot_timeline",
-            &format!("session={sid}"),
-            Some(&cookie),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{view}\n{}", b.warnings());
-    let shots = view["shots"].as_array().cloned().unwrap_or_default();
-    assert!(!shots.is_empty(), "b's timeline shown on a: {view}");
-    let id = shots[0]["id"].as_str().unwrap().to_owned();
-    for (path, kind) in [
-        (format!("/ui/screenshots/{id}"), None),
-        (format!("/ui/screenshots/{id}/thumb"), Some("image/jpeg")),
-    ] {
-        let res = a
-            .http
-            .get(a.url(&path))
-            .header("cookie", &cookie)
-            .header("host", format!("localhost:{}", a.addr.port()))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(res.status(), StatusCode::OK, "{path}");
-        let got = res.headers()["content-type"].to_str().unwrap().to_owned();
-        if let Some(k) = kind {
-            assert_eq!(got, k);
-        }
-        assert!(
-            image::load_from_memory(&res.bytes().await.unwrap()).is_ok(),
-            "{path}"
-        );
-    }
+    shown_with_images(&a, &cookie, &sid, &b.warnings()).await;
     // An id that names no screenshot is 404 on both, not a hang or a 500.
     let res = a
         .http
@@ -969,35 +937,7 @@ async fn under_a_shared_dir_screenshots_and_downloads_outlive_their_replica() {
 
     // a's dashboard shows what b recorded, from the shared folder.
     let (_, cookie) = a.operator_session("vic", Role::Viewer).await;
-    let (status, view) = a
-        .server_fn(
-            "screenshot_timeline",
-            &format!("session={kept}"),
-            Some(&cookie),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{view}");
-    let shots = view["shots"].as_array().cloned().unwrap_or_default();
-    assert!(!shots.is_empty(), "the dead replica's timeline: {view}");
-    let id = shots[0]["id"].as_str().unwrap().to_owned();
-    for path in [
-        format!("/ui/screenshots/{id}"),
-        format!("/ui/screenshots/{id}/thumb"),
-    ] {
-        let res = a
-            .http
-            .get(a.url(&path))
-            .header("cookie", &cookie)
-            .header("host", format!("localhost:{}", a.addr.port()))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(res.status(), StatusCode::OK, "{path}");
-        assert!(
-            image::load_from_memory(&res.bytes().await.unwrap()).is_ok(),
-            "{path}"
-        );
-    }
+    shown_with_images(&a, &cookie, &kept, "the dead replica's").await;
     // The audit session's download is kept; the transient frames go.
     assert_eq!(std::fs::read(&download).unwrap(), vec![7u8; 4096]);
     wait_until("the transient frames removed", PATIENCE, || async {
@@ -1058,4 +998,42 @@ async fn the_overview_lists_the_replicas_their_sessions_and_the_housekeeping_one
         }
     })
     .await;
+}
+
+/// `a`'s dashboard shows session `sid`'s timeline, and its first
+/// screenshot and thumbnail (a JPEG) load as images.
+async fn shown_with_images(a: &crate::helpers::TestApp, cookie: &str, sid: &str, what: &str) {
+    let (status, view) = a
+        .server_fn(
+            "screenshot_timeline",
+            &format!("session={sid}"),
+            Some(cookie),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{view}\n{what}");
+    let shots = view["shots"].as_array().cloned().unwrap_or_default();
+    assert!(!shots.is_empty(), "{what} timeline shown: {view}");
+    let id = shots[0]["id"].as_str().unwrap().to_owned();
+    for (path, kind) in [
+        (format!("/ui/screenshots/{id}"), None),
+        (format!("/ui/screenshots/{id}/thumb"), Some("image/jpeg")),
+    ] {
+        let res = a
+            .http
+            .get(a.url(&path))
+            .header("cookie", cookie)
+            .header("host", format!("localhost:{}", a.addr.port()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK, "{path}");
+        let got = res.headers()["content-type"].to_str().unwrap().to_owned();
+        if let Some(k) = kind {
+            assert_eq!(got, k, "{path}");
+        }
+        assert!(
+            image::load_from_memory(&res.bytes().await.unwrap()).is_ok(),
+            "{path}"
+        );
+    }
 }

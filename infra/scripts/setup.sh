@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building, running and testing Cordon needs, skipping what is
 # already there: Debian packages (Chromium, binaryen, bubblewrap, PostgreSQL,
-# sqlite3, shellcheck, Node.js, pip), the wasm32 target, rustfmt/clippy, the wasm-bindgen CLI
+# sqlite3, shellcheck, faketime, Node.js, pip), the wasm32 target, rustfmt/clippy, the wasm-bindgen CLI
 # matching the pinned crate, the end-to-end tests' npm packages, and the
 # stock Python MCP client (PyPI `mcp`) the MCP test drives.
 set -euo pipefail
@@ -15,7 +15,7 @@ as_root() {
 }
 
 missing=()
-for pkg in chromium binaryen bubblewrap postgresql sqlite3 ca-certificates shellcheck; do
+for pkg in chromium binaryen bubblewrap postgresql sqlite3 ca-certificates shellcheck faketime; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
 done
 command -v node >/dev/null && command -v npm >/dev/null || missing+=(nodejs npm)

@@ -59,6 +59,8 @@ async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
                 "name": state.cluster.name(),
                 "leader": state.cluster.is_leader(),
                 "advertise_url": state.cluster.advertise_url(),
+                // The database server's clock minus this host's (ms).
+                "clock_offset_ms": state.cluster.clock_offset_ms(),
             },
         }
     });

@@ -313,35 +313,48 @@ impl Auth {
     /// of them is used (then the others stop), and two first starts at once
     /// make one `admin`, not two.
     pub async fn first_start_link(&self) -> Result<Option<Invitation>, AuthError> {
-        match self.first_start_link_once().await {
-            // Another replica made `admin` just now: link that one.
-            Err(AuthError::Conflict(_)) => self.first_start_link_once().await,
-            other => other,
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match self.first_start_link_once().await {
+                // Another replica made `admin` just now: link that one.
+                Err(AuthError::Conflict(_)) | Ok(Err(Retry)) if tries < 3 => continue,
+                Err(e) => return Err(e),
+                Ok(Err(Retry)) => {
+                    return Err(AuthError::Conflict(
+                        "another control plane keeps creating the first admin".into(),
+                    ));
+                }
+                Ok(Ok(inv)) => return Ok(inv),
+            }
         }
     }
 
-    async fn first_start_link_once(&self) -> Result<Option<Invitation>, AuthError> {
+    async fn first_start_link_once(&self) -> Result<Result<Option<Invitation>, Retry>, AuthError> {
         if self.store().operator_admin_enrolled().await? {
-            return Ok(None);
+            return Ok(Ok(None));
         }
-        let waiting = self
+        let waiting =
+            |o: &OperatorRow| o.role == Role::Admin && o.disabled_at.is_none() && o.passkeys == 0;
+        let first = self
             .store()
             .operator_list()
             .await?
             .into_iter()
-            .find(|o| o.role == Role::Admin && o.disabled_at.is_none() && o.passkeys == 0);
-        let operator = match waiting {
+            .find(waiting);
+        let operator = match first {
             Some(o) => o,
             None => {
-                let name = if self.store().operator_by_name("admin").await?.is_none() {
-                    "admin".to_owned()
-                } else {
-                    format!("admin-{}", &ids::random_id("")[..6])
+                let name = match self.store().operator_by_name("admin").await? {
+                    None => "admin".to_owned(),
+                    // Made by another replica since the list was read.
+                    Some(o) if waiting(&o) => return Ok(Err(Retry)),
+                    Some(_) => format!("admin-{}", &ids::random_id("")[..6]),
                 };
                 return self
                     .invite(&Actor::System, &name, Role::Admin)
                     .await
-                    .map(Some);
+                    .map(|inv| Ok(Some(inv)));
             }
         };
         self.audit(
@@ -351,11 +364,11 @@ impl Auth {
         )
         .await?;
         let (link, expires_at) = self.new_link(&operator.id, false).await?;
-        Ok(Some(Invitation {
+        Ok(Ok(Some(Invitation {
             operator,
             link,
             expires_at,
-        }))
+        })))
     }
 
     /// Every operator.
@@ -751,6 +764,10 @@ impl Auth {
         }
     }
 }
+
+/// `first_start_link_once` met another replica's first admin half made:
+/// look again.
+struct Retry;
 
 #[cfg(test)]
 mod tests {

@@ -143,7 +143,7 @@ async fn screenshot(State(state): State<AppState>, Path(id): Path<String>) -> Re
 impl Cluster {
     /// The other replicas up now: `(name, base URL)`.
     pub async fn others(&self) -> anyhow::Result<Vec<(String, String)>> {
-        let now = crate::time::now_ms();
+        let now = self.now();
         Ok(self
             .0
             .store

@@ -111,6 +111,11 @@ struct Inner {
     /// (a session never moves).
     owners: Mutex<HashMap<String, (String, String)>>,
     stop: watch::Sender<bool>,
+    /// The database server's clock minus this process's (ms), measured at
+    /// every heartbeat: heartbeats and hop times are in the database's
+    /// time, so replicas whose clocks disagree do not declare each other
+    /// lost or refuse each other's hops. 0 on SQLite.
+    offset: std::sync::atomic::AtomicI64,
 }
 
 impl Cluster {
@@ -151,8 +156,15 @@ impl Cluster {
                  {known} (run the newer binary)"
             );
         }
+        let offset = match store.clock_offset_ms().await? {
+            Some(o) => {
+                warn_skew(&name, o);
+                o
+            }
+            None => 0,
+        };
         if applied.is_some_and(|a| a >= 10) {
-            let now = now_ms();
+            let now = now_ms() + offset;
             for r in store.replicas_up().await? {
                 if r.name == name || now - r.heartbeat_at > lost_after_ms {
                     continue;
@@ -181,7 +193,7 @@ impl Cluster {
             .await?;
         let instance = crate::ids::random_id("inst");
         let advertise = settings.advertise_url(bound);
-        let now = now_ms();
+        let now = now_ms() + offset;
         store
             .replica_register(&ReplicaRow {
                 name: name.clone(),
@@ -224,6 +236,7 @@ impl Cluster {
             nonces: hop::Nonces::default(),
             owners: Mutex::new(HashMap::new()),
             stop,
+            offset: std::sync::atomic::AtomicI64::new(offset),
         })))
     }
 
@@ -234,6 +247,17 @@ impl Cluster {
             return Ok(Some(self.0.name.clone()));
         }
         self.0.store.replica_holding(LOCK_LEADER, LOCK_NAME).await
+    }
+
+    /// Now, in the database's time (this process's clock plus the offset
+    /// measured at the last heartbeat).
+    pub fn now(&self) -> i64 {
+        now_ms() + self.clock_offset_ms()
+    }
+
+    /// The database server's clock minus this process's, ms.
+    pub fn clock_offset_ms(&self) -> i64 {
+        self.0.offset.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub fn name(&self) -> &str {
@@ -291,9 +315,19 @@ impl Cluster {
 
     async fn tick(&self, sessions: &SessionManager) {
         let inner = &self.0;
+        match inner.store.clock_offset_ms().await {
+            Ok(Some(o)) => {
+                let was = inner.offset.swap(o, std::sync::atomic::Ordering::Relaxed);
+                if (was.abs() > SKEW_WARN_MS) != (o.abs() > SKEW_WARN_MS) {
+                    warn_skew(&inner.name, o);
+                }
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %format!("{e:#}"), "cannot read the database's clock"),
+        }
         match inner
             .store
-            .replica_heartbeat(&inner.name, &inner.instance)
+            .replica_heartbeat(&inner.name, &inner.instance, self.now())
             .await
         {
             Ok(true) => {}
@@ -326,7 +360,7 @@ impl Cluster {
             return Ok(());
         }
         row.state = "up".into();
-        row.heartbeat_at = now_ms();
+        row.heartbeat_at = self.now();
         inner.store.replica_register(&row).await
     }
 
@@ -382,7 +416,7 @@ impl Cluster {
 
     /// Whether `r` is lost now.
     async fn is_lost(&self, r: &ReplicaRow) -> bool {
-        let age = now_ms() - r.heartbeat_at;
+        let age = self.now() - r.heartbeat_at;
         if r.state != "up" || age > self.0.lost_after_ms {
             return true;
         }
@@ -434,7 +468,7 @@ impl Cluster {
                     NewEvent::new(Actor::System, "replica.lost")
                         .params(json!({
                             "replica": r.name,
-                            "last_heartbeat_ms_ago": now_ms() - r.heartbeat_at,
+                            "last_heartbeat_ms_ago": self.now() - r.heartbeat_at,
                             "sessions": report.sessions_closed,
                             "sandboxes": report.sandboxes_killed,
                             "tasks": tasks,
@@ -498,7 +532,7 @@ impl Cluster {
         let Some(row) = self.0.store.replica_get(replica).await? else {
             return Ok(Peer::Lost);
         };
-        if row.state != "up" || now_ms() - row.heartbeat_at > self.0.lost_after_ms {
+        if row.state != "up" || self.now() - row.heartbeat_at > self.0.lost_after_ms {
             return Ok(Peer::Lost);
         }
         if self.0.secret.is_none() {
@@ -567,7 +601,7 @@ impl Cluster {
     ) -> Option<String> {
         let secret = self.0.secret.as_ref()?;
         let claims = hop::Claims {
-            ts: now_ms(),
+            ts: self.now(),
             nonce: hex::encode(rand::random::<[u8; 16]>()),
             tenant: tenant.to_owned(),
             key_id: key_id.to_owned(),
@@ -592,7 +626,7 @@ impl Cluster {
         body: &[u8],
     ) -> Result<hop::Claims, hop::Refusal> {
         let secret = self.0.secret.as_ref().ok_or(hop::Refusal::NoSecret)?;
-        let now = now_ms();
+        let now = self.now();
         let claims = hop::verify(
             secret.expose_secret().as_bytes(),
             header,
@@ -669,6 +703,25 @@ impl Arrived {
 pub(crate) fn path_of(uri: &axum::http::Uri) -> String {
     uri.path_and_query()
         .map_or_else(|| uri.path().to_owned(), |p| p.as_str().to_owned())
+}
+
+/// A clock this far from the database's is worth a warning (heartbeats and
+/// hops are corrected for it, but task and audit times are not).
+const SKEW_WARN_MS: i64 = 2_000;
+
+fn warn_skew(name: &str, offset: i64) {
+    if offset.abs() > SKEW_WARN_MS {
+        tracing::warn!(
+            replica = %name,
+            offset_ms = offset,
+            "this host's clock is {} s {} the database server's: heartbeats and hops are \
+             corrected for it, audit and task times are not; sync the clocks (NTP)",
+            offset.abs() / 1000,
+            if offset > 0 { "behind" } else { "ahead of" }
+        );
+    } else {
+        tracing::info!(replica = %name, offset_ms = offset, "this host's clock agrees with the database server's");
+    }
 }
 
 async fn try_lock(conn: &mut sqlx::AnyConnection, class: i32, name: &str) -> anyhow::Result<bool> {

@@ -168,17 +168,40 @@ impl Store {
 
     /// Moves this replica's heartbeat; false if its row is no longer this
     /// process's (another took the name, or it was declared lost).
-    pub async fn replica_heartbeat(&self, name: &str, instance: &str) -> anyhow::Result<bool> {
+    pub async fn replica_heartbeat(
+        &self,
+        name: &str,
+        instance: &str,
+        at: i64,
+    ) -> anyhow::Result<bool> {
         let res = sqlx::query(
             "UPDATE replicas SET heartbeat_at = $1 WHERE name = $2 AND instance = $3 AND state = 'up'",
         )
-        .bind(now_ms())
+        .bind(at)
         .bind(name.to_owned())
         .bind(instance.to_owned())
         .execute(self.pool())
         .await
         .context("cannot record this replica's heartbeat")?;
         Ok(res.rows_affected() == 1)
+    }
+
+    /// PostgreSQL: how far the database server's clock is ahead of this
+    /// process's (ms; negative when behind), read as the midpoint of one
+    /// round trip. `None` on SQLite (one process: its clock is the clock).
+    pub async fn clock_offset_ms(&self) -> anyhow::Result<Option<i64>> {
+        if self.kind() != DatabaseKind::Postgres {
+            return Ok(None);
+        }
+        let before = now_ms();
+        let db: i64 = sqlx::query_scalar(
+            "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+        )
+        .fetch_one(self.pool())
+        .await
+        .context("cannot read the database's clock")?;
+        let after = now_ms();
+        Ok(Some(db - (before + (after - before) / 2)))
     }
 
     /// Marks this replica stopped (a clean shutdown).

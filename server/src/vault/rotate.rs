@@ -69,7 +69,8 @@ pub async fn rotate(
     new: MasterKey,
     actor: &Actor,
 ) -> Result<Rotation, RotateError> {
-    let now = crate::time::now_ms();
+    // Heartbeats are in the database's time (see `cluster`).
+    let now = crate::time::now_ms() + store.clock_offset_ms().await.ok().flatten().unwrap_or(0);
     let running: Vec<String> = store
         .replicas_up()
         .await

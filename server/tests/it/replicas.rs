@@ -1037,3 +1037,92 @@ async fn shown_with_images(a: &crate::helpers::TestApp, cookie: &str, sid: &str,
         );
     }
 }
+
+/// libfaketime's preload library (Debian `faketime`, which `setup.sh` installs).
+fn libfaketime() -> String {
+    let found = std::fs::read_dir("/usr/lib")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|d| d.path().join("faketime/libfaketime.so.1"))
+        .find(|p| p.is_file());
+    found
+        .expect("libfaketime: install Debian's faketime (infra/scripts/setup.sh does)")
+        .display()
+        .to_string()
+}
+
+/// Replicas whose clocks disagree still act as one: b runs 40 s behind
+/// (libfaketime), past both the loss window (3 s) and the hop's ±30 s, yet
+/// heartbeats and hop times are in the database's time, so a never declares
+/// b lost, b's calls cross the hop to a, and b's /readyz shows the offset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_whose_clock_is_behind_is_neither_lost_nor_refused() {
+    let site = crate::site::start().await;
+    let allow = site.allow();
+    let a = crate::helpers::session_app(
+        Backend::Postgres,
+        &allow,
+        &[
+            ("CORDON_REPLICA_NAME", "a"),
+            ("CORDON_CLUSTER_SECRET", SECRET),
+            ("CORDON_REPLICA_LOST_AFTER_S", "3"),
+        ],
+    )
+    .await;
+    let key = std::fs::read_to_string(a.db.dir.path().join("data/master.key")).unwrap();
+    let preload = libfaketime();
+    let b = Replica::start(
+        &a.db.dir.path().join("b"),
+        &a.db.url,
+        key.trim(),
+        "b",
+        &[
+            ("CORDON_EGRESS_ALLOW", &allow),
+            ("LD_PRELOAD", &preload),
+            ("FAKETIME", "-40s"),
+            ("DONT_FAKE_MONOTONIC", "1"),
+        ],
+    );
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let ready: Value = http
+        .get(b.url("/readyz"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let offset = ready["checks"]["replica"]["clock_offset_ms"]
+        .as_i64()
+        .unwrap_or(0);
+    assert!(
+        (37_000..=43_000).contains(&offset),
+        "b's clock is 40 s behind the database's: {ready}"
+    );
+
+    // A session on a, driven through b: the hop's time is the database's.
+    let mut agent = a.agent("acme").await;
+    let sid = agent.open(json!({})).await;
+    agent.base = b.url("");
+    let nav = agent.navigate_ok(&sid, &site.url("/pad")).await;
+    assert_eq!(nav["title"], "ready", "{nav}\n{}", b.warnings());
+
+    // Over three loss windows, b stays up in a's eyes.
+    let until = std::time::Instant::now() + Duration::from_secs(9);
+    while std::time::Instant::now() < until {
+        assert!(
+            matches!(
+                a.state.cluster.peer("b").await.unwrap(),
+                cordon::cluster::Peer::Up(_)
+            ),
+            "b was judged lost or unreachable\n{}",
+            b.warnings()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let row = a.state.store.replica_get("b").await.unwrap().unwrap();
+    assert_eq!(row.state, "up", "{row:?}");
+    let (status, body) = agent.get(&format!("/api/sessions/{sid}")).await;
+    assert_eq!(status, StatusCode::OK, "{body}\n{}", b.warnings());
+}

@@ -319,12 +319,7 @@ async fn an_upload_sets_files_the_page_reads_and_is_audited_by_name_size_and_has
         StatusCode::OK,
         "the page did not read the files: {waited}"
     );
-    let row = audit(&app)
-        .await
-        .into_iter()
-        .find(|e| e.action == "tool.upload")
-        .expect("the upload is audited");
-    let params: Value = serde_json::from_str(&row.params).unwrap();
+    let (row, params) = audited_upload(&app).await;
     assert_eq!(params["files"][0]["sha256"], sha(first), "{params}");
     assert_eq!(params["files"][1]["size"], second.len(), "{params}");
     assert!(
@@ -360,6 +355,17 @@ async fn an_upload_sets_files_the_page_reads_and_is_audited_by_name_size_and_has
         "downloads_denied",
     );
     app.stop().await;
+}
+
+/// The first `tool.upload` audit row and its parsed params.
+async fn audited_upload(app: &TestApp) -> (cordon::audit::Event, Value) {
+    let row = audit(app)
+        .await
+        .into_iter()
+        .find(|e| e.action == "tool.upload")
+        .expect("the upload is audited");
+    let params = serde_json::from_str(&row.params).unwrap();
+    (row, params)
 }
 
 /// A session of tenant `acme` on the upload page, Cordon started with `env`.
@@ -538,12 +544,7 @@ async fn an_upload_through_the_page_gives_the_page_the_same_files_and_writes_not
         Vec::<PathBuf>::new(),
         "nothing written for the browser"
     );
-    let row = audit(&app)
-        .await
-        .into_iter()
-        .find(|e| e.action == "tool.upload")
-        .expect("the upload is audited");
-    let params: Value = serde_json::from_str(&row.params).unwrap();
+    let (row, params) = audited_upload(&app).await;
     assert_eq!(params["files"][1]["sha256"], sha(&binary), "{params}");
     assert!(!row.params.contains(&b64(text)), "{}", row.params);
 

@@ -272,7 +272,7 @@ impl Auth {
                 }
                 CreateOperatorError::Other(e) => AuthError::Internal(e),
             })?;
-        let (link, expires_at) = self.new_link(&row.id, true).await?;
+        let (link, expires_at) = self.new_link(&row.id).await?;
         Ok(Invitation {
             operator: row,
             link,
@@ -280,13 +280,11 @@ impl Auth {
         })
     }
 
-    /// A fresh enrollment link for `operator`; with `retire_others`, older
-    /// unused ones stop working (else they all work until one is used).
-    async fn new_link(
-        &self,
-        operator: &OperatorId,
-        retire_others: bool,
-    ) -> Result<(String, i64), AuthError> {
+    /// A fresh enrollment link for `operator`. Its other unused links (made
+    /// by replicas starting together) keep working until one is used, which
+    /// retires the rest (`enrollment_complete`); retiring them here would
+    /// race a replica that just linked the same first admin.
+    async fn new_link(&self, operator: &OperatorId) -> Result<(String, i64), AuthError> {
         let secret = ids::secret_token(ids::ENROLLMENT_SECRET);
         let now = now_ms();
         let row = EnrollmentRow {
@@ -296,7 +294,7 @@ impl Auth {
             used_at: None,
         };
         self.store()
-            .enrollment_insert(&row, &token_hash(&secret), now, retire_others)
+            .enrollment_insert(&row, &token_hash(&secret), now)
             .await?;
         let mut url = self
             .0
@@ -363,7 +361,7 @@ impl Auth {
                 .outcome("requested"),
         )
         .await?;
-        let (link, expires_at) = self.new_link(&operator.id, false).await?;
+        let (link, expires_at) = self.new_link(&operator.id).await?;
         Ok(Ok(Some(Invitation {
             operator,
             link,
@@ -464,7 +462,7 @@ impl Auth {
             .enrollment_by_hash(&token_hash(secret))
             .await?
             .ok_or(AuthError::Link(
-                "this enrollment link is not valid (mistyped, or replaced by a newer one): ask an admin for a new one",
+                "this enrollment link is not valid (mistyped, or not from this deployment): ask an admin for a new one",
             ))?;
         if row.used_at.is_some() {
             return Err(AuthError::Link(

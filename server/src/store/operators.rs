@@ -307,26 +307,15 @@ impl Store {
         Ok(exists.then_some(false))
     }
 
-    /// Stores an enrollment link's hash; earlier unused links of the same
-    /// operator stop working.
+    /// Stores an enrollment link's hash (the operator's other unused links
+    /// stay valid until one is used: `enrollment_complete`).
     pub async fn enrollment_insert(
         &self,
         row: &EnrollmentRow,
         token_hash: &str,
         now: i64,
-        retire_others: bool,
     ) -> anyhow::Result<()> {
         let mut tx = self.pool().begin().await.context("failed to begin")?;
-        if retire_others {
-            sqlx::query(
-                "UPDATE enrollments SET used_at = $1 WHERE operator_id = $2 AND used_at IS NULL",
-            )
-            .bind(now)
-            .bind(row.operator_id.as_str().to_owned())
-            .execute(&mut *tx)
-            .await
-            .context("failed to retire old enrollment links")?;
-        }
         sqlx::query(
             "INSERT INTO enrollments (id, operator_id, token_hash, created_at, expires_at) \
              VALUES ($1, $2, $3, $4, $5)",

@@ -116,7 +116,7 @@ async fn enrollment_links_refuse_expired_used_tampered_and_foreign_tokens(backen
         body["message"].as_str().unwrap().contains("expired"),
         "{body}"
     );
-    // A new link replaces the old one: the old one is "used".
+    // A restart while no admin is enrolled gives a fresh link for the same admin.
     let again = app
         .state
         .auth

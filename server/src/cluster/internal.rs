@@ -237,16 +237,22 @@ impl Cluster {
         id: &str,
         op: &str,
     ) -> Option<app::api::screenshots::TimelineView> {
+        self.from_recorder(id, &format!("/api/internal/timeline/{id}"), op)
+            .await?
+            .json()
+            .await
+            .ok()
+    }
+
+    /// GET `path` from the replica that recorded session `id`: its answer
+    /// when that is 200 OK.
+    async fn from_recorder(&self, id: &str, path: &str, op: &str) -> Option<reqwest::Response> {
         let (name, base) = self.recorder_of(id).await?;
-        let path = format!("/api/internal/timeline/{id}");
         let r = self
-            .internal(&name, &base, Method::GET, &path, Vec::new(), op)
+            .internal(&name, &base, Method::GET, path, Vec::new(), op)
             .await
             .ok()?;
-        if r.status() != StatusCode::OK {
-            return None;
-        }
-        r.json().await.ok()
+        (r.status() == StatusCode::OK).then_some(r)
     }
 
     /// A screenshot from the replica that recorded it: bytes and type.
@@ -256,15 +262,8 @@ impl Cluster {
         thumb: bool,
         op: &str,
     ) -> Option<(Vec<u8>, String)> {
-        let (name, base) = self.recorder_of(id.session().as_str()).await?;
         let path = format!("/api/internal/screenshots/{id}?thumb={thumb}");
-        let r = self
-            .internal(&name, &base, Method::GET, &path, Vec::new(), op)
-            .await
-            .ok()?;
-        if r.status() != StatusCode::OK {
-            return None;
-        }
+        let r = self.from_recorder(id.session().as_str(), &path, op).await?;
         let kind = r
             .headers()
             .get(header::CONTENT_TYPE)

@@ -133,6 +133,17 @@ fn driver(cdp_port: u16, ready_timeout: Duration) -> (Arc<KubeDriver>, Api) {
     )
 }
 
+/// `d.start(spec(dir))` on its own task, so the test can answer the API
+/// calls it makes.
+fn start_in_background(
+    d: &Arc<KubeDriver>,
+    dir: &std::path::Path,
+) -> tokio::task::JoinHandle<anyhow::Result<Sandbox>> {
+    let d = d.clone();
+    let spec = spec(dir);
+    tokio::spawn(async move { d.start(spec).await })
+}
+
 fn spec(dir: &std::path::Path) -> SandboxSpec {
     SandboxSpec {
         id: ID.into(),
@@ -296,11 +307,7 @@ async fn a_pod_that_becomes_ready_gives_its_browsers_url_on_the_pod_ip() {
     let dir = tempfile::tempdir().unwrap();
     let (port, requests) = devtools().await;
     let (d, mut api) = driver(port, Duration::from_secs(10));
-    let start = tokio::spawn({
-        let d = d.clone();
-        let spec = spec(dir.path());
-        async move { d.start(spec).await }
-    });
+    let start = start_in_background(&d, dir.path());
 
     let create = api.expect("POST", &pods()).await;
     check_created(&create.body, port);
@@ -332,11 +339,7 @@ async fn a_pod_that_becomes_ready_gives_its_browsers_url_on_the_pod_ip() {
 async fn a_name_that_already_exists_is_an_error_and_left_alone() {
     let dir = tempfile::tempdir().unwrap();
     let (d, mut api) = driver(1, Duration::from_secs(10));
-    let start = tokio::spawn({
-        let d = d.clone();
-        let spec = spec(dir.path());
-        async move { d.start(spec).await }
-    });
+    let start = start_in_background(&d, dir.path());
     api.expect("POST", &pods())
         .await
         .answer(409, status(409, "AlreadyExists"));
@@ -350,11 +353,7 @@ async fn a_server_error_on_create_is_retried() {
     let dir = tempfile::tempdir().unwrap();
     let (port, _) = devtools().await;
     let (d, mut api) = driver(port, Duration::from_secs(10));
-    let start = tokio::spawn({
-        let d = d.clone();
-        let spec = spec(dir.path());
-        async move { d.start(spec).await }
-    });
+    let start = start_in_background(&d, dir.path());
     api.expect("POST", &pods())
         .await
         .answer(500, status(500, "InternalError"));
@@ -375,11 +374,7 @@ async fn a_server_error_on_create_is_retried() {
 async fn a_server_that_keeps_failing_is_an_error_after_bounded_tries() {
     let dir = tempfile::tempdir().unwrap();
     let (d, mut api) = driver(1, Duration::from_secs(10));
-    let start = tokio::spawn({
-        let d = d.clone();
-        let spec = spec(dir.path());
-        async move { d.start(spec).await }
-    });
+    let start = start_in_background(&d, dir.path());
     for _ in 0..3 {
         api.expect("POST", &pods())
             .await
@@ -398,11 +393,7 @@ async fn a_watch_that_expires_resumes_from_a_fresh_list() {
     let dir = tempfile::tempdir().unwrap();
     let (port, _) = devtools().await;
     let (d, mut api) = driver(port, Duration::from_secs(10));
-    let start = tokio::spawn({
-        let d = d.clone();
-        let spec = spec(dir.path());
-        async move { d.start(spec).await }
-    });
+    let start = start_in_background(&d, dir.path());
     api.expect("POST", &pods())
         .await
         .answer(201, pod("5", "Pending", false, None));
@@ -449,11 +440,7 @@ async fn a_watch_answered_410_resumes_from_a_fresh_list() {
     let dir = tempfile::tempdir().unwrap();
     let (port, _) = devtools().await;
     let (d, mut api) = driver(port, Duration::from_secs(10));
-    let start = tokio::spawn({
-        let d = d.clone();
-        let spec = spec(dir.path());
-        async move { d.start(spec).await }
-    });
+    let start = start_in_background(&d, dir.path());
     api.expect("POST", &pods())
         .await
         .answer(201, pod("5", "Pending", false, None));
@@ -482,11 +469,7 @@ async fn a_watch_answered_410_resumes_from_a_fresh_list() {
 async fn a_pod_that_never_becomes_ready_is_deleted_and_the_start_fails() {
     let dir = tempfile::tempdir().unwrap();
     let (d, mut api) = driver(1, Duration::from_millis(400));
-    let start = tokio::spawn({
-        let d = d.clone();
-        let spec = spec(dir.path());
-        async move { d.start(spec).await }
-    });
+    let start = start_in_background(&d, dir.path());
     api.expect("POST", &pods())
         .await
         .answer(201, pod("1", "Pending", false, None));
@@ -510,11 +493,7 @@ async fn a_pod_that_never_becomes_ready_is_deleted_and_the_start_fails() {
 async fn a_pod_that_fails_is_deleted_and_the_start_fails_saying_why() {
     let dir = tempfile::tempdir().unwrap();
     let (d, mut api) = driver(1, Duration::from_secs(10));
-    let start = tokio::spawn({
-        let d = d.clone();
-        let spec = spec(dir.path());
-        async move { d.start(spec).await }
-    });
+    let start = start_in_background(&d, dir.path());
     api.expect("POST", &pods())
         .await
         .answer(201, pod("1", "Pending", false, None));

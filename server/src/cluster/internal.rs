@@ -237,7 +237,7 @@ impl Cluster {
         id: &str,
         op: &str,
     ) -> Option<app::api::screenshots::TimelineView> {
-        self.from_recorder(id, &format!("/api/internal/timeline/{id}"), op)
+        self.ask_recorder(id, &format!("/api/internal/timeline/{id}"), op)
             .await?
             .json()
             .await
@@ -246,7 +246,7 @@ impl Cluster {
 
     /// GET `path` from the replica that recorded session `id`: its answer
     /// when that is 200 OK.
-    async fn from_recorder(&self, id: &str, path: &str, op: &str) -> Option<reqwest::Response> {
+    async fn ask_recorder(&self, id: &str, path: &str, op: &str) -> Option<reqwest::Response> {
         let (name, base) = self.recorder_of(id).await?;
         let r = self
             .internal(&name, &base, Method::GET, path, Vec::new(), op)
@@ -263,7 +263,7 @@ impl Cluster {
         op: &str,
     ) -> Option<(Vec<u8>, String)> {
         let path = format!("/api/internal/screenshots/{id}?thumb={thumb}");
-        let r = self.from_recorder(id.session().as_str(), &path, op).await?;
+        let r = self.ask_recorder(id.session().as_str(), &path, op).await?;
         let kind = r
             .headers()
             .get(header::CONTENT_TYPE)

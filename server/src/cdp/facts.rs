@@ -1,102 +1,446 @@
 //! What the risk gate needs to know about the element a tool would act on,
-//! read in one script call: its accessible
-//! name, whether it is a password field, its form, its box. Read-only: the
-//! page is neither scrolled nor focused.
+//! read the way the browser sees it, out of the page script's reach:
+//!
+//! - the target of a click is the node Chromium's own hit test finds at
+//!   the point the pointer goes down (`DOM.getNodeForLocation`), so an
+//!   overlay, `pointer-events` or a closed shadow root cannot put another
+//!   element under the click than the one judged;
+//! - its name and role come from Chromium's accessibility tree
+//!   (`Accessibility.getPartialAXTree`), which counts CSS generated
+//!   content, shadow trees, `aria-*`, labels and images as the browser does;
+//! - everything read by script (text, form, link, password) runs in an
+//!   isolated world, where the page's own overrides of `innerText`,
+//!   `querySelector` or `type` on the prototypes do not exist;
+//! - what cannot be seen (a cross-origin frame, a canvas, a plugin, a
+//!   focus inside a closed shadow root) is reported as `unknown` with the
+//!   reason: the gate never takes it for harmless.
+//!
+//! Read-only: the page is neither scrolled nor focused (a click's own
+//! lookup scrolls, as the click would).
 
 use std::time::Duration;
 
 use chromiumoxide::Page;
-use chromiumoxide::cdp::js_protocol::runtime::CallFunctionOnParams;
+use chromiumoxide::cdp::browser_protocol::accessibility::{AxNode, GetPartialAxTreeParams};
+use chromiumoxide::cdp::browser_protocol::dom::{
+    BackendNodeId, DescribeNodeParams, GetNodeForLocationParams, ResolveNodeParams,
+};
+use chromiumoxide::cdp::browser_protocol::page::{CreateIsolatedWorldParams, FrameId};
+use chromiumoxide::cdp::js_protocol::runtime::{
+    CallFunctionOnParams, EvaluateParams, ExecutionContextId, RemoteObjectId,
+};
+use serde_json::Value;
 
 use super::{CdpError, Locator};
 
-/// Runs on the element (`this`). The name follows the accessible-name
-/// computation's main steps (aria-labelledby, aria-label, labels, a
-/// button's value, text, title, alt, placeholder) on the nearest
-/// interactive ancestor, so a click on a button's inner `<span>` is judged
-/// by the button.
+/// The isolated world the gate reads in when chromiumoxide's own utility
+/// world is not there yet.
+const WORLD: &str = "__cordon_gate__";
+
+/// Runs on the node (`this`) in an isolated world. Names are every name
+/// the element goes by (the gate matches its words against all of them):
+/// aria-label, aria-labelledby, labels, a button's value, its rendered
+/// text with `::before`/`::after` content, title, alt, placeholder, on the
+/// nearest interactive ancestor (across shadow roots), so a click on a
+/// button's inner `<span>` is judged by the button.
 const FACTS_FN: &str = r#"function() {
   const own = this.nodeType === 1 ? this : this.parentElement;
   if (!own) return null;
-  const el = own.closest('button,a[href],input,select,textarea,[role=button],[role=link],[role=menuitem],[role=tab],[role=checkbox],[role=option],summary') || own;
-  const txt = (n) => (n && (n.innerText || n.textContent) || '').replace(/\s+/g, ' ').trim();
-  const by = el.getAttribute('aria-labelledby');
-  let name = by ? by.split(/\s+/).map(i => txt(document.getElementById(i))).join(' ').trim() : '';
-  name = name || (el.getAttribute('aria-label') || '').trim();
-  if (!name && el.labels && el.labels.length) name = Array.from(el.labels).map(txt).join(' ').trim();
+  const up = (n) => n.parentElement || ((n.getRootNode && n.getRootNode()) || {}).host || null;
+  const SEL = 'button,a[href],area[href],input,select,textarea,summary,label,[role=button],[role=link],[role=menuitem],[role=menuitemcheckbox],[role=menuitemradio],[role=tab],[role=checkbox],[role=radio],[role=switch],[role=option],[role=treeitem]';
+  let el = own;
+  for (let n = own; n; n = up(n)) { if (n.matches && n.matches(SEL)) { el = n; break; } }
+  const clean = (s) => String(s || '').replace(/\s+/g, ' ').trim().slice(0, 200);
+  const gen = (n) => {
+    try {
+      return ['::before', '::after'].map((p) => {
+        const c = getComputedStyle(n, p).content;
+        return c && c !== 'none' && c !== 'normal' ? c.replace(/^["']|["']$/g, '') : '';
+      }).join(' ');
+    } catch (_) { return ''; }
+  };
+  const text = (n) => n ? clean((n.innerText || n.textContent || '') + ' ' + gen(n)) : '';
+  const namesOf = (e) => {
+    const out = [];
+    const add = (s) => { s = clean(s); if (s && !out.includes(s)) out.push(s); };
+    const by = e.getAttribute('aria-labelledby');
+    if (by) add(by.split(/\s+/).map((i) => text(e.ownerDocument.getElementById(i))).join(' '));
+    add(e.getAttribute('aria-label'));
+    if (e.labels) for (const l of Array.from(e.labels)) add(text(l));
+    const t = (e.getAttribute('type') || '').toLowerCase();
+    if (e.localName === 'input' && ['submit', 'button', 'reset', 'image'].includes(t)) add(e.value);
+    if (!['input', 'textarea', 'select'].includes(e.localName)) add(text(e));
+    add(e.getAttribute('title')); add(e.getAttribute('alt')); add(e.getAttribute('placeholder'));
+    add(gen(e));
+    return out;
+  };
   const type = (el.getAttribute('type') || '').toLowerCase();
-  if (!name && el.tagName === 'INPUT' && ['submit', 'button', 'reset'].includes(type)) name = el.value || '';
-  if (!name && !['INPUT', 'TEXTAREA', 'SELECT'].includes(el.tagName)) name = txt(el);
-  name = name || el.getAttribute('title') || el.getAttribute('alt') || el.getAttribute('placeholder') || '';
-  const form = el.form || el.closest('form');
-  const submits = !!form && ((el.tagName === 'BUTTON' && (type === '' || type === 'submit'))
-    || (el.tagName === 'INPUT' && (type === 'submit' || type === 'image')));
+  const form = el.form || (el.closest && el.closest('form')) || null;
+  const submitter = form ? Array.from(form.elements).find((e) =>
+    (e.localName === 'button' || e.localName === 'input') && (e.type === 'submit' || e.type === 'image')) : null;
+  const submits = !!form && ((el.localName === 'button' && (type === '' || type === 'submit'))
+    || (el.localName === 'input' && (type === 'submit' || type === 'image')));
+  const ownType = own.localName === 'input' ? String(own.type || '').toLowerCase() : '';
+  const TEXT = ['', 'text', 'search', 'email', 'url', 'tel', 'number', 'password'];
+  const role = (el.getAttribute('role') || '').toLowerCase();
+  const activates = ['button', 'summary'].includes(el.localName)
+    || (['a', 'area'].includes(el.localName) && el.hasAttribute('href'))
+    || (el.localName === 'input' && ['submit', 'button', 'reset', 'image', 'checkbox', 'radio'].includes(type))
+    || ['button', 'link', 'menuitem', 'menuitemcheckbox', 'menuitemradio', 'tab', 'checkbox', 'radio', 'switch', 'option', 'treeitem'].includes(role);
+  const tag = own.localName;
+  const unknown = (tag === 'iframe' || tag === 'frame') ? 'a frame the gate cannot enter (cross-origin or out of process)'
+    : (tag === 'canvas') ? 'a canvas: what it draws is not readable'
+    : (tag === 'object' || tag === 'embed') ? 'an embedded object'
+    : null;
+  const names = namesOf(el);
+  const href = (el.localName === 'a' || el.localName === 'area') ? String(el.href || '') : '';
   const r = own.getBoundingClientRect();
   return {
-    name: String(name).slice(0, 200),
-    password: own.tagName === 'INPUT' && (own.type || '').toLowerCase() === 'password',
+    host: location.hostname,
+    name: names[0] || '',
+    names,
+    password: ownType === 'password',
+    text_entry: tag === 'textarea' || (tag === 'input' && TEXT.includes(ownType)) || !!own.isContentEditable,
     in_form: !!form,
     submits,
-    download: el.tagName === 'A' && el.hasAttribute('download'),
-    link_host: (el.tagName === 'A' && /^https?:/i.test(el.href || '')) ? new URL(el.href).hostname : null,
+    activates,
+    submitter: submitter ? namesOf(submitter) : null,
+    download: el.localName === 'a' && el.hasAttribute('download'),
+    link_host: /^https?:/i.test(href) ? new URL(href).hostname : null,
+    unknown,
     rect: [r.left, r.top, r.width, r.height],
   };
 }"#;
 
-/// Scrolls the element into view and returns the centre of its box, its
-/// size, the page's host and the element's facts: a click's own lookup
-/// with what the risk gate needs, in one call.
-fn center_facts_fn() -> String {
-    format!(
-        "function() {{ this.scrollIntoView({{block: 'center', inline: 'center', behavior: 'instant'}}); \
-         const r = this.getBoundingClientRect(); \
-         return [r.left + r.width / 2, r.top + r.height / 2, r.width, r.height, location.hostname, ({FACTS_FN}).call(this)]; }}"
-    )
+/// The focused element, followed into open shadow roots and the frames
+/// this world can enter; run in an isolated world of the main frame.
+const FOCUS_EXPR: &str = "(() => { let e = document.activeElement; \
+  for (let i = 0; e && i < 32; i++) { \
+    if (e.shadowRoot && e.shadowRoot.activeElement) { e = e.shadowRoot.activeElement; continue; } \
+    if (e.localName === 'iframe' || e.localName === 'frame') { \
+      let d = null; try { d = e.contentDocument; } catch (_) {} \
+      if (d && d.activeElement) { e = d.activeElement; continue; } \
+    } \
+    break; } \
+  return e; })()";
+
+/// Roles that act when clicked or activated: the gate judges a click by
+/// the nearest of these above the node hit.
+const ACTING_ROLES: &[&str] = &[
+    "button",
+    "link",
+    "menuitem",
+    "menuitemcheckbox",
+    "menuitemradio",
+    "tab",
+    "checkbox",
+    "radio",
+    "switch",
+    "option",
+    "treeitem",
+    "combobox",
+    "listbox",
+    "textbox",
+    "searchbox",
+    "spinbutton",
+    "slider",
+    "PopUpButton",
+    "ToggleButton",
+    "DisclosureTriangle",
+];
+
+/// An execution context of `frame` (the main frame if `None`) in an
+/// isolated world: chromiumoxide's utility world when it exists, else one
+/// made now.
+pub(super) async fn isolated_context(
+    page: &Page,
+    frame: Option<FrameId>,
+) -> Result<ExecutionContextId, CdpError> {
+    let known = match &frame {
+        Some(f) => page.frame_secondary_execution_context(f.clone()).await?,
+        None => page.secondary_execution_context().await?,
+    };
+    if let Some(ctx) = known {
+        return Ok(ctx);
+    }
+    let frame = match frame {
+        Some(f) => f,
+        None => page
+            .mainframe()
+            .await?
+            .ok_or_else(|| CdpError::Failed("the page has no main frame".into()))?,
+    };
+    let made = page
+        .execute(
+            CreateIsolatedWorldParams::builder()
+                .frame_id(frame)
+                .world_name(WORLD)
+                .build()
+                .map_err(CdpError::Protocol)?,
+        )
+        .await?;
+    Ok(made.result.execution_context_id)
 }
 
-/// A left click whose target's facts are read in the lookup the click
-/// makes anyway, and that asks `allow(host, facts)` before the button goes
-/// down. An element (selector, ref) is scrolled into view and read in one
-/// call, as a plain click does; for a point, the facts are read while the
-/// pointer moves there. So the risk gate adds no round trip of its own.
-/// `Ok(Err(e))`: `allow` stopped the click; nothing was pressed.
+/// `expression` evaluated in the main frame's isolated world, as an object.
+pub(super) async fn evaluate_isolated(
+    page: &Page,
+    expression: &str,
+) -> Result<(Option<RemoteObjectId>, bool), CdpError> {
+    let ctx = isolated_context(page, None).await?;
+    let res = page
+        .execute(
+            EvaluateParams::builder()
+                .expression(expression)
+                .context_id(ctx)
+                .build()
+                .map_err(CdpError::Protocol)?,
+        )
+        .await?;
+    Ok((
+        res.result.result.object_id.clone(),
+        res.result.exception_details.is_some(),
+    ))
+}
+
+async fn call_facts(page: &Page, object: RemoteObjectId) -> Result<Value, CdpError> {
+    let res = page
+        .execute(
+            CallFunctionOnParams::builder()
+                .object_id(object)
+                .function_declaration(FACTS_FN)
+                .return_by_value(true)
+                .build()
+                .map_err(CdpError::Protocol)?,
+        )
+        .await?;
+    if let Some(ex) = &res.result.exception_details {
+        return Err(CdpError::Failed(format!("script error: {}", ex.text)));
+    }
+    Ok(res.result.result.value.clone().unwrap_or(Value::Null))
+}
+
+/// The accessibility tree's role and names for `node`: the nearest acting
+/// ancestor's (or the node's own), then the node's own and its text.
+async fn ax_names(page: &Page, node: BackendNodeId) -> (Option<String>, Vec<String>) {
+    let Ok(tree) = page
+        .execute(
+            GetPartialAxTreeParams::builder()
+                .backend_node_id(node)
+                .fetch_relatives(true)
+                .build(),
+        )
+        .await
+    else {
+        return (None, Vec::new());
+    };
+    pick_names(&tree.result.nodes, node)
+}
+
+fn ax_str(v: &Option<chromiumoxide::cdp::browser_protocol::accessibility::AxValue>) -> String {
+    v.as_ref()
+        .and_then(|v| v.value.as_ref())
+        .and_then(Value::as_str)
+        .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
+        .map(|s| s.chars().take(200).collect())
+        .unwrap_or_default()
+}
+
+/// From a partial tree (the node, its ancestors, siblings and children):
+/// the role of the nearest acting node at or above `node` (or the node's
+/// own) and every name met on the way, that one first.
+fn pick_names(nodes: &[AxNode], node: BackendNodeId) -> (Option<String>, Vec<String>) {
+    let by_id: std::collections::HashMap<&str, &AxNode> = nodes
+        .iter()
+        .map(|n| (n.node_id.inner().as_str(), n))
+        .collect();
+    let Some(start) = nodes.iter().find(|n| n.backend_dom_node_id == Some(node)) else {
+        return (None, Vec::new());
+    };
+    let mut names = Vec::new();
+    let mut push = |s: String| {
+        if !s.is_empty() && !names.contains(&s) {
+            names.push(s);
+        }
+    };
+    let mut acting = None;
+    let mut at = Some(start);
+    let mut hops = 0;
+    while let Some(n) = at {
+        let role = ax_str(&n.role);
+        if ACTING_ROLES.contains(&role.as_str()) {
+            acting = Some((role, ax_str(&n.name)));
+            break;
+        }
+        hops += 1;
+        if hops > 64 {
+            break;
+        }
+        at = n
+            .parent_id
+            .as_ref()
+            .and_then(|p| by_id.get(p.inner().as_str()).copied());
+    }
+    let role = match acting {
+        Some((role, name)) => {
+            push(name);
+            Some(role)
+        }
+        None => Some(ax_str(&start.role)).filter(|r| !r.is_empty()),
+    };
+    push(ax_str(&start.name));
+    // The node's text children (a clickable `<div>` has no name of its
+    // own; its text is what a person reads).
+    for child in start.child_ids.iter().flatten() {
+        if let Some(c) = by_id.get(child.inner().as_str())
+            && ax_str(&c.role) == "StaticText"
+        {
+            push(ax_str(&c.name));
+        }
+    }
+    (role, names)
+}
+
+/// The script facts and the accessibility tree's names of `node`, merged:
+/// the AX name leads (it is what the browser would announce), the
+/// script's names follow.
+fn merge(mut facts: Value, role: Option<String>, ax: Vec<String>) -> Value {
+    let Some(obj) = facts.as_object_mut() else {
+        return facts;
+    };
+    let mut names: Vec<String> = ax;
+    if let Some(script) = obj.get("names").and_then(Value::as_array) {
+        for n in script.iter().filter_map(Value::as_str) {
+            if !names.iter().any(|m| m == n) {
+                names.push(n.to_owned());
+            }
+        }
+    }
+    if let Some(first) = names.first() {
+        obj.insert("name".into(), Value::String(first.clone()));
+    }
+    obj.insert("names".into(), serde_json::json!(names));
+    if let Some(role) = role {
+        obj.insert("role".into(), Value::String(role));
+    }
+    facts
+}
+
+/// The facts of the node Chromium's hit test finds at (x, y) (what a
+/// click there would press), and the host of its frame.
+pub(super) async fn hit_facts(page: &Page, x: f64, y: f64) -> Result<(String, Value), CdpError> {
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "viewport pixels, checked in range"
+    )]
+    let (px, py) = (x.floor() as i64, y.floor() as i64);
+    let hit = page
+        .execute(
+            GetNodeForLocationParams::builder()
+                .x(px)
+                .y(py)
+                .include_user_agent_shadow_dom(false)
+                .ignore_pointer_events_none(false)
+                .build()
+                .map_err(CdpError::Protocol)?,
+        )
+        .await;
+    let hit = match hit {
+        Ok(h) => h.result.clone(),
+        // Nothing there the browser could name.
+        Err(_) => {
+            return Ok((
+                String::new(),
+                unknown_at("nothing the gate can read at that point"),
+            ));
+        }
+    };
+    let ctx = isolated_context(page, Some(hit.frame_id.clone())).await?;
+    let script = async {
+        let object = page
+            .execute(
+                ResolveNodeParams::builder()
+                    .backend_node_id(hit.backend_node_id)
+                    .execution_context_id(ctx)
+                    .build(),
+            )
+            .await?
+            .result
+            .object
+            .object_id
+            .clone()
+            .ok_or_else(|| CdpError::Failed("the node at that point cannot be read".into()))?;
+        call_facts(page, object).await
+    };
+    let (facts, (role, ax)) = futures::join!(script, ax_names(page, hit.backend_node_id));
+    let facts = match facts {
+        Ok(f) if !f.is_null() => f,
+        Ok(_) | Err(_) => unknown_at("the node at that point cannot be read"),
+    };
+    let host = facts
+        .get("host")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    Ok((host, merge(facts, role, ax)))
+}
+
+/// Facts that say only that the gate could not see.
+fn unknown_at(why: &str) -> Value {
+    serde_json::json!({ "unknown": why })
+}
+
+/// The facts of `object` (in the isolated world), with the accessibility
+/// tree's names; `Null` for no object.
+async fn object_facts(page: &Page, object: Option<RemoteObjectId>) -> Result<Value, CdpError> {
+    let Some(object) = object else {
+        return Ok(Value::Null);
+    };
+    let described = page
+        .execute(
+            DescribeNodeParams::builder()
+                .object_id(object.clone())
+                .depth(0)
+                .pierce(true)
+                .build(),
+        )
+        .await?;
+    let node = &described.result.node;
+    let closed = node.shadow_roots.iter().flatten().any(|r| {
+        matches!(
+            r.shadow_root_type,
+            Some(chromiumoxide::cdp::browser_protocol::dom::ShadowRootType::Closed)
+        )
+    });
+    let backend = node.backend_node_id;
+    let (facts, (role, ax)) = futures::join!(call_facts(page, object), ax_names(page, backend));
+    let mut facts = merge(facts?, role, ax);
+    if closed && let Some(obj) = facts.as_object_mut() {
+        obj.insert(
+            "unknown".into(),
+            Value::String("inside a closed shadow root the gate cannot enter".into()),
+        );
+    }
+    Ok(facts)
+}
+
+/// A left click whose target is judged where the button will go down:
+/// an element (selector, ref) is scrolled into view as a plain click does;
+/// then Chromium's hit test names the node at the click's point, its facts
+/// are read, and `allow(host, facts)` is asked before the button goes
+/// down. `Ok(Err(e))`: `allow` stopped the click; nothing was pressed.
 pub async fn click_checked<E>(
     page: &Page,
     locator: &Locator,
     timeout: Duration,
-    allow: impl FnOnce(&str, serde_json::Value) -> Result<(), E>,
+    allow: impl FnOnce(&str, Value) -> Result<(), E>,
 ) -> Result<Result<(), E>, CdpError> {
     super::tools::bounded("click", timeout, async {
-        let (x, y, host, facts) = match locator {
-            Locator::Point(x, y) => {
-                let (host, facts) = element_facts(page, Some(locator), timeout).await?;
-                super::input::mouse_move(page, *x, *y).await?;
-                (*x, *y, host, facts)
-            }
-            _ => {
-                let v = super::tools::call_on(page, locator, &center_facts_fn(), timeout).await?;
-                let (x, y, w, h) = (
-                    v.get(0).and_then(serde_json::Value::as_f64),
-                    v.get(1).and_then(serde_json::Value::as_f64),
-                    v.get(2).and_then(serde_json::Value::as_f64),
-                    v.get(3).and_then(serde_json::Value::as_f64),
-                );
-                let (Some(x), Some(y), Some(w), Some(h)) = (x, y, w, h) else {
-                    return Err(CdpError::Protocol("unexpected element box".into()));
-                };
-                if w <= 0.0 || h <= 0.0 {
-                    return Err(CdpError::Failed("the element is not visible".into()));
-                }
-                let host = v
-                    .get(4)
-                    .and_then(serde_json::Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned();
-                let facts = v.get(5).cloned().unwrap_or(serde_json::Value::Null);
-                super::input::mouse_move(page, x, y).await?;
-                (x, y, host, facts)
-            }
-        };
+        let (x, y) = super::tools::point_of(page, locator, timeout).await?;
+        // The pointer first, then the hit test: what a page shows on hover
+        // is what the gate judges.
+        super::input::mouse_move(page, x, y).await?;
+        let (host, facts) = hit_facts(page, x, y).await?;
         if let Err(e) = allow(&host, facts) {
             return Ok(Err(e));
         }
@@ -106,72 +450,99 @@ pub async fn click_checked<E>(
     .await
 }
 
-/// The page's host and, as JSON, the facts of the element at `locator`
-/// (`None`: the focused element); `Null` when there is no such element.
-/// One CDP call (two for a snapshot ref: resolve, then read).
+/// The host of the active page's frame and, as JSON, the facts of the
+/// element at `locator` (`None`: the focused element, followed into
+/// frames and open shadow roots); `Null` when there is no such element. A
+/// point is judged by the hit test, an element by itself.
 pub async fn element_facts(
     page: &Page,
     locator: Option<&Locator>,
     timeout: Duration,
-) -> Result<(String, serde_json::Value), CdpError> {
+) -> Result<(String, Value), CdpError> {
     super::tools::bounded("checking the target", timeout, async {
-        let found = match locator {
-            Some(node @ Locator::Node(..)) => {
-                let Some(object) = super::tools::object_for(page, node).await? else {
-                    return Ok((String::new(), serde_json::Value::Null));
-                };
-                let res = page
-                    .execute(
-                        CallFunctionOnParams::builder()
-                            .object_id(object)
-                            .function_declaration(format!(
-                                "function() {{ return [location.hostname, ({FACTS_FN}).call(this)]; }}"
-                            ))
-                            .return_by_value(true)
-                            .build()
-                            .map_err(CdpError::Protocol)?,
-                    )
-                    .await?;
-                if let Some(ex) = &res.result.exception_details {
-                    return Err(CdpError::Failed(format!("script error: {}", ex.text)));
-                }
-                res.result.result.value.clone()
+        let facts = match locator {
+            Some(Locator::Point(x, y)) => return hit_facts(page, *x, *y).await,
+            Some(other) => {
+                let object = super::tools::object_for(page, other).await?;
+                object_facts(page, object).await?
             }
-            other => {
-                let element = match other {
-                    Some(Locator::Point(x, y)) => format!("document.elementFromPoint({x}, {y})"),
-                    Some(Locator::Selector(sel)) => format!(
-                        "(() => {{ try {{ return document.querySelector({}); }} catch (_) {{ return undefined; }} }})()",
-                        serde_json::to_string(sel).unwrap_or_default()
-                    ),
-                    // The focus, into same-origin frames.
-                    _ => "(() => { let e = document.activeElement; \
-                          while (e && e.contentDocument && e.contentDocument.activeElement) \
-                          e = e.contentDocument.activeElement; return e; })()"
-                        .to_owned(),
-                };
-                let expr = format!(
-                    "(() => {{ const e = {element}; \
-                     return [location.hostname, e === undefined ? 'invalid' : e ? ({FACTS_FN}).call(e) : null]; }})()"
-                );
-                let v = super::tools::evaluate(page, &expr).await?;
-                if v.get(1).and_then(serde_json::Value::as_str) == Some("invalid")
-                    && let Some(Locator::Selector(sel)) = other
-                {
-                    return Err(super::tools::invalid_selector(sel));
-                }
-                Some(v)
+            None => {
+                let (object, _) = evaluate_isolated(page, FOCUS_EXPR).await?;
+                object_facts(page, object).await?
             }
         };
-        let found = found.unwrap_or(serde_json::Value::Null);
-        Ok((
-            found
-                .get(0)
-                .and_then(serde_json::Value::as_str)
-                .unwrap_or_default()
-                .to_owned(),
-            found.get(1).cloned().unwrap_or(serde_json::Value::Null),
-        ))
+        let host = facts
+            .get("host")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        Ok((host, facts))
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chromiumoxide::cdp::browser_protocol::accessibility::{AxNodeId, AxValue, AxValueType};
+
+    fn node(id: &str, role: &str, name: &str, parent: Option<&str>, backend: i64) -> AxNode {
+        let mut n = AxNode::new(AxNodeId::new(id), false);
+        let mut r = AxValue::new(AxValueType::Role);
+        r.value = Some(Value::String(role.into()));
+        n.role = Some(r);
+        let mut v = AxValue::new(AxValueType::ComputedString);
+        v.value = Some(Value::String(name.into()));
+        n.name = Some(v);
+        n.parent_id = parent.map(AxNodeId::new);
+        n.backend_dom_node_id = Some(BackendNodeId::new(backend));
+        n
+    }
+
+    #[test]
+    fn a_click_inside_a_button_is_named_by_the_button_and_its_own_text() {
+        let mut span = node("3", "generic", "", Some("2"), 30);
+        span.child_ids = Some(vec![AxNodeId::new("4")]);
+        let nodes = vec![
+            node("1", "RootWebArea", "page", None, 10),
+            node("2", "button", "Delete repository", Some("1"), 20),
+            span,
+            node("4", "StaticText", "Delete", Some("3"), 40),
+        ];
+        let (role, names) = pick_names(&nodes, BackendNodeId::new(30));
+        assert_eq!(role.as_deref(), Some("button"));
+        assert_eq!(names, vec!["Delete repository", "Delete"]);
+    }
+
+    #[test]
+    fn a_plain_clickable_block_is_named_by_its_text() {
+        let mut div = node("2", "generic", "", Some("1"), 20);
+        div.child_ids = Some(vec![AxNodeId::new("3")]);
+        let nodes = vec![
+            node("1", "RootWebArea", "page", None, 10),
+            div,
+            node("3", "StaticText", "Delete   organization", Some("2"), 30),
+        ];
+        let (role, names) = pick_names(&nodes, BackendNodeId::new(20));
+        assert_eq!(role.as_deref(), Some("generic"));
+        assert_eq!(names, vec!["Delete organization"]);
+        // A node the tree does not hold: nothing is made up.
+        assert_eq!(pick_names(&nodes, BackendNodeId::new(99)), (None, vec![]));
+    }
+
+    #[test]
+    fn merged_names_lead_with_the_browsers_and_keep_the_scripts() {
+        let facts = serde_json::json!({ "name": "Next", "names": ["Next", "Delete organization"] });
+        let merged = merge(
+            facts,
+            Some("button".into()),
+            vec!["Delete organization".into()],
+        );
+        assert_eq!(merged["name"], "Delete organization");
+        assert_eq!(
+            merged["names"],
+            serde_json::json!(["Delete organization", "Next"])
+        );
+        assert_eq!(merged["role"], "button");
+    }
 }

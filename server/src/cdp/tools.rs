@@ -299,31 +299,40 @@ pub(super) async fn object_for(
 ) -> Result<Option<RemoteObjectId>, CdpError> {
     match locator {
         Locator::Point(..) => Ok(None),
+        // In an isolated world: the page's own `querySelector` (or any
+        // prototype it rewrote) is not the one called, and what the tools
+        // then run on the element sees the DOM as it is.
         Locator::Selector(sel) => {
             let expr = format!(
                 "document.querySelector({})",
                 serde_json::to_string(sel).unwrap_or_default()
             );
-            let res = page
-                .execute(
-                    EvaluateParams::builder()
-                        .expression(expr)
-                        .build()
-                        .map_err(CdpError::Protocol)?,
-                )
-                .await?;
+            let (object, threw) = super::facts::evaluate_isolated(page, &expr).await?;
             // The expression is one `querySelector` call: it throws only
             // when the selector does not parse.
-            if res.result.exception_details.is_some() {
+            if threw {
                 return Err(invalid_selector(sel));
             }
-            Ok(res.result.result.object_id.clone())
+            Ok(object)
         }
         Locator::Node(id, _) => {
+            let ctx = super::facts::isolated_context(page, None).await?;
             let res = page
-                .execute(ResolveNodeParams::builder().backend_node_id(*id).build())
+                .execute(
+                    ResolveNodeParams::builder()
+                        .backend_node_id(*id)
+                        .execution_context_id(ctx)
+                        .build(),
+                )
                 .await;
-            match res {
+            if let Ok(r) = res {
+                return Ok(r.result.object.object_id.clone());
+            }
+            // A node of a child frame: resolved in that frame's document.
+            match page
+                .execute(ResolveNodeParams::builder().backend_node_id(*id).build())
+                .await
+            {
                 Ok(r) => Ok(r.result.object.object_id.clone()),
                 Err(_) => Ok(None),
             }
@@ -388,7 +397,7 @@ pub(super) async fn call_on(
 }
 
 /// The viewport point to act at for `locator`.
-async fn point_of(
+pub(super) async fn point_of(
     page: &Page,
     locator: &Locator,
     timeout: Duration,

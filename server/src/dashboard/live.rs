@@ -91,6 +91,13 @@ impl LiveBackend for AppState {
                 .find_live(&info.session_id)
                 .await
                 .map_err(|e| session_error(&info.session_id, "starting a refresh session", e))?;
+            // The operator's from the first moment: nobody else drives a
+            // refresh browser, before the live view connects or after it
+            // closes (agents do not even see it).
+            self.sessions
+                .take_control(&live, &op.id, &op.name)
+                .await
+                .map_err(|e| session_error(&info.session_id, "starting a refresh session", e))?;
             let sessions = self.sessions.clone();
             let who = actor(op);
             tokio::spawn(async move {
@@ -102,6 +109,12 @@ impl LiveBackend for AppState {
                     tracing::info!(error = %e, "refresh session: the start page did not load");
                 }
             });
+            // Submitted before the page hydrated, the form is a plain
+            // post that would land back on /credentials while the browser
+            // runs unseen: it lands on the live page instead.
+            if plain_form_post() {
+                leptos_axum::redirect(&format!("/sessions/{}/live", info.session_id));
+            }
             Ok(info.session_id)
         }
         .await;
@@ -115,6 +128,11 @@ impl LiveBackend for AppState {
                 .find_live(&session)
                 .await
                 .map_err(|e| session_error(&session, "finding the session", e))?;
+            if live.mode == crate::sessions::CredentialMode::Refresh {
+                return Err(UiError::conflict(
+                    "a refresh session stays with its operator: there is no agent to hand it to",
+                ));
+            }
             let released = self
                 .sessions
                 .release_control(&live, actor(op))
@@ -271,4 +289,15 @@ fn harvest_error(e: HarvestError) -> UiError {
         },
         e => internal("saving the login", anyhow::anyhow!("{e}")),
     }
+}
+
+/// Whether the server function was called by a plain HTML form (a page not
+/// hydrated yet): the browser asks for HTML, a hydrated page for data.
+fn plain_form_post() -> bool {
+    leptos::prelude::use_context::<axum::http::request::Parts>().is_some_and(|p| {
+        p.headers
+            .get(axum::http::header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.contains("text/html"))
+    })
 }

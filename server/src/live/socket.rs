@@ -271,7 +271,9 @@ impl Connection {
         worker.abort();
         // The writer ends after sending `ended` (or when its socket fails).
         let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
+        // A refresh session's control is never handed back: it has no agent.
         if state.live.closed(live.id.as_str(), &op.id) == 0
+            && live.mode != crate::sessions::CredentialMode::Refresh
             && live.control().is_some_and(|h| h.operator_id == op.id)
         {
             tokio::spawn(release_later(state, live, op.id));

@@ -5,13 +5,31 @@ use crate::sessions::Tool;
 
 use super::rules::{Level, Rule, Rules};
 
-/// What the gate learnt about the element a tool acts on (its target, or
-/// the focused element for typing without one).
+/// What the gate learnt about the element a tool acts on (the node
+/// Chromium's hit test finds under a click, the target, or the focused
+/// element for keys and typing without one): see `cdp/facts.rs`.
 #[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
 #[serde(default)]
 pub struct ElementFacts {
-    /// Accessible name (of the nearest interactive ancestor), at most 200 chars.
+    /// The name shown to operators: the accessibility tree's name of the
+    /// nearest acting ancestor, at most 200 chars.
     pub name: String,
+    /// Every name the element goes by (the browser's accessible name, its
+    /// rendered text with generated content, aria-label, value, title…):
+    /// a rule's words are looked for in each.
+    pub names: Vec<String>,
+    /// Its role in the accessibility tree.
+    pub role: Option<String>,
+    /// Why the gate could not see what the action would act on (a
+    /// cross-origin frame, a canvas, a closed shadow root): never harmless.
+    pub unknown: Option<String>,
+    /// Enter or Space on it acts (a button, a link, a checkbox…).
+    pub activates: bool,
+    /// A field text is typed into (Enter there submits its form).
+    pub text_entry: bool,
+    /// The names of the button that submits its form (what Enter in a
+    /// field of the form presses), if it has one.
+    pub submitter: Option<Vec<String>>,
     /// An `<input type=password>`.
     pub password: bool,
     /// Inside a `<form>` (or owned by one).
@@ -98,15 +116,40 @@ pub fn matching<'a>(name: &str, list: &'a [String]) -> Option<&'a str> {
         .map(String::as_str)
 }
 
+/// Whether `key` activates the focused element (a button, a link) or
+/// submits the form of the focused field.
+pub fn activation_key(key: &str) -> bool {
+    matches!(key, "Enter" | " " | "Space" | "Spacebar")
+}
+
+impl ElementFacts {
+    /// Every name, the shown one first.
+    fn all_names(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.name.as_str())
+            .chain(self.names.iter().map(String::as_str))
+            .filter(|n| !n.is_empty())
+    }
+}
+
+/// The first of `names` that holds a phrase of `list`, with the phrase.
+fn matching_any<'a, 'b>(
+    names: impl Iterator<Item = &'a str>,
+    list: &'b [String],
+) -> Option<(&'a str, &'b str)> {
+    names
+        .into_iter()
+        .find_map(|n| matching(n, list).map(|w| (n, w)))
+}
+
 /// Whether assessing `tool` needs the page's facts (an element, the
 /// page's host): tools no rule looks at cost no browser call.
 pub fn needs_page(tool: &Tool, rules: &Rules) -> bool {
     let words = !rules.destructive.is_empty() || !rules.payment.is_empty();
-    let sensitive = !rules.sensitive_domains.is_empty();
     match tool {
         // The password rule always applies.
         Tool::Type { .. } => true,
-        Tool::Press { key } => key.chars().count() == 1 || (key == "Enter" && sensitive),
+        // Typing (the password rule), and keys that act on the focus.
+        Tool::Press { key } => key.chars().count() == 1 || activation_key(key),
         // Download links are checked too (cheap, the same call).
         Tool::Click(_) => true,
         Tool::Select { .. } => words,
@@ -143,11 +186,13 @@ pub fn assess(tool: &Tool, facts: &Facts, rules: &Rules) -> Assessment {
             Some((url.host().to_owned(), ""))
         }
         (
-            Tool::Click(_),
+            Tool::Click(_) | Tool::Press { .. },
             Some(ElementFacts {
                 link_host: Some(h), ..
             }),
-        ) => Some((h.clone(), "a link to ")),
+        ) if !matches!(tool, Tool::Press { key } if !activation_key(key)) => {
+            Some((h.clone(), "a link to "))
+        }
         (Tool::Back | Tool::Forward, _) => history_host.map(|h| (h, "the history entry on ")),
         _ => None,
     };
@@ -161,27 +206,51 @@ pub fn assess(tool: &Tool, facts: &Facts, rules: &Rules) -> Assessment {
             format!("{what}{host} is outside the session's domains"),
         );
     }
-    if let (Tool::Click(_) | Tool::Select { .. }, Some(el)) = (tool, el) {
-        if let Some(w) = matching(&el.name, &rules.destructive) {
-            a.add(
-                rules,
-                Rule::DestructiveClick,
-                format!("{:?} matches {w:?}", el.name),
-            );
+    // The element the action presses: a click's or a select's target, or
+    // the focus that Enter or Space activates.
+    let presses = match (tool, el) {
+        (Tool::Click(_) | Tool::Select { .. }, Some(_)) => true,
+        (Tool::Press { key }, Some(el)) => activation_key(key) && el.activates,
+        _ => false,
+    };
+    // Enter in a field (or `type` with `submit`) submits the field's form
+    // through its submit button, whatever that button says.
+    let implicit_submit = match (tool, el) {
+        (Tool::Type { submit, .. }, Some(el)) => *submit && el.in_form,
+        (Tool::Press { key }, Some(el)) => key == "Enter" && el.in_form && !el.activates,
+        _ => false,
+    };
+    if let Some(el) = el {
+        let mut words = |names: Vec<&str>, how: &str| {
+            if let Some((n, w)) = matching_any(names.iter().copied(), &rules.destructive) {
+                a.add(
+                    rules,
+                    Rule::DestructiveClick,
+                    format!("{how}{n:?} matches {w:?}"),
+                );
+            }
+            if let Some((n, w)) = matching_any(names.iter().copied(), &rules.payment) {
+                a.add(
+                    rules,
+                    Rule::PaymentClick,
+                    format!("{how}{n:?} matches {w:?}"),
+                );
+            }
+        };
+        if presses {
+            words(el.all_names().collect(), "");
         }
-        if let Some(w) = matching(&el.name, &rules.payment) {
-            a.add(
-                rules,
-                Rule::PaymentClick,
-                format!("{:?} matches {w:?}", el.name),
+        if implicit_submit && let Some(button) = &el.submitter {
+            words(
+                button.iter().map(String::as_str).collect(),
+                "submits its form with ",
             );
         }
     }
     let submits = match (tool, el) {
         (Tool::Click(_), Some(el)) => el.submits,
-        (Tool::Type { submit, .. }, Some(el)) => *submit && el.in_form,
-        (Tool::Press { key }, Some(el)) => key == "Enter" && el.in_form,
-        _ => false,
+        (Tool::Press { .. }, Some(el)) if presses => el.submits,
+        _ => implicit_submit,
     };
     if submits && let Some(host) = sensitive_page(facts, rules) {
         a.add(
@@ -190,8 +259,9 @@ pub fn assess(tool: &Tool, facts: &Facts, rules: &Rules) -> Assessment {
             format!("submits a form on {host}"),
         );
     }
-    if let (Tool::Click(_), Some(el)) = (tool, el)
+    if let (Tool::Click(_) | Tool::Press { .. }, Some(el)) = (tool, el)
         && el.download
+        && presses
     {
         a.add(rules, Rule::Download, "a download link".into());
     }
@@ -200,6 +270,16 @@ pub fn assess(tool: &Tool, facts: &Facts, rules: &Rules) -> Assessment {
         Tool::Press { key } => key.chars().count() == 1,
         _ => false,
     };
+    // What the gate could not see acts all the same: never taken for
+    // harmless.
+    if let Some(why) = el.and_then(|e| e.unknown.as_deref())
+        && (presses
+            || typing
+            || implicit_submit
+            || matches!(tool, Tool::Press { key } if activation_key(key)))
+    {
+        a.add(rules, Rule::UnknownTarget, format!("the target is {why}"));
+    }
     if typing && el.is_some_and(|e| e.password) {
         a.forbidden = true;
         a.level = Level::Critical;

@@ -79,13 +79,19 @@ pub enum Rule {
     SensitiveSubmit,
     /// A click on a download link (the engine refuses downloads anyway).
     Download,
+    /// An action on something the gate cannot see into (a cross-origin
+    /// frame, a canvas, a plugin, a focus inside a closed shadow root).
+    UnknownTarget,
 }
 
 impl Rule {
     /// The level when settings say nothing.
     pub fn default_level(self) -> Level {
         match self {
-            Self::OffListNavigation | Self::DestructiveClick | Self::SensitiveSubmit => Level::High,
+            Self::OffListNavigation
+            | Self::DestructiveClick
+            | Self::SensitiveSubmit
+            | Self::UnknownTarget => Level::High,
             Self::PaymentClick | Self::Download => Level::Critical,
         }
     }

@@ -80,6 +80,23 @@ pub struct LiveSession {
     /// Scripts every new tab gets before its first page (operator mode's
     /// stored localStorage); set once after injection.
     init_scripts: std::sync::Mutex<Vec<super::injection::InitScript>>,
+    /// The risk gate's last approval of raw input (`run_task`'s double
+    /// clicks and drags are several events at one point): what was
+    /// approved, where, and when.
+    pub(super) input_approval: std::sync::Mutex<Option<InputApproval>>,
+}
+
+/// An operator's approval of an agent's raw input at a point, which the
+/// next events of the same gesture (the same facts at the same point,
+/// within seconds) share.
+#[derive(Debug, Clone)]
+pub(super) struct InputApproval {
+    /// The approved assessment's reasons.
+    pub reasons: Vec<String>,
+    /// The point, CSS pixels.
+    pub at: (f64, f64),
+    /// When it was approved.
+    pub when: std::time::Instant,
 }
 
 impl LiveSession {
@@ -115,10 +132,45 @@ impl LiveSession {
             refusals: warm.egress.refusals(),
             egress: Mutex::new(Some(warm.egress)),
             init_scripts: std::sync::Mutex::default(),
+            input_approval: std::sync::Mutex::default(),
             downloads,
             upload_seq: AtomicU64::new(0),
             upload_in_page,
         }
+    }
+
+    /// Whether an operator approved `assessment` for raw input at (about)
+    /// `at` in the last few seconds: the other events of one gesture (a
+    /// double click's four, a click's up) share its approval.
+    pub(super) fn shares_input_approval(
+        &self,
+        assessment: &crate::policy::Assessment,
+        at: (f64, f64),
+    ) -> bool {
+        const SAME_GESTURE: std::time::Duration = std::time::Duration::from_secs(5);
+        self.input_approval
+            .lock()
+            .expect("approval lock")
+            .as_ref()
+            .is_some_and(|a| {
+                a.reasons == assessment.reasons
+                    && (a.at.0 - at.0).abs() <= 4.0
+                    && (a.at.1 - at.1).abs() <= 4.0
+                    && a.when.elapsed() < SAME_GESTURE
+            })
+    }
+
+    /// Records an operator's approval of raw input at `at`.
+    pub(super) fn remember_input_approval(
+        &self,
+        assessment: &crate::policy::Assessment,
+        at: (f64, f64),
+    ) {
+        *self.input_approval.lock().expect("approval lock") = Some(InputApproval {
+            reasons: assessment.reasons.clone(),
+            at,
+            when: std::time::Instant::now(),
+        });
     }
 
     /// Counts a screencast stopped on one of its tabs: Chromium has one

@@ -489,13 +489,19 @@ impl SessionManager {
         self.0.cfg.tool_timeout
     }
 
-    /// A live session of `tenant`; `Gone` if it has ended, `NotFound` if it
-    /// never existed for this tenant.
+    /// A live session of `tenant` as its agents see it; `Gone` if it has
+    /// ended, `NotFound` if it never existed for this tenant. A refresh
+    /// session is the operator's alone (an agent could read what the
+    /// operator types, or point the login tab elsewhere before the save):
+    /// to agents it does not exist, running or ended.
     pub async fn get(&self, tenant: &TenantId, id: &str) -> Result<Arc<LiveSession>, SessionError> {
         let parsed: Option<SessionId> = id.parse().ok();
         if let Some(sid) = &parsed {
             let found = self.0.live.lock().expect("live lock").get(sid).cloned();
             if let Some(s) = found.filter(|s| &s.tenant == tenant) {
+                if s.mode == CredentialMode::Refresh {
+                    return Err(SessionError::NotFound);
+                }
                 return Ok(s);
             }
         }
@@ -506,6 +512,9 @@ impl SessionManager {
                 .session_get(tenant.as_str(), sid.as_str())
                 .await?
             {
+                Some(row) if row.credential_mode == CredentialMode::Refresh.as_str() => {
+                    Err(SessionError::NotFound)
+                }
                 Some(row) if row.state.is_ended() => Err(SessionError::Gone {
                     state: row.state,
                     reason: row.close_reason,
@@ -518,7 +527,8 @@ impl SessionManager {
         }
     }
 
-    /// The stored view of a session of `tenant`.
+    /// The stored view of a session of `tenant`, as its agents see it (a
+    /// refresh session is not theirs: `NotFound`).
     pub async fn info(&self, tenant: &TenantId, id: &str) -> Result<SessionInfo, SessionError> {
         let sid: SessionId = id.parse().map_err(|_| SessionError::NotFound)?;
         let row = self
@@ -526,6 +536,7 @@ impl SessionManager {
             .store
             .session_get(tenant.as_str(), sid.as_str())
             .await?
+            .filter(|row| row.credential_mode != CredentialMode::Refresh.as_str())
             .ok_or(SessionError::NotFound)?;
         let mut info = SessionInfo::from_row(&row);
         // Known while it runs (the row does not keep it).

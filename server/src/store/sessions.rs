@@ -403,7 +403,8 @@ impl Store {
         limit: i64,
     ) -> anyhow::Result<Vec<SessionRow>> {
         let rows = sqlx::query(&format!(
-            "SELECT {SESSION_COLUMNS} FROM sessions WHERE tenant_id = $1 ORDER BY created_at DESC, id LIMIT $2"
+            "SELECT {SESSION_COLUMNS} FROM sessions WHERE tenant_id = $1 AND credential_mode <> 'refresh' \
+             ORDER BY created_at DESC, id LIMIT $2"
         ))
         .bind(tenant_id.to_owned())
         .bind(limit)

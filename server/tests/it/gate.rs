@@ -15,7 +15,7 @@ use crate::site;
 
 /// The app with three tenants' rules: `acme` waits 30 s, `slow` 1 s,
 /// `dry` only records.
-async fn app(site: &site::Site) -> TestApp {
+pub(crate) async fn app(site: &site::Site) -> TestApp {
     session_app(
         Backend::Sqlite,
         &site.allow(),
@@ -31,7 +31,11 @@ async fn app(site: &site::Site) -> TestApp {
 }
 
 /// `tenant`'s agent with a session on the danger page.
-async fn on_danger_page(app: &TestApp, site: &site::Site, tenant: &str) -> (AgentClient, String) {
+pub(crate) async fn on_danger_page(
+    app: &TestApp,
+    site: &site::Site,
+    tenant: &str,
+) -> (AgentClient, String) {
     let agent = app.agent(tenant).await;
     let sid = agent.open(json!({})).await;
     agent.navigate_ok(&sid, &site.url("/danger")).await;
@@ -39,14 +43,14 @@ async fn on_danger_page(app: &TestApp, site: &site::Site, tenant: &str) -> (Agen
 }
 
 /// The pending approvals as the Approvals page reads them.
-async fn pending(app: &TestApp, cookie: &str) -> Vec<Value> {
+pub(crate) async fn pending(app: &TestApp, cookie: &str) -> Vec<Value> {
     let (status, v) = app.server_fn("list_approvals", "", Some(cookie)).await;
     assert_eq!(status, StatusCode::OK, "{v}");
     v["pending"].as_array().cloned().unwrap_or_default()
 }
 
 /// Waits until exactly one approval is pending for `sid` and returns it.
-async fn one_pending(app: &TestApp, cookie: &str, sid: &str) -> Value {
+pub(crate) async fn one_pending(app: &TestApp, cookie: &str, sid: &str) -> Value {
     crate::helpers::wait_until("an approval to wait", PATIENCE, || async {
         let all = pending(app, cookie).await;
         let mine: Vec<&Value> = all.iter().filter(|a| a["session"] == sid).collect();
@@ -58,7 +62,12 @@ async fn one_pending(app: &TestApp, cookie: &str, sid: &str) -> Value {
     .await
 }
 
-async fn decide(app: &TestApp, cookie: &str, id: &str, approve: bool) -> (StatusCode, Value) {
+pub(crate) async fn decide(
+    app: &TestApp,
+    cookie: &str,
+    id: &str,
+    approve: bool,
+) -> (StatusCode, Value) {
     app.server_fn(
         "decide_approval",
         &format!("id={id}&approve={approve}"),
@@ -67,14 +76,14 @@ async fn decide(app: &TestApp, cookie: &str, id: &str, approve: bool) -> (Status
     .await
 }
 
-async fn title(agent: &AgentClient, sid: &str) -> String {
+pub(crate) async fn title(agent: &AgentClient, sid: &str) -> String {
     let (_, tabs) = agent.get(&format!("/api/sessions/{sid}/tabs")).await;
     tabs[0]["title"].as_str().unwrap_or_default().to_owned()
 }
 
 /// Waits for the page's title to become `want` (set by the page's click
 /// handlers).
-async fn wait_title(agent: &AgentClient, sid: &str, want: &str) {
+pub(crate) async fn wait_title(agent: &AgentClient, sid: &str, want: &str) {
     crate::helpers::wait_until(&format!("the title {want:?}"), PATIENCE, || async {
         let got = title(agent, sid).await;
         if got == want { Ok(()) } else { Err(got) }
@@ -84,7 +93,7 @@ async fn wait_title(agent: &AgentClient, sid: &str, want: &str) {
 
 /// The centre of `selector`'s box on the session's active tab, read
 /// straight from the browser (agents have no script tool).
-async fn centre_of(app: &TestApp, sid: &str, selector: &str) -> (f64, f64) {
+pub(crate) async fn centre_of(app: &TestApp, sid: &str, selector: &str) -> (f64, f64) {
     let live = app.live("acme", sid).await;
     let mut tabs = live.tabs.lock().await;
     let page = live.page(&mut tabs).await.unwrap();
@@ -100,7 +109,7 @@ async fn centre_of(app: &TestApp, sid: &str, selector: &str) -> (f64, f64) {
     (v[0].as_f64().unwrap(), v[1].as_f64().unwrap())
 }
 
-async fn audit(app: &TestApp) -> Vec<cordon::audit::Event> {
+pub(crate) async fn audit(app: &TestApp) -> Vec<cordon::audit::Event> {
     app.state.store.audit_page(0, 10_000).await.unwrap()
 }
 

@@ -709,3 +709,144 @@ async fn the_view_of_a_session_on_another_replica_is_carried_there_and_driven() 
         .unwrap();
     assert_eq!(forged.status(), StatusCode::UNAUTHORIZED);
 }
+
+/// Every way a tenant's API key could reach a session, with what it got.
+async fn agent_reaches(agent: &crate::helpers::AgentClient, sid: &str) -> Vec<(String, u16)> {
+    let mut got = Vec::new();
+    let (status, list) = agent.get("/api/sessions").await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    let listed = list
+        .as_array()
+        .is_some_and(|l| l.iter().any(|s| s["session_id"] == sid));
+    got.push(("listed".to_owned(), u16::from(listed)));
+    let (status, _) = agent.get(&format!("/api/sessions/{sid}")).await;
+    got.push(("show".into(), status.as_u16()));
+    for (tool, body) in [
+        ("read_dom", json!({})),
+        ("screenshot", json!({})),
+        (
+            "navigate",
+            json!({ "url": "http://127.0.0.1:9/look-alike" }),
+        ),
+        ("type", json!({ "text": "x" })),
+    ] {
+        let (status, _) = agent.tool(sid, tool, body).await;
+        got.push((tool.into(), status.as_u16()));
+    }
+    got
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refresh_browser_is_the_operators_alone_before_during_and_after_the_live_view() {
+    // Arrange: olive starts a refresh session of acme; acme's agent key.
+    let site = site::start().await;
+    let app = session_app(Backend::Sqlite, &site.allow(), &[]).await;
+    let agent = app.agent("acme").await;
+    let (_, cookie) = app.operator_session("olive", Role::Operator).await;
+    let body = format!(
+        "tenant=acme&domains=127.0.0.1&start_url={}",
+        urlencode(&site.url("/pad"))
+    );
+    let (status, v) = app.server_fn("start_refresh", &body, Some(&cookie)).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let sid = v.as_str().expect("the session id").to_owned();
+    let live = app.state.sessions.find_live(&sid).await.expect("running");
+    // Control is the operator's from the start, before any view connects.
+    assert_eq!(
+        live.control().map(|h| h.name),
+        Some("olive".to_owned()),
+        "control at open"
+    );
+    let hidden = |got: &[(String, u16)]| {
+        got.iter()
+            .all(|(what, s)| if what == "listed" { *s == 0 } else { *s == 404 })
+    };
+
+    // Before the live view connects.
+    let got = agent_reaches(&agent, &sid).await;
+    assert!(hidden(&got), "before the view: {got:?}");
+    let (status, v) = agent.close(&sid).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{v}");
+
+    // While it is open.
+    let mut view = open_view(&app, &sid, &cookie).await;
+    view.wait_for("a frame", |v| v["type"] == "frame").await;
+    let got = agent_reaches(&agent, &sid).await;
+    assert!(hidden(&got), "while watched: {got:?}");
+
+    // After it closes; control is not handed back (there is no agent).
+    drop(view);
+    let (status, v) = app
+        .server_fn("release_control", &format!("session={sid}"), Some(&cookie))
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{v}");
+    let got = agent_reaches(&agent, &sid).await;
+    assert!(hidden(&got), "after the view: {got:?}");
+    assert!(live.control().is_some(), "control kept by the operator");
+    // Nothing the agent sent reached the browser: still on the start page.
+    crate::helpers::wait_until("the start page, not the look-alike", PATIENCE, || async {
+        let page = live.page(&mut *live.tabs.lock().await).await.unwrap();
+        let url = cordon::cdp::current(&page).await.unwrap().final_url;
+        if url.ends_with("/pad") {
+            Ok(())
+        } else {
+            Err(url)
+        }
+    })
+    .await;
+
+    // Ended, it stays hidden (not 410: it never was the agent's).
+    app.state
+        .sessions
+        .end_by_operator(&sid, "olive")
+        .await
+        .unwrap();
+    let (status, v) = agent.get(&format!("/api/sessions/{sid}")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{v}");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refresh_form_posted_before_the_page_hydrated_lands_on_the_live_page() {
+    let site = site::start().await;
+    let app = session_app(Backend::Sqlite, &site.allow(), &[]).await;
+    let (_, cookie) = app.operator_session("olive", Role::Operator).await;
+    let plain = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    // As a browser posts a form: it asks for HTML and comes from /credentials.
+    let res = plain
+        .post(app.url("/ui/fn/start_refresh"))
+        .header("origin", format!("http://localhost:{}", app.addr.port()))
+        .header("host", format!("localhost:{}", app.addr.port()))
+        .header(
+            "referer",
+            format!("http://localhost:{}/credentials", app.addr.port()),
+        )
+        .header("accept", "text/html,application/xhtml+xml")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("cookie", &cookie)
+        .body(format!(
+            "tenant=acme&domains=127.0.0.1&start_url={}",
+            urlencode(&site.url("/pad"))
+        ))
+        .send()
+        .await
+        .expect("request");
+    let status = res.status();
+    let location = res
+        .headers()
+        .get("location")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(status.is_redirection(), "{status} {location}");
+    let sid = location
+        .strip_prefix("/sessions/")
+        .and_then(|r| r.strip_suffix("/live"))
+        .unwrap_or_else(|| panic!("not the live page: {location}"));
+    let live = app.state.sessions.find_live(sid).await.expect("running");
+    assert_eq!(live.mode.as_str(), "refresh");
+    app.stop().await;
+}

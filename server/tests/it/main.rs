@@ -14,6 +14,7 @@ mod exec;
 mod files;
 mod gate;
 mod grants;
+mod hostile;
 mod http;
 mod infra;
 mod limits;

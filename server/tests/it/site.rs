@@ -490,6 +490,7 @@ pub async fn start() -> Site {
             "/redirect",
             get(|Query(q): Query<To>| async move { Redirect::temporary(&q.to) }),
         )
+        .route("/hostile/{name}", get(hostile))
         .merge(auth);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -503,6 +504,39 @@ pub async fn start() -> Site {
         submitted,
         _task: task,
     }
+}
+
+/// One page of the hostile-page corpus (`tests/fixtures/hostile/`), with
+/// `{{OTHER}}` replaced by this site under its other name (127.0.0.1 and
+/// localhost are different sites to the browser: a cross-site frame).
+async fn hostile(
+    axum::extract::Path(name): axum::extract::Path<String>,
+    headers: HeaderMap,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
+    {
+        return StatusCode::NOT_FOUND.into_response();
+    }
+    let path = format!(
+        "{}/tests/fixtures/hostile/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let Ok(page) = std::fs::read_to_string(path) else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or_default();
+    let other = match host.split_once(':') {
+        Some(("localhost", port)) => format!("http://127.0.0.1:{port}"),
+        Some((_, port)) => format!("http://localhost:{port}"),
+        None => String::new(),
+    };
+    Html(page.replace("{{OTHER}}", &other)).into_response()
 }
 
 #[derive(serde::Deserialize)]

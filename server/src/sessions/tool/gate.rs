@@ -43,6 +43,8 @@ pub(super) type ClickCheck<'a> =
 impl SessionManager {
     /// Lets `tool` through, or answers why not. `event` is the call's own
     /// audit row (written here with a refusal's outcome when it is refused).
+    /// An approved action is looked at again before it runs: if what the
+    /// gate sees changed while the approval waited, it waits again.
     pub(super) async fn gate(
         &self,
         session: &Arc<LiveSession>,
@@ -51,13 +53,28 @@ impl SessionManager {
         event: &NewEvent,
         bound: Duration,
     ) -> Result<Gate, ToolError> {
-        if matches!(actor, Actor::Operator(_)) || matches!(tool, Tool::Input(_)) {
+        if matches!(actor, Actor::Operator(_)) {
             return Ok(Gate::Pass);
         }
+        // An agent's raw input (`run_task`'s double and right clicks,
+        // drags, hotkeys, text) is judged as the click, key or typing it is.
+        let judged = match tool {
+            Tool::Input(input) => match as_action(input) {
+                Some(t) => t,
+                None => return Ok(Gate::Pass),
+            },
+            t => t.clone(),
+        };
+        let at = match &judged {
+            Tool::Click(super::ElementTarget::Point(x, y)) if matches!(tool, Tool::Input(_)) => {
+                Some((*x, *y))
+            }
+            _ => None,
+        };
         let rules = self.0.policy.rules(session.tenant.as_str());
-        let look = policy::assess::needs_page(tool, rules);
+        let look = policy::assess::needs_page(&judged, rules);
         let navigates_away = matches!(
-            tool,
+            judged,
             Tool::Navigate { .. } | Tool::TabOpen { url: Some(_) } | Tool::Back | Tool::Forward
         ) && !session.domains.is_empty();
         // The common case: no rule looks at this tool; nothing is asked of
@@ -70,37 +87,64 @@ impl SessionManager {
         if matches!(tool, Tool::Click(_)) {
             return Ok(Gate::AtClick);
         }
-        let inspected = tokio::time::timeout(bound, self.inspect(session, tool, rules, look))
-            .await
-            .unwrap_or_else(|_| {
-                Err(ToolError::Timeout(format!(
-                    "checking the action's risk did not finish within {} ms",
-                    bound.as_millis()
-                )))
-            });
-        let (assessment, screenshot) = match inspected {
-            Ok(found) => found,
-            // What could not be checked does not run (a bad selector or
-            // ref fails here as it would in the tool), and is audited.
-            Err(e) => {
-                self.0
-                    .store
-                    .audit_append(event.clone().outcome("refused: risk check failed"))
-                    .await?;
-                return Err(e);
+        let mut approved: Option<Assessment> = None;
+        loop {
+            let inspected =
+                tokio::time::timeout(bound, self.inspect(session, &judged, rules, look))
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(ToolError::Timeout(format!(
+                            "checking the action's risk did not finish within {} ms",
+                            bound.as_millis()
+                        )))
+                    });
+            let (assessment, screenshot) = match inspected {
+                Ok(found) => found,
+                // What could not be checked does not run (a bad selector or
+                // ref fails here as it would in the tool), and is audited.
+                Err(e) => {
+                    self.0
+                        .store
+                        .audit_append(event.clone().outcome("refused: risk check failed"))
+                        .await?;
+                    return Err(e);
+                }
+            };
+            if approved.as_ref().is_some_and(|a| same(a, &assessment))
+                || at.is_some_and(|p| session.shares_input_approval(&assessment, p))
+            {
+                return Ok(Gate::Pass);
             }
-        };
-        self.decide(session, actor, tool, event, assessment, screenshot, rules)
-            .await
-            .map(|()| Gate::Pass)
+            let waits = assessment.waits() && !rules.dry_run;
+            self.decide(
+                session,
+                actor,
+                tool,
+                event,
+                assessment.clone(),
+                screenshot,
+                rules,
+            )
+            .await?;
+            if !waits {
+                return Ok(Gate::Pass);
+            }
+            if let Some(p) = at {
+                session.remember_input_approval(&assessment, p);
+            }
+            approved = Some(assessment);
+        }
     }
 
     /// The check a click runs at its target: the assessment of what it
     /// found; a click that would wait (or is forbidden) is stopped there.
+    /// `approved`: what an operator approved for this click; the same
+    /// facts pass, changed ones are held again.
     pub(super) fn click_check<'a>(
         &'a self,
         session: &'a LiveSession,
         tool: &'a Tool,
+        approved: Option<&'a Assessment>,
     ) -> ClickCheck<'a> {
         let rules = self.0.policy.rules(session.tenant.as_str());
         Box::new(move |host, element| {
@@ -112,6 +156,9 @@ impl SessionManager {
                 history_url: None,
             };
             let assessment = policy::assess(tool, &facts, rules);
+            if approved.is_some_and(|a| same(a, &assessment)) {
+                return Ok(());
+            }
             if assessment.forbidden || assessment.waits() {
                 return Err(ToolError::Held(Box::new(Held {
                     rect: facts.element.as_ref().and_then(|e| e.rect),
@@ -124,6 +171,7 @@ impl SessionManager {
 
     /// A click stopped at its target: the operator's decision (or the
     /// dry-run's record), with the page as it is now, the target outlined.
+    /// Answers what was approved (`None`: nothing waited, a dry run).
     pub(super) async fn hold(
         &self,
         session: &Arc<LiveSession>,
@@ -131,7 +179,7 @@ impl SessionManager {
         tool: &Tool,
         event: &NewEvent,
         held: Held,
-    ) -> Result<(), ToolError> {
+    ) -> Result<Option<Assessment>, ToolError> {
         let rules = self.0.policy.rules(session.tenant.as_str());
         let screenshot = if held.assessment.forbidden || rules.dry_run {
             None
@@ -142,16 +190,18 @@ impl SessionManager {
             drop(tabs);
             outline(shot, held.rect).await
         };
+        let waits = held.assessment.waits() && !rules.dry_run;
         self.decide(
             session,
             actor,
             tool,
             event,
-            held.assessment,
+            held.assessment.clone(),
             screenshot,
             rules,
         )
-        .await
+        .await?;
+        Ok(waits.then_some(held.assessment))
     }
 
     /// What follows an assessment: refused, run, recorded (dry run), or
@@ -417,4 +467,37 @@ async fn outline(shot: Option<Vec<u8>>, rect: Option<[f64; 4]>) -> Option<Vec<u8
 
 fn decided_by(operator: &str) -> String {
     format!("operator:{operator}")
+}
+
+/// Whether two assessments say the same (the facts an operator approved
+/// still hold).
+fn same(a: &Assessment, b: &Assessment) -> bool {
+    a.level == b.level && a.reasons == b.reasons && a.forbidden == b.forbidden
+}
+
+/// The action an agent's raw input performs, as the gate judges it: a
+/// button going down or up is a click at its point (the up of a drag is
+/// its drop), a key down of Enter or Space acts on the focus, a printable
+/// key or text is typing; moves, wheels and resizes act on nothing.
+fn as_action(input: &super::LiveInput) -> Option<Tool> {
+    use super::LiveInput;
+    match input {
+        LiveInput::Mouse {
+            kind: crate::cdp::MouseKind::Down | crate::cdp::MouseKind::Up,
+            x,
+            y,
+            ..
+        } => Some(Tool::Click(super::ElementTarget::Point(*x, *y))),
+        LiveInput::Key {
+            down: true, key, ..
+        } if policy::assess::activation_key(key) || key.chars().count() == 1 => {
+            Some(Tool::Press { key: key.clone() })
+        }
+        LiveInput::Text(text) => Some(Tool::Type {
+            text: text.clone(),
+            target: None,
+            submit: false,
+        }),
+        _ => None,
+    }
 }

@@ -361,6 +361,11 @@ impl SessionManager {
         actor: Actor,
         call: ToolCall,
     ) -> Result<ToolOutput, ToolError> {
+        // A refresh session is its operator's alone, whatever path an
+        // agent's call took to get here.
+        if session.mode == super::CredentialMode::Refresh && !matches!(actor, Actor::Operator(_)) {
+            return Err(ToolError::Session(SessionError::NotFound));
+        }
         let timeout = self.bound(call.timeout_ms)?;
         let tool = call.tool;
         // Over the cap, nothing is audited as requested or written.
@@ -413,9 +418,10 @@ impl SessionManager {
         // step without a bound of its own (a title read on a page whose
         // script never yields, say) cannot hold the session past it.
         let budget = timeout + OVERRUN;
+        let mut approved = None;
         let res = loop {
             session.touch();
-            let check = check_click.then(|| self.click_check(session, &tool));
+            let check = check_click.then(|| self.click_check(session, &tool, approved.as_ref()));
             let res = match tokio::time::timeout(budget, async {
                 let mut tabs = session.tabs.lock().await;
                 exec::run(session, &mut tabs, &tool, timeout, check.as_ref()).await
@@ -429,12 +435,15 @@ impl SessionManager {
                     budget.as_millis()
                 ))),
             };
+            drop(check);
             match res {
-                // Held at the target: the decision, then the click again
-                // (looked up anew: the page may have changed meanwhile).
+                // Held at the target: the decision, then the click again,
+                // looked up and judged anew: if the page changed what is
+                // under the pointer while the approval waited, it waits
+                // again (a dry run only records, and clicks).
                 Err(ToolError::Held(held)) => {
-                    self.hold(session, &actor, &tool, &event, *held).await?;
-                    check_click = false;
+                    approved = self.hold(session, &actor, &tool, &event, *held).await?;
+                    check_click = approved.is_some();
                 }
                 res => break res,
             }

@@ -1,0 +1,320 @@
+//! The hostile-page corpus (`tests/fixtures/hostile/`, one trick a page):
+//! each page tries to make the risk gate answer "low" for an action that
+//! deletes or pays, by how the action lands (keys, a form's submit
+//! button, raw input), by what script can see (generated content, closed
+//! shadow roots, rewritten prototypes), by what is under the pointer
+//! (overlays, `pointer-events`, frames, a canvas) or by changing the
+//! target while the approval waits. Each test proves the action waited
+//! for an operator and, denied, never ran.
+
+use app::api::auth::Role;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::gate::{centre_of, decide, one_pending, pending, title};
+use crate::helpers::{AgentClient, TestApp, assert_error};
+use crate::site;
+
+/// An app, `acme`'s agent on the hostile page `name`, and an operator.
+struct On {
+    site: site::Site,
+    app: TestApp,
+    agent: AgentClient,
+    sid: String,
+    cookie: String,
+}
+
+async fn open_on(name: &str) -> On {
+    let site = site::start().await;
+    // The site under both its names (a cross-site frame), with the gate
+    // tests' rules (acme's approvals wait 30 s).
+    let allow = format!("{},localhost:{}", site.allow(), site.addr.port());
+    let app = crate::helpers::session_app(
+        crate::helpers::Backend::Sqlite,
+        &allow,
+        &[("CORDON_APPROVAL_TIMEOUT_S", "30")],
+    )
+    .await;
+    let agent = app.agent("acme").await;
+    let sid = agent.open(json!({})).await;
+    agent
+        .navigate_ok(&sid, &site.url(&format!("/hostile/{name}")))
+        .await;
+    let (_, cookie) = app.operator_session("olive", Role::Operator).await;
+    On {
+        site,
+        app,
+        agent,
+        sid,
+        cookie,
+    }
+}
+
+impl On {
+    /// Runs tool `tool` with `body` as the agent; asserts it waits for an
+    /// operator with a reason holding each of `why`, denies it, and asserts
+    /// the agent hears `denied_by_operator` and the page's title is
+    /// unchanged (the action never ran). Answers the approval shown.
+    async fn waits_and_denied(&self, tool: &str, body: Value, why: &[&str]) -> Value {
+        let before = title(&self.agent, &self.sid).await;
+        let call = {
+            let agent = self.agent.clone();
+            let sid = self.sid.clone();
+            let tool = tool.to_owned();
+            tokio::spawn(async move { agent.tool(&sid, &tool, body).await })
+        };
+        let waiting = one_pending(&self.app, &self.cookie, &self.sid).await;
+        let reasons = waiting["reasons"].to_string();
+        for w in why {
+            assert!(reasons.contains(w), "{tool}: {w:?} not in {waiting}");
+        }
+        let id = waiting["id"].as_str().unwrap().to_owned();
+        let (status, v) = decide(&self.app, &self.cookie, &id, false).await;
+        assert_eq!(status, StatusCode::OK, "{v}");
+        let answer = call.await.unwrap();
+        assert_error(&answer, StatusCode::FORBIDDEN, "denied_by_operator");
+        let after = title(&self.agent, &self.sid).await;
+        assert_eq!(after, before, "{tool}: the denied action ran");
+        waiting
+    }
+
+    async fn ok(&self, tool: &str, body: Value) {
+        let (status, v) = self.agent.tool(&self.sid, tool, body).await;
+        assert_eq!(status, StatusCode::OK, "{tool}: {v}");
+    }
+
+    async fn stop(self) {
+        assert!(pending(&self.app, &self.cookie).await.is_empty());
+        self.app.stop().await;
+        drop(self.site);
+    }
+}
+
+#[tokio::test]
+async fn enter_in_a_field_or_type_with_submit_is_judged_by_the_forms_submit_button() {
+    let on = open_on("keyboard-submit.html").await;
+    on.waits_and_denied(
+        "type",
+        json!({ "selector": "#confirm", "text": "acme/site", "submit": true }),
+        &["destructive_click", "Delete repository"],
+    )
+    .await;
+    // Focused by a (harmless) click on the field, then Enter.
+    on.ok("click", json!({ "selector": "#confirm" })).await;
+    on.waits_and_denied(
+        "press",
+        json!({ "key": "Enter" }),
+        &["submits its form with", "Delete repository"],
+    )
+    .await;
+    on.stop().await;
+}
+
+#[tokio::test]
+async fn tab_then_enter_or_space_on_a_destructive_button_waits() {
+    let on = open_on("keyboard-focus.html").await;
+    on.ok("click", json!({ "selector": "#start" })).await;
+    // Tab only moves the focus: it runs at once.
+    on.ok("press", json!({ "key": "Tab" })).await;
+    for key in ["Enter", " "] {
+        on.waits_and_denied(
+            "press",
+            json!({ "key": key }),
+            &["destructive_click", "Delete repository"],
+        )
+        .await;
+    }
+    on.stop().await;
+}
+
+#[tokio::test]
+async fn a_name_from_css_generated_content_is_read_as_the_browser_shows_it() {
+    let on = open_on("generated-content.html").await;
+    on.waits_and_denied(
+        "click",
+        json!({ "selector": "#danger" }),
+        &["Delete organization"],
+    )
+    .await;
+    on.stop().await;
+}
+
+#[tokio::test]
+async fn a_button_in_a_closed_shadow_root_is_judged_by_selector_and_by_point() {
+    let on = open_on("closed-shadow.html").await;
+    on.waits_and_denied(
+        "click",
+        json!({ "selector": "#host" }),
+        &["Delete repository"],
+    )
+    .await;
+    let (x, y) = centre_of(&on.app, &on.sid, "#host").await;
+    on.waits_and_denied("click", json!({ "x": x, "y": y }), &["Delete repository"])
+        .await;
+    on.stop().await;
+}
+
+#[tokio::test]
+async fn rewritten_prototypes_do_not_change_what_the_gate_reads() {
+    let on = open_on("prototype-lies.html").await;
+    on.waits_and_denied(
+        "click",
+        json!({ "selector": "#danger" }),
+        &["Delete organization"],
+    )
+    .await;
+    on.stop().await;
+}
+
+#[tokio::test]
+async fn a_transparent_overlay_and_a_click_through_label_are_judged_by_what_the_click_hits() {
+    let on = open_on("overlay.html").await;
+    // The agent asks for "Next"; the click would land on the overlay.
+    on.waits_and_denied("click", json!({ "selector": "#next" }), &["Delete account"])
+        .await;
+    on.stop().await;
+    let on = open_on("pointer-events.html").await;
+    on.waits_and_denied(
+        "click",
+        json!({ "selector": "#label" }),
+        &["Delete account"],
+    )
+    .await;
+    on.stop().await;
+}
+
+#[tokio::test]
+async fn a_click_into_a_same_origin_frame_is_judged_by_the_button_inside() {
+    let on = open_on("frame-same-origin.html").await;
+    // The button fills the frame's top-left 300×100 (the frame is at 0, 0).
+    on.waits_and_denied("click", json!({ "x": 150, "y": 50 }), &["Delete account"])
+        .await;
+    on.stop().await;
+}
+
+#[tokio::test]
+async fn a_click_into_a_cross_site_frame_or_on_a_canvas_is_unknown_and_waits() {
+    let on = open_on("frame-cross-site.html").await;
+    // The frame's page (its own site) says when it is there.
+    crate::gate::wait_title(&on.agent, &on.sid, "Checkout ready").await;
+    // Out of process, the gate cannot see "Pay now": unknown, or (if the
+    // browser runs the frame in process) the payment rule. Never low.
+    let waiting = on
+        .waits_and_denied("click", json!({ "x": 150, "y": 50 }), &[])
+        .await;
+    let reasons = waiting["reasons"].to_string();
+    assert!(
+        reasons.contains("unknown_target") || reasons.contains("payment_click"),
+        "{waiting}"
+    );
+    on.stop().await;
+    let on = open_on("canvas.html").await;
+    on.waits_and_denied(
+        "click",
+        json!({ "x": 150, "y": 50 }),
+        &["unknown_target", "canvas"],
+    )
+    .await;
+    on.stop().await;
+}
+
+#[tokio::test]
+async fn an_approved_click_whose_target_changed_while_waiting_waits_again() {
+    let on = open_on("swap-during-approval.html").await;
+    let call = {
+        let agent = on.agent.clone();
+        let sid = on.sid.clone();
+        tokio::spawn(async move {
+            agent
+                .tool(&sid, "click", json!({ "x": 150, "y": 40 }))
+                .await
+        })
+    };
+    let first = one_pending(&on.app, &on.cookie, &on.sid).await;
+    assert!(
+        first["reasons"].to_string().contains("Delete draft"),
+        "{first}"
+    );
+    // The page swaps the button while the operator reads the approval.
+    {
+        let live = on.app.live("acme", &on.sid).await;
+        let mut tabs = live.tabs.lock().await;
+        let page = live.page(&mut tabs).await.unwrap();
+        cordon::cdp::evaluate(&page, "window.swap()").await.unwrap();
+    }
+    let id = first["id"].as_str().unwrap().to_owned();
+    let (status, v) = decide(&on.app, &on.cookie, &id, true).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    // Approved for "Delete draft", it finds "Pay now": it waits again.
+    let second =
+        crate::helpers::wait_until("a second approval", crate::helpers::PATIENCE, || async {
+            let all = pending(&on.app, &on.cookie).await;
+            match all.as_slice() {
+                [one] if one["id"] != first["id"] => Ok(one.clone()),
+                _ => Err(format!("{all:?}")),
+            }
+        })
+        .await;
+    assert!(
+        second["reasons"].to_string().contains("Pay now"),
+        "{second}"
+    );
+    let id = second["id"].as_str().unwrap().to_owned();
+    let (status, v) = decide(&on.app, &on.cookie, &id, false).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let answer = call.await.unwrap();
+    assert_error(&answer, StatusCode::FORBIDDEN, "denied_by_operator");
+    assert_eq!(title(&on.agent, &on.sid).await, "Drafts", "nothing ran");
+    on.stop().await;
+}
+
+#[tokio::test]
+async fn raw_input_of_run_task_double_and_right_clicks_and_keys_is_judged_as_the_action() {
+    use cordon::audit::Actor;
+    use cordon::cdp::{Button, MouseKind};
+    use cordon::sessions::{LiveInput, Tool, ToolCall};
+    let on = open_on("gesture.html").await;
+    let live = on.app.live("acme", &on.sid).await;
+    let agent = Actor::Agent("key_of_the_task".to_owned());
+    // As run_task sends a double click: down/up twice at the button.
+    let mouse = |kind, clicks| {
+        ToolCall::new(Tool::Input(LiveInput::Mouse {
+            kind,
+            x: 150.0,
+            y: 40.0,
+            button: Button::Left,
+            buttons: i64::from(matches!(kind, MouseKind::Down)),
+            click_count: clicks,
+            modifiers: 0,
+        }))
+    };
+    let down = {
+        let sessions = on.app.state.sessions.clone();
+        let live = live.clone();
+        let agent = agent.clone();
+        let call = mouse(MouseKind::Down, 1);
+        tokio::spawn(async move { sessions.run_tool(&live, agent, call).await })
+    };
+    let waiting = one_pending(&on.app, &on.cookie, &on.sid).await;
+    assert!(
+        waiting["reasons"].to_string().contains("Delete forever"),
+        "{waiting}"
+    );
+    let id = waiting["id"].as_str().unwrap().to_owned();
+    decide(&on.app, &on.cookie, &id, false).await;
+    let got = down.await.unwrap();
+    assert!(
+        matches!(got, Err(cordon::sessions::ToolError::DeniedByOperator(_))),
+        "{got:?}"
+    );
+    assert_eq!(title(&on.agent, &on.sid).await, "Files");
+    // A key that types, into nothing dangerous, runs at once; a move does.
+    let moved = on
+        .app
+        .state
+        .sessions
+        .run_tool(&live, agent.clone(), mouse(MouseKind::Move, 0))
+        .await;
+    assert!(moved.is_ok(), "{moved:?}");
+    on.stop().await;
+}

@@ -810,6 +810,7 @@ async fn a_refresh_browser_is_the_operators_alone_before_during_and_after_the_li
 async fn a_refresh_form_posted_before_the_page_hydrated_lands_on_the_live_page() {
     let site = site::start().await;
     let app = session_app(Backend::Sqlite, &site.allow(), &[]).await;
+    let _tenant = app.agent("acme").await;
     let (_, cookie) = app.operator_session("olive", Role::Operator).await;
     let plain = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())

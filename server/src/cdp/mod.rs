@@ -4,6 +4,7 @@ mod cookies;
 mod downloads;
 mod facts;
 mod input;
+mod navguard;
 pub mod snapshot;
 mod storage;
 mod tools;
@@ -27,6 +28,7 @@ pub use facts::{click_checked, element_facts};
 pub use input::{
     Button, MouseKind, insert_text, is_known_key, key_event, mouse_event, unknown_key, wheel_with,
 };
+pub use navguard::{Paused, hold_documents, release, tab_ids};
 pub use storage::{frame_origins, local_storage};
 pub use tools::*;
 pub use upload::{FileInput, file_input, set_files, set_files_in_page};

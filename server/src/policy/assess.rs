@@ -69,6 +69,10 @@ pub struct Assessment {
     /// Refused outright, whatever the levels say (typing into a password
     /// field: credentials come only from the vault).
     pub forbidden: bool,
+    /// The host outside the session's domains the action would go to: if
+    /// it runs (approved, or not held), the navigation guard lets the tab
+    /// load it.
+    pub leaves_for: Option<String>,
 }
 
 impl Assessment {
@@ -172,6 +176,7 @@ pub fn assess(tool: &Tool, facts: &Facts, rules: &Rules) -> Assessment {
         level: Level::Low,
         reasons: Vec::new(),
         forbidden: false,
+        leaves_for: None,
     };
     let el = facts.element.as_ref();
     // Where the call would take the tab: a URL, a link, the history.
@@ -205,6 +210,7 @@ pub fn assess(tool: &Tool, facts: &Facts, rules: &Rules) -> Assessment {
             Rule::OffListNavigation,
             format!("{what}{host} is outside the session's domains"),
         );
+        a.leaves_for = Some(host);
     }
     // The element the action presses: a click's or a select's target, or
     // the focus that Enter or Space activates.

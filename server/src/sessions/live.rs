@@ -84,6 +84,9 @@ pub struct LiveSession {
     /// clicks and drags are several events at one point): what was
     /// approved, where, and when.
     pub(super) input_approval: std::sync::Mutex<Option<InputApproval>>,
+    /// Hosts outside `domains` an operator let the agent go to (an
+    /// approved off-list navigation): the navigation guard loads them.
+    allowed_hosts: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 /// An operator's approval of an agent's raw input at a point, which the
@@ -133,6 +136,7 @@ impl LiveSession {
             egress: Mutex::new(Some(warm.egress)),
             init_scripts: std::sync::Mutex::default(),
             input_approval: std::sync::Mutex::default(),
+            allowed_hosts: std::sync::Mutex::default(),
             downloads,
             upload_seq: AtomicU64::new(0),
             upload_in_page,
@@ -158,6 +162,29 @@ impl LiveSession {
                     && (a.at.1 - at.1).abs() <= 4.0
                     && a.when.elapsed() < SAME_GESTURE
             })
+    }
+
+    /// Whether a tab's main frame may load `host`: the session's domains
+    /// cover it, an operator approved going there, or an operator holds
+    /// control (the person drives).
+    pub(super) fn may_load(&self, host: &str) -> bool {
+        self.domains
+            .iter()
+            .any(|d| crate::policy::assess::covered(host, d))
+            || self.control().is_some()
+            || self
+                .allowed_hosts
+                .lock()
+                .expect("hosts lock")
+                .contains(&host.to_ascii_lowercase())
+    }
+
+    /// Lets the navigation guard load `host` (an approved off-list action).
+    pub(super) fn allow_host(&self, host: &str) {
+        self.allowed_hosts
+            .lock()
+            .expect("hosts lock")
+            .insert(host.trim_matches(['[', ']']).to_ascii_lowercase());
     }
 
     /// Records an operator's approval of raw input at `at`.

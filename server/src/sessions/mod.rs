@@ -8,6 +8,7 @@ pub mod harvest;
 mod injection;
 mod lifecycle;
 mod live;
+mod navguard;
 mod open;
 mod pool;
 mod reaper;

@@ -400,6 +400,11 @@ impl SessionManager {
         if let Ok(Some(injected)) = &mut setup {
             live.set_init_scripts(std::mem::take(&mut injected.scripts));
         }
+        if setup.is_ok()
+            && let Err(e) = self.guard_navigation(&live).await
+        {
+            setup = Err(e.context("failed to hold navigations to the session's domains"));
+        }
         if let Ok(Some(injected)) = &setup
             && !injected.smoke.is_empty()
         {

@@ -318,3 +318,96 @@ async fn raw_input_of_run_task_double_and_right_clicks_and_keys_is_judged_as_the
     assert!(moved.is_ok(), "{moved:?}");
     on.stop().await;
 }
+
+#[tokio::test]
+async fn script_navigation_and_open_redirects_cannot_take_an_operator_session_off_its_domains() {
+    let site = site::start().await;
+    let allow = format!("{},localhost:{}", site.allow(), site.addr.port());
+    let app = crate::helpers::session_app(crate::helpers::Backend::Sqlite, &allow, &[]).await;
+    let agent = app.agent("acme").await;
+    let (_, token, _) = crate::grants::granted(&app, &agent, &["127.0.0.1"], true).await;
+    let (status, opened) = crate::grants::open_operator(&agent, &["127.0.0.1"], &token).await;
+    assert_eq!(status, StatusCode::CREATED, "{opened}");
+    let sid = opened["session_id"].as_str().unwrap().to_owned();
+    let page = site.url("/hostile/script-navigation.html");
+    agent.navigate_ok(&sid, &page).await;
+
+    // Each refusal is audited with its host only (never the URL).
+    let refusals = |n: usize| {
+        let app = &app;
+        async move {
+            crate::helpers::wait_until(
+                &format!("{n} refusals"),
+                crate::helpers::PATIENCE,
+                || async {
+                    let events = crate::gate::audit(app).await;
+                    let mine: Vec<_> = events
+                        .into_iter()
+                        .filter(|e| e.action == "navigation.refused")
+                        .collect();
+                    if mine.len() >= n {
+                        Ok(mine)
+                    } else {
+                        Err(format!("{mine:?}"))
+                    }
+                },
+            )
+            .await
+        }
+    };
+
+    // The click is harmless to the gate; the page's script then leaves.
+    let (status, v) = agent
+        .tool(&sid, "click", json!({ "selector": "#go" }))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    refusals(1).await;
+    // A page that leaves by itself, on a timer.
+    let (status, _) = agent
+        .tool(&sid, "navigate", json!({ "url": format!("{page}?timer") }))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    refusals(2).await;
+    // An open redirect on an allowed host: the hop off the list fails.
+    let other = format!("http://localhost:{}/hostile/landing.html", site.addr.port());
+    let answer = agent
+        .tool(
+            &sid,
+            "navigate",
+            json!({ "url": site.url(&format!("/redirect?to={}", urlencoding(&other))) }),
+        )
+        .await;
+    assert_error(&answer, StatusCode::UNPROCESSABLE_ENTITY, "action_failed");
+    assert!(
+        answer.1.to_string().contains("ERR_BLOCKED_BY_CLIENT"),
+        "{answer:?}"
+    );
+    let refused = refusals(3).await;
+    for e in &refused {
+        let params: Value = serde_json::from_str(&e.params).unwrap();
+        assert_eq!(params["host"], "localhost", "{e:?}");
+        assert!(!e.params.contains("landing"), "no URL: {e:?}");
+    }
+    assert_ne!(title(&agent, &sid).await, "LANDED");
+
+    // A navigation the operator approved is let through.
+    let (_, cookie) = app.operator_session("olive", Role::Operator).await;
+    let nav = {
+        let agent = agent.clone();
+        let sid = sid.clone();
+        let other = other.clone();
+        tokio::spawn(async move { agent.tool(&sid, "navigate", json!({ "url": other })).await })
+    };
+    let waiting = one_pending(&app, &cookie, &sid).await;
+    let id = waiting["id"].as_str().unwrap().to_owned();
+    let (status, v) = decide(&app, &cookie, &id, true).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let (status, v) = nav.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(title(&agent, &sid).await, "LANDED");
+    app.stop().await;
+}
+
+fn urlencoding(s: &str) -> String {
+    url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}

@@ -238,6 +238,14 @@ impl SessionManager {
                     .into(),
             ));
         }
+        if let Some(host) = &assessment.leaves_for {
+            // Whatever follows (runs at once, recorded in a dry run, or
+            // approved below), the tab may then load it.
+            let allow = || session.allow_host(host);
+            if !assessment.waits() || rules.dry_run {
+                allow();
+            }
+        }
         if !assessment.waits() {
             return Ok(());
         }
@@ -260,7 +268,11 @@ impl SessionManager {
             return Ok(());
         }
         self.wait_for_operator(session, actor, tool, event, &assessment, screenshot, rules)
-            .await
+            .await?;
+        if let Some(host) = &assessment.leaves_for {
+            session.allow_host(host);
+        }
+        Ok(())
     }
 
     #[expect(clippy::too_many_arguments)]

@@ -545,6 +545,124 @@ mod tests {
         assert!(a.reasons[0].starts_with("download:"), "{a:?}");
     }
 
+    fn press(key: &str) -> Tool {
+        Tool::Press { key: key.into() }
+    }
+
+    #[test]
+    fn enter_or_space_on_a_destructive_button_is_judged_as_its_click() {
+        let focus = Facts {
+            element: Some(ElementFacts {
+                name: "Delete repository".into(),
+                activates: true,
+                ..ElementFacts::default()
+            }),
+            ..Facts::default()
+        };
+        for key in ["Enter", " "] {
+            let a = assess(&press(key), &focus, &rules());
+            assert_eq!(a.level, Level::High, "{key:?}: {a:?}");
+            assert!(a.reasons[0].starts_with("destructive_click:"), "{a:?}");
+        }
+        // Tab and arrows only move: nothing is pressed.
+        assert_eq!(assess(&press("Tab"), &focus, &rules()).level, Level::Low);
+        // The same name on something that does not act on Enter.
+        let mut text = focus.clone();
+        text.element.as_mut().unwrap().activates = false;
+        assert_eq!(assess(&press("Enter"), &text, &rules()).level, Level::Low);
+    }
+
+    #[test]
+    fn enter_in_a_field_and_type_with_submit_are_judged_by_the_forms_submit_button() {
+        let field = Facts {
+            element: Some(ElementFacts {
+                name: "Repository name".into(),
+                text_entry: true,
+                in_form: true,
+                submitter: Some(vec!["Delete repository".into()]),
+                ..ElementFacts::default()
+            }),
+            ..Facts::default()
+        };
+        let a = assess(&press("Enter"), &field, &rules());
+        assert_eq!(a.level, Level::High, "{a:?}");
+        assert!(a.reasons[0].contains("submits its form with"), "{a:?}");
+        let typed = |submit| Tool::Type {
+            text: "acme/site".into(),
+            target: None,
+            submit,
+        };
+        assert_eq!(assess(&typed(true), &field, &rules()).level, Level::High);
+        // Typing alone submits nothing.
+        assert_eq!(assess(&typed(false), &field, &rules()).level, Level::Low);
+        // A payment button behind the field is critical.
+        let mut pay = field.clone();
+        pay.element.as_mut().unwrap().submitter = Some(vec!["Pay now".into()]);
+        assert_eq!(
+            assess(&press("Enter"), &pay, &rules()).level,
+            Level::Critical
+        );
+    }
+
+    #[test]
+    fn every_name_an_element_goes_by_is_matched() {
+        // The accessible name says "Next"; the rendered text says otherwise.
+        let facts = Facts {
+            element: Some(ElementFacts {
+                name: "Next".into(),
+                names: vec!["Next".into(), "Delete organization".into()],
+                ..ElementFacts::default()
+            }),
+            ..Facts::default()
+        };
+        let a = assess(&click(), &facts, &rules());
+        assert_eq!(a.level, Level::High, "{a:?}");
+        assert!(a.reasons[0].contains("Delete organization"), "{a:?}");
+    }
+
+    #[test]
+    fn what_the_gate_cannot_see_is_unknown_never_low() {
+        let unseen = Facts {
+            element: Some(ElementFacts {
+                unknown: Some("a canvas".into()),
+                ..ElementFacts::default()
+            }),
+            ..Facts::default()
+        };
+        for tool in [
+            click(),
+            press("Enter"),
+            press("x"),
+            Tool::Type {
+                text: "x".into(),
+                target: None,
+                submit: false,
+            },
+        ] {
+            let a = assess(&tool, &unseen, &rules());
+            assert_eq!(a.level, Level::High, "{tool:?}: {a:?}");
+            assert!(a.reasons[0].starts_with("unknown_target:"), "{a:?}");
+        }
+        // A key that acts on nothing stays low.
+        assert_eq!(assess(&press("Tab"), &unseen, &rules()).level, Level::Low);
+        // Its level is the tenant's to set.
+        let mut r = rules();
+        r.levels.insert(Rule::UnknownTarget, Level::Medium);
+        assert!(!assess(&click(), &unseen, &r).waits());
+    }
+
+    #[test]
+    fn an_off_list_destination_is_named_for_the_navigation_guard() {
+        let facts = Facts {
+            domains: vec!["example.com".into()],
+            ..Facts::default()
+        };
+        let a = assess(&nav("https://evil.test/x"), &facts, &rules());
+        assert_eq!(a.leaves_for.as_deref(), Some("evil.test"));
+        let a = assess(&nav("https://www.example.com/"), &facts, &rules());
+        assert_eq!(a.leaves_for, None);
+    }
+
     #[test]
     fn only_tools_a_rule_looks_at_need_the_page() {
         let r = rules();

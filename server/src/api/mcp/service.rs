@@ -1,7 +1,9 @@
 //! `/mcp`: rmcp's Streamable HTTP service in Cordon's router, behind the
-//! agent API's own key check.
+//! agent API's own key check. Each MCP session belongs to the API key that
+//! opened it: any other key is told it does not exist.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::extract::{FromRequestParts, Request, State};
@@ -20,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::tools;
 use crate::api::auth::Agent;
+use crate::domain::TenantId;
 use crate::state::AppState;
 
 /// The path of the MCP endpoint.
@@ -88,6 +91,79 @@ async fn authenticate(State(state): State<AppState>, req: Request, next: Next) -
     }
 }
 
+/// The header naming an MCP session.
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// Which API key (and tenant) opened each of this process' MCP sessions,
+/// by rmcp's own id. rmcp itself only checks that an id exists, and an id
+/// travels in logs and proxies: without this, any tenant's key holding
+/// one could list tools on it, read its stream or end it.
+#[derive(Clone, Default)]
+struct Owners(Arc<Mutex<HashMap<String, (String, TenantId)>>>);
+
+/// Lets a request naming an MCP session through only with the key that
+/// opened it; any other key (or an id no key opened here) gets rmcp's own
+/// 404 for an unknown session, whatever the method, so the answer does
+/// not tell that the session exists. Records who opens a session, and
+/// forgets it once ended.
+async fn bind_to_key(State(owners): State<Owners>, req: Request, next: Next) -> Response {
+    // `authenticate` (or the hop of another replica) put it there.
+    let Some(Agent(agent)) = req.extensions().get::<Agent>().cloned() else {
+        return crate::error::ApiError::Unauthorized.into_response();
+    };
+    let me = (agent.key_id, agent.tenant);
+    let named = req
+        .headers()
+        .get(SESSION_HEADER)
+        .map(|v| v.to_str().map(str::to_owned));
+    let delete = req.method() == axum::http::Method::DELETE;
+    match named {
+        Some(Ok(id)) => {
+            let owner = owners.0.lock().expect("mcp owners lock").get(&id).cloned();
+            if owner.as_ref() != Some(&me) {
+                if owner.is_some() {
+                    tracing::warn!(
+                        "an MCP session was asked for with another key; answered as unknown"
+                    );
+                }
+                return unknown_session();
+            }
+            let res = next.run(req).await;
+            let ended = (delete && res.status().is_success())
+                || res.status() == axum::http::StatusCode::NOT_FOUND;
+            if ended {
+                owners.0.lock().expect("mcp owners lock").remove(&id);
+            }
+            res
+        }
+        Some(Err(_)) => unknown_session(),
+        None => {
+            let res = next.run(req).await;
+            if let Some(id) = res
+                .headers()
+                .get(SESSION_HEADER)
+                .and_then(|v| v.to_str().ok())
+            {
+                owners
+                    .0
+                    .lock()
+                    .expect("mcp owners lock")
+                    .insert(id.to_owned(), me);
+            }
+            res
+        }
+    }
+}
+
+/// What rmcp answers for an MCP session it does not know.
+fn unknown_session() -> Response {
+    (
+        axum::http::StatusCode::NOT_FOUND,
+        "Not Found: Session not found",
+    )
+        .into_response()
+}
+
 /// The host names the endpoint answers to: the loopback names and the
 /// public URL's host (rmcp refuses any other `Host`, against DNS
 /// rebinding; its default is the loopback names only).
@@ -122,9 +198,14 @@ pub fn router(
         config,
     );
     // Outermost first: a hop from another replica names the agent; the key
-    // check; then a request for another replica's MCP session goes there.
+    // check; then a request for another replica's MCP session goes there;
+    // one for this replica's must come with the key that opened it.
     Router::new()
         .route_service(PATH, service)
+        .route_layer(middleware::from_fn_with_state(
+            Owners::default(),
+            bind_to_key,
+        ))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             crate::cluster::forward::mcp_route,

@@ -479,6 +479,40 @@ async fn an_operator_cannot_remove_their_last_passkey_nor_anothers(backend: Back
 }
 
 #[tokio::test]
+async fn a_page_asked_for_logged_out_is_kept_as_next_only_when_it_is_a_path_of_the_dashboard() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let no_redirects = reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let port = app.addr.port();
+    for (path, want) in [
+        ("/grants?x=1", "/login?next=%2Fgrants%3Fx%3D1"),
+        // The browser would read `//evil.example` as another site.
+        ("//evil.example", "/login"),
+        ("//evil.example/x", "/login"),
+    ] {
+        let res = no_redirects
+            .get(format!("http://localhost:{port}{path}"))
+            .send()
+            .await
+            .unwrap();
+        let status = res.status();
+        let location = res
+            .headers()
+            .get("location")
+            .map(|l| l.to_str().unwrap().to_owned());
+        assert_eq!(
+            (status, location.as_deref()),
+            (StatusCode::SEE_OTHER, Some(want)),
+            "{path}"
+        );
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
 async fn login_pages_reached_by_an_ip_send_the_browser_to_the_public_url() {
     let app = TestApp::spawn(Backend::Sqlite).await;
     let no_redirects = reqwest::Client::builder()

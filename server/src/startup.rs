@@ -122,8 +122,9 @@ impl Application {
             } => tracing::warn!(
                 operator = %operator.name,
                 expires_at = %crate::time::rfc3339_ms(*expires_at),
-                "no admin can log in yet: the enrollment link printed at an earlier start is \
-                 still valid; `cordon operator enroll-link` prints a fresh one (and retires it)"
+                "no admin can log in yet: the enrollment link printed at an earlier start (or by \
+                 another replica) is still valid; `cordon operator enroll-link` prints a fresh \
+                 one (and retires it)"
             ),
         }
         let policy = AddressPolicy::with_entries(&settings.egress_allow);

@@ -302,8 +302,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     expires_at,
                 } => println!(
                     "No admin can log in yet. The enrollment link for {:?} printed at an earlier \
-                     start is still valid (until {}). Lost it? `cordon operator enroll-link` \
-                     prints a fresh one and retires the others.",
+                     start (or by another replica) is still valid (until {}). Lost it? \
+                     `cordon operator enroll-link` prints a fresh one and retires the others.",
                     operator.name,
                     crate::time::rfc3339_ms(*expires_at)
                 ),

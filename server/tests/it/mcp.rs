@@ -626,7 +626,16 @@ async fn an_mcp_session_answers_only_the_key_that_opened_it_and_is_unknown_to_an
         }
     }
 
-    // The owner's session is still there and works.
+    // The owner's session is still there and works, even after a method
+    // rmcp does not know (which it may answer with an HTTP 404).
+    let res = mcp
+        .post(&json!({ "jsonrpc": "2.0", "id": 8, "method": "no/such_method" }))
+        .await;
+    let status = res.status();
+    assert!(
+        status == StatusCode::OK || status == StatusCode::NOT_FOUND,
+        "{status}"
+    );
     let tools = mcp.rpc("tools/list", json!({})).await;
     assert!(
         tools["result"]["tools"]

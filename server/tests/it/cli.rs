@@ -618,4 +618,8 @@ async fn a_restart_keeps_the_outstanding_first_admin_link_and_enroll_link_replac
     let listed = String::from_utf8_lossy(&out.stdout).into_owned();
     assert_eq!(listed.lines().count(), 1, "{listed}");
     stop(second);
+    // Naming an operator that does not exist is a one-line error.
+    let out = cordon(dir.path(), &[], &["operator", "enroll-link", "nobody"]);
+    assert_clean_failure(&out, "nobody");
+    assert!(out.stdout.is_empty(), "no link printed");
 }

@@ -76,10 +76,27 @@ function assertion(cred) {
   };
 }
 
+// Where to go after logging in: `next` only when it is a path of this
+// dashboard. A browser reads `/\evil.example`, `/\/evil.example` and
+// `/<tab>/evil.example` as `//evil.example` (another site), so the raw
+// value must start with one `/` followed by neither `/` nor `\`, and hold
+// no backslash or control character; what is kept is the parsed URL's
+// path, query and fragment, checked to be on this origin.
+function safeNext(next, origin) {
+  if (typeof next !== 'string' || !/^\/(?![\/\\])/.test(next)) return '/';
+  if (/[\\\u0000-\u001f\u007f]/.test(next)) return '/';
+  let url;
+  try {
+    url = new URL(next, origin);
+  } catch {
+    return '/';
+  }
+  if (url.origin !== origin) return '/';
+  return url.pathname + url.search + url.hash;
+}
+
 function nextPage() {
-  const next = new URLSearchParams(location.search).get('next');
-  // Only paths of this dashboard, never another site.
-  return next && next.startsWith('/') && !next.startsWith('//') ? next : '/';
+  return safeNext(new URLSearchParams(location.search).get('next'), location.origin);
 }
 
 const flows = {

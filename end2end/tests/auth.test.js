@@ -75,6 +75,46 @@ test('logging out ends the session; logging in again takes the passkey', async (
   assert.match(await page.textContent('#whoami'), /admin/);
 });
 
+test('after a passkey login, next leads only to a path of this dashboard, never another site', async () => {
+  const { page, context } = admin;
+  // Nothing may leave the machine: requests to any other host are
+  // recorded and cut.
+  const offsite = [];
+  const guard = (route) => {
+    const url = new URL(route.request().url());
+    if (url.hostname === 'localhost' || url.hostname === '127.0.0.1') return route.continue();
+    offsite.push(url.href);
+    return route.abort();
+  };
+  await context.route('**/*', guard);
+  const cases = [
+    // Another site, however spelled (browsers read the first three as
+    // `//evil.example`), and a backslash anywhere.
+    ['/\\evil.example/', '/'],
+    ['/\\/evil.example', '/'],
+    ['/\t/evil.example', '/'],
+    ['//evil.example', '/'],
+    ['https://evil.example/', '/'],
+    ['/x\\y', '/'],
+    // An honest page, with its query and fragment.
+    ['/tasks?x=1#y', '/tasks?x=1#y'],
+  ];
+  try {
+    for (const [next, want] of cases) {
+      await page.goto(`${server.url}/login?next=${encodeURIComponent(next)}`);
+      await page.fill('#login-name', 'admin');
+      await page.click('#login-submit');
+      const wanted = `${server.url}${want}`;
+      await page.waitForURL((url) => url.href === wanted, { timeout: 30_000 }).catch((e) => {
+        throw new Error(`next=${JSON.stringify(next)}: wanted ${want}, at ${page.url()}: ${e.message}`);
+      });
+    }
+    assert.deepEqual(offsite, [], 'no request left for another host');
+  } finally {
+    await context.unroute('**/*', guard);
+  }
+});
+
 test('logged out, every page sends to login and every server function and stream answers 401', async () => {
   for (const path of PAGES) {
     const res = await fetch(server.url + path, { redirect: 'manual' });

@@ -1,8 +1,14 @@
 //! Checks at the edge of the HTTP surface, before any handler runs.
 //!
-//! - The dashboard (everything outside `/api/` and the operability routes)
-//!   answers only requests whose `Host` is one of Cordon's own names, so a
-//!   page on another site cannot read it through DNS rebinding.
+//! - The dashboard (everything outside `/api/` and `/mcp`) answers only
+//!   requests whose `Host` is one of Cordon's own names, so a page on
+//!   another site cannot read it through DNS rebinding. The probes
+//!   (`/healthz`, `/readyz`, `/metrics`) also take an IP literal or
+//!   `localhost` (a kubelet asks by the pod's IP; a name a rebinding page
+//!   controls is never an IP literal).
+//! - `/api/` and `/mcp` are reached by any name: every request there
+//!   carries a bearer API key, which a rebinding page does not have (and
+//!   `/mcp` checks `Host` itself, see `api::mcp::allowed_hosts`).
 //! - Its server functions and WebSocket upgrades under `/ui/`, and every
 //!   other non-GET request to it, need an `Origin` that is Cordon's own, so
 //!   a page in another tab cannot post to them.
@@ -74,6 +80,16 @@ impl Origins {
         Self(Arc::new(Inner { hosts, origins }))
     }
 
+    /// `Host` on a probe: one of Cordon's names, an IP literal (v4, or v6
+    /// in brackets) or `localhost`, each with or without a port.
+    fn probe_host_ok(&self, headers: &HeaderMap) -> bool {
+        self.host_ok(headers)
+            || headers
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .is_some_and(literal_or_localhost)
+    }
+
     fn host_ok(&self, headers: &HeaderMap) -> bool {
         headers
             .get(header::HOST)
@@ -89,15 +105,54 @@ impl Origins {
     }
 }
 
-/// Paths that are not the dashboard: the agent API and the MCP endpoint
-/// (key-authenticated, reached by any name; `/mcp` checks `Host` itself,
-/// against the public URL's host and the loopback names) and the probes of
-/// whoever runs Cordon.
+/// Paths that are not the dashboard (no login): the agent API and the MCP
+/// endpoint (key-authenticated, reached by any name; `/mcp` checks `Host`
+/// itself, against the public URL's host and the loopback names) and the
+/// probes of whoever runs Cordon.
 pub(crate) fn outside_dashboard(path: &str) -> bool {
-    path == "/api"
-        || path.starts_with("/api/")
-        || path == crate::api::mcp::PATH
-        || matches!(path, "/healthz" | "/readyz" | "/metrics")
+    path == "/api" || path.starts_with("/api/") || path == crate::api::mcp::PATH || probe(path)
+}
+
+/// The probes: no key, no login, so their `Host` is checked (a page that
+/// rebinds its own name to Cordon's address must not read them).
+fn probe(path: &str) -> bool {
+    matches!(path, "/healthz" | "/readyz" | "/metrics")
+}
+
+/// Whether `host` (a `Host` value) is an IP literal or `localhost`, with
+/// or without a port. DNS rebinding needs a name the attacker's DNS
+/// answers, so it can never arrive under one of these.
+fn literal_or_localhost(host: &str) -> bool {
+    let (name, port) = if let Some(rest) = host.strip_prefix('[') {
+        let Some((inside, after)) = rest.split_once(']') else {
+            return false;
+        };
+        if inside.parse::<std::net::Ipv6Addr>().is_err() {
+            return false;
+        }
+        match after {
+            "" => return true,
+            p => match p.strip_prefix(':') {
+                Some(port) => (None, Some(port)),
+                None => return false,
+            },
+        }
+    } else {
+        match host.split_once(':') {
+            Some((name, port)) => (Some(name), Some(port)),
+            None => (Some(host), None),
+        }
+    };
+    let port_ok = match port {
+        None => true,
+        Some(p) => !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()),
+    };
+    let name_ok = match name {
+        // A bracketed IPv6 literal, checked above.
+        None => true,
+        Some(n) => n.eq_ignore_ascii_case("localhost") || n.parse::<std::net::Ipv4Addr>().is_ok(),
+    };
+    port_ok && name_ok
 }
 
 /// Refuses dashboard requests with a foreign `Host`, and state-changing or
@@ -108,6 +163,15 @@ pub async fn check_host_and_origin(
     next: Next,
 ) -> Response {
     let path = req.uri().path();
+    if probe(path) {
+        if !origins.probe_host_ok(req.headers()) {
+            tracing::warn!(
+                "probe refused: Host is neither Cordon's nor an IP literal (DNS rebinding?)"
+            );
+            return refused("this host name is not Cordon's; use its public URL or an IP address");
+        }
+        return next.run(req).await;
+    }
     if outside_dashboard(path) {
         return next.run(req).await;
     }
@@ -271,6 +335,44 @@ mod tests {
         assert!(o.origin_ok(&headers(&[(header::ORIGIN, "https://cordon.example.com")])));
         assert!(!o.origin_ok(&headers(&[(header::ORIGIN, "http://cordon.example.com")])));
         assert!(!o.origin_ok(&headers(&[(header::ORIGIN, "null")])));
+    }
+
+    #[test]
+    fn probes_take_cordons_names_ip_literals_and_localhost_only() {
+        let url = url::Url::parse("https://cordon.example.com/").unwrap();
+        let o = Origins::new("127.0.0.1:8080".parse().unwrap(), false, Some(&url));
+        for ok in [
+            "cordon.example.com",
+            "127.0.0.1:8080",
+            "10.1.2.3:8080",
+            "10.1.2.3",
+            "[::1]:8080",
+            "[fd00::12]",
+            "[fd00::12]:9090",
+            "localhost",
+            "LOCALHOST:1",
+        ] {
+            assert!(o.probe_host_ok(&headers(&[(header::HOST, ok)])), "{ok}");
+        }
+        for bad in [
+            "evil.example",
+            "evil.example:8080",
+            "127.0.0.1.nip.io",
+            "localhost.evil.example",
+            "10.1.2.3:",
+            "10.1.2.3:80:80",
+            "10.1.2.3:http",
+            "0x7f.1",
+            "127.1",
+            "[evil.example]:80",
+            "[::1",
+            "[::1]x",
+            "::1",
+            "",
+        ] {
+            assert!(!o.probe_host_ok(&headers(&[(header::HOST, bad)])), "{bad}");
+        }
+        assert!(!o.probe_host_ok(&HeaderMap::new()));
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub mod grants;
 pub mod housekeeping;
 pub mod ids;
 pub mod live;
+pub mod nofollow;
 pub mod peer;
 pub mod policy;
 pub mod recording;

@@ -22,7 +22,7 @@ use tokio::net::TcpListener;
 use tower_http::trace::TraceLayer;
 
 use crate::api;
-use crate::auth::{self, Auth, Invitation, SessionSettings};
+use crate::auth::{self, Auth, FirstStart, Invitation, SessionSettings};
 use crate::config::EgressResolver;
 use crate::config::Settings;
 use crate::crypto::{KeySource, Keyring};
@@ -48,7 +48,7 @@ pub struct Application {
     tls: Option<Arc<rustls::ServerConfig>>,
     router: Router,
     state: AppState,
-    enrollment: Option<Invitation>,
+    enrollment: FirstStart,
     dashboard_url: url::Url,
     /// Ends the MCP endpoint's sessions and streams at shutdown.
     mcp_shutdown: tokio_util::sync::CancellationToken,
@@ -103,18 +103,29 @@ impl Application {
         let auth = Auth::new(store.clone(), &dashboard_url)?;
         // With no admin able to log in, a one-time link enrolls one (once
         // the store and the key are known good); `serve` prints it before
-        // it listens.
+        // it listens. A restart while one is still outstanding makes none.
         let enrollment = auth
             .first_start_link()
             .await
             .map_err(|e| anyhow::anyhow!("cannot prepare the first enrollment link: {e}"))?;
-        if let Some(inv) = &enrollment {
+        match &enrollment {
+            FirstStart::AdminExists => {}
             // The link itself (a token) goes to standard output only.
-            tracing::warn!(
+            FirstStart::Link(inv) => tracing::warn!(
                 operator = %inv.operator.name,
                 "no admin can log in yet: open the one-time link printed on standard output \
                  within an hour to enroll a passkey"
-            );
+            ),
+            FirstStart::Outstanding {
+                operator,
+                expires_at,
+            } => tracing::warn!(
+                operator = %operator.name,
+                expires_at = %crate::time::rfc3339_ms(*expires_at),
+                "no admin can log in yet: the enrollment link printed at an earlier start (or by \
+                 another replica) is still valid; `cordon operator enroll-link` prints a fresh \
+                 one (and retires it)"
+            ),
         }
         let policy = AddressPolicy::with_entries(&settings.egress_allow);
         let egress = match settings.egress_resolver {
@@ -196,9 +207,18 @@ impl Application {
     }
 
     /// The one-time link that enrolls the first admin, when no admin can
-    /// log in yet (made at build; `serve` prints it).
+    /// log in yet and none was outstanding (made at build; `serve` prints it).
     pub fn enrollment(&self) -> Option<&Invitation> {
-        self.enrollment.as_ref()
+        match &self.enrollment {
+            FirstStart::Link(inv) => Some(inv),
+            _ => None,
+        }
+    }
+
+    /// What the first-start check found (an admin, a new link, or one
+    /// still outstanding).
+    pub fn first_start(&self) -> &FirstStart {
+        &self.enrollment
     }
 
     /// The shared state (tests reach the store through it).

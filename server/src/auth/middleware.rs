@@ -174,7 +174,7 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
                 .map_or("/", |p| p.as_str())
                 .to_owned();
             let mut url = url::Url::parse("http://x/login").expect("a valid URL");
-            if next_path != "/" {
+            if next_path != "/" && safe_next(&next_path) {
                 url.query_pairs_mut().append_pair("next", &next_path);
             }
             let target = match url.query() {
@@ -185,6 +185,17 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
         }
         Err(e) => ui_error(&e),
     }
+}
+
+/// Whether `next` is a path of this dashboard that a login may send the
+/// browser back to: one `/` followed by neither `/` nor `\` (browsers read
+/// `//host`, `/\host` as another site), no backslash or control character
+/// anywhere. `public/passkey.js` (`safeNext`) checks the same in the browser.
+fn safe_next(next: &str) -> bool {
+    let mut chars = next.chars();
+    chars.next() == Some('/')
+        && !matches!(chars.next(), Some('/' | '\\'))
+        && !next.chars().any(|c| c == '\\' || c.is_control())
 }
 
 /// A [`UiError`] as an HTTP answer: its status, `{error: {code, message}}`
@@ -204,4 +215,29 @@ pub(crate) fn ui_error(e: &UiError) -> Response {
         body.to_string(),
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::safe_next;
+
+    #[test]
+    fn only_paths_of_this_dashboard_are_kept_as_next() {
+        for ok in ["/grants", "/tasks?x=1#y", "/sessions/s_1", "/a//b"] {
+            assert!(safe_next(ok), "{ok:?}");
+        }
+        for bad in [
+            "//evil.example",
+            "/\\evil.example/",
+            "/\\/evil.example",
+            "/\t/evil.example",
+            "/x\\y",
+            "/x\ny",
+            "https://evil.example/",
+            "evil.example",
+            "",
+        ] {
+            assert!(!safe_next(bad), "{bad:?}");
+        }
+    }
 }

@@ -156,6 +156,25 @@ pub struct Invitation {
     pub expires_at: i64,
 }
 
+/// What the first start found: whether the first admin needs a link.
+#[derive(Debug, Clone)]
+pub enum FirstStart {
+    /// An enabled admin has a passkey: no link.
+    AdminExists,
+    /// A new link (printed once, on standard output).
+    Link(Invitation),
+    /// No admin can log in, but a link for `operator` made before (by an
+    /// earlier start, or a replica) is unused and valid until `expires_at`
+    /// (Unix ms): none is made; `cordon operator enroll-link` makes a fresh
+    /// one and retires it.
+    Outstanding {
+        /// The admin it enrolls.
+        operator: OperatorRow,
+        /// Unix ms.
+        expires_at: i64,
+    },
+}
+
 /// The operators service; cheap to clone.
 #[derive(Clone)]
 pub struct Auth(Arc<Inner>);
@@ -272,7 +291,7 @@ impl Auth {
                 }
                 CreateOperatorError::Other(e) => AuthError::Internal(e),
             })?;
-        let (link, expires_at) = self.new_link(&row.id).await?;
+        let (link, expires_at) = self.new_link(&row.id, false).await?;
         Ok(Invitation {
             operator: row,
             link,
@@ -280,11 +299,17 @@ impl Auth {
         })
     }
 
-    /// A fresh enrollment link for `operator`. Its other unused links (made
-    /// by replicas starting together) keep working until one is used, which
-    /// retires the rest (`enrollment_complete`); retiring them here would
-    /// race a replica that just linked the same first admin.
-    async fn new_link(&self, operator: &OperatorId) -> Result<(String, i64), AuthError> {
+    /// A fresh enrollment link for `operator`. Unless `retire`, its other
+    /// unused links (made by replicas starting together) keep working until
+    /// one is used, which retires the rest (`enrollment_complete`); retiring
+    /// them at start would race a replica that just linked the same first
+    /// admin. An operator who asks for a fresh link (`retire`) wants the
+    /// ones printed before to stop working.
+    async fn new_link(
+        &self,
+        operator: &OperatorId,
+        retire: bool,
+    ) -> Result<(String, i64), AuthError> {
         let secret = ids::secret_token(ids::ENROLLMENT_SECRET);
         let now = now_ms();
         let row = EnrollmentRow {
@@ -293,9 +318,15 @@ impl Auth {
             expires_at: now + ENROLL_TTL_MS,
             used_at: None,
         };
-        self.store()
-            .enrollment_insert(&row, &token_hash(&secret), now)
-            .await?;
+        if retire {
+            self.store()
+                .enrollment_replace(&row, &token_hash(&secret), now)
+                .await?;
+        } else {
+            self.store()
+                .enrollment_insert(&row, &token_hash(&secret), now)
+                .await?;
+        }
         let mut url = self
             .0
             .public_url
@@ -306,15 +337,45 @@ impl Auth {
     }
 
     /// At start: when no enabled admin has a passkey, a link that enrolls
-    /// one (the first admin without passkeys, or a new `admin`). Replicas
-    /// starting together each print one: every such link works until one
-    /// of them is used (then the others stop), and two first starts at once
-    /// make one `admin`, not two.
-    pub async fn first_start_link(&self) -> Result<Option<Invitation>, AuthError> {
+    /// one (the first admin without passkeys, or a new `admin`), unless an
+    /// unused, unexpired link for that admin exists already (printed by an
+    /// earlier start, or by a replica starting at the same time): a restart
+    /// does not print the secret again, nor make one more. Replicas
+    /// starting together may each print one: every such link works until
+    /// one of them is used (then the others stop), and two first starts at
+    /// once make one `admin`, not two.
+    pub async fn first_start_link(&self) -> Result<FirstStart, AuthError> {
+        self.first_admin_link(false).await
+    }
+
+    /// `cordon operator enroll-link`: a fresh link for the first admin
+    /// (as the first start makes), retiring the ones not yet used; or for
+    /// operator `name`. Audited `operator.relink`.
+    pub async fn fresh_link(
+        &self,
+        actor: &Actor,
+        name: Option<&str>,
+    ) -> Result<Invitation, AuthError> {
+        let Some(name) = name else {
+            return match self.first_admin_link(true).await? {
+                FirstStart::Link(inv) => Ok(inv),
+                FirstStart::AdminExists | FirstStart::Outstanding { .. } => Err(AuthError::Conflict(
+                    "an admin can log in already: name the operator who needs a link (cordon operator enroll-link NAME)".into(),
+                )),
+            };
+        };
+        let operator = self.by_name(name).await?;
+        if operator.disabled_at.is_some() {
+            return Err(AuthError::Disabled(operator.name));
+        }
+        self.relink(actor, operator, true).await
+    }
+
+    async fn first_admin_link(&self, fresh: bool) -> Result<FirstStart, AuthError> {
         let mut tries = 0;
         loop {
             tries += 1;
-            match self.first_start_link_once().await {
+            match self.first_start_link_once(fresh).await {
                 // Another replica made `admin` just now: link that one.
                 Err(AuthError::Conflict(_)) | Ok(Err(Retry)) if tries < 3 => continue,
                 Err(e) => return Err(e),
@@ -328,9 +389,12 @@ impl Auth {
         }
     }
 
-    async fn first_start_link_once(&self) -> Result<Result<Option<Invitation>, Retry>, AuthError> {
+    async fn first_start_link_once(
+        &self,
+        fresh: bool,
+    ) -> Result<Result<FirstStart, Retry>, AuthError> {
         if self.store().operator_admin_enrolled().await? {
-            return Ok(Ok(None));
+            return Ok(Ok(FirstStart::AdminExists));
         }
         let waiting =
             |o: &OperatorRow| o.role == Role::Admin && o.disabled_at.is_none() && o.passkeys == 0;
@@ -349,24 +413,50 @@ impl Auth {
                     Some(o) if waiting(&o) => return Ok(Err(Retry)),
                     Some(_) => format!("admin-{}", &ids::random_id("")[..6]),
                 };
+                let actor = if fresh { Actor::Cli } else { Actor::System };
                 return self
-                    .invite(&Actor::System, &name, Role::Admin)
+                    .invite(&actor, &name, Role::Admin)
                     .await
-                    .map(|inv| Ok(Some(inv)));
+                    .map(|inv| Ok(FirstStart::Link(inv)));
             }
         };
+        if !fresh
+            && let Some(expires_at) = self
+                .store()
+                .enrollment_outstanding(&operator.id, now_ms())
+                .await?
+        {
+            return Ok(Ok(FirstStart::Outstanding {
+                operator,
+                expires_at,
+            }));
+        }
+        let actor = if fresh { Actor::Cli } else { Actor::System };
+        self.relink(&actor, operator, fresh)
+            .await
+            .map(|inv| Ok(FirstStart::Link(inv)))
+    }
+
+    /// A new link for an existing operator, audited; `retire`: their
+    /// unused links stop working.
+    async fn relink(
+        &self,
+        actor: &Actor,
+        operator: OperatorRow,
+        retire: bool,
+    ) -> Result<Invitation, AuthError> {
         self.audit(
-            NewEvent::new(Actor::System, "operator.relink")
-                .params(json!({ "operator": operator.id.as_str() }))
+            NewEvent::new(actor.clone(), "operator.relink")
+                .params(json!({ "operator": operator.id.as_str(), "retire_others": retire }))
                 .outcome("requested"),
         )
         .await?;
-        let (link, expires_at) = self.new_link(&operator.id).await?;
-        Ok(Ok(Some(Invitation {
+        let (link, expires_at) = self.new_link(&operator.id, retire).await?;
+        Ok(Invitation {
             operator,
             link,
             expires_at,
-        })))
+        })
     }
 
     /// Every operator.

@@ -126,6 +126,14 @@ pub enum OperatorCommand {
         #[arg(long, default_value = "operator")]
         role: app::api::auth::Role,
     },
+    /// Print a fresh one-time enrollment link (valid one hour) for the
+    /// first admin (the one `serve` prints a link for while no admin can
+    /// log in), or for operator NAME; their links not yet used stop
+    /// working.
+    EnrollLink {
+        /// Login name (default: the first admin, created if none exists).
+        name: Option<String>,
+    },
     /// List operators, their roles and whether they are enrolled.
     List,
     /// Disable an operator: they cannot log in, and their dashboard
@@ -283,11 +291,22 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve => {
             let shutdown = shutdown_signal()?;
             let app = Application::build(settings).await?;
-            if let Some(inv) = app.enrollment() {
-                println!(
+            match app.first_start() {
+                crate::auth::FirstStart::AdminExists => {}
+                crate::auth::FirstStart::Link(inv) => println!(
                     "No admin can log in yet. Enroll {:?} with a passkey within an hour at:\n  {}",
                     inv.operator.name, inv.link
-                );
+                ),
+                crate::auth::FirstStart::Outstanding {
+                    operator,
+                    expires_at,
+                } => println!(
+                    "No admin can log in yet. The enrollment link for {:?} printed at an earlier \
+                     start (or by another replica) is still valid (until {}). Lost it? \
+                     `cordon operator enroll-link` prints a fresh one and retires the others.",
+                    operator.name,
+                    crate::time::rfc3339_ms(*expires_at)
+                ),
             }
             app.run_until(shutdown).await?;
         }

@@ -21,6 +21,15 @@ pub(super) async fn operator(
             );
             println!("{}", inv.link);
         }
+        OperatorCommand::EnrollLink { name } => {
+            let inv = auth.fresh_link(&Actor::Cli, name.as_deref()).await?;
+            eprintln!(
+                "A fresh one-time link for {} (valid until {}); links printed before for them no longer work:",
+                inv.operator.name,
+                rfc3339_ms(inv.expires_at)
+            );
+            println!("{}", inv.link);
+        }
         OperatorCommand::List => {
             for o in auth.list().await? {
                 let state = if o.disabled_at.is_some() {

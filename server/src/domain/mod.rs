@@ -1,5 +1,6 @@
 //! Domain types parsed once at the edge; the rest of the code trusts them.
 
+mod download_guid;
 mod file_name;
 mod session_id;
 mod session_state;
@@ -7,6 +8,7 @@ mod target_url;
 mod tenant_id;
 
 pub use crate::ids::random_id;
+pub use download_guid::{DownloadGuid, DownloadGuidError};
 pub use file_name::{FileName, FileNameError, MAX_FILE_NAME};
 pub use session_id::{
     ApiKeyId, GrantRequestId, GrantTokenId, MalformedId, OperatorId, PasskeyId, SessionId,

@@ -209,7 +209,7 @@ impl Recorder {
             .await
             .with_context(|| format!("cannot create {}", dir.display()))?;
         let path = dir.join(format!("{seq:06}.{ext}"));
-        tokio::fs::write(&path, bytes)
+        crate::nofollow::write(&path, bytes)
             .await
             .with_context(|| format!("cannot write {}", path.display()))?;
         self.add_usage(tenant, i64::try_from(size).unwrap_or(i64::MAX));

@@ -336,11 +336,15 @@ impl Recorder {
         id: &ScreenshotId,
         variant: Variant,
     ) -> Result<ScreenshotBytes, OpenError> {
+        // Only a regular file is served, never what a link points to.
         let read = |path: PathBuf| async move {
-            match tokio::fs::read(&path).await {
-                Ok(bytes) => Ok(Some(bytes)),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                Err(e) => Err(OpenError::Io(
+            match crate::nofollow::read(&path).await {
+                Ok(bytes) => Ok(bytes),
+                Err(crate::nofollow::OpenError::NotRegular) => {
+                    tracing::warn!(path = %path.display(), "a screenshot is not a regular file; not served");
+                    Ok(None)
+                }
+                Err(crate::nofollow::OpenError::Io(e)) => Err(OpenError::Io(
                     anyhow::Error::new(e).context(format!("cannot read {}", path.display())),
                 )),
             }
@@ -384,7 +388,7 @@ impl Recorder {
             id.seq,
             hex::encode(rand::random::<[u8; 6]>())
         ));
-        tokio::fs::write(&tmp, &bytes)
+        crate::nofollow::write(&tmp, &bytes)
             .await
             .with_context(|| format!("cannot write {}", tmp.display()))?;
         tokio::fs::rename(&tmp, &thumb)
@@ -543,6 +547,33 @@ mod tests {
         // The second request reads the kept file.
         std::fs::write(&stored, b"kept").unwrap();
         assert_eq!(rec.open(&id, Variant::Thumb).await.unwrap().bytes, b"kept");
+    }
+
+    #[tokio::test]
+    async fn a_link_in_place_of_a_frame_or_thumbnail_is_neither_served_nor_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let rec = Recorder::new(&dir.path().join("rec"));
+        let (t, s) = ids();
+        let secret = dir.path().join("master.key");
+        std::fs::write(&secret, b"the master key").unwrap();
+        let sdir = rec.session_dir("acme", s.as_str());
+        std::fs::create_dir_all(&sdir).unwrap();
+        std::os::unix::fs::symlink(&secret, sdir.join("000001.png")).unwrap();
+        let id = ScreenshotId::new(t, s.clone(), 1);
+        for variant in [Variant::Full, Variant::Thumb] {
+            let got = rec.open(&id, variant).await;
+            assert!(
+                matches!(got, Err(OpenError::NotFound)),
+                "{variant:?}: {:?}",
+                got.map(|b| b.bytes.len())
+            );
+        }
+        // Saving frame 1 again does not write through the link either.
+        let saved = rec
+            .save(RecordMode::Audit, "acme", s.as_str(), 1, "png", b"frame")
+            .await;
+        assert!(saved.is_err(), "{saved:?}");
+        assert_eq!(std::fs::read(&secret).unwrap(), b"the master key");
     }
 
     #[tokio::test]

@@ -307,6 +307,62 @@ impl Store {
         Ok(exists.then_some(false))
     }
 
+    /// When the operator's latest unused, unexpired enrollment link
+    /// expires (Unix ms), if there is one.
+    pub async fn enrollment_outstanding(
+        &self,
+        operator: &OperatorId,
+        now: i64,
+    ) -> anyhow::Result<Option<i64>> {
+        let row = sqlx::query(
+            "SELECT expires_at FROM enrollments WHERE operator_id = $1 AND used_at IS NULL \
+             AND expires_at > $2 ORDER BY expires_at DESC LIMIT 1",
+        )
+        .bind(operator.as_str().to_owned())
+        .bind(now)
+        .fetch_optional(self.pool())
+        .await
+        .context("failed to read outstanding enrollment links")?;
+        row.map(|r| r.try_get("expires_at").map_err(anyhow::Error::from))
+            .transpose()
+    }
+
+    /// Stores an enrollment link's hash and retires (expires now) every
+    /// other unused link of its operator, in one transaction: an operator
+    /// asked for a fresh link, so the ones printed before stop working.
+    pub async fn enrollment_replace(
+        &self,
+        row: &EnrollmentRow,
+        token_hash: &str,
+        now: i64,
+    ) -> anyhow::Result<usize> {
+        let mut tx = self.pool().begin().await.context("failed to begin")?;
+        let retired = sqlx::query(
+            "UPDATE enrollments SET expires_at = $1 WHERE operator_id = $2 \
+             AND used_at IS NULL AND expires_at > $1",
+        )
+        .bind(now)
+        .bind(row.operator_id.as_str().to_owned())
+        .execute(&mut *tx)
+        .await
+        .context("failed to retire enrollment links")?
+        .rows_affected();
+        sqlx::query(
+            "INSERT INTO enrollments (id, operator_id, token_hash, created_at, expires_at) \
+             VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(row.id.clone())
+        .bind(row.operator_id.as_str().to_owned())
+        .bind(token_hash.to_owned())
+        .bind(now)
+        .bind(row.expires_at)
+        .execute(&mut *tx)
+        .await
+        .context("failed to insert enrollment link")?;
+        tx.commit().await.context("failed to commit")?;
+        Ok(usize::try_from(retired).unwrap_or(usize::MAX))
+    }
+
     /// Stores an enrollment link's hash (the operator's other unused links
     /// stay valid until one is used: `enrollment_complete`).
     pub async fn enrollment_insert(

@@ -469,3 +469,157 @@ fn a_master_key_file_outside_the_data_dir_is_created_there_and_used() {
     );
     assert!(!dir.path().join("data/master.key").exists());
 }
+
+/// `cordon serve` in `dir` with its standard output collected line by line
+/// (the enrollment link is printed there, before it listens); the port it
+/// listens on.
+fn serve_printing(
+    dir: &std::path::Path,
+) -> (
+    std::process::Child,
+    u16,
+    std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+) {
+    use std::io::{BufRead, BufReader};
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cordon"));
+    cmd.current_dir(dir)
+        .arg("serve")
+        .env("CORDON_BIND", "127.0.0.1:0")
+        .env("CORDON_POOL_SIZE", "0")
+        .env("CORDON_LOG_FORMAT", "json")
+        .env("CORDON_LOG_LEVEL", "info")
+        .env("CORDON_EGRESS_RESOLVER", "loopback-only")
+        .env_remove("CORDON_MASTER_KEY")
+        .env_remove("CORDON_DATA_DIR")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("cordon serve starts");
+    let printed = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let out = BufReader::new(child.stdout.take().expect("stdout"));
+    let sink = printed.clone();
+    std::thread::spawn(move || {
+        for line in out.lines().map_while(Result::ok) {
+            sink.lock().unwrap().push(line);
+        }
+    });
+    let mut seen = Vec::new();
+    for line in BufReader::new(child.stderr.take().expect("stderr")).lines() {
+        let line = line.expect("utf-8 log");
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+        if let Some(port) = v["addr"]
+            .as_str()
+            .and_then(|a| a.rsplit_once(':'))
+            .and_then(|(_, p)| p.parse().ok())
+        {
+            return (child, port, printed);
+        }
+        seen.push(line);
+    }
+    let status = child.wait().expect("wait");
+    panic!("serve exited ({status}) before listening: {seen:?}");
+}
+
+/// What serve printed, once it printed a line containing `needle` (the
+/// secret of a link hidden, for the test's output).
+async fn printed_with(printed: &std::sync::Mutex<Vec<String>>, needle: &str) -> Vec<String> {
+    crate::helpers::wait_until(needle, crate::helpers::PATIENCE, || async {
+        let lines = printed.lock().unwrap().clone();
+        if lines.iter().any(|l| l.contains(needle)) {
+            Ok(lines)
+        } else {
+            Err(hide_secrets(&lines))
+        }
+    })
+    .await
+}
+
+fn hide_secrets(lines: &[String]) -> String {
+    lines
+        .iter()
+        .map(|l| match l.split_once("#cen_") {
+            Some((before, _)) => format!("{before}#cen_<hidden>"),
+            None => l.clone(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The `cen_` secret of the one link in `lines`.
+fn secret_in(lines: &[String]) -> String {
+    let links: Vec<&str> = lines
+        .iter()
+        .filter_map(|l| l.split_once("/enroll#").map(|(_, s)| s.trim()))
+        .collect();
+    assert_eq!(links.len(), 1, "one link: {}", hide_secrets(lines));
+    links[0].to_owned()
+}
+
+/// `POST /ui/auth/enroll/start` with `secret`: its status and message.
+async fn enroll_start(port: u16, secret: &str) -> (reqwest::StatusCode, String) {
+    let res = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .post(format!("http://127.0.0.1:{port}/ui/auth/enroll/start"))
+        .header("origin", format!("http://localhost:{port}"))
+        .header("host", format!("localhost:{port}"))
+        .json(&serde_json::json!({ "token": secret, "passkey_name": "laptop" }))
+        .send()
+        .await
+        .unwrap();
+    let status = res.status();
+    let body: serde_json::Value = res.json().await.unwrap_or_default();
+    (
+        status,
+        body["message"].as_str().unwrap_or_default().to_owned(),
+    )
+}
+
+#[tokio::test]
+async fn a_restart_keeps_the_outstanding_first_admin_link_and_enroll_link_replaces_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, _, printed) = serve_printing(dir.path());
+    let first_lines = printed_with(&printed, "/enroll#cen_").await;
+    let old = secret_in(&first_lines);
+    stop(first);
+
+    // A restart while the link is unused and valid prints no new one …
+    let (second, port, printed) = serve_printing(dir.path());
+    let lines = printed_with(&printed, "cordon operator enroll-link").await;
+    assert!(
+        !lines.iter().any(|l| l.contains("#cen_")),
+        "a second link was printed: {}",
+        hide_secrets(&lines)
+    );
+    // … and the first one still works.
+    let (status, message) = enroll_start(port, &old).await;
+    assert_eq!(status, reqwest::StatusCode::OK, "the first link: {message}");
+
+    // The CLI prints a fresh link that works; the old one no longer does.
+    let out = cordon(dir.path(), &[], &["operator", "enroll-link"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let cli_lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let fresh = secret_in(&cli_lines);
+    assert_ne!(fresh, old);
+    let (status, message) = enroll_start(port, &fresh).await;
+    assert_eq!(status, reqwest::StatusCode::OK, "the fresh link: {message}");
+    let (status, message) = enroll_start(port, &old).await;
+    assert_eq!(
+        status,
+        reqwest::StatusCode::BAD_REQUEST,
+        "the old link: {message}"
+    );
+    assert!(message.contains("expired"), "{message}");
+    // Still one admin.
+    let out = cordon(dir.path(), &[], &["operator", "list"]);
+    let listed = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(listed.lines().count(), 1, "{listed}");
+    stop(second);
+    // Naming an operator that does not exist is a one-line error.
+    let out = cordon(dir.path(), &[], &["operator", "enroll-link", "nobody"]);
+    assert_clean_failure(&out, "nobody");
+    assert!(out.stdout.is_empty(), "no link printed");
+}

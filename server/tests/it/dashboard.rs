@@ -5,6 +5,7 @@
 
 use app::api::auth::Role;
 use cordon::audit::Actor;
+use cordon::auth::FirstStart;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -116,14 +117,12 @@ async fn enrollment_links_refuse_expired_used_tampered_and_foreign_tokens(backen
         body["message"].as_str().unwrap().contains("expired"),
         "{body}"
     );
-    // A restart while no admin is enrolled gives a fresh link for the same admin.
-    let again = app
-        .state
-        .auth
-        .first_start_link()
-        .await
-        .unwrap()
-        .expect("admin still unenrolled");
+    // A restart while no admin is enrolled and every link expired gives a
+    // fresh link for the same admin.
+    let again = match app.state.auth.first_start_link().await.unwrap() {
+        FirstStart::Link(inv) => inv,
+        other => panic!("admin still unenrolled, links expired: {other:?}"),
+    };
     assert_ne!(secret_of(&again.link), secret);
     assert_eq!(again.operator.name, "admin");
     // Malformed bodies.
@@ -480,6 +479,40 @@ async fn an_operator_cannot_remove_their_last_passkey_nor_anothers(backend: Back
 }
 
 #[tokio::test]
+async fn a_page_asked_for_logged_out_is_kept_as_next_only_when_it_is_a_path_of_the_dashboard() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let no_redirects = reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let port = app.addr.port();
+    for (path, want) in [
+        ("/grants?x=1", "/login?next=%2Fgrants%3Fx%3D1"),
+        // The browser would read `//evil.example` as another site.
+        ("//evil.example", "/login"),
+        ("//evil.example/x", "/login"),
+    ] {
+        let res = no_redirects
+            .get(format!("http://localhost:{port}{path}"))
+            .send()
+            .await
+            .unwrap();
+        let status = res.status();
+        let location = res
+            .headers()
+            .get("location")
+            .map(|l| l.to_str().unwrap().to_owned());
+        assert_eq!(
+            (status, location.as_deref()),
+            (StatusCode::SEE_OTHER, Some(want)),
+            "{path}"
+        );
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
 async fn login_pages_reached_by_an_ip_send_the_browser_to_the_public_url() {
     let app = TestApp::spawn(Backend::Sqlite).await;
     let no_redirects = reqwest::Client::builder()
@@ -557,8 +590,10 @@ async fn an_open_change_stream_hears_changes_and_does_not_hold_the_shutdown() {
 both_backends!(first_start_links_of_replicas_starting_together_all_work_until_one_is_used);
 
 /// Replicas starting together on a fresh database each print a first-start
-/// link: all of them work (one does not silently retire another's), make
-/// one `admin` between them, and once one link is used the others stop.
+/// link, or say one is outstanding when another replica's came first: all
+/// the links work (one does not silently retire another's), they make one
+/// `admin` between them, a later start makes none, and once one link is
+/// used the others stop.
 async fn first_start_links_of_replicas_starting_together_all_work_until_one_is_used(
     backend: Backend,
 ) {
@@ -570,13 +605,29 @@ async fn first_start_links_of_replicas_starting_together_all_work_until_one_is_u
         .unwrap();
     let auth = &app.state.auth;
     let (one, two) = tokio::join!(auth.first_start_link(), auth.first_start_link());
-    let (one, two) = (one.unwrap().unwrap(), two.unwrap().unwrap());
-    let three = auth.first_start_link().await.unwrap().unwrap();
+    let (one, two) = (one.unwrap(), two.unwrap());
+    let later = auth.first_start_link().await.unwrap();
     let admins: Vec<_> = auth.list().await.unwrap();
     assert_eq!(admins.len(), 1, "one admin between them: {admins:?}");
-    for inv in [&one, &two, &three] {
-        assert_eq!(inv.operator.id, admins[0].id);
+    let mut links = Vec::new();
+    for started in [&one, &two, &later] {
+        match started {
+            FirstStart::Link(inv) => {
+                assert_eq!(inv.operator.id, admins[0].id);
+                links.push(inv.clone());
+            }
+            FirstStart::Outstanding { operator, .. } => assert_eq!(operator.id, admins[0].id),
+            FirstStart::AdminExists => panic!("no admin can log in yet: {started:?}"),
+        }
     }
+    assert!(
+        matches!(later, FirstStart::Outstanding { .. }),
+        "a later start prints no new link: {later:?}"
+    );
+    assert!(
+        !links.is_empty() && links.len() <= 2,
+        "replicas starting together print one or two links: {one:?} {two:?}"
+    );
     let start = |link: &str| {
         app.auth_post(
             "/ui/auth/enroll/start",
@@ -584,7 +635,7 @@ async fn first_start_links_of_replicas_starting_together_all_work_until_one_is_u
             None,
         )
     };
-    for inv in [&one, &two, &three] {
+    for inv in &links {
         let (status, body) = start(&inv.link).await;
         assert_eq!(status, StatusCode::OK, "every replica's link works: {body}");
     }
@@ -592,7 +643,7 @@ async fn first_start_links_of_replicas_starting_together_all_work_until_one_is_u
     let used = app
         .state
         .store
-        .enrollment_by_hash(&cordon::ids::token_hash(&secret_of(&two.link)))
+        .enrollment_by_hash(&cordon::ids::token_hash(&secret_of(&links[0].link)))
         .await
         .unwrap()
         .unwrap();
@@ -612,7 +663,7 @@ async fn first_start_links_of_replicas_starting_together_all_work_until_one_is_u
             .await
             .unwrap()
     );
-    for inv in [&one, &two, &three] {
+    for inv in &links {
         let (status, body) = start(&inv.link).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
         assert!(

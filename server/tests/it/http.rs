@@ -373,3 +373,50 @@ async fn every_agent_api_error_is_json_whoever_produced_it() {
     );
     app.stop().await;
 }
+
+#[tokio::test]
+async fn the_probes_refuse_a_foreign_host_and_answer_ip_literals_and_cordons_names() {
+    // A public name that is not loopback, as a deployment behind a proxy has.
+    let app = TestApp::spawn_with(
+        Backend::Sqlite,
+        &[("CORDON_PUBLIC_URL", "https://cordon.example.com")],
+    )
+    .await;
+    let port = app.addr.port();
+    let probe = |path: &'static str, host: String| {
+        let req = app.http.get(app.url(path)).header("host", host.clone());
+        async move {
+            let res = req.send().await.unwrap();
+            let status = res.status();
+            let body = res.text().await.unwrap();
+            (
+                status,
+                format!("{path} under Host {host:?}: {status} {body}"),
+            )
+        }
+    };
+    for path in ["/healthz", "/readyz", "/metrics"] {
+        // DNS rebinding: a page whose own name now points here.
+        for foreign in [
+            "evil.example".to_owned(),
+            format!("evil.example:{port}"),
+            format!("127.0.0.1.evil.example:{port}"),
+        ] {
+            let (status, seen) = probe(path, foreign).await;
+            assert_eq!(status, StatusCode::FORBIDDEN, "{seen}");
+            assert!(!seen.contains("cordon_http_requests_total"), "{seen}");
+        }
+        // A kubelet asks by IP; operators by Cordon's names.
+        for own in [
+            format!("127.0.0.1:{port}"),
+            format!("[::1]:{port}"),
+            "10.1.2.3:8080".to_owned(),
+            format!("localhost:{port}"),
+            "cordon.example.com".to_owned(),
+        ] {
+            let (status, seen) = probe(path, own).await;
+            assert_eq!(status, StatusCode::OK, "{seen}");
+        }
+    }
+    app.stop().await;
+}

@@ -579,3 +579,86 @@ async fn an_mcp_session_is_served_by_its_replica_whichever_replica_a_request_rea
         .unwrap();
     assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
 }
+
+#[tokio::test]
+async fn an_mcp_session_answers_only_the_key_that_opened_it_and_is_unknown_to_any_other() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let acme = app.agent("acme").await;
+    let mut mcp = Mcp::of(&app, &acme).await;
+    let session = mcp.session.clone().expect("an MCP session id");
+    // Another tenant's key, and another key of the same tenant.
+    let globex = app.agent("globex").await;
+    let acme_other = app.agent("acme").await;
+    let list = json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/list" });
+    for (who, key) in [
+        ("globex", &globex.key),
+        ("acme's other key", &acme_other.key),
+    ] {
+        let post = app
+            .http
+            .post(app.url("/mcp"))
+            .bearer_auth(key)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-session-id", &session)
+            .json(&list);
+        let stream = app
+            .http
+            .get(app.url("/mcp"))
+            .bearer_auth(key)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &session);
+        let delete = app
+            .http
+            .delete(app.url("/mcp"))
+            .bearer_auth(key)
+            .header("mcp-session-id", &session);
+        for (method, req) in [("POST", post), ("GET", stream), ("DELETE", delete)] {
+            let res = req.send().await.unwrap();
+            let status = res.status();
+            let body = res.text().await.unwrap();
+            let start: String = body.chars().take(300).collect();
+            assert_eq!(
+                status,
+                StatusCode::NOT_FOUND,
+                "{method} by {who}: {status} {start}"
+            );
+            assert!(!body.contains("browser_"), "{method} by {who}: {start}");
+        }
+    }
+
+    // The owner's session is still there and works, even after a method
+    // rmcp does not know (which it may answer with an HTTP 404).
+    let res = mcp
+        .post(&json!({ "jsonrpc": "2.0", "id": 8, "method": "no/such_method" }))
+        .await;
+    let status = res.status();
+    assert!(
+        status == StatusCode::OK || status == StatusCode::NOT_FOUND,
+        "{status}"
+    );
+    let tools = mcp.rpc("tools/list", json!({})).await;
+    assert!(
+        tools["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty()),
+        "{tools}"
+    );
+    // Its owner ends it; then it is unknown to its owner too.
+    let res = app
+        .http
+        .delete(app.url("/mcp"))
+        .bearer_auth(&acme.key)
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::ACCEPTED, "{:?}", res.text().await);
+    let res = mcp.post(&list).await;
+    assert_eq!(
+        res.status(),
+        StatusCode::NOT_FOUND,
+        "{:?}",
+        res.text().await
+    );
+    app.stop().await;
+}

@@ -1,10 +1,17 @@
 //! Downloads of a session that allows them. The browser saves each under
 //! its GUID in the sandbox's download directory; a watcher follows the
 //! browser's events, cancels and removes one that grows past
-//! `download_max_mb`, and moves a finished one, under its (checked)
+//! `download_max_mb`, and copies a finished one, under its (checked)
 //! suggested name, into the session's own folder of the data dir:
 //! `<data_dir or shared_dir>/downloads/<tenant>/<session>/`. Each is audited by name,
 //! size and SHA-256.
+//!
+//! The sandbox's folder and the events are the browser's, so untrusted: an
+//! id that is not Chromium's GUID shape is refused, and the finished file
+//! is opened without following a link and must be a regular file
+//! ([`crate::nofollow`]); its bytes are copied from that open handle into
+//! a file Cordon creates (never renamed out of the sandbox's folder), and
+//! the caps are checked on the bytes copied.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
@@ -17,7 +24,8 @@ use tokio::sync::mpsc;
 
 use crate::audit::{Actor, NewEvent};
 use crate::cdp::{DownloadEvent, DownloadState};
-use crate::domain::{FileName, SessionId, TenantId};
+use crate::domain::{DownloadGuid, FileName, SessionId, TenantId};
+use crate::nofollow::{self, OpenError};
 use crate::sessions::LiveSession;
 use crate::store::Store;
 
@@ -49,15 +57,17 @@ pub struct DownloadInfo {
     pub state: DownloadStatus,
     /// When it began (RFC 3339).
     pub created_at: String,
-    /// Why it was refused: `too_large` (over `download_max_mb`) or
+    /// Why it was refused: `too_large` (over `download_max_mb`),
     /// `session_full` (the session's downloads would pass
-    /// `download_session_max_mb`).
+    /// `download_session_max_mb`) or `not_a_file` (the browser left
+    /// something other than a regular file, a symbolic link say, under
+    /// the download's id).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
 
 struct Entry {
-    guid: String,
+    guid: DownloadGuid,
     info: DownloadInfo,
 }
 
@@ -151,11 +161,22 @@ impl Downloads {
             .into_iter()
             .find(|i| i.state == DownloadStatus::Completed && i.name == name.as_str())
             .ok_or_else(|| FetchError::NotFound(name.to_string()))?;
+        // Only Cordon writes this folder; still, nothing but the regular
+        // file it kept is served.
         let path = self.dir.join(name.as_str());
-        let file = tokio::fs::File::open(&path).await.map_err(|e| {
-            anyhow::Error::from(e).context(format!("cannot open {}", path.display()))
-        })?;
-        Ok((info, file))
+        let file = tokio::task::spawn_blocking(move || match nofollow::open_regular(&path) {
+            Ok(f) => Ok(f),
+            Err(OpenError::NotRegular) => Err(anyhow::anyhow!(
+                "{} is not a regular file; not served",
+                path.display()
+            )),
+            Err(OpenError::Io(e)) => {
+                Err(anyhow::Error::from(e).context(format!("cannot open {}", path.display())))
+            }
+        })
+        .await
+        .map_err(anyhow::Error::from)??;
+        Ok((info, tokio::fs::File::from_std(file)))
     }
 
     /// Follows the browser's download events until they end.
@@ -201,6 +222,13 @@ impl Downloads {
         match event {
             DownloadEvent::Began { guid, suggested } => {
                 let name = FileName::sanitize(&suggested);
+                let Ok(guid) = DownloadGuid::parse(&guid) else {
+                    // Not an id Chromium makes: it could name a path
+                    // outside the sandbox's folder. No entry, no file.
+                    tracing::warn!("a download with a malformed id was refused (hostile browser?)");
+                    self.audit_refused_id(store, &name).await;
+                    return;
+                };
                 self.entries.lock().expect("downloads lock").push(Entry {
                     guid,
                     info: DownloadInfo {
@@ -219,6 +247,11 @@ impl Downloads {
                 total,
                 state,
             } => {
+                // An id that never began (a malformed one included) is
+                // nothing of this session's.
+                let Ok(guid) = DownloadGuid::parse(&guid) else {
+                    return;
+                };
                 let Some(current) = self.state_of(&guid) else {
                     return;
                 };
@@ -236,7 +269,7 @@ impl Downloads {
                 match state {
                     DownloadState::InProgress if over.is_some() => {
                         if let Some(live) = session.upgrade()
-                            && let Err(e) = live.conn.cancel_download(&guid).await
+                            && let Err(e) = live.conn.cancel_download(guid.as_str()).await
                         {
                             tracing::warn!(error = %e, "failed to cancel a download over its cap");
                         }
@@ -258,30 +291,34 @@ impl Downloads {
         }
     }
 
-    fn state_of(&self, guid: &str) -> Option<DownloadStatus> {
+    fn state_of(&self, guid: &DownloadGuid) -> Option<DownloadStatus> {
         self.entries
             .lock()
             .expect("downloads lock")
             .iter()
-            .find(|e| e.guid == guid)
+            .find(|e| e.guid == *guid)
             .map(|e| e.info.state)
     }
 
-    fn update(&self, guid: &str, change: impl FnOnce(&mut DownloadInfo)) -> Option<DownloadInfo> {
+    fn update(
+        &self,
+        guid: &DownloadGuid,
+        change: impl FnOnce(&mut DownloadInfo),
+    ) -> Option<DownloadInfo> {
         let mut entries = self.entries.lock().expect("downloads lock");
-        let entry = entries.iter_mut().find(|e| e.guid == guid)?;
+        let entry = entries.iter_mut().find(|e| e.guid == *guid)?;
         change(&mut entry.info);
         Some(entry.info.clone())
     }
 
     /// Bytes the session's other downloads take or are taking.
-    fn used_except(&self, guid: &str) -> u64 {
+    fn used_except(&self, guid: &DownloadGuid) -> u64 {
         self.entries
             .lock()
             .expect("downloads lock")
             .iter()
             .filter(|e| {
-                e.guid != guid
+                e.guid != *guid
                     && matches!(
                         e.info.state,
                         DownloadStatus::Completed | DownloadStatus::InProgress
@@ -292,7 +329,7 @@ impl Downloads {
     }
 
     /// Marks it refused, removes what arrived, audits.
-    async fn refuse(&self, store: &Store, guid: &str, bytes: u64, over: Over) {
+    async fn refuse(&self, store: &Store, guid: &DownloadGuid, bytes: u64, over: Over) {
         let reason = over.reason();
         self.update(guid, |i| {
             i.state = DownloadStatus::Refused;
@@ -310,12 +347,14 @@ impl Downloads {
             .await;
     }
 
-    /// Moves a finished download into the session's folder, hashed.
-    async fn complete(&self, store: &Store, guid: &str) {
-        let from = self.incoming.join(guid);
+    /// Copies a finished download into the session's folder, hashed.
+    async fn complete(&self, store: &Store, guid: &DownloadGuid) {
+        let from = self.incoming.join(guid.as_str());
         // The event may come a moment before the file has its final name.
+        // (Whatever stands there, a link included, ends the wait; only a
+        // regular file is kept.)
         for _ in 0..40 {
-            if tokio::fs::metadata(&from).await.is_ok() {
+            if tokio::fs::symlink_metadata(&from).await.is_ok() {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -325,7 +364,7 @@ impl Downloads {
             .lock()
             .expect("downloads lock")
             .iter()
-            .find(|e| e.guid == guid)
+            .find(|e| e.guid == *guid)
             .map(|e| FileName::sanitize(&e.info.name))
         else {
             return;
@@ -335,6 +374,20 @@ impl Downloads {
             .saturating_sub(self.used_except(guid));
         let (dir, max) = (self.dir.clone(), self.max_bytes.min(room));
         let moved = tokio::task::spawn_blocking(move || keep_file(&from, &dir, &wanted, max)).await;
+        if matches!(moved, Ok(Ok(Kept::NotAFile))) {
+            tracing::warn!("a finished download is not a regular file; refused (hostile browser?)");
+            self.update(guid, |i| {
+                i.state = DownloadStatus::Refused;
+                i.size = 0;
+                i.reason = Some(NOT_A_FILE.into());
+            });
+            // Unlinks what was planted (a link, not its target).
+            self.remove_incoming(guid).await;
+            let outcome = format!("refused: {NOT_A_FILE}");
+            self.audit(store, guid, "download.refused", json!({}), &outcome)
+                .await;
+            return;
+        }
         match moved {
             Ok(Ok(Kept::Saved { name, size, sha256 })) => {
                 self.update(guid, |i| {
@@ -363,18 +416,19 @@ impl Downloads {
                     i.reason = Some("io".into());
                 });
             }
-            Err(e) => tracing::error!(error = %e, "the download mover panicked"),
+            Ok(Ok(Kept::NotAFile)) => {}
+            Err(e) => tracing::error!(error = %e, "the download copier panicked"),
         }
     }
 
     /// Removes a download's partial or finished file from the sandbox's
     /// directory (Chromium may add a suffix while it writes).
-    async fn remove_incoming(&self, guid: &str) {
+    async fn remove_incoming(&self, guid: &DownloadGuid) {
         let Ok(mut entries) = tokio::fs::read_dir(&self.incoming).await else {
             return;
         };
         while let Ok(Some(e)) = entries.next_entry().await {
-            if e.file_name().to_string_lossy().starts_with(guid) {
+            if e.file_name().to_string_lossy().starts_with(guid.as_str()) {
                 let _ = tokio::fs::remove_file(e.path()).await;
             }
         }
@@ -384,7 +438,7 @@ impl Downloads {
     async fn audit(
         &self,
         store: &Store,
-        guid: &str,
+        guid: &DownloadGuid,
         action: &'static str,
         mut params: serde_json::Value,
         outcome: &str,
@@ -394,10 +448,29 @@ impl Downloads {
             .lock()
             .expect("downloads lock")
             .iter()
-            .find(|e| e.guid == guid)
+            .find(|e| e.guid == *guid)
             .map(|e| e.info.name.clone())
             .unwrap_or_default();
         params["name"] = json!(name);
+        self.append(store, action, params, outcome).await;
+    }
+
+    /// Audits a download refused for its malformed id (the id itself is
+    /// not written: it is the browser's, and may be anything).
+    async fn audit_refused_id(&self, store: &Store, name: &FileName) {
+        let outcome = format!("refused: {BAD_ID}");
+        let params = json!({ "name": name.as_str() });
+        self.append(store, "download.refused", params, &outcome)
+            .await;
+    }
+
+    async fn append(
+        &self,
+        store: &Store,
+        action: &'static str,
+        params: serde_json::Value,
+        outcome: &str,
+    ) {
         let event = NewEvent::new(Actor::System, action)
             .tenant(&self.tenant)
             .session(self.session.as_str())
@@ -408,6 +481,11 @@ impl Downloads {
         }
     }
 }
+
+/// Why a download whose id is not Chromium's shape was refused.
+const BAD_ID: &str = "bad_id";
+/// Why a download whose file is not a regular file was refused.
+const NOT_A_FILE: &str = "not_a_file";
 
 /// Which cap a download ran into.
 #[derive(Clone, Copy)]
@@ -434,43 +512,285 @@ enum Kept {
         sha256: String,
     },
     TooLarge(u64),
+    /// A link, FIFO, folder … stands under the download's id.
+    NotAFile,
 }
 
-/// Moves `from` into `dir` as `wanted` (or `wanted (n)` when taken),
-/// hashing it; one over `max` bytes is removed instead.
+/// Copies `from` into a new file of `dir` named `wanted` (or `wanted (n)`
+/// when taken), hashing it, then removes `from`. `from` is opened without
+/// following a link and must be a regular file; the bytes come from that
+/// handle, so nothing swapped in under its name afterwards is read. One
+/// over `max` bytes (stated or copied) is not kept.
 fn keep_file(from: &Path, dir: &Path, wanted: &FileName, max: u64) -> anyhow::Result<Kept> {
     use anyhow::Context;
-    use std::io::Read;
-    let size = std::fs::metadata(from)
-        .with_context(|| format!("cannot stat {}", from.display()))?
-        .len();
-    if size > max {
-        let _ = std::fs::remove_file(from);
-        return Ok(Kept::TooLarge(size));
-    }
-    let mut file =
-        std::fs::File::open(from).with_context(|| format!("cannot open {}", from.display()))?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            break;
+    use std::io::{Read, Write};
+    let mut src = match nofollow::open_regular(from) {
+        Ok(f) => f,
+        Err(OpenError::NotRegular) => return Ok(Kept::NotAFile),
+        Err(OpenError::Io(e)) => {
+            return Err(e).with_context(|| format!("cannot open {}", from.display()));
         }
-        hasher.update(&buf[..n]);
+    };
+    let stated = src.metadata()?.len();
+    if stated > max {
+        return Ok(Kept::TooLarge(stated));
     }
-    let sha256 = hex::encode(hasher.finalize());
     let mut name = wanted.clone();
     let mut n = 2;
-    while dir.join(name.as_str()).exists() {
-        name = wanted.numbered(n);
-        n += 1;
+    let (to, mut out) = loop {
+        let to = dir.join(name.as_str());
+        match nofollow::create_private(&to) {
+            Ok(f) => break (to, f),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                name = wanted.numbered(n);
+                n += 1;
+            }
+            Err(e) => return Err(e).with_context(|| format!("cannot create {}", to.display())),
+        }
+    };
+    let mut copy = || -> std::io::Result<Option<(u64, String)>> {
+        let mut hasher = Sha256::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut size = 0u64;
+        loop {
+            let n = src.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            size += n as u64;
+            if size > max {
+                // It grew after the check: the cap holds on what is read.
+                return Ok(None);
+            }
+            hasher.update(&buf[..n]);
+            out.write_all(&buf[..n])?;
+        }
+        out.flush()?;
+        Ok(Some((size, hex::encode(hasher.finalize()))))
+    };
+    match copy() {
+        Ok(Some((size, sha256))) => {
+            let _ = std::fs::remove_file(from);
+            Ok(Kept::Saved { name, size, sha256 })
+        }
+        Ok(None) => {
+            let _ = std::fs::remove_file(&to);
+            Ok(Kept::TooLarge(max.saturating_add(1)))
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(&to);
+            Err(e).with_context(|| format!("cannot copy to {}", to.display()))
+        }
     }
-    let to = dir.join(name.as_str());
-    if std::fs::rename(from, &to).is_err() {
-        // Another file system: copy, then remove.
-        std::fs::copy(from, &to).with_context(|| format!("cannot copy to {}", to.display()))?;
-        let _ = std::fs::remove_file(from);
+}
+
+/// A compromised browser, simulated: its events and its download folder
+/// are the attacker's.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    const GUID: &str = "0f8fad5b-d9cb-469f-a165-70867728950e";
+    const MAX: u64 = 1 << 20;
+
+    struct Case {
+        _tmp: tempfile::TempDir,
+        /// The stand-in for the master key: outside every folder Cordon
+        /// moves files between.
+        secret: PathBuf,
+        incoming: PathBuf,
+        store: Store,
+        downloads: Arc<Downloads>,
     }
-    Ok(Kept::Saved { name, size, sha256 })
+
+    async fn case() -> Case {
+        let tmp = tempfile::tempdir().unwrap();
+        let secret = tmp.path().join("master.key");
+        std::fs::write(&secret, b"the master key").unwrap();
+        let incoming = tmp.path().join("sandbox/downloads");
+        std::fs::create_dir_all(&incoming).unwrap();
+        let store = Store::connect(&secrecy::SecretString::from("sqlite::memory:".to_owned()))
+            .await
+            .unwrap();
+        store.migrate().await.unwrap();
+        let tenant: TenantId = "acme".parse().unwrap();
+        let downloads = Downloads::create(
+            &tmp.path().join("data/downloads"),
+            &tenant,
+            &SessionId::generate(),
+            incoming.clone(),
+            (MAX, MAX),
+        )
+        .await
+        .unwrap();
+        Case {
+            _tmp: tmp,
+            secret,
+            incoming,
+            store,
+            downloads,
+        }
+    }
+
+    impl Case {
+        /// The browser says `guid` began and finished (bounded: a FIFO
+        /// must not hang it).
+        async fn finish(&self, guid: &str) {
+            let events = [
+                DownloadEvent::Began {
+                    guid: guid.into(),
+                    suggested: "report.pdf".into(),
+                },
+                DownloadEvent::Progress {
+                    guid: guid.into(),
+                    received: 14,
+                    total: 14,
+                    state: DownloadState::Completed,
+                },
+            ];
+            let gone = Weak::new();
+            for event in events {
+                let handled = self.downloads.on_event(&gone, &self.store, event.clone());
+                tokio::time::timeout(Duration::from_secs(20), handled)
+                    .await
+                    .unwrap_or_else(|_| panic!("{event:?} did not finish in 20 s"));
+            }
+        }
+
+        async fn refusals(&self) -> Vec<String> {
+            self.store
+                .audit_page(0, 1000)
+                .await
+                .unwrap()
+                .into_iter()
+                .filter(|e| e.action == "download.refused")
+                .map(|e| format!("{} {}", e.outcome, e.params))
+                .collect()
+        }
+
+        fn kept(&self) -> Vec<PathBuf> {
+            std::fs::read_dir(self.downloads.dir())
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .collect()
+        }
+
+        /// The secret is where it was, whole, and no copy of it exists.
+        fn assert_secret_untouched(&self, ino: u64) {
+            let meta = std::fs::symlink_metadata(&self.secret).unwrap();
+            assert!(meta.is_file() && meta.ino() == ino, "{meta:?}");
+            assert_eq!(std::fs::read(&self.secret).unwrap(), b"the master key");
+            assert_eq!(self.kept(), Vec::<PathBuf>::new(), "kept files");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_link_planted_under_a_downloads_id_is_refused_audited_and_its_target_left_alone() {
+        let c = case().await;
+        let ino = std::fs::metadata(&c.secret).unwrap().ino();
+        let planted = c.incoming.join(GUID);
+        std::os::unix::fs::symlink(&c.secret, &planted).unwrap();
+
+        c.finish(GUID).await;
+
+        c.assert_secret_untouched(ino);
+        let list = c.downloads.list();
+        assert!(
+            list.len() == 1
+                && list[0].state == DownloadStatus::Refused
+                && list[0].reason.as_deref() == Some("not_a_file"),
+            "{list:?}"
+        );
+        let refusals = c.refusals().await;
+        assert!(
+            refusals.len() == 1 && refusals[0].starts_with("refused: not_a_file"),
+            "{refusals:?}"
+        );
+        // The link itself is gone from the sandbox's folder.
+        assert!(std::fs::symlink_metadata(&planted).is_err());
+        assert!(matches!(
+            c.downloads
+                .open(&FileName::parse("report.pdf").unwrap())
+                .await,
+            Err(FetchError::NotFound(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_fifo_or_a_folder_under_a_downloads_id_is_refused_without_hanging() {
+        for kind in ["fifo", "folder"] {
+            let c = case().await;
+            let ino = std::fs::metadata(&c.secret).unwrap().ino();
+            let planted = c.incoming.join(GUID);
+            if kind == "fifo" {
+                nix::unistd::mkfifo(&planted, nix::sys::stat::Mode::from_bits_truncate(0o600))
+                    .unwrap();
+            } else {
+                std::fs::create_dir(&planted).unwrap();
+            }
+
+            c.finish(GUID).await;
+
+            c.assert_secret_untouched(ino);
+            let refusals = c.refusals().await;
+            assert!(
+                refusals.len() == 1 && refusals[0].starts_with("refused: not_a_file"),
+                "{kind}: {refusals:?}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn absolute_and_relative_ids_are_refused_audited_and_touch_no_file() {
+        let c = case().await;
+        let ino = std::fs::metadata(&c.secret).unwrap().ino();
+        let absolute = c.secret.display().to_string();
+        for id in [absolute.as_str(), "../../master.key", "../master.key", ""] {
+            c.finish(id).await;
+        }
+
+        c.assert_secret_untouched(ino);
+        assert_eq!(c.downloads.list(), vec![]);
+        let refusals = c.refusals().await;
+        assert!(
+            refusals.len() == 4 && refusals.iter().all(|r| r.starts_with("refused: bad_id")),
+            "{refusals:?}"
+        );
+        // The id is the browser's: it is not written into the audit log.
+        assert!(
+            refusals.iter().all(|r| !r.contains("master.key")),
+            "{refusals:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_regular_download_is_copied_into_a_private_new_file_and_only_that_file_is_served() {
+        let c = case().await;
+        let arrived = c.incoming.join(GUID);
+        std::fs::write(&arrived, b"%PDF- a report").unwrap();
+
+        c.finish(GUID).await;
+
+        let kept = c.downloads.dir().join("report.pdf");
+        assert_eq!(std::fs::read(&kept).unwrap(), b"%PDF- a report");
+        let mode = std::fs::metadata(&kept).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{mode:o}");
+        assert!(!arrived.exists(), "the sandbox's copy is removed");
+        let list = c.downloads.list();
+        assert_eq!(list[0].state, DownloadStatus::Completed, "{list:?}");
+        assert!(c.refusals().await.is_empty());
+        let name = FileName::parse("report.pdf").unwrap();
+        assert!(c.downloads.open(&name).await.is_ok());
+
+        // Had a link taken the kept file's place, it would not be served.
+        std::fs::remove_file(&kept).unwrap();
+        std::os::unix::fs::symlink(&c.secret, &kept).unwrap();
+        let served = c.downloads.open(&name).await;
+        assert!(
+            matches!(served, Err(FetchError::Io(_))),
+            "{:?}",
+            served.map(|(i, _)| i)
+        );
+    }
 }

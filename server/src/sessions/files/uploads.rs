@@ -69,7 +69,8 @@ pub struct Uploaded {
 }
 
 /// Writes `files` into folder `call` of the sandbox's upload directory
-/// (created fresh, so a call never overwrites another's files) and
+/// (created fresh, as is each file in it, so a call never overwrites
+/// another's files nor follows a link planted there) and
 /// returns their paths as the browser sees them. The names are
 /// [`FileName`]s: every path stays inside that folder.
 pub(crate) async fn write(
@@ -78,6 +79,7 @@ pub(crate) async fn write(
     files: &[UploadFile],
 ) -> anyhow::Result<Vec<String>> {
     use anyhow::Context;
+    use tokio::io::AsyncWriteExt;
     let folder = call.to_string();
     let host = dir.host.join(&folder);
     tokio::fs::create_dir(&host)
@@ -86,8 +88,19 @@ pub(crate) async fn write(
     let mut inside = Vec::with_capacity(files.len());
     for f in files {
         let path = host.join(f.name.as_str());
-        tokio::fs::write(&path, &f.bytes)
+        // A new file in the new folder: nothing already there (a link the
+        // browser planted, say) is written through or reused.
+        let mut file = tokio::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(&path)
             .await
+            .with_context(|| format!("cannot create {}", path.display()))?;
+        file.write_all(&f.bytes)
+            .await
+            .and(file.flush().await)
             .with_context(|| format!("cannot write {}", path.display()))?;
         inside.push(
             dir.inside

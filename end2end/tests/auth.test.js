@@ -249,6 +249,21 @@ test('a replayed login answer is refused', async () => {
   }, finish);
   assert.equal(foreign.status, 400, foreign.body);
   assert.match(foreign.body, /did not verify/);
+  // A name that is no operator answers as a real operator's start: the
+  // same fields, relying party, timeout and policy (nobody learns which
+  // names exist).
+  const shapes = await page.evaluate(async () => {
+    const start = async (name) => {
+      const r = await fetch('/ui/auth/login/start', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name }) });
+      return { status: r.status, pk: (await r.json()).publicKey };
+    };
+    const shape = ({ status, pk }) => ({
+      status, keys: Object.keys(pk).sort(), cred: Object.keys(pk.allowCredentials[0]).sort(),
+      rp: pk.rpId, timeout: pk.timeout, uv: pk.userVerification, challenge: pk.challenge.length,
+    });
+    return { real: shape(await start('admin')), none: shape(await start('nobody-at-all')) };
+  });
+  assert.deepEqual(shapes.none, shapes.real);
 });
 
 // The CLI does not know the port the test server picked (its links use

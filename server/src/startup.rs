@@ -100,7 +100,8 @@ impl Application {
         let vault = Vault::new(store.clone(), keyring.key().clone());
         vault.check_keys().await?;
         let dashboard_url = settings.dashboard_url(bound.port());
-        let auth = Auth::new(store.clone(), &dashboard_url)?;
+        let decoy_key = keyring.key().derive("cordon dashboard login decoys v1");
+        let auth = Auth::new(store.clone(), &dashboard_url, Some(&decoy_key))?;
         // With no admin able to log in, a one-time link enrolls one (once
         // the store and the key are known good); `serve` prints it before
         // it listens. A restart while one is still outstanding makes none.
@@ -247,10 +248,14 @@ impl Application {
         tracing::info!(%addr, https, dashboard = %self.dashboard_url, "cordon listening; dashboard at {}", self.dashboard_url);
         match self.tls {
             Some(config) => tls::serve(self.listener, config, self.router, shutdown).await,
-            None => axum::serve(self.listener.tap_io(no_delay), self.router)
-                .with_graceful_shutdown(shutdown)
-                .await
-                .context("server failed")?,
+            None => axum::serve(
+                self.listener.tap_io(no_delay),
+                self.router
+                    .into_make_service_with_connect_info::<std::net::SocketAddr>(),
+            )
+            .with_graceful_shutdown(shutdown)
+            .await
+            .context("server failed")?,
         }
         self.state.housekeeping.stop();
         self.state.sessions.shutdown().await;

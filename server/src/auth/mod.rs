@@ -9,9 +9,11 @@
 //! - `middleware.rs`: who is asking; log-in redirects; idle and absolute expiry.
 //! - `routes.rs`: the passkey ceremonies under `/ui/auth/`.
 
+mod decoy;
 mod middleware;
 mod routes;
 mod session_store;
+mod throttle;
 
 use std::sync::Arc;
 
@@ -124,6 +126,9 @@ pub(crate) enum Ceremony {
         state: PasskeyRegistration,
         started: i64,
     },
+    /// Logging in as a name that is no operator able to log in: answered
+    /// with decoy options (`decoy.rs`), finished as a wrong passkey.
+    Decoy { started: i64 },
     /// Logging in, or (`reauth`) a logged-in operator proving presence
     /// again before a sensitive step (exporting a credential).
     Login {
@@ -140,7 +145,8 @@ impl Ceremony {
         match self {
             Self::Enroll { started, .. }
             | Self::Add { started, .. }
-            | Self::Login { started, .. } => *started,
+            | Self::Login { started, .. }
+            | Self::Decoy { started } => *started,
         }
     }
 }
@@ -179,10 +185,18 @@ pub enum FirstStart {
 #[derive(Clone)]
 pub struct Auth(Arc<Inner>);
 
+/// Why a login's passkey answer was refused, whatever the cause: the same
+/// for a wrong passkey, a forged answer and a name that is no operator.
+const LOGIN_REJECTED: &str = "not a passkey of this operator";
+
 struct Inner {
     store: Store,
     webauthn: Webauthn,
     public_url: Url,
+    /// Login options for names that are not operators.
+    decoys: decoy::Decoys,
+    /// Bounds on the ceremony calls anyone may make.
+    throttle: throttle::Throttle,
 }
 
 fn checked_name(field: &'static str, name: &str) -> Result<String, AuthError> {
@@ -219,7 +233,14 @@ fn cred_id_of(passkey: &Passkey) -> anyhow::Result<String> {
 impl Auth {
     /// The service for the dashboard at `public_url`: its host is the
     /// WebAuthn relying-party id, its origin the only one accepted.
-    pub fn new(store: Store, public_url: &Url) -> anyhow::Result<Self> {
+    /// `decoy_key` keys the login options shown for names that are not
+    /// operators (derived from the master key, so every replica shows the
+    /// same; `None`: random, for a command that answers no login).
+    pub fn new(
+        store: Store,
+        public_url: &Url,
+        decoy_key: Option<&[u8; 32]>,
+    ) -> anyhow::Result<Self> {
         let host = public_url
             .host_str()
             .ok_or_else(|| anyhow::anyhow!("public_url: has no host"))?;
@@ -238,11 +259,18 @@ impl Auth {
             store,
             webauthn,
             public_url: public_url.clone(),
+            decoys: decoy::Decoys::new(decoy_key)?,
+            throttle: throttle::Throttle::default(),
         })))
     }
 
     fn store(&self) -> &Store {
         &self.0.store
+    }
+
+    /// The bounds on the passkey calls anyone may make.
+    pub(crate) fn throttle(&self) -> &throttle::Throttle {
+        &self.0.throttle
     }
 
     /// The dashboard's URL, whose host passkeys are bound to.
@@ -612,7 +640,7 @@ impl Auth {
                 state,
                 ..
             } => (operator, name, state, None),
-            Ceremony::Login { .. } => return Err(AuthError::NoCeremony),
+            Ceremony::Login { .. } | Ceremony::Decoy { .. } => return Err(AuthError::NoCeremony),
         };
         let passkey = self
             .0
@@ -685,7 +713,19 @@ impl Auth {
     ) -> Result<(RequestChallengeResponse, Ceremony), AuthError> {
         let name = checked_name("name", name)?;
         let op = self.store().operator_by_name(&name).await?;
-        self.assertion_for(op, &name, false).await
+        // A name that cannot log in answers as one that can: nobody learns
+        // from the dashboard which operators exist.
+        match self.assertion_for(op, &name, false).await {
+            Ok((options, ceremony)) => Ok((decoy::plain(options), ceremony)),
+            Err(AuthError::UnknownOperator(_) | AuthError::Disabled(_)) => {
+                let rp_id = self.0.public_url.host_str().unwrap_or_default();
+                Ok((
+                    self.0.decoys.options(&name, rp_id),
+                    Ceremony::Decoy { started: now_ms() },
+                ))
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// A logged-in operator proves presence again (before an export).
@@ -743,14 +783,27 @@ impl Auth {
         credential: &PublicKeyCredential,
     ) -> Result<OperatorRow, AuthError> {
         let now = now_ms();
-        let Ceremony::Login {
-            operator,
-            state,
-            started,
-            reauth,
-        } = ceremony
-        else {
-            return Err(AuthError::NoCeremony);
+        let (operator, state, started, reauth) = match ceremony {
+            Ceremony::Login {
+                operator,
+                state,
+                started,
+                reauth,
+            } => (operator, state, started, reauth),
+            // No passkey can answer a decoy: it fails as a wrong one does.
+            Ceremony::Decoy { started } => {
+                if now - started > CEREMONY_TTL_MS {
+                    return Err(AuthError::NoCeremony);
+                }
+                self.audit(
+                    NewEvent::new(Actor::System, "operator.login")
+                        .params(json!({}))
+                        .outcome("denied: no such operator"),
+                )
+                .await?;
+                return Err(AuthError::Ceremony(LOGIN_REJECTED.into()));
+            }
+            _ => return Err(AuthError::NoCeremony),
         };
         let action = if reauth {
             "operator.reauth"
@@ -774,7 +827,8 @@ impl Auth {
                         .outcome("denied: passkey did not verify"),
                 )
                 .await?;
-                return Err(AuthError::Ceremony(e.to_string()));
+                tracing::debug!(error = %e, "a login's passkey response did not verify");
+                return Err(AuthError::Ceremony(LOGIN_REJECTED.into()));
             }
         };
         let op = self
@@ -794,7 +848,7 @@ impl Auth {
                 break;
             }
         }
-        let (row, key) = used.ok_or_else(|| AuthError::Ceremony("unknown credential".into()))?;
+        let (row, key) = used.ok_or_else(|| AuthError::Ceremony(LOGIN_REJECTED.into()))?;
         self.audit(
             NewEvent::new(actor, action)
                 .params(json!({ "passkey": row.id.as_str() }))

@@ -44,6 +44,46 @@ pub fn router() -> Router<AppState> {
         .route("/ui/auth/logout", post(logout))
 }
 
+/// A call of an endpoint anyone may call, within the throttle's bounds
+/// (`throttle.rs`); over them, 429 with `Retry-After` before anything is
+/// read or stored.
+struct Throttled;
+
+impl axum::extract::FromRequestParts<AppState> for Throttled {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let client = super::throttle::client_of(
+            &parts.headers,
+            &parts.extensions,
+            state.settings.trusted_proxy,
+        );
+        match state
+            .auth
+            .throttle()
+            .take(client, std::time::Instant::now())
+        {
+            Ok(()) => Ok(Self),
+            Err(wait) => {
+                tracing::warn!("passkey endpoint throttled");
+                let secs = wait.as_secs().max(1);
+                Err((
+                    StatusCode::TOO_MANY_REQUESTS,
+                    [(axum::http::header::RETRY_AFTER, secs.to_string())],
+                    Json(json!({
+                        "kind": "unavailable",
+                        "message": format!("too many passkey attempts; try again in {secs} s"),
+                    })),
+                )
+                    .into_response())
+            }
+        }
+    }
+}
+
 /// An answer of these endpoints: JSON, or a [`UiError`].
 type Reply = Result<Response, Fail>;
 
@@ -110,6 +150,7 @@ struct EnrollStart {
 }
 
 async fn enroll_start(
+    _: Throttled,
     State(state): State<AppState>,
     session: Session,
     Body(body): Body<EnrollStart>,
@@ -141,6 +182,7 @@ async fn add_start(
 
 /// Finishes enrolling (logged in afterwards) or adding a passkey.
 async fn register_finish(
+    _: Throttled,
     State(state): State<AppState>,
     session: Session,
     Body(credential): Body<RegisterPublicKeyCredential>,
@@ -168,6 +210,7 @@ struct LoginStart {
 }
 
 async fn login_start(
+    _: Throttled,
     State(state): State<AppState>,
     session: Session,
     Body(body): Body<LoginStart>,
@@ -178,6 +221,7 @@ async fn login_start(
 }
 
 async fn login_finish(
+    _: Throttled,
     State(state): State<AppState>,
     session: Session,
     Body(credential): Body<PublicKeyCredential>,

@@ -9,7 +9,11 @@ pub(super) async fn operator(
     settings: &Settings,
     command: OperatorCommand,
 ) -> anyhow::Result<()> {
-    let auth = Auth::new(store.clone(), &settings.dashboard_url(settings.bind.port()))?;
+    let auth = Auth::new(
+        store.clone(),
+        &settings.dashboard_url(settings.bind.port()),
+        None,
+    )?;
     match command {
         OperatorCommand::Invite { name, role } => {
             let inv = auth.invite(&Actor::Cli, &name, role).await?;

@@ -75,6 +75,17 @@ impl MasterKey {
     pub(super) fn bytes(&self) -> &[u8; KEY_LEN] {
         &self.bytes
     }
+
+    /// A secret for `purpose`, derived from the key (HMAC-SHA-256 of the
+    /// purpose under it): the same on every replica sharing the key, and
+    /// telling nothing about the key itself.
+    pub fn derive(&self, purpose: &str) -> Zeroizing<[u8; 32]> {
+        use hmac::{Hmac, Mac};
+        let mut m = <Hmac<sha2::Sha256> as Mac>::new_from_slice(&self.bytes[..])
+            .expect("HMAC takes any key length");
+        m.update(purpose.as_bytes());
+        Zeroizing::new(m.finalize().into_bytes().into())
+    }
 }
 
 impl fmt::Debug for MasterKey {

@@ -99,7 +99,14 @@ async fn connection(
         // With a timer, hyper drops a client that sends no complete request
         // head within its header read timeout (30 s).
         .timer(TokioTimer::new())
-        .serve_connection(TokioIo::new(tls), TowerToHyperService::new(router))
+        .serve_connection(
+            TokioIo::new(tls),
+            TowerToHyperService::new(
+                tower::ServiceBuilder::new()
+                    .layer(axum::Extension(axum::extract::ConnectInfo(peer)))
+                    .service(router),
+            ),
+        )
         .with_upgrades();
     let mut conn = pin!(conn);
     let result = tokio::select! {

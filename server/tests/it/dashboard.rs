@@ -159,17 +159,85 @@ async fn ceremony_answers_without_a_ceremony_or_forged_are_refused(backend: Back
             .contains("no passkey ceremony"),
         "{body}"
     );
-    // Unknown operators cannot start one (and learn nothing more).
+    // A name that cannot log in (nobody, or an operator without a
+    // passkey) answers as one that can: options with a fresh challenge and
+    // the same "passkeys" each time; the finish fails as a wrong passkey.
+    let start = |name: &'static str| {
+        let app = &app;
+        async move {
+            let res = app
+                .http
+                .post(app.url("/ui/auth/login/start"))
+                .header("origin", format!("http://localhost:{}", app.addr.port()))
+                .header("host", format!("localhost:{}", app.addr.port()))
+                .json(&json!({ "name": name }))
+                .send()
+                .await
+                .unwrap();
+            let status = res.status();
+            let cookie = res
+                .headers()
+                .get("set-cookie")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.split(';').next())
+                .map(str::to_owned);
+            let body: Value = res.json().await.unwrap();
+            (status, body, cookie)
+        }
+    };
+    let shape = |v: &Value| {
+        let pk = &v["publicKey"];
+        let mut keys: Vec<&String> = pk
+            .as_object()
+            .map(|o| o.keys().collect())
+            .unwrap_or_default();
+        keys.sort();
+        (
+            keys.into_iter().cloned().collect::<Vec<_>>(),
+            pk["rpId"].clone(),
+            pk["timeout"].clone(),
+            pk["userVerification"].clone(),
+            pk["allowCredentials"][0].as_object().map(|o| o.len()),
+        )
+    };
+    let (s1, nobody, cookie) = start("nobody").await;
+    let (s2, again, _) = start("nobody").await;
+    let (s3, admin, _) = start("admin").await;
+    assert_eq!(
+        (s1, s2, s3),
+        (StatusCode::OK, StatusCode::OK, StatusCode::OK),
+        "{nobody} {admin}"
+    );
+    assert_eq!(shape(&nobody), shape(&admin), "{nobody} / {admin}");
+    assert!(
+        !nobody["publicKey"]["allowCredentials"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        nobody["publicKey"]["allowCredentials"], again["publicKey"]["allowCredentials"],
+        "the same name shows the same passkeys"
+    );
+    assert_ne!(
+        nobody["publicKey"]["challenge"],
+        again["publicKey"]["challenge"]
+    );
+    assert_ne!(
+        nobody["publicKey"]["allowCredentials"], admin["publicKey"]["allowCredentials"],
+        "names differ"
+    );
     let (status, body) = app
-        .auth_post("/ui/auth/login/start", json!({ "name": "nobody" }), None)
+        .auth_post("/ui/auth/login/finish", forged.clone(), cookie.as_deref())
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
-    assert_eq!(body["field"], "name", "{body}");
-    // An operator without a passkey cannot either.
-    let (status, _) = app
-        .auth_post("/ui/auth/login/start", json!({ "name": "admin" }), None)
-        .await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("not a passkey of this operator"),
+        "{body}"
+    );
     // A registration answer with a forged enrollment ceremony in flight.
     let inv = app
         .state
@@ -671,5 +739,44 @@ async fn first_start_links_of_replicas_starting_together_all_work_until_one_is_u
             "{body}"
         );
     }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn anonymous_passkey_calls_are_throttled_per_client_and_store_nothing_when_refused() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let mut statuses = Vec::new();
+    let mut retry_after = None;
+    for _ in 0..30 {
+        let res = app
+            .http
+            .post(app.url("/ui/auth/login/start"))
+            .header("origin", format!("http://localhost:{}", app.addr.port()))
+            .header("host", format!("localhost:{}", app.addr.port()))
+            .json(&json!({ "name": "nobody" }))
+            .send()
+            .await
+            .unwrap();
+        let refused = res.status() == StatusCode::TOO_MANY_REQUESTS;
+        if refused {
+            retry_after = res
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u64>().ok());
+            assert!(
+                res.headers().get("set-cookie").is_none(),
+                "a refused call starts no session"
+            );
+        }
+        statuses.push(res.status().as_u16());
+    }
+    let ok = statuses.iter().filter(|s| **s == 200).count();
+    assert_eq!(ok, 20, "{statuses:?}");
+    assert!(statuses[20..].iter().all(|s| *s == 429), "{statuses:?}");
+    assert!(
+        retry_after.is_some_and(|s| (1..=3).contains(&s)),
+        "{retry_after:?}"
+    );
     app.stop().await;
 }

@@ -1,0 +1,192 @@
+//! The passkey endpoints anyone may call (starting and finishing a login or
+//! an enrollment) are throttled: each client address has a small bucket,
+//! and all clients together one larger bucket, so neither one client nor
+//! many can make Cordon store ceremony sessions (a dashboard-session row
+//! each, kept until idle expiry) or verify answers without bound. Over
+//! either, the call answers 429 with `Retry-After` and nothing is stored.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Calls one client may make at once, then one every 3 s.
+const PER_CLIENT: Rate = Rate {
+    burst: 20.0,
+    per_s: 1.0 / 3.0,
+};
+/// Calls all clients together may make at once, then ten a second.
+const ALL_CLIENTS: Rate = Rate {
+    burst: 300.0,
+    per_s: 10.0,
+};
+/// Client buckets kept before full ones are dropped.
+const MAX_CLIENTS: usize = 10_000;
+
+#[derive(Clone, Copy)]
+struct Rate {
+    burst: f64,
+    per_s: f64,
+}
+
+#[derive(Clone, Copy)]
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+impl Bucket {
+    fn full(rate: Rate, now: Instant) -> Self {
+        Self {
+            tokens: rate.burst,
+            at: now,
+        }
+    }
+
+    fn refill(&mut self, rate: Rate, now: Instant) {
+        let dt = now.saturating_duration_since(self.at).as_secs_f64();
+        self.tokens = (self.tokens + dt * rate.per_s).min(rate.burst);
+        self.at = now;
+    }
+
+    /// How long until one token is there (zero: now).
+    fn wait(&self, rate: Rate) -> Duration {
+        if self.tokens >= 1.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64((1.0 - self.tokens) / rate.per_s)
+        }
+    }
+}
+
+/// The buckets.
+pub(crate) struct Throttle {
+    state: Mutex<(HashMap<IpAddr, Bucket>, Bucket)>,
+    per_client: Rate,
+    all: Rate,
+}
+
+impl Default for Throttle {
+    fn default() -> Self {
+        Self::with(PER_CLIENT, ALL_CLIENTS)
+    }
+}
+
+impl Throttle {
+    fn with(per_client: Rate, all: Rate) -> Self {
+        Self {
+            state: Mutex::new((HashMap::new(), Bucket::full(all, Instant::now()))),
+            per_client,
+            all,
+        }
+    }
+
+    /// Takes a call for `client` (`None`: address unknown, only the shared
+    /// bucket counts), or answers how long to wait.
+    pub(crate) fn take(&self, client: Option<IpAddr>, now: Instant) -> Result<(), Duration> {
+        let mut guard = self.state.lock().expect("throttle lock");
+        let (clients, all) = &mut *guard;
+        all.refill(self.all, now);
+        let mut wait = all.wait(self.all);
+        if let Some(ip) = client {
+            if clients.len() >= MAX_CLIENTS && !clients.contains_key(&ip) {
+                let rate = self.per_client;
+                clients.retain(|_, b| {
+                    b.refill(rate, now);
+                    b.tokens < rate.burst
+                });
+            }
+            let b = clients
+                .entry(ip)
+                .or_insert_with(|| Bucket::full(self.per_client, now));
+            b.refill(self.per_client, now);
+            wait = wait.max(b.wait(self.per_client));
+            if wait.is_zero() {
+                b.tokens -= 1.0;
+            }
+        }
+        if !wait.is_zero() {
+            return Err(wait);
+        }
+        all.tokens -= 1.0;
+        Ok(())
+    }
+}
+
+/// The client's address: the connection's peer, or behind a trusted proxy
+/// the address it appended last to `X-Forwarded-For`.
+pub(crate) fn client_of(
+    headers: &axum::http::HeaderMap,
+    extensions: &axum::http::Extensions,
+    trusted_proxy: bool,
+) -> Option<IpAddr> {
+    if trusted_proxy
+        && let Some(ip) = headers
+            .get_all("x-forwarded-for")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .filter_map(|a| a.trim().parse::<IpAddr>().ok())
+            .next_back()
+    {
+        return Some(ip);
+    }
+    extensions
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(last: u8) -> Option<IpAddr> {
+        Some(IpAddr::from([192, 0, 2, last]))
+    }
+
+    #[test]
+    fn one_client_gets_its_burst_then_waits_and_others_go_on() {
+        let t = Throttle::default();
+        let now = Instant::now();
+        for _ in 0..20 {
+            assert!(t.take(ip(1), now).is_ok());
+        }
+        let wait = t.take(ip(1), now).unwrap_err();
+        assert!(
+            wait > Duration::from_secs(2) && wait <= Duration::from_secs(3),
+            "{wait:?}"
+        );
+        assert!(t.take(ip(2), now).is_ok(), "another client is not held up");
+        assert!(t.take(ip(1), now + Duration::from_secs(3)).is_ok());
+    }
+
+    #[test]
+    fn many_clients_together_are_bounded_by_the_shared_bucket() {
+        let t = Throttle::default();
+        let now = Instant::now();
+        let mut ok = 0;
+        for n in 0..1_000u32 {
+            let a = IpAddr::from(n.to_be_bytes());
+            if t.take(Some(a), now).is_ok() {
+                ok += 1;
+            }
+        }
+        assert_eq!(ok, 300);
+        assert!(t.take(None, now).is_err());
+        assert!(t.take(None, now + Duration::from_millis(150)).is_ok());
+    }
+
+    #[test]
+    fn the_table_of_clients_stays_bounded() {
+        let t = Throttle::default();
+        let now = Instant::now();
+        for n in 0..(MAX_CLIENTS as u32 + 500) {
+            let _ = t.take(
+                Some(IpAddr::from((n + 1).to_be_bytes())),
+                now + Duration::from_secs(u64::from(n) / 10),
+            );
+        }
+        let len = t.state.lock().unwrap().0.len();
+        assert!(len <= MAX_CLIENTS + 1, "{len}");
+    }
+}

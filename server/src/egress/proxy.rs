@@ -76,7 +76,7 @@ impl EgressGuard {
     /// returned listener is dropped or closed. Every request it refuses or
     /// forwards is logged under `sandbox_id`.
     pub async fn listen(&self, sandbox_id: String) -> anyhow::Result<EgressListener> {
-        self.listen_for(sandbox_id, false).await
+        self.listen_for(sandbox_id, false, false).await
     }
 
     /// Like [`EgressGuard::listen`], but the listener takes connections only
@@ -84,7 +84,16 @@ impl EgressGuard {
     /// sandbox whose browser reaches it through the control plane's own
     /// forwarder (bwrap), so no other local process can use it.
     pub async fn listen_private(&self, sandbox_id: String) -> anyhow::Result<EgressListener> {
-        self.listen_for(sandbox_id, true).await
+        self.listen_for(sandbox_id, true, false).await
+    }
+
+    /// Like [`EgressGuard::listen`], for a browser in a pod (kube driver,
+    /// where every pod can reach the listener's address): it serves no one
+    /// until [`EgressListener::admit_only`] names the pod's address, then
+    /// only that address, so one session's pod cannot use another's
+    /// listener (and its policy, log and identity).
+    pub async fn listen_for_pod(&self, sandbox_id: String) -> anyhow::Result<EgressListener> {
+        self.listen_for(sandbox_id, false, true).await
     }
 
     #[tracing::instrument(skip_all, fields(sandbox.id = %sandbox_id))]
@@ -92,6 +101,7 @@ impl EgressGuard {
         &self,
         sandbox_id: String,
         this_process_only: bool,
+        pod_only: bool,
     ) -> anyhow::Result<EgressListener> {
         let listener = TcpListener::bind((self.bind_host, 0))
             .await
@@ -109,10 +119,12 @@ impl EgressGuard {
             log,
             stop,
             this_process_only,
+            pod: pod_only.then(std::sync::OnceLock::new),
             permits: Arc::new(Semaphore::new(self.inner.limits.max_connections)),
             refusals: Refusals::default(),
         });
         let refusals = session.refusals.clone();
+        let admit = session.clone();
         let port = EgressPort(session.clone());
         let accept = tokio::spawn(accept_loop(listener, session));
         tracing::debug!(egress.addr = %addr, "egress proxy listening");
@@ -122,6 +134,7 @@ impl EgressGuard {
             refusals,
             stop: stop_tx,
             tasks: Some((accept, writer)),
+            session: admit,
         })
     }
 }
@@ -134,9 +147,20 @@ pub struct EgressListener {
     refusals: Refusals,
     stop: watch::Sender<bool>,
     tasks: Option<(JoinHandle<()>, JoinHandle<()>)>,
+    session: Arc<Session>,
 }
 
 impl EgressListener {
+    /// A pod's listener ([`EgressGuard::listen_for_pod`]) serves `ip`
+    /// from now on, and only it; set once (later calls change nothing and
+    /// answer false). A listener not made for a pod answers false.
+    pub fn admit_only(&self, ip: std::net::IpAddr) -> bool {
+        self.session
+            .pod
+            .as_ref()
+            .is_some_and(|pod| pod.set(ip.to_canonical()).is_ok())
+    }
+
     /// A handle that serves connections to this listener from inside this
     /// process, with no TCP hop (the bwrap driver's forwarder uses it).
     pub fn port(&self) -> Option<EgressPort> {
@@ -225,6 +249,14 @@ async fn accept_loop(listener: TcpListener, session: Arc<Session>) {
                     && !local.is_some_and(|l| crate::peer::opened_by_this_process(l, peer)) =>
             {
                 tracing::warn!(sandbox.id = %session.sandbox_id, "egress proxy refused a connection from another process");
+            }
+            (Ok(_), Ok((_, peer)))
+                if session
+                    .pod
+                    .as_ref()
+                    .is_some_and(|pod| pod.get() != Some(&peer.ip().to_canonical())) =>
+            {
+                tracing::warn!(sandbox.id = %session.sandbox_id, client = %peer.ip(), "egress proxy refused a connection from another address than its pod's");
             }
             (Ok(permit), Ok((socket, _peer))) => {
                 let _ = socket.set_nodelay(true);

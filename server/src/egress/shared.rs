@@ -60,6 +60,10 @@ pub(super) struct Session {
     pub(super) log: LogSender,
     pub(super) stop: watch::Receiver<bool>,
     pub(super) this_process_only: bool,
+    /// For a browser in a pod (kube driver): nothing is served until the
+    /// pod's address is known, then only connections from it. `None`: any
+    /// client (the listener is the sandbox's own by other means).
+    pub(super) pod: Option<std::sync::OnceLock<std::net::IpAddr>>,
     /// Client connections being served, TCP and in-process together.
     pub(super) permits: Arc<Semaphore>,
     /// Recent refusals, for the session engine.

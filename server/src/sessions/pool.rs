@@ -107,10 +107,12 @@ async fn start_once(inner: &Inner, state: &str) -> anyhow::Result<Warm> {
 async fn start_inner(inner: &Inner, id: String, state: &str) -> anyhow::Result<Warm> {
     // A bwrap browser reaches its listener only through this process's own
     // forwarder; any other client of that port is someone else.
-    let egress = if inner.driver.kind() == crate::sandbox::DriverKind::Bwrap {
-        inner.egress.listen_private(id.clone()).await?
-    } else {
-        inner.egress.listen(id.clone()).await?
+    let egress = match inner.driver.kind() {
+        crate::sandbox::DriverKind::Bwrap => inner.egress.listen_private(id.clone()).await?,
+        // Every pod can reach the listener's address: it serves its own
+        // pod's address alone, once known (below).
+        crate::sandbox::DriverKind::Kube => inner.egress.listen_for_pod(id.clone()).await?,
+        _ => inner.egress.listen(id.clone()).await?,
     };
     // An `exec` or `kube` sandbox runs elsewhere: its engine gets the numbers.
     let made = if matches!(
@@ -148,6 +150,24 @@ async fn start_inner(inner: &Inner, id: String, state: &str) -> anyhow::Result<W
             return Err(e);
         }
     };
+    if inner.driver.kind() == crate::sandbox::DriverKind::Kube {
+        // The browser's CDP address is its pod's.
+        let pod = url::Url::parse(&sandbox.cdp_url)
+            .ok()
+            .and_then(|u| match u.host()? {
+                url::Host::Ipv4(ip) => Some(std::net::IpAddr::V4(ip)),
+                url::Host::Ipv6(ip) => Some(std::net::IpAddr::V6(ip)),
+                url::Host::Domain(_) => None,
+            });
+        match pod {
+            Some(ip) => {
+                egress.admit_only(ip);
+            }
+            None => tracing::warn!(
+                "the browser pod's address is not an IP address: its egress listener serves no one"
+            ),
+        }
+    }
     let row = SandboxRow {
         id: id.clone(),
         driver: sandbox.driver.as_str().to_owned(),

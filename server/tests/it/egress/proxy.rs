@@ -459,3 +459,52 @@ async fn a_private_listener_serves_only_this_process() {
     );
     assert_eq!(f.pages.seen.lock().unwrap().len(), 1);
 }
+
+/// Sends `request` to `proxy` from a socket bound to `from` (another
+/// loopback address stands in for another pod); answers what came back.
+async fn exchange_from(
+    from: std::net::IpAddr,
+    proxy: std::net::SocketAddr,
+    request: &str,
+) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(std::net::SocketAddr::new(from, 0)).unwrap();
+    let mut s = socket.connect(proxy).await.unwrap();
+    let _ = s.write_all(request.as_bytes()).await;
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), s.read_to_end(&mut out)).await;
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pods_listener_serves_no_one_until_its_pod_is_known_then_only_that_pod() {
+    let f = fixture("b_pod_unused", Limits::default()).await;
+    let proxy = super::guard(f.store.clone(), f.pages.addr, Limits::default())
+        .listen_for_pod("b_pod".into())
+        .await
+        .unwrap();
+    let p = f.pages.addr.port();
+    let request = format!("GET http://127.0.0.1:{p}/hello HTTP/1.1\r\nConnection: close\r\n\r\n");
+    let (pod, other) = (
+        std::net::IpAddr::from([127, 0, 0, 2]),
+        std::net::IpAddr::from([127, 0, 0, 1]),
+    );
+    // Before the pod's address is known: nobody, not even the pod.
+    let early = exchange_from(pod, proxy.addr, &request).await;
+    assert!(early.is_empty(), "{early:?}");
+    assert!(proxy.admit_only(pod));
+    assert!(!proxy.admit_only(other), "set once");
+    // Another pod (another address) gets no answer at all; the pod does.
+    let theirs = exchange_from(other, proxy.addr, &request).await;
+    assert!(theirs.is_empty(), "{theirs:?}");
+    let mine = exchange_from(pod, proxy.addr, &request).await;
+    assert!(mine.starts_with("HTTP/1.1 200"), "{mine:?}");
+    proxy.close().await;
+    let rows = f.store.egress_for_sandbox("b_pod").await.unwrap();
+    assert_eq!(
+        rows.len(),
+        1,
+        "only the pod's request was forwarded: {rows:?}"
+    );
+}

@@ -66,7 +66,7 @@ pub const TARGET: Target = Target {
 fn text(g: &mut Gen) -> Value {
     match g.below(6) {
         0 => json!(""),
-        1 => json!("x".repeat(*g.pick(&[16, 17, 33, 2049, 4097, 65_537]))),
+        1 => json!("x".repeat(g.pick(&[16, 17, 33, 2049, 4097, 65_537]))),
         _ => json!(g.text(24)),
     }
 }

@@ -58,7 +58,7 @@ fn token(g: &mut Gen) -> String {
 fn shape(g: &mut Gen) -> Vec<u8> {
     let ts = match g.below(6) {
         0 => g.odd_number().parse().unwrap_or(i64::MIN),
-        1 => *g.pick(&[i64::MIN, i64::MIN + 1, i64::MAX, 0, -1]),
+        1 => g.pick(&[i64::MIN, i64::MIN + 1, i64::MAX, 0, -1]),
         2 => NOW - hop::MAX_SKEW_MS - 1,
         _ => NOW + g.rng.random_range(-40_000..40_000),
     };

@@ -64,10 +64,10 @@ fn cookie(g: &mut Gen) -> Value {
     let mut c = json!({ "name": g.text(12), "value": g.text(30), "domain": domain(g) });
     let o = c.as_object_mut().expect("an object");
     if g.chance(0.5) {
-        o.insert("path".into(), json!(*g.pick(&["/", "/app", "", "x"])));
+        o.insert("path".into(), json!(g.pick(&["/", "/app", "", "x"])));
     }
     if g.chance(0.5) {
-        let key = *g.pick(&["expires", "expirationDate"]);
+        let key = g.pick(&["expires", "expirationDate"]);
         let v = match g.below(4) {
             0 => json!(-1),
             1 => json!(1.9e9),
@@ -82,7 +82,7 @@ fn cookie(g: &mut Gen) -> Value {
         }
     }
     if g.chance(0.3) {
-        let s = *g.pick(&["Strict", "Lax", "None", "no_restriction", "lax", "Bogus"]);
+        let s = g.pick(&["Strict", "Lax", "None", "no_restriction", "lax", "Bogus"]);
         o.insert("sameSite".into(), json!(s));
     }
     if g.chance(0.1) {
@@ -100,7 +100,7 @@ fn netscape(g: &mut Gen) -> String {
     let mut s = String::from("# Netscape HTTP Cookie File\n");
     for _ in 0..g.below(5) {
         let prefix = if g.chance(0.3) { "#HttpOnly_" } else { "" };
-        let flag = |g: &mut Gen| *g.pick(&["TRUE", "FALSE", "true", "yes"]);
+        let flag = |g: &mut Gen| g.pick(&["TRUE", "FALSE", "true", "yes"]);
         s.push_str(&format!(
             "{prefix}{}\t{}\t/\t{}\t{}\t{}\t{}\n",
             domain(g),
@@ -120,7 +120,7 @@ fn shape(g: &mut Gen) -> Vec<u8> {
         0 => {
             let origins: Vec<Value> = (0..g.below(3))
                 .map(|_| {
-                    let origin = *g.pick(&[
+                    let origin = g.pick(&[
                         "https://example.com",
                         "https://app.example.com:8443",
                         "http://evil.com",

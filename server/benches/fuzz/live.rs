@@ -55,7 +55,7 @@ fn num(g: &mut Gen) -> Value {
 }
 
 fn url(g: &mut Gen) -> String {
-    let u = *g.pick(&[
+    let u = g.pick(&[
         "https://example.com/",
         "http://127.0.0.1:8080/x?y=1",
         "javascript:alert(1)",

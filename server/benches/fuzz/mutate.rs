@@ -103,13 +103,13 @@ impl Gen {
     }
 
     /// One of `items`.
-    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
+    pub fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len())]
     }
 
     /// An odd number's spelling.
     pub fn odd_number(&mut self) -> &'static str {
-        *self.pick(ODD_NUMBERS)
+        self.pick(ODD_NUMBERS)
     }
 
     /// Short text, sometimes with odd characters in it.
@@ -118,7 +118,7 @@ impl Gen {
         let mut s = String::with_capacity(len);
         while s.len() < len {
             match self.below(10) {
-                0 => s.push_str(*self.pick(ODD_TEXT)),
+                0 => s.push_str(self.pick(ODD_TEXT)),
                 1 => s.push(char::from_u32(self.rng.random_range(0..0x11_0000)).unwrap_or('?')),
                 _ => s.push(char::from(self.rng.random_range(b'a'..=b'z'))),
             }
@@ -141,7 +141,7 @@ impl Gen {
                 *b = b' ' + (*b % 95);
             }
             for _ in 0..self.below(6) {
-                let word = (*self.pick(self.dict)).as_bytes().to_vec();
+                let word = self.pick(self.dict).as_bytes().to_vec();
                 let at = self.below(v.len() + 1);
                 v.splice(at..at, word);
             }
@@ -196,7 +196,7 @@ impl Gen {
                                 v[i].is_ascii_digit() && (i == 0 || !v[i - 1].is_ascii_digit())
                             })
                             .collect();
-                        let start = *self.pick(&starts);
+                        let start = self.pick(&starts);
                         let end = (start..v.len())
                             .find(|&i| !v[i].is_ascii_digit())
                             .unwrap_or(v.len());
@@ -209,24 +209,24 @@ impl Gen {
             }
             // Deep nesting.
             7 => {
-                let depth = *self.pick(&[2usize, 16, 64, 129, 1000, 5000]);
-                let open: &[u8] = *self.pick(&[&b"["[..], b"{\"a\":", b"(", b"<point>"]);
+                let depth = self.pick(&[2usize, 16, 64, 129, 1000, 5000]);
+                let open: &[u8] = self.pick(&[&b"["[..], b"{\"a\":", b"(", b"<point>"]);
                 let nest: Vec<u8> = open.repeat(depth);
                 v.splice(at..at, nest);
             }
             // Unicode or an escape.
             8 => {
-                let t = (*self.pick(ODD_TEXT)).as_bytes().to_vec();
+                let t = self.pick(ODD_TEXT).as_bytes().to_vec();
                 v.splice(at..at, t);
             }
             // A word of the target's vocabulary.
             9 | 10 => {
-                let w = (*self.pick(self.dict)).as_bytes().to_vec();
+                let w = self.pick(self.dict).as_bytes().to_vec();
                 v.splice(at..at, w);
             }
             // Invalid UTF-8.
             _ => {
-                let bad: &[u8] = *self.pick(&[&b"\xff"[..], b"\xc3", b"\xed\xa0\x80", b"\xf4\x90"]);
+                let bad: &[u8] = self.pick(&[&b"\xff"[..], b"\xc3", b"\xed\xa0\x80", b"\xf4\x90"]);
                 v.splice(at..at, bad.iter().copied());
             }
         }

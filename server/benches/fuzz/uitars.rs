@@ -82,7 +82,7 @@ fn quoted(g: &mut Gen) -> String {
 
 fn action(g: &mut Gen) -> String {
     let p = |g: &mut Gen| {
-        let name = *g.pick(&["start_box", "point"]);
+        let name = g.pick(&["start_box", "point"]);
         point(g, name)
     };
     match g.below(11) {
@@ -113,7 +113,7 @@ fn shape(g: &mut Gen) -> Vec<u8> {
         s.push_str("```\n");
     }
     if g.chance(0.8) {
-        let head = *g.pick(&["Thought", "Reflection", "Action_Summary"]);
+        let head = g.pick(&["Thought", "Reflection", "Action_Summary"]);
         s.push_str(&format!("{head}: {}\n", g.text(60)));
     }
     s.push_str("Action: ");

@@ -18,7 +18,7 @@
 //! B's probe, or the cacheable script not requested again is a leak.
 //! Exits non-zero on a leak or on a control that found nothing (the probe
 //! would then prove nothing). A service worker registration that does not
-//! settle within 3 s in A is counted apart (it happens in Cordon sessions:
+//! settle within 2 s in A is counted apart (it happens in Cordon sessions:
 //! TESTING.md); B is still checked for every channel then.
 
 mod site;
@@ -287,7 +287,7 @@ async fn main() {
     let started = Instant::now();
     let (mut leaks, mut control_misses, mut from_pool, mut sw_hung) = (0u32, 0u32, 0u32, 0u32);
     let mut pair_times = Vec::new();
-    let mut errors = 0u32;
+    let (mut errors, mut in_a_row) = (0u32, 0u32);
     for p in 0..pairs {
         if minutes > 0 && started.elapsed().as_secs() >= minutes * 60 {
             println!("soak: the {minutes}-minute budget is spent after {p} pairs");
@@ -296,6 +296,7 @@ async fn main() {
         let t = Instant::now();
         match pair(&api, &keys, &site, &seen, p).await {
             Ok(r) => {
+                in_a_row = 0;
                 from_pool += r.from_pool;
                 sw_hung += u32::from(r.sw_hung);
                 if !r.control.is_empty() {
@@ -309,10 +310,11 @@ async fn main() {
             }
             Err(e) => {
                 errors += 1;
+                in_a_row += 1;
                 let sw = seen.lock().unwrap().sw_hits;
                 println!("pair {p}: error ({sw} service worker scripts served so far): {e}");
-                if errors >= 10 {
-                    println!("soak: 10 pairs failed, stopping");
+                if in_a_row >= 10 {
+                    println!("soak: 10 pairs in a row failed, stopping");
                     break;
                 }
             }

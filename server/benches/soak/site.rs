@@ -90,7 +90,7 @@ async function main() {{
     await navigator.serviceWorker.register("/sw.js?c=" + c);
     await navigator.serviceWorker.ready;
     return "ok";
-  }})(), 3000, "service worker");
+  }})(), 2000, "service worker");
   return sw === "ok" ? "written" : "written; service worker hung";
 }}
 main().then(done, e => done("error: " + e));

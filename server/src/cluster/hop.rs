@@ -173,7 +173,8 @@ pub fn verify(secret: &[u8], header: &str, want: &Expect<'_>) -> Result<Claims, 
     )
     .verify_slice(&sig)
     .map_err(|_| Refusal::BadSignature)?;
-    if (want.now - claims.ts).abs() > MAX_SKEW_MS {
+    // `abs_diff`: a signed `ts` near `i64::MIN` must not overflow the check.
+    if want.now.abs_diff(claims.ts) > MAX_SKEW_MS.unsigned_abs() {
         return Err(Refusal::Stale);
     }
     if claims.to != want.me {
@@ -294,6 +295,20 @@ mod tests {
             verify(SECRET, &h, &expect(b"{}")),
             Err(Refusal::BadSignature)
         );
+    }
+
+    #[test]
+    fn a_signed_hop_with_an_extreme_time_is_stale_not_a_panic() {
+        // Found by the fuzz bench: `now - ts` overflowed for ts = i64::MIN.
+        for ts in [i64::MIN, i64::MIN + 1, i64::MAX, -1] {
+            let c = Claims { ts, ..claims() };
+            let h = sign(SECRET, "dep1", "POST", "/api/sessions/s_1/click", b"{}", &c);
+            assert_eq!(
+                verify(SECRET, &h, &expect(b"{}")),
+                Err(Refusal::Stale),
+                "{ts}"
+            );
+        }
     }
 
     #[test]

@@ -19,6 +19,8 @@ mod ticket;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+#[doc(hidden)]
+pub use socket::calls as client_msg_calls;
 pub use socket::{handler, serve_view};
 pub use stream::Encoding;
 pub use ticket::{TICKET_TTL_S, Ticket, TicketError, Tickets};

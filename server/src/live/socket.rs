@@ -612,7 +612,10 @@ async fn release_later(state: AppState, live: Arc<LiveSession>, operator: String
 }
 
 /// A browser message as tool calls (a click is a press and a release).
-fn calls(msg: ClientMsg) -> Result<Vec<ToolCall>, String> {
+/// Public only for the fuzz bench (`server/benches/fuzz/`), which feeds it
+/// what `on_text` would after the size check and `serde_json`.
+#[doc(hidden)]
+pub fn calls(msg: ClientMsg) -> Result<Vec<ToolCall>, String> {
     let one = |t: Tool| Ok(vec![ToolCall::new(t)]);
     let button = |b: MouseButton| match b {
         MouseButton::None => Button::None,

@@ -2,6 +2,7 @@
 //! (or `Network.getCookies`' `{cookies: […]}`), or a Netscape cookies.txt.
 //! Errors name a line, a column or a cookie's name and domain, never a value.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::io::Read;
 use std::path::Path;
@@ -311,9 +312,13 @@ pub fn partition_origins(origins: Vec<Origin>, domain: &Domain) -> (Vec<Origin>,
 }
 
 /// Splits cookies into those of `domain` (or its subdomains) and the rest.
-/// Of cookies with the same name, domain and path, the last one wins.
+/// Of cookies with the same name, domain and path, the last one wins (in
+/// the place of the first).
 pub fn partition(cookies: Vec<Cookie>, domain: &Domain) -> (Vec<Cookie>, Vec<Rejected>) {
     let mut kept: Vec<Cookie> = Vec::with_capacity(cookies.len());
+    // Identity → position in `kept`: a linear search per cookie made the
+    // largest file (5 MiB, 99,000 cookies) take 262 s in a debug build.
+    let mut at: HashMap<(String, String, String), usize> = HashMap::new();
     let mut rejected = Vec::new();
     for c in cookies {
         if !domain.covers(&c.domain) {
@@ -323,9 +328,14 @@ pub fn partition(cookies: Vec<Cookie>, domain: &Domain) -> (Vec<Cookie>, Vec<Rej
             });
             continue;
         }
-        match kept.iter().position(|k| k.identity() == c.identity()) {
-            Some(i) => kept[i] = c,
-            None => kept.push(c),
+        let (name, cookie_domain, path) = c.identity();
+        let key = (name.to_owned(), cookie_domain.to_owned(), path.to_owned());
+        match at.get(&key) {
+            Some(&i) => kept[i] = c,
+            None => {
+                at.insert(key, kept.len());
+                kept.push(c);
+            }
         }
     }
     (kept, rejected)
@@ -444,6 +454,26 @@ mod tests {
         let (kept, _) = partition(parse(file.as_bytes()).unwrap().cookies, &ex());
         assert_eq!(kept.len(), 2);
         assert_eq!(kept[0].value, "2");
+    }
+
+    #[test]
+    fn a_largest_file_of_distinct_cookies_is_split_in_file_order_with_duplicates_in_place() {
+        let mut file = String::from("[");
+        let mut n = 0;
+        while file.len() < MAX_IMPORT_BYTES as usize - 200 {
+            file.push_str(&format!(
+                r#"{{"name":"c{n}","value":"v{n}","domain":"example.com"}},"#
+            ));
+            n += 1;
+        }
+        file.push_str(r#"{"name":"c1","value":"last","domain":"example.com"}]"#);
+        let started = std::time::Instant::now();
+        let (kept, _) = partition(parse(file.as_bytes()).unwrap().cookies, &ex());
+        assert_eq!(kept.len(), n);
+        assert_eq!(kept[1].value, "last");
+        assert_eq!(kept[n - 1].name, format!("c{}", n - 1));
+        // Quadratic took minutes here; linear takes well under a second.
+        assert!(started.elapsed() < std::time::Duration::from_secs(20));
     }
 
     #[test]

@@ -437,13 +437,16 @@ pub async fn click_checked<E>(
 ) -> Result<Result<(), E>, CdpError> {
     super::tools::bounded("click", timeout, async {
         let (x, y) = super::tools::point_of(page, locator, timeout).await?;
-        // The pointer first, then the hit test: what a page shows on hover
-        // is what the gate judges.
-        super::input::mouse_move(page, x, y).await?;
+        // The hit test, then the pointer and the button at once: a check
+        // between the move and the press would make the press miss the
+        // frame the move was handled in (+5 ms back to back, measured).
+        // So a page that swaps the target on hover is judged as it was
+        // before the hover (BENCHMARKS.md 2026-11-26).
         let (host, facts) = hit_facts(page, x, y).await?;
         if let Err(e) = allow(&host, facts) {
             return Ok(Err(e));
         }
+        super::input::mouse_move(page, x, y).await?;
         super::input::press_release(page, x, y, 1).await?;
         Ok(Ok(()))
     })

@@ -147,6 +147,22 @@ pub enum OperatorCommand {
         /// Login name.
         name: String,
     },
+    /// Scope an operator (or viewer) to tenants: every page, list, action,
+    /// stream and audit query of theirs then covers only those tenants;
+    /// other tenants' objects answer "not found" and the attempt is
+    /// audited. Admins always see every tenant. Applies to their next
+    /// request (no new login).
+    #[command(group(clap::ArgGroup::new("scope").required(true).args(["tenants", "all"])))]
+    Scope {
+        /// Login name.
+        name: String,
+        /// Comma-separated tenant ids (each must exist).
+        #[arg(long, value_delimiter = ',')]
+        tenants: Vec<crate::domain::TenantId>,
+        /// Every tenant (removes the scope).
+        #[arg(long)]
+        all: bool,
+    },
 }
 
 /// `cordon audit …`

@@ -70,6 +70,10 @@ async fn run(
         .domain
         .parse()
         .map_err(|e: crate::vault::DomainError| UiError::invalid("domain", e.to_string()))?;
+    super::in_scope(state, op, "export a credential", tenant.as_str(), || {
+        UiError::not_found(format!("credential of {tenant} for {domain}"))
+    })
+    .await?;
     let doc = match state.vault.export(&actor(op), &tenant, &domain).await {
         Ok(doc) => doc,
         Err(VaultError::NotFound { .. } | VaultError::UnknownTenant(_)) => {

@@ -126,6 +126,18 @@ pub fn serve_view(
     dash: Option<String>,
     ws: WebSocketUpgrade,
 ) -> Response {
+    // A session of a tenant outside the operator's scope does not exist
+    // for them (whichever replica the view reached).
+    if !op.sees(live.tenant.as_str()) {
+        let tenant = live.tenant.to_string();
+        tokio::spawn(async move {
+            state
+                .auth
+                .out_of_scope(&op.id, "watch a session", &tenant)
+                .await;
+        });
+        return ui_error(&UiError::not_found(format!("session {}", live.id)));
+    }
     ws.max_message_size(MAX_CLIENT_MESSAGE * 4)
         .on_upgrade(move |socket| async move {
             Connection::run(state, live, op, dash, socket).await;
@@ -410,16 +422,22 @@ impl Connection {
             .dashboard_session_load(hash, crate::time::now_ms())
             .await
             .is_ok_and(|s| s.is_some());
-        let enabled = match self.op.id.parse::<crate::domain::OperatorId>() {
-            Ok(id) => self
-                .state
-                .auth
-                .get(&id)
-                .await
-                .is_ok_and(|o| o.is_some_and(|o| o.disabled_at.is_none())),
-            Err(_) => false,
+        let row = match self.op.id.parse::<crate::domain::OperatorId>() {
+            Ok(id) => self.state.auth.get(&id).await.ok().flatten(),
+            Err(_) => None,
         };
-        alive && enabled
+        let Some(row) = row.filter(|o| o.disabled_at.is_none()) else {
+            return false;
+        };
+        // Still scoped to the session's tenant (a scope changed while
+        // watching ends the view).
+        let in_scope = self
+            .state
+            .auth
+            .dashboard_operator(row)
+            .await
+            .is_ok_and(|o| o.sees(self.live.tenant.as_str()));
+        alive && in_scope
     }
 
     /// Shows the session's active tab (following a popup the operator's

@@ -40,8 +40,12 @@ pub trait AuthBackend {
     /// Disables (ending their dashboard sessions) or enables an operator.
     async fn set_operator_enabled(&self, op: &Operator, id: String, enabled: bool) -> UiResult<()>;
     /// Scopes an operator to tenants (comma list; empty: every tenant).
-    async fn set_operator_tenants(&self, op: &Operator, id: String, tenants: String)
-    -> UiResult<()>;
+    async fn set_operator_tenants(
+        &self,
+        op: &Operator,
+        id: String,
+        tenants: String,
+    ) -> UiResult<()>;
 }
 
 /// Health and the overview.

@@ -58,9 +58,12 @@ pub(super) async fn operator(
         OperatorCommand::Scope { name, tenants, all } => {
             let op = auth.by_name(&name).await?;
             let scope = (!all).then_some(tenants);
-            let shown = scope
-                .as_ref()
-                .map(|t| t.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "));
+            let shown = scope.as_ref().map(|t| {
+                t.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            });
             auth.set_scope(&Actor::Cli, &op.id, scope).await?;
             match shown {
                 Some(t) => println!("operator {name} now sees only tenants {t}"),

@@ -16,7 +16,8 @@ use crate::vault::Domain;
 #[async_trait::async_trait]
 impl LiveBackend for AppState {
     async fn live_ticket(&self, op: &Operator, session: String) -> UiResult<LiveAccess> {
-        self.session_in_scope(op, &session, "watch a session").await?;
+        self.session_in_scope(op, &session, "watch a session")
+            .await?;
         let result = async {
             let id = match self.sessions.find_live(&session).await {
                 Ok(live) => live.id.to_string(),
@@ -165,7 +166,8 @@ impl LiveBackend for AppState {
         session: String,
         domains: String,
     ) -> UiResult<Vec<DomainPreviewView>> {
-        self.session_in_scope(op, &session, "save a refresh session's login").await?;
+        self.session_in_scope(op, &session, "save a refresh session's login")
+            .await?;
         let result = async {
             let (live, domains) = self.refresh_of(&session, &domains).await?;
             let preview = self
@@ -212,7 +214,8 @@ impl LiveBackend for AppState {
         session: String,
         domains: String,
     ) -> UiResult<Vec<SavedView>> {
-        self.session_in_scope(op, &session, "save a refresh session's login").await?;
+        self.session_in_scope(op, &session, "save a refresh session's login")
+            .await?;
         let result = async {
             let (live, domains) = self.refresh_of(&session, &domains).await?;
             let report = self

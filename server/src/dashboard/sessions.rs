@@ -150,9 +150,13 @@ impl SessionsBackend for AppState {
         let found = find(self, &session).await;
         match &found {
             Ok((_, tenant, _)) => {
-                super::in_scope(self, op, "read a session's screenshots", tenant.as_str(), || {
-                    UiError::not_found(format!("session {session:?}"))
-                })
+                super::in_scope(
+                    self,
+                    op,
+                    "read a session's screenshots",
+                    tenant.as_str(),
+                    || UiError::not_found(format!("session {session:?}")),
+                )
                 .await?;
             }
             Err(e) if !op.global() => return Err(e.clone()),

@@ -351,8 +351,8 @@ impl Connection {
             }
             if checked_auth.elapsed() >= AUTH_CHECK {
                 checked_auth = tokio::time::Instant::now();
-                if !self.still_allowed(dash.as_deref()).await {
-                    break Some("your dashboard session ended; log in again".to_owned());
+                if let Err(why) = self.still_allowed(dash.as_deref()).await {
+                    break Some(why.to_owned());
                 }
             }
             self.follow(&mut cast, &slot, enc, &mut seen, &mut last_page)
@@ -412,10 +412,14 @@ impl Connection {
         Some("the session ended".to_owned())
     }
 
-    /// Whether the dashboard session behind this view is still valid and
-    /// its operator still enabled.
-    async fn still_allowed(&self, dash: Option<&str>) -> bool {
-        let Some(hash) = dash else { return false };
+    /// Whether the dashboard session behind this view is still valid, its
+    /// operator still enabled and still scoped to the session's tenant;
+    /// else why not.
+    async fn still_allowed(&self, dash: Option<&str>) -> Result<(), &'static str> {
+        const LOGGED_OUT: &str = "your dashboard session ended; log in again";
+        let Some(hash) = dash else {
+            return Err(LOGGED_OUT);
+        };
         let alive = self
             .state
             .store
@@ -426,18 +430,21 @@ impl Connection {
             Ok(id) => self.state.auth.get(&id).await.ok().flatten(),
             Err(_) => None,
         };
-        let Some(row) = row.filter(|o| o.disabled_at.is_none()) else {
-            return false;
+        let Some(row) = row.filter(|o| o.disabled_at.is_none() && alive) else {
+            return Err(LOGGED_OUT);
         };
-        // Still scoped to the session's tenant (a scope changed while
-        // watching ends the view).
+        // A scope changed while watching ends the view.
         let in_scope = self
             .state
             .auth
             .dashboard_operator(row)
             .await
             .is_ok_and(|o| o.sees(self.live.tenant.as_str()));
-        alive && in_scope
+        if in_scope {
+            Ok(())
+        } else {
+            Err("this session's tenant is no longer in your scope")
+        }
     }
 
     /// Shows the session's active tab (following a popup the operator's

@@ -582,7 +582,70 @@ async fn a_scope_change_applies_on_the_next_request_and_admins_stay_global(backe
     w.app.stop().await;
 }
 
+async fn a_live_view_ends_when_its_tenant_leaves_the_operators_scope(backend: Backend) {
+    use futures::StreamExt;
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let w = world(backend).await;
+    let app = &w.app;
+    let (status, v) = app
+        .server_fn(
+            "live_ticket",
+            &format!("session={}", w.acme.session),
+            Some(&w.sam.1),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let mut req = format!("ws://{}{}", app.addr, v["path"].as_str().unwrap())
+        .into_client_request()
+        .unwrap();
+    req.headers_mut().insert(
+        "origin",
+        format!("http://localhost:{}", app.addr.port())
+            .parse()
+            .unwrap(),
+    );
+    req.headers_mut().insert("cookie", w.sam.1.parse().unwrap());
+    let (mut ws, _) = tokio_tungstenite::connect_async(req)
+        .await
+        .expect("sam watches acme's session");
+    let (status, v) = app
+        .server_fn(
+            "set_operator_tenants",
+            &format!("id={}&tenants=globex", w.sam.0),
+            Some(&w.admin.1),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let mut seen = Vec::new();
+    let ended = tokio::time::timeout(PATIENCE, async {
+        while let Some(Ok(m)) = ws.next().await {
+            if let Message::Text(t) = m {
+                let v: Value = serde_json::from_str(&t).unwrap_or_default();
+                if v["type"] == "ended" {
+                    return Some(v);
+                }
+                seen.push(v["type"].clone());
+            }
+        }
+        None
+    })
+    .await;
+    let ended = ended
+        .unwrap_or_else(|_| panic!("no end within {PATIENCE:?}; seen {seen:?}"))
+        .unwrap_or_else(|| panic!("closed without an end message; seen {seen:?}"));
+    assert!(
+        ended["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("scope"),
+        "{ended}"
+    );
+    w.app.stop().await;
+}
+
 both_backends!(
+    a_live_view_ends_when_its_tenant_leaves_the_operators_scope,
     a_scoped_operator_sees_only_their_tenant_on_every_list_and_others_see_both,
     another_tenants_objects_answer_not_found_to_a_scoped_operator_and_are_audited,
     a_scope_change_applies_on_the_next_request_and_admins_stay_global,

@@ -59,10 +59,10 @@ pub(super) async fn operator(
             let op = auth.by_name(&name).await?;
             let scope = (!all).then_some(tenants);
             let shown = scope.as_ref().map(|t| {
-                t.iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                let mut names: Vec<String> = t.iter().map(ToString::to_string).collect();
+                names.sort();
+                names.dedup();
+                names.join(", ")
             });
             auth.set_scope(&Actor::Cli, &op.id, scope).await?;
             match shown {

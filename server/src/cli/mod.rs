@@ -134,7 +134,8 @@ pub enum OperatorCommand {
         /// Login name (default: the first admin, created if none exists).
         name: Option<String>,
     },
-    /// List operators, their roles and whether they are enrolled.
+    /// List operators, their roles, whether they are enrolled, and their
+    /// tenants.
     List,
     /// Disable an operator: they cannot log in, and their dashboard
     /// sessions end at once.
@@ -147,11 +148,12 @@ pub enum OperatorCommand {
         /// Login name.
         name: String,
     },
-    /// Scope an operator (or viewer) to tenants: every page, list, action,
-    /// stream and audit query of theirs then covers only those tenants;
-    /// other tenants' objects answer "not found" and the attempt is
-    /// audited. Admins always see every tenant. Applies to their next
-    /// request (no new login).
+    /// Limit an operator or viewer to some tenants (admins see every tenant).
+    ///
+    /// Every page, list, action, stream and audit query of theirs then
+    /// covers only those tenants; other tenants' objects answer "not found"
+    /// and the attempt is audited. Applies to their next request (no new
+    /// login); `--all` lifts the limit.
     #[command(group(clap::ArgGroup::new("scope").required(true).args(["tenants", "all"])))]
     Scope {
         /// Login name.

@@ -17,6 +17,7 @@ const FNS = {
   whoami: {}, get_status: {}, my_passkeys: {}, remove_passkey: { id: 'pk_x' },
   list_operators: {}, invite_operator: { name: 'mallory', role: 'admin' },
   set_operator_enabled: { id: 'op_x', enabled: 'false' },
+  set_operator_tenants: { id: 'op_x', tenants: 'acme' },
   list_grants: {}, approve_grant: { id: 'gr_x', expires_min: '60', multi_use: 'false' },
   deny_grant: { id: 'gr_x' }, revoke_grant: { jti: 'gt_x' },
   list_sessions: {}, get_session: { id: 's_x' },
@@ -25,7 +26,7 @@ const FNS = {
   create_api_key: { tenant: 'acme', label: 'x' }, revoke_api_key: { id: 'k_x' },
   query_audit: { 'query[cursor]': 'newest', 'query[limit]': '10' }, verify_audit: {},
 };
-const ADMIN_ONLY = ['list_operators', 'invite_operator', 'set_operator_enabled', 'list_tenants',
+const ADMIN_ONLY = ['list_operators', 'invite_operator', 'set_operator_enabled', 'set_operator_tenants', 'list_tenants',
   'create_tenant', 'create_api_key', 'revoke_api_key'];
 const OPERATOR_ONLY = ['approve_grant', 'deny_grant', 'revoke_grant', 'end_session', 'delete_credential'];
 

@@ -71,6 +71,26 @@ pub struct Operator {
     pub name: String,
     /// Role.
     pub role: Role,
+    /// The tenants this operator sees and acts on; `None`: every tenant
+    /// (always so for admins). Read again on every request, so a change of
+    /// scope applies at once.
+    pub tenants: Option<Vec<String>>,
+}
+
+impl Operator {
+    /// Whether this operator sees (and, as their role allows, acts on)
+    /// `tenant`'s sessions, grants, credentials, approvals, tasks and audit
+    /// events.
+    pub fn sees(&self, tenant: &str) -> bool {
+        self.tenants
+            .as_ref()
+            .is_none_or(|ts| ts.iter().any(|t| t == tenant))
+    }
+
+    /// Whether this operator sees every tenant.
+    pub fn global(&self) -> bool {
+        self.tenants.is_none()
+    }
 }
 
 /// One of the operator's passkeys.
@@ -103,6 +123,8 @@ pub struct OperatorInfo {
     pub last_login_at: Option<i64>,
     /// How many passkeys they have (0: not enrolled yet).
     pub passkeys: i64,
+    /// The tenants they are scoped to; `None`: every tenant.
+    pub tenants: Option<Vec<String>>,
 }
 
 /// A one-time enrollment link, shown once.
@@ -159,6 +181,15 @@ pub async fn set_operator_enabled(id: String, enabled: bool) -> Result<(), UiErr
     ctl.set_operator_enabled(&op, id, enabled).await
 }
 
+/// Scopes an operator to tenants (admin): `tenants` is a comma- or
+/// space-separated list of tenant ids; empty means every tenant. Admins are
+/// always global. Applies to the operator's next request.
+#[server(prefix = "/ui/fn", endpoint = "set_operator_tenants")]
+pub async fn set_operator_tenants(id: String, tenants: String) -> Result<(), UiError> {
+    let (ctl, op) = super::backend::require(Role::Admin, "scope operators to tenants").await?;
+    ctl.set_operator_tenants(&op, id, tenants).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,5 +205,23 @@ mod tests {
         }
         assert!("root".parse::<Role>().is_err());
         assert!("Admin".parse::<Role>().is_err());
+    }
+
+    #[test]
+    fn an_operator_sees_only_their_tenants_and_an_unscoped_one_sees_all() {
+        let mut op = Operator {
+            id: "op_x".into(),
+            name: "x".into(),
+            role: Role::Operator,
+            tenants: Some(vec!["acme".into()]),
+        };
+        assert!(op.sees("acme"));
+        assert!(!op.sees("globex"));
+        assert!(!op.sees("acm"));
+        assert!(!op.global());
+        op.tenants = Some(Vec::new());
+        assert!(!op.sees("acme"), "an empty scope sees nothing");
+        op.tenants = None;
+        assert!(op.sees("globex") && op.global());
     }
 }

@@ -39,6 +39,13 @@ pub trait AuthBackend {
     async fn invite(&self, op: &Operator, name: String, role: Role) -> UiResult<Invite>;
     /// Disables (ending their dashboard sessions) or enables an operator.
     async fn set_operator_enabled(&self, op: &Operator, id: String, enabled: bool) -> UiResult<()>;
+    /// Scopes an operator to tenants (comma list; empty: every tenant).
+    async fn set_operator_tenants(
+        &self,
+        op: &Operator,
+        id: String,
+        tenants: String,
+    ) -> UiResult<()>;
 }
 
 /// Health and the overview.

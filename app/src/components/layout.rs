@@ -61,6 +61,9 @@ pub fn Shell() -> impl IntoView {
                             <span class="whoami" id="whoami">
                                 <A href="/account">{op.name.clone()}</A>
                                 <span class="role-badge" data-role=op.role.as_str()>{op.role.as_str()}</span>
+                                {op.tenants.clone().map(|ts| view! {
+                                    <span class="scope-badge" id="my-tenants" title="You see and act on these tenants only">{ts.join(", ")}</span>
+                                })}
                             </span>
                             <form method="post" action="/ui/auth/logout" class="logout">
                                 <button type="submit" id="logout">"Log out"</button>

@@ -154,6 +154,15 @@ impl AuditFilter {
         self.tenant.as_ref()
     }
 
+    /// The same filter, for `tenant`'s events only (a scoped operator's
+    /// query is read once per tenant of their scope).
+    pub fn with_tenant(&self, tenant: TenantId) -> Self {
+        Self {
+            tenant: Some(tenant),
+            ..self.clone()
+        }
+    }
+
     /// Only this session's events.
     pub fn session(&self) -> Option<&SessionId> {
         self.session.as_ref()

@@ -129,11 +129,7 @@ pub(crate) async fn operator_of(
     if seen.is_none_or(|s| now - s > EXTEND_EVERY_MS) {
         session.insert(SEEN_KEY, now).await.map_err(unavailable)?;
     }
-    Ok(Some(Operator {
-        id: op.id.to_string(),
-        name: op.name,
-        role: op.role,
-    }))
+    Ok(Some(state.auth.dashboard_operator(op).await?))
 }
 
 /// The middleware: puts the [`Operator`] into the request, or refuses.

@@ -134,7 +134,8 @@ pub enum OperatorCommand {
         /// Login name (default: the first admin, created if none exists).
         name: Option<String>,
     },
-    /// List operators, their roles and whether they are enrolled.
+    /// List operators, their roles, whether they are enrolled, and their
+    /// tenants.
     List,
     /// Disable an operator: they cannot log in, and their dashboard
     /// sessions end at once.
@@ -146,6 +147,23 @@ pub enum OperatorCommand {
     Enable {
         /// Login name.
         name: String,
+    },
+    /// Limit an operator or viewer to some tenants (admins see every tenant).
+    ///
+    /// Every page, list, action, stream and audit query of theirs then
+    /// covers only those tenants; other tenants' objects answer "not found"
+    /// and the attempt is audited. Applies to their next request (no new
+    /// login); `--all` lifts the limit.
+    #[command(group(clap::ArgGroup::new("scope").required(true).args(["tenants", "all"])))]
+    Scope {
+        /// Login name.
+        name: String,
+        /// Comma-separated tenant ids (each must exist).
+        #[arg(long, value_delimiter = ',')]
+        tenants: Vec<crate::domain::TenantId>,
+        /// Every tenant (removes the scope).
+        #[arg(long)]
+        all: bool,
     },
 }
 

@@ -35,6 +35,7 @@ pub(super) async fn operator(
             println!("{}", inv.link);
         }
         OperatorCommand::List => {
+            let scopes = auth.scopes().await?;
             for o in auth.list().await? {
                 let state = if o.disabled_at.is_some() {
                     "disabled"
@@ -43,9 +44,13 @@ pub(super) async fn operator(
                 } else {
                     "active"
                 };
+                let tenants = scopes
+                    .get(o.id.as_str())
+                    .filter(|_| o.role != app::api::auth::Role::Admin)
+                    .map_or_else(|| "all tenants".to_owned(), |t| t.join(","));
                 println!(
-                    "{}\t{}\t{}\t{}\t{} passkey(s)",
-                    o.id, o.name, o.role, state, o.passkeys
+                    "{}\t{}\t{}\t{}\t{} passkey(s)\t{}",
+                    o.id, o.name, o.role, state, o.passkeys, tenants
                 );
             }
         }
@@ -53,6 +58,21 @@ pub(super) async fn operator(
             let op = auth.by_name(&name).await?;
             auth.set_disabled(&Actor::Cli, &op.id, true).await?;
             println!("operator {name} disabled; their dashboard sessions have ended");
+        }
+        OperatorCommand::Scope { name, tenants, all } => {
+            let op = auth.by_name(&name).await?;
+            let scope = (!all).then_some(tenants);
+            let shown = scope.as_ref().map(|t| {
+                let mut names: Vec<String> = t.iter().map(ToString::to_string).collect();
+                names.sort();
+                names.dedup();
+                names.join(", ")
+            });
+            auth.set_scope(&Actor::Cli, &op.id, scope).await?;
+            match shown {
+                Some(t) => println!("operator {name} now sees only tenants {t}"),
+                None => println!("operator {name} now sees every tenant"),
+            }
         }
         OperatorCommand::Enable { name } => {
             let op = auth.by_name(&name).await?;

@@ -186,11 +186,12 @@ pub async fn operator_of_hop(
         .flatten()
         .filter(|r| r.disabled_at.is_none())
         .ok_or(app::error::UiError::Unauthorized)?;
-    parts.extensions.insert(app::api::auth::Operator {
-        id: row.id.to_string(),
-        name: row.name,
-        role: row.role,
-    });
+    let op = state
+        .auth
+        .dashboard_operator(row)
+        .await
+        .map_err(app::error::UiError::from)?;
+    parts.extensions.insert(op);
     parts.extensions.insert(Forwarded);
     Ok(Request::from_parts(parts, Body::from(bytes)))
 }

@@ -72,6 +72,8 @@ async fn timeline(
         id: op,
         name: String::new(),
         role: app::api::auth::Role::Viewer,
+        // The replica that forwarded the call checked the caller's scope.
+        tenants: None,
     };
     match state.timeline_here(&op, session).await {
         Ok(view) => Json(view).into_response(),

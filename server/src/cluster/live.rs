@@ -162,13 +162,12 @@ pub(super) async fn serve(
     let Ok(id) = op_id.parse::<crate::domain::OperatorId>() else {
         return crate::error::ApiError::HopRefused.into_response();
     };
-    let op = match state.auth.get(&id).await {
-        Ok(Some(row)) if row.disabled_at.is_none() => app::api::auth::Operator {
-            id: row.id.to_string(),
-            name: row.name,
-            role: row.role,
-        },
+    let row = match state.auth.get(&id).await {
+        Ok(Some(row)) if row.disabled_at.is_none() => row,
         _ => return crate::error::ApiError::HopRefused.into_response(),
+    };
+    let Ok(op) = state.auth.dashboard_operator(row).await else {
+        return crate::error::ApiError::HopRefused.into_response();
     };
     let Ok(live) = state.sessions.find_live(&session).await else {
         return crate::error::ApiError::NotFound("session").into_response();

@@ -29,6 +29,13 @@ fn view(p: Pending) -> ApprovalView {
 /// This replica's pending approvals and every other replica's, oldest
 /// first.
 async fn every_pending(state: &AppState, op: &Operator) -> Vec<Pending> {
+    let mut all = every_tenants_pending(state, op).await;
+    all.retain(|p| op.sees(&p.tenant));
+    all
+}
+
+/// [`every_pending`] of every tenant, whatever `op`'s scope.
+async fn every_tenants_pending(state: &AppState, op: &Operator) -> Vec<Pending> {
     let mut all = state.sessions.approvals().list();
     all.extend(state.cluster.remote_approvals(&op.id).await);
     all.sort_by_key(|p| p.created_at);
@@ -53,6 +60,17 @@ impl ApprovalsBackend for AppState {
     }
 
     async fn decide_approval(&self, op: &Operator, id: String, approve: bool) -> UiResult<()> {
+        if !op.global()
+            && let Some(p) = every_tenants_pending(self, op)
+                .await
+                .into_iter()
+                .find(|p| p.id == id)
+        {
+            super::in_scope(self, op, "decide an approval", &p.tenant, || {
+                UiError::not_found(format!("approval {id:?}"))
+            })
+            .await?;
+        }
         let local = self.sessions.decide_approval(&id, approve, &op.id).await;
         // Not waiting here: the session may run on another replica.
         let decided = match local {

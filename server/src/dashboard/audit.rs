@@ -10,7 +10,9 @@ use app::error::UiError;
 use super::internal;
 use crate::audit::Event;
 use crate::audit::{self, Verification};
-use crate::audit::{AuditCursor, AuditFilter, AuditFilterInput, AuditQueryError, PageSize};
+use crate::audit::{
+    AuditCursor, AuditFilter, AuditFilterInput, AuditPage, AuditQueryError, PageSize,
+};
 use crate::state::AppState;
 use crate::time::rfc3339_ms;
 
@@ -31,7 +33,7 @@ pub(super) fn row(e: Event) -> AuditRow {
 
 #[async_trait::async_trait]
 impl AuditBackend for AppState {
-    async fn audit(&self, _op: &Operator, query: AuditQuery) -> UiResult<AuditPageView> {
+    async fn audit(&self, op: &Operator, query: AuditQuery) -> UiResult<AuditPageView> {
         let time = |field: &'static str, v: Option<String>| -> UiResult<Option<i64>> {
             v.filter(|t| !t.trim().is_empty())
                 .map(|t| {
@@ -57,11 +59,29 @@ impl AuditBackend for AppState {
             UiCursor::Before(n) => AuditCursor::Before(n),
             UiCursor::After(n) => AuditCursor::After(n),
         };
-        let page = self
-            .store
-            .audit_query(&filter, cursor, size)
-            .await
-            .map_err(|e| internal("reading the audit log", e))?;
+        let page = match (&op.tenants, filter.tenant()) {
+            (None, _) => self
+                .store
+                .audit_query(&filter, cursor, size)
+                .await
+                .map_err(|e| internal("reading the audit log", e))?,
+            (Some(_), Some(t)) if !op.sees(t.as_str()) => {
+                self.auth
+                    .out_of_scope(&op.id, "read the audit log", t.as_str())
+                    .await;
+                AuditPage {
+                    events: Vec::new(),
+                    has_older: false,
+                    has_newer: false,
+                }
+            }
+            (Some(_), Some(_)) => self
+                .store
+                .audit_query(&filter, cursor, size)
+                .await
+                .map_err(|e| internal("reading the audit log", e))?,
+            (Some(scope), None) => scoped_page(self, &filter, scope, cursor, size).await?,
+        };
         Ok(AuditPageView {
             rows: page.events.into_iter().map(row).collect(),
             has_older: page.has_older,
@@ -69,7 +89,7 @@ impl AuditBackend for AppState {
         })
     }
 
-    async fn verify_audit(&self, _op: &Operator) -> UiResult<AuditVerification> {
+    async fn verify_audit(&self, op: &Operator) -> UiResult<AuditVerification> {
         let v = audit::verify(&self.store)
             .await
             .map_err(|e| internal("verifying the audit log", e))?;
@@ -88,8 +108,94 @@ impl AuditBackend for AppState {
             },
         };
         *self.last_verification.0.lock().expect("verification lock") = Some(result.clone());
-        Ok(result)
+        scoped_verification(self, op, result).await
     }
+}
+
+/// One page of a scoped operator's events (no tenant asked for): the same
+/// page read for each tenant of their scope, merged. Events naming no
+/// tenant (logins, operators, configuration) are not theirs to see.
+async fn scoped_page(
+    state: &AppState,
+    filter: &AuditFilter,
+    scope: &[String],
+    cursor: AuditCursor,
+    size: PageSize,
+) -> UiResult<AuditPage> {
+    let mut events = Vec::new();
+    let (mut has_older, mut has_newer) = (false, false);
+    for t in scope {
+        let Ok(t) = t.parse::<crate::domain::TenantId>() else {
+            continue;
+        };
+        let page = state
+            .store
+            .audit_query(&filter.with_tenant(t), cursor, size)
+            .await
+            .map_err(|e| internal("reading the audit log", e))?;
+        has_older |= page.has_older;
+        has_newer |= page.has_newer;
+        events.extend(page.events);
+    }
+    events.sort_by_key(|e| std::cmp::Reverse(e.seq));
+    let n = size.get() as usize;
+    if events.len() > n {
+        // Newest/Before pages keep the newest `n`; Oldest/After pages the
+        // `n` nearest their cursor, which are the oldest of the union.
+        match cursor {
+            AuditCursor::Newest | AuditCursor::Before(_) => {
+                events.truncate(n);
+                has_older = true;
+            }
+            AuditCursor::Oldest | AuditCursor::After(_) => {
+                events.drain(..events.len() - n);
+                has_newer = true;
+            }
+        }
+    }
+    Ok(AuditPage {
+        events,
+        has_older,
+        has_newer,
+    })
+}
+
+/// A verification of the whole chain as a scoped operator may see it: the
+/// number of their tenants' events, and where it breaks only when that
+/// event is one of theirs.
+pub(super) async fn scoped_verification(
+    state: &AppState,
+    op: &Operator,
+    v: AuditVerification,
+) -> UiResult<AuditVerification> {
+    let Some(scope) = &op.tenants else {
+        return Ok(v);
+    };
+    let events = state
+        .store
+        .audit_count_in(scope)
+        .await
+        .map_err(|e| internal("counting audit events", e))?;
+    let broken_seq = match v.broken_seq {
+        Some(seq) => state
+            .store
+            .audit_tenant_of(seq)
+            .await
+            .map_err(|e| internal("reading an audit event", e))?
+            .filter(|t| op.sees(t))
+            .map(|_| seq),
+        None => None,
+    };
+    Ok(AuditVerification {
+        intact: v.intact,
+        events,
+        reason: match (v.intact, broken_seq) {
+            (true, _) => None,
+            (false, Some(_)) => v.reason,
+            (false, None) => Some("the chain is broken at an event outside your tenants".into()),
+        },
+        broken_seq,
+    })
 }
 
 fn invalid(e: AuditQueryError) -> UiError {

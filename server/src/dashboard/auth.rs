@@ -1,16 +1,23 @@
 //! The operator's own passkeys and the admin's operator list.
 
+use std::collections::HashMap;
+
 use app::api::auth::{Invite, Operator, OperatorInfo, PasskeyInfo, Role};
 use app::api::backend::{AuthBackend, UiResult};
 use app::error::UiError;
 
 use super::actor;
-use crate::domain::OperatorId;
+use crate::domain::{OperatorId, TenantId};
 use crate::state::AppState;
 use crate::store::operators::OperatorRow;
 
-fn info(o: OperatorRow) -> OperatorInfo {
+fn info(o: OperatorRow, scopes: &HashMap<String, Vec<String>>) -> OperatorInfo {
     OperatorInfo {
+        tenants: if o.role == Role::Admin {
+            None
+        } else {
+            scopes.get(o.id.as_str()).cloned()
+        },
         id: o.id.to_string(),
         name: o.name,
         role: o.role,
@@ -56,14 +63,21 @@ impl AuthBackend for AppState {
     }
 
     async fn operators(&self, _op: &Operator) -> UiResult<Vec<OperatorInfo>> {
-        Ok(self.auth.list().await?.into_iter().map(info).collect())
+        let scopes = self.auth.scopes().await?;
+        Ok(self
+            .auth
+            .list()
+            .await?
+            .into_iter()
+            .map(|o| info(o, &scopes))
+            .collect())
     }
 
     async fn invite(&self, op: &Operator, name: String, role: Role) -> UiResult<Invite> {
         let result = async {
             let inv = self.auth.invite(&actor(op), &name, role).await?;
             Ok(Invite {
-                operator: info(inv.operator),
+                operator: info(inv.operator, &HashMap::new()),
                 link: inv.link,
                 expires_at: inv.expires_at,
             })
@@ -82,4 +96,35 @@ impl AuthBackend for AppState {
         .await;
         super::audited(self, op, "operator.enable", result).await
     }
+
+    async fn set_operator_tenants(
+        &self,
+        op: &Operator,
+        id: String,
+        tenants: String,
+    ) -> UiResult<()> {
+        let result = async {
+            let tenants = parse_tenants(&tenants)?;
+            self.auth
+                .set_scope(&actor(op), &operator_id(&id)?, tenants)
+                .await?;
+            Ok(())
+        }
+        .await;
+        super::audited(self, op, "operator.scope", result).await
+    }
+}
+
+/// A comma- or space-separated list of tenant ids; empty: every tenant.
+pub(crate) fn parse_tenants(list: &str) -> UiResult<Option<Vec<TenantId>>> {
+    let ids = list
+        .split([',', ' ', '\n', '\t'])
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(|t| {
+            t.parse::<TenantId>()
+                .map_err(|e| UiError::invalid("tenants", format!("{t}: {e}")))
+        })
+        .collect::<UiResult<Vec<_>>>()?;
+    Ok(Some(ids).filter(|v| !v.is_empty()))
 }

@@ -27,13 +27,14 @@ pub(super) fn view(c: CredentialInfo) -> CredentialView {
 
 #[async_trait::async_trait]
 impl CredentialsBackend for AppState {
-    async fn credentials(&self, _op: &Operator) -> UiResult<Vec<CredentialView>> {
+    async fn credentials(&self, op: &Operator) -> UiResult<Vec<CredentialView>> {
         Ok(self
             .store
             .vault_list(None)
             .await
             .map_err(|e| internal("listing credentials", e))?
             .into_iter()
+            .filter(|c| op.sees(&c.tenant_id))
             .map(view)
             .collect())
     }
@@ -44,6 +45,10 @@ impl CredentialsBackend for AppState {
         tenant: String,
         domain: String,
     ) -> UiResult<()> {
+        super::in_scope(self, op, "delete a credential", &tenant, || {
+            UiError::not_found(format!("credential of {tenant} for {domain}"))
+        })
+        .await?;
         let result = async {
             let tenant: TenantId = tenant.parse().map_err(|e: crate::domain::TenantIdError| {
                 UiError::invalid("tenant", e.to_string())

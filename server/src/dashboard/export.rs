@@ -57,11 +57,6 @@ async fn run(
             op.role
         )));
     }
-    if !take_fresh(session).await? {
-        return Err(UiError::forbidden(
-            "exporting a credential needs a fresh passkey check: use the Export button",
-        ));
-    }
     let tenant: TenantId = which
         .tenant
         .parse()
@@ -70,6 +65,17 @@ async fn run(
         .domain
         .parse()
         .map_err(|e: crate::vault::DomainError| UiError::invalid("domain", e.to_string()))?;
+    super::in_scope(state, op, "export a credential", tenant.as_str(), || {
+        UiError::not_found(format!("credential of {tenant} for {domain}"))
+    })
+    .await?;
+    // After the scope: another tenant's credential does not use up the
+    // operator's passkey check.
+    if !take_fresh(session).await? {
+        return Err(UiError::forbidden(
+            "exporting a credential needs a fresh passkey check: use the Export button",
+        ));
+    }
     let doc = match state.vault.export(&actor(op), &tenant, &domain).await {
         Ok(doc) => doc,
         Err(VaultError::NotFound { .. } | VaultError::UnknownTenant(_)) => {

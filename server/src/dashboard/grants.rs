@@ -73,7 +73,7 @@ fn token_view(t: GrantTokenRow, now: i64) -> GrantTokenView {
 
 #[async_trait::async_trait]
 impl GrantsBackend for AppState {
-    async fn grants(&self, _op: &Operator) -> UiResult<GrantsView> {
+    async fn grants(&self, op: &Operator) -> UiResult<GrantsView> {
         let now = now_ms();
         let labels: HashMap<String, String> = self
             .store
@@ -90,11 +90,12 @@ impl GrantsBackend for AppState {
             .map_err(|e| internal("listing grant requests", e))?;
         let (mut pending, decided): (Vec<_>, Vec<_>) = requests
             .into_iter()
+            .filter(|r| op.sees(&r.tenant_id))
             .partition(|r| r.state == GrantState::Pending);
         pending.reverse();
         let tokens = self
             .store
-            .grant_token_list(200)
+            .grant_token_list(op.tenants.as_deref(), 200)
             .await
             .map_err(|e| internal("listing grant tokens", e))?;
         Ok(GrantsView {
@@ -119,6 +120,7 @@ impl GrantsBackend for AppState {
         expires_min: u32,
         multi_use: bool,
     ) -> UiResult<String> {
+        self.request_in_scope(op, &id, "approve a grant").await?;
         let result = async {
             let id: GrantRequestId = id
                 .parse()
@@ -139,6 +141,7 @@ impl GrantsBackend for AppState {
     }
 
     async fn deny_grant(&self, op: &Operator, id: String) -> UiResult<()> {
+        self.request_in_scope(op, &id, "deny a grant").await?;
         let result = async {
             let id: GrantRequestId = id
                 .parse()
@@ -150,6 +153,17 @@ impl GrantsBackend for AppState {
     }
 
     async fn revoke_grant(&self, op: &Operator, jti: String) -> UiResult<()> {
+        if let Some(t) = self
+            .store
+            .grant_token_get(&jti)
+            .await
+            .map_err(|e| internal("reading the grant token", e))?
+        {
+            super::in_scope(self, op, "revoke a grant token", &t.tenant_id, || {
+                UiError::not_found("active grant token")
+            })
+            .await?;
+        }
         let result = async {
             let jti: GrantTokenId = jti
                 .parse()
@@ -160,5 +174,24 @@ impl GrantsBackend for AppState {
         }
         .await;
         super::audited(self, op, "grant.revoke", result).await
+    }
+}
+
+impl AppState {
+    /// `NotFound` (audited) when grant request `id` is of a tenant outside
+    /// `op`'s scope; an unknown one is left to the caller.
+    async fn request_in_scope(&self, op: &Operator, id: &str, what: &str) -> UiResult<()> {
+        let Some(r) = self
+            .store
+            .grant_request_get(id)
+            .await
+            .map_err(|e| internal("reading the grant request", e))?
+        else {
+            return Ok(());
+        };
+        super::in_scope(self, op, what, &r.tenant_id, || {
+            UiError::not_found("grant request")
+        })
+        .await
     }
 }

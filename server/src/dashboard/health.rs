@@ -23,7 +23,7 @@ const WEEK_MS: i64 = 7 * 24 * 3600 * 1000;
 
 #[async_trait::async_trait]
 impl HealthBackend for AppState {
-    async fn status(&self, _op: &Operator) -> UiResult<SystemStatus> {
+    async fn status(&self, op: &Operator) -> UiResult<SystemStatus> {
         let database_ok = self.store.ping().await.is_ok();
         let mut status = SystemStatus {
             version: env!("CARGO_PKG_VERSION").to_string(),
@@ -54,18 +54,32 @@ impl HealthBackend for AppState {
         if !database_ok {
             return Ok(status);
         }
+        // A scoped operator's overview counts only their tenants.
+        let scope = op.tenants.as_deref();
+        if let Some(v) = status.last_verification.take() {
+            status.last_verification = Some(super::audit::scoped_verification(self, op, v).await?);
+        }
         let store = &self.store;
-        status.audit_events = store
-            .audit_head()
-            .await
-            .map_err(|e| internal("reading the audit head", e))?
-            .0;
+        status.audit_events = match scope {
+            None => {
+                store
+                    .audit_head()
+                    .await
+                    .map_err(|e| internal("reading the audit head", e))?
+                    .0
+            }
+            Some(ts) => store
+                .audit_count_in(ts)
+                .await
+                .map_err(|e| internal("counting audit events", e))?,
+        };
         let recorder = self.sessions.recorder();
         status.recordings = store
             .tenant_list()
             .await
             .map_err(|e| internal("listing tenants", e))?
             .into_iter()
+            .filter(|t| op.sees(t.id.as_str()))
             .map(|t| RecordingUsage {
                 used_bytes: recorder.usage(t.id.as_str()),
                 quota_bytes: recorder.quota_of(t.id.as_str()),
@@ -73,24 +87,32 @@ impl HealthBackend for AppState {
             })
             .collect();
         status.sessions = store
-            .session_counts(now_ms() - 24 * 3600 * 1000)
+            .session_counts(now_ms() - 24 * 3600 * 1000, scope)
             .await
             .map_err(|e| internal("counting sessions", e))?;
         status.pending_grants = store
             .grant_request_list(true)
             .await
             .map_err(|e| internal("listing grant requests", e))?
-            .len() as i64;
+            .iter()
+            .filter(|r| op.sees(&r.tenant_id))
+            .count() as i64;
         let soon = now_ms() + WEEK_MS;
         status.expiring = store
             .vault_list(None)
             .await
             .map_err(|e| internal("listing credentials", e))?
             .into_iter()
-            .filter(|c| c.earliest_expiry.is_some_and(|e| e <= soon))
+            .filter(|c| c.earliest_expiry.is_some_and(|e| e <= soon) && op.sees(&c.tenant_id))
             .map(super::credentials::view)
             .collect::<Vec<CredentialView>>();
         status.replicas = self.replica_lines().await?;
+        if scope.is_some() {
+            // Sessions per replica count every tenant's.
+            for r in &mut status.replicas {
+                r.running = 0;
+            }
+        }
         Ok(status)
     }
 }

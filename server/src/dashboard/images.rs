@@ -41,6 +41,20 @@ pub async fn approval(
     if !crate::ids::is_random_id(crate::ids::APPROVAL, &id) {
         return crate::auth::ui_error(&UiError::not_found("approval"));
     }
+    if !op.global() {
+        let mut pending = state.sessions.approvals().list();
+        if !pending.iter().any(|p| p.id == id) {
+            pending = state.cluster.remote_approvals(&op.id).await;
+        }
+        if let Some(p) = pending.into_iter().find(|p| p.id == id)
+            && let Err(e) = super::in_scope(&state, &op, "see an approval", &p.tenant, || {
+                UiError::not_found("approval screenshot")
+            })
+            .await
+        {
+            return crate::auth::ui_error(&e);
+        }
+    }
     let jpeg = match state.sessions.approvals().screenshot(&id) {
         Some(j) => Some(j.as_ref().clone()),
         // Held by the replica whose session waits.
@@ -70,6 +84,13 @@ async fn serve(
     let Ok(id) = id.parse::<ScreenshotId>() else {
         return crate::auth::ui_error(&UiError::not_found("screenshot"));
     };
+    if let Err(e) = super::in_scope(state, op, "see a screenshot", id.tenant().as_str(), || {
+        UiError::not_found("screenshot")
+    })
+    .await
+    {
+        return crate::auth::ui_error(&e);
+    }
     let here = state.sessions.recorder().open(&id, variant).await;
     if matches!(here, Err(OpenError::NotFound)) {
         // Recorded by another replica: its data dir has the file.

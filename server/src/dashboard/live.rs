@@ -16,6 +16,8 @@ use crate::vault::Domain;
 #[async_trait::async_trait]
 impl LiveBackend for AppState {
     async fn live_ticket(&self, op: &Operator, session: String) -> UiResult<LiveAccess> {
+        self.session_in_scope(op, &session, "watch a session")
+            .await?;
         let result = async {
             let id = match self.sessions.find_live(&session).await {
                 Ok(live) => live.id.to_string(),
@@ -62,6 +64,12 @@ impl LiveBackend for AppState {
                 .await
                 .map_err(|e| internal("reading the tenant", e))?
             {
+                return Err(UiError::invalid("tenant", format!("no tenant {tenant}")));
+            }
+            if !op.sees(tenant.as_str()) {
+                self.auth
+                    .out_of_scope(&op.id, "start a refresh session", tenant.as_str())
+                    .await;
                 return Err(UiError::invalid("tenant", format!("no tenant {tenant}")));
             }
             let domains: Vec<String> = domains
@@ -122,6 +130,8 @@ impl LiveBackend for AppState {
     }
 
     async fn release_control(&self, op: &Operator, session: String) -> UiResult<()> {
+        self.session_in_scope(op, &session, "hand a session back")
+            .await?;
         let result = async {
             let live = self
                 .sessions
@@ -156,6 +166,8 @@ impl LiveBackend for AppState {
         session: String,
         domains: String,
     ) -> UiResult<Vec<DomainPreviewView>> {
+        self.session_in_scope(op, &session, "save a refresh session's login")
+            .await?;
         let result = async {
             let (live, domains) = self.refresh_of(&session, &domains).await?;
             let preview = self
@@ -202,6 +214,8 @@ impl LiveBackend for AppState {
         session: String,
         domains: String,
     ) -> UiResult<Vec<SavedView>> {
+        self.session_in_scope(op, &session, "save a refresh session's login")
+            .await?;
         let result = async {
             let (live, domains) = self.refresh_of(&session, &domains).await?;
             let report = self
@@ -233,6 +247,30 @@ impl LiveBackend for AppState {
 }
 
 impl AppState {
+    /// `NotFound` (audited) when `session` is a session of a tenant outside
+    /// `op`'s scope; nothing otherwise (an unknown session is left to the
+    /// caller, which answers it as before).
+    async fn session_in_scope(&self, op: &Operator, session: &str, what: &str) -> UiResult<()> {
+        if op.global() {
+            return Ok(());
+        }
+        let tenant = self
+            .store
+            .session_find(session)
+            .await
+            .map_err(|e| internal("reading the session", e))?
+            .map(|r| r.tenant_id);
+        match tenant {
+            Some(t) => {
+                super::in_scope(self, op, what, &t, || {
+                    UiError::not_found(format!("session {session:?}"))
+                })
+                .await
+            }
+            None => Err(UiError::not_found(format!("session {session:?}"))),
+        }
+    }
+
     /// A running refresh session and the chosen domains, each one it was
     /// started for.
     async fn refresh_of(

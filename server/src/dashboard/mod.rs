@@ -29,6 +29,23 @@ pub use export::export;
 pub use health::LastVerification;
 pub use images::{approval as approval_screenshot, full as screenshot, thumb as screenshot_thumb};
 
+/// Nothing, if `op` sees `tenant`; otherwise `not_found` (an object of a
+/// tenant outside the operator's scope does not exist for them), audited as
+/// `operator.refused` with what was tried and the tenant.
+async fn in_scope(
+    state: &crate::state::AppState,
+    op: &Operator,
+    what: &str,
+    tenant: &str,
+    not_found: impl FnOnce() -> UiError,
+) -> Result<(), UiError> {
+    if op.sees(tenant) {
+        return Ok(());
+    }
+    state.auth.out_of_scope(&op.id, what, tenant).await;
+    Err(not_found())
+}
+
 /// The audit actor of an operator.
 fn actor(op: &Operator) -> Actor {
     Actor::Operator(op.id.clone())

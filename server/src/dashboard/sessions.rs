@@ -36,13 +36,24 @@ fn view(r: SessionRow, activity: Option<&(i64, Option<String>)>) -> SessionView 
 
 #[async_trait::async_trait]
 impl SessionsBackend for AppState {
-    async fn sessions(&self, _op: &Operator, filter: SessionFilter) -> UiResult<Vec<SessionView>> {
+    async fn sessions(&self, op: &Operator, filter: SessionFilter) -> UiResult<Vec<SessionView>> {
         let tenant = match filter.tenant.as_deref().filter(|t| !t.is_empty()) {
             Some(t) => Some(
                 t.parse::<TenantId>()
                     .map_err(|e| UiError::invalid("tenant", e.to_string()))?,
             ),
             None => None,
+        };
+        // A tenant outside the operator's scope has no sessions for them.
+        let tenants = match tenant {
+            Some(t) if !op.sees(t.as_str()) => {
+                self.auth
+                    .out_of_scope(&op.id, "list sessions", t.as_str())
+                    .await;
+                return Ok(Vec::new());
+            }
+            Some(t) => Some(vec![t.to_string()]),
+            None => op.tenants.clone(),
         };
         let state = match filter.state.as_deref().filter(|s| !s.is_empty()) {
             Some(s) => Some(
@@ -53,7 +64,7 @@ impl SessionsBackend for AppState {
         };
         let rows = self
             .store
-            .session_list_filtered(tenant.as_ref().map(TenantId::as_str), state, LIST_MAX)
+            .session_list_filtered(tenants.as_deref(), state, LIST_MAX)
             .await
             .map_err(|e| internal("listing sessions", e))?;
         let ids: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
@@ -72,7 +83,7 @@ impl SessionsBackend for AppState {
     }
 
     async fn session(&self, op: &Operator, id: String) -> UiResult<SessionDetail> {
-        let (sid, tenant, row) = find(self, &id).await?;
+        let (sid, tenant, row) = find_for(self, op, &id, "show a session").await?;
         let waiting = super::tasks::every_waiting(self, op).await;
         let activity = self
             .store
@@ -124,7 +135,7 @@ impl SessionsBackend for AppState {
                 .map(|h| h.name),
             tasks: self
                 .store
-                .task_list(None, Some(sid.as_str()), 50)
+                .task_list_in(op.tenants.as_deref(), Some(sid.as_str()), 50)
                 .await
                 .map_err(|e| internal("listing the session's tasks", e))?
                 .iter()
@@ -136,7 +147,22 @@ impl SessionsBackend for AppState {
     async fn timeline(&self, op: &Operator, session: String) -> UiResult<TimelineView> {
         // Here when the session's folder is on this disk: recorded here, or
         // by any replica under `shared_dir` (even one that is gone).
-        if let Ok((sid, tenant, _)) = find(self, &session).await
+        let found = find(self, &session).await;
+        match &found {
+            Ok((_, tenant, _)) => {
+                super::in_scope(
+                    self,
+                    op,
+                    "read a session's screenshots",
+                    tenant.as_str(),
+                    || UiError::not_found(format!("session {session:?}")),
+                )
+                .await?;
+            }
+            Err(e) if !op.global() => return Err(e.clone()),
+            Err(_) => {}
+        }
+        if let Ok((sid, tenant, _)) = found
             && self
                 .sessions
                 .recorder()
@@ -151,6 +177,12 @@ impl SessionsBackend for AppState {
         self.timeline_here(op, session).await
     }
     async fn end_session(&self, op: &Operator, id: String) -> UiResult<()> {
+        if let Ok((_, tenant, _)) = find(self, &id).await {
+            super::in_scope(self, op, "end a session", tenant.as_str(), || {
+                UiError::not_found(format!("session {id:?}"))
+            })
+            .await?;
+        }
         let result = async {
             self.sessions
                 .end_by_operator(&id, &op.id)
@@ -192,6 +224,22 @@ async fn find(state: &AppState, id: &str) -> UiResult<(SessionId, TenantId, Sess
         .parse()
         .map_err(|e| internal("reading the session", anyhow::anyhow!("{e}")))?;
     Ok((sid, tenant, row))
+}
+
+/// [`find`], for `op`: a session of a tenant outside their scope is
+/// `NotFound` (audited, `what` saying what was tried).
+pub(super) async fn find_for(
+    state: &AppState,
+    op: &Operator,
+    id: &str,
+    what: &str,
+) -> UiResult<(SessionId, TenantId, SessionRow)> {
+    let found = find(state, id).await?;
+    super::in_scope(state, op, what, found.1.as_str(), || {
+        UiError::not_found(format!("session {id:?}"))
+    })
+    .await?;
+    Ok(found)
 }
 
 impl AppState {

@@ -28,7 +28,7 @@ pub(super) fn line(t: &TaskRow, waiting: &HashSet<String>) -> TaskLine {
 
 #[async_trait::async_trait]
 impl TasksBackend for AppState {
-    async fn task(&self, _op: &Operator, id: String) -> UiResult<TaskTrace> {
+    async fn task(&self, op: &Operator, id: String) -> UiResult<TaskTrace> {
         let not_found = || UiError::not_found(format!("task {id:?}"));
         if id.len() > 64 {
             return Err(not_found());
@@ -39,13 +39,14 @@ impl TasksBackend for AppState {
             .await
             .map_err(|e| internal("reading the task", e))?
             .ok_or_else(not_found)?;
+        super::in_scope(self, op, "read a task", &row.tenant_id, not_found).await?;
         let steps = self
             .store
             .task_steps(&id)
             .await
             .map_err(|e| internal("reading the trace", e))?;
         Ok(TaskTrace {
-            task: line(&row, &every_waiting(self, _op).await),
+            task: line(&row, &every_waiting(self, op).await),
             instruction: row.instruction,
             summary: row.summary,
             error: row.error,
@@ -69,7 +70,7 @@ impl TasksBackend for AppState {
     async fn tasks(&self, op: &Operator) -> UiResult<TaskList> {
         let rows = self
             .store
-            .task_list(None, None, 100)
+            .task_list_in(op.tenants.as_deref(), None, 100)
             .await
             .map_err(|e| internal("listing tasks", e))?;
         let waiting = every_waiting(self, op).await;
@@ -80,7 +81,20 @@ impl TasksBackend for AppState {
     }
 
     async fn waiting_tasks(&self, op: &Operator) -> UiResult<usize> {
-        Ok(every_waiting(self, op).await.len())
+        let waiting = every_waiting(self, op).await;
+        if op.global() {
+            return Ok(waiting.len());
+        }
+        // Count only the scoped operator's tenants' tasks.
+        let mut n = 0;
+        for id in &waiting {
+            if let Ok(Some(t)) = self.store.task_get(None, id).await
+                && op.sees(&t.tenant_id)
+            {
+                n += 1;
+            }
+        }
+        Ok(n)
     }
 }
 

@@ -22,12 +22,13 @@ fn ui(e: TenantError) -> UiError {
 
 #[async_trait::async_trait]
 impl TenantsBackend for AppState {
-    async fn tenants(&self, _op: &Operator) -> UiResult<Vec<TenantView>> {
+    async fn tenants(&self, op: &Operator) -> UiResult<Vec<TenantView>> {
         let keys = tenants::list_keys(&self.store, None).await.map_err(ui)?;
         Ok(tenants::list(&self.store)
             .await
             .map_err(ui)?
             .into_iter()
+            .filter(|t| op.sees(t.id.as_str()))
             .map(|t| TenantView {
                 keys: keys
                     .iter()
@@ -69,6 +70,10 @@ impl TenantsBackend for AppState {
         tenant: String,
         label: String,
     ) -> UiResult<NewApiKey> {
+        super::in_scope(self, op, "create an API key", &tenant, || {
+            UiError::not_found(format!("tenant {tenant}"))
+        })
+        .await?;
         let result = async {
             let tenant: TenantId = tenant.parse().map_err(|e: crate::domain::TenantIdError| {
                 UiError::invalid("tenant", e.to_string())
@@ -86,6 +91,18 @@ impl TenantsBackend for AppState {
     }
 
     async fn revoke_api_key(&self, op: &Operator, id: String) -> UiResult<()> {
+        if !op.global()
+            && let Some(k) = tenants::list_keys(&self.store, None)
+                .await
+                .map_err(ui)?
+                .into_iter()
+                .find(|k| k.id == id)
+        {
+            super::in_scope(self, op, "revoke an API key", k.tenant.as_str(), || {
+                UiError::not_found(format!("active API key {id}"))
+            })
+            .await?;
+        }
         let result = async {
             let id: ApiKeyId = id
                 .parse()

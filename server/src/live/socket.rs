@@ -126,6 +126,18 @@ pub fn serve_view(
     dash: Option<String>,
     ws: WebSocketUpgrade,
 ) -> Response {
+    // A session of a tenant outside the operator's scope does not exist
+    // for them (whichever replica the view reached).
+    if !op.sees(live.tenant.as_str()) {
+        let tenant = live.tenant.to_string();
+        tokio::spawn(async move {
+            state
+                .auth
+                .out_of_scope(&op.id, "watch a session", &tenant)
+                .await;
+        });
+        return ui_error(&UiError::not_found(format!("session {}", live.id)));
+    }
     ws.max_message_size(MAX_CLIENT_MESSAGE * 4)
         .on_upgrade(move |socket| async move {
             Connection::run(state, live, op, dash, socket).await;
@@ -339,8 +351,8 @@ impl Connection {
             }
             if checked_auth.elapsed() >= AUTH_CHECK {
                 checked_auth = tokio::time::Instant::now();
-                if !self.still_allowed(dash.as_deref()).await {
-                    break Some("your dashboard session ended; log in again".to_owned());
+                if let Err(why) = self.still_allowed(dash.as_deref()).await {
+                    break Some(why.to_owned());
                 }
             }
             self.follow(&mut cast, &slot, enc, &mut seen, &mut last_page)
@@ -400,26 +412,39 @@ impl Connection {
         Some("the session ended".to_owned())
     }
 
-    /// Whether the dashboard session behind this view is still valid and
-    /// its operator still enabled.
-    async fn still_allowed(&self, dash: Option<&str>) -> bool {
-        let Some(hash) = dash else { return false };
+    /// Whether the dashboard session behind this view is still valid, its
+    /// operator still enabled and still scoped to the session's tenant;
+    /// else why not.
+    async fn still_allowed(&self, dash: Option<&str>) -> Result<(), &'static str> {
+        const LOGGED_OUT: &str = "your dashboard session ended; log in again";
+        let Some(hash) = dash else {
+            return Err(LOGGED_OUT);
+        };
         let alive = self
             .state
             .store
             .dashboard_session_load(hash, crate::time::now_ms())
             .await
             .is_ok_and(|s| s.is_some());
-        let enabled = match self.op.id.parse::<crate::domain::OperatorId>() {
-            Ok(id) => self
-                .state
-                .auth
-                .get(&id)
-                .await
-                .is_ok_and(|o| o.is_some_and(|o| o.disabled_at.is_none())),
-            Err(_) => false,
+        let row = match self.op.id.parse::<crate::domain::OperatorId>() {
+            Ok(id) => self.state.auth.get(&id).await.ok().flatten(),
+            Err(_) => None,
         };
-        alive && enabled
+        let Some(row) = row.filter(|o| o.disabled_at.is_none() && alive) else {
+            return Err(LOGGED_OUT);
+        };
+        // A scope changed while watching ends the view.
+        let in_scope = self
+            .state
+            .auth
+            .dashboard_operator(row)
+            .await
+            .is_ok_and(|o| o.sees(self.live.tenant.as_str()));
+        if in_scope {
+            Ok(())
+        } else {
+            Err("this session's tenant is no longer in your scope")
+        }
     }
 
     /// Shows the session's active tab (following a popup the operator's

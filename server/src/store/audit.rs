@@ -147,6 +147,34 @@ impl Store {
             .context("malformed audit row")
     }
 
+    /// How many events name one of `tenants`.
+    pub async fn audit_count_in(&self, tenants: &[String]) -> anyhow::Result<i64> {
+        let mut binds = Vec::new();
+        let sql = format!(
+            "SELECT COUNT(*) AS n FROM audit_events WHERE {}",
+            super::tenant_in(tenants, &mut binds)
+        );
+        let mut q = sqlx::query(&sql);
+        for b in binds {
+            q = q.bind(b);
+        }
+        let row = q
+            .fetch_one(self.pool())
+            .await
+            .context("failed to count audit events")?;
+        Ok(row.try_get("n")?)
+    }
+
+    /// The tenant an event names, if any (`None` also for no such event).
+    pub async fn audit_tenant_of(&self, seq: i64) -> anyhow::Result<Option<String>> {
+        let row = sqlx::query("SELECT tenant_id FROM audit_events WHERE seq = $1")
+            .bind(seq)
+            .fetch_optional(self.pool())
+            .await
+            .context("failed to read an audit event")?;
+        Ok(row.and_then(|r| r.try_get("tenant_id").ok()).flatten())
+    }
+
     /// The head: `(seq, hash)` of the last appended event.
     pub async fn audit_head(&self) -> anyhow::Result<(i64, String)> {
         let row = sqlx::query("SELECT seq, hash FROM audit_head WHERE id = 1")

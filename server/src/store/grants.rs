@@ -212,15 +212,43 @@ impl Store {
     }
 
     /// Tokens, newest first (at most `limit`).
-    pub async fn grant_token_list(&self, limit: i64) -> anyhow::Result<Vec<GrantTokenRow>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {TOKEN_COLUMNS} FROM grant_tokens ORDER BY issued_at DESC, jti LIMIT $1"
-        ))
-        .bind(limit)
-        .fetch_all(self.pool())
-        .await
-        .context("failed to list grant tokens")?;
+    /// `tenants`: only theirs (`None`: every tenant's).
+    pub async fn grant_token_list(
+        &self,
+        tenants: Option<&[String]>,
+        limit: i64,
+    ) -> anyhow::Result<Vec<GrantTokenRow>> {
+        let mut binds = Vec::new();
+        let scope = match tenants {
+            Some(ts) => format!("WHERE {} ", super::tenant_in(ts, &mut binds)),
+            None => String::new(),
+        };
+        let sql = format!(
+            "SELECT {TOKEN_COLUMNS} FROM grant_tokens {scope}ORDER BY issued_at DESC, jti LIMIT ${}",
+            binds.len() + 1
+        );
+        let mut q = sqlx::query(&sql);
+        for b in binds {
+            q = q.bind(b);
+        }
+        let rows = q
+            .bind(limit)
+            .fetch_all(self.pool())
+            .await
+            .context("failed to list grant tokens")?;
         Ok(rows.iter().map(token_from).collect::<Result<_, _>>()?)
+    }
+
+    /// One token by its id.
+    pub async fn grant_token_get(&self, jti: &str) -> anyhow::Result<Option<GrantTokenRow>> {
+        let row = sqlx::query(&format!(
+            "SELECT {TOKEN_COLUMNS} FROM grant_tokens WHERE jti = $1"
+        ))
+        .bind(jti.to_owned())
+        .fetch_optional(self.pool())
+        .await
+        .context("failed to read grant token")?;
+        Ok(row.as_ref().map(token_from).transpose()?)
     }
 
     /// The token row answering a request.

@@ -176,6 +176,65 @@ impl Store {
         rows.iter().map(op_from).collect()
     }
 
+    /// The tenants an operator is scoped to, sorted; empty: every tenant.
+    pub async fn operator_tenants(&self, id: &OperatorId) -> anyhow::Result<Vec<String>> {
+        let rows = sqlx::query(
+            "SELECT tenant_id FROM operator_tenants WHERE operator_id = $1 ORDER BY tenant_id",
+        )
+        .bind(id.as_str().to_owned())
+        .fetch_all(self.pool())
+        .await
+        .context("failed to read the operator's tenants")?;
+        rows.iter()
+            .map(|r| r.try_get("tenant_id").map_err(Into::into))
+            .collect()
+    }
+
+    /// Every scoped operator's tenants (operators without rows are absent).
+    pub async fn operator_tenants_all(
+        &self,
+    ) -> anyhow::Result<std::collections::HashMap<String, Vec<String>>> {
+        let rows = sqlx::query(
+            "SELECT operator_id, tenant_id FROM operator_tenants ORDER BY operator_id, tenant_id",
+        )
+        .fetch_all(self.pool())
+        .await
+        .context("failed to read operators' tenants")?;
+        let mut all = std::collections::HashMap::<String, Vec<String>>::new();
+        for r in &rows {
+            all.entry(r.try_get("operator_id")?)
+                .or_default()
+                .push(r.try_get("tenant_id")?);
+        }
+        Ok(all)
+    }
+
+    /// Replaces an operator's tenants in one transaction; empty: every
+    /// tenant. Each tenant must exist (the foreign key refuses others).
+    #[tracing::instrument(skip_all, fields(operator.id = %id))]
+    pub async fn operator_set_tenants(
+        &self,
+        id: &OperatorId,
+        tenants: &[String],
+    ) -> anyhow::Result<()> {
+        let mut tx = self.pool().begin().await.context("failed to begin")?;
+        sqlx::query("DELETE FROM operator_tenants WHERE operator_id = $1")
+            .bind(id.as_str().to_owned())
+            .execute(&mut *tx)
+            .await
+            .context("failed to clear the operator's tenants")?;
+        for t in tenants {
+            sqlx::query("INSERT INTO operator_tenants (operator_id, tenant_id) VALUES ($1, $2)")
+                .bind(id.as_str().to_owned())
+                .bind(t.clone())
+                .execute(&mut *tx)
+                .await
+                .context("failed to scope the operator to a tenant")?;
+        }
+        tx.commit().await.context("failed to commit")?;
+        Ok(())
+    }
+
     /// Sets or clears `disabled_at`; disabling also deletes the operator's
     /// dashboard sessions, in the same transaction. False if no such operator.
     pub async fn operator_set_disabled(

@@ -286,7 +286,7 @@ impl Store {
     /// one state or (with `None`) not ended yet.
     pub async fn session_list_filtered(
         &self,
-        tenant_id: Option<&str>,
+        tenants: Option<&[String]>,
         state: Option<SessionState>,
         limit: i64,
     ) -> anyhow::Result<Vec<SessionRow>> {
@@ -299,9 +299,9 @@ impl Store {
             }
             None => sql.push_str("state IN ('starting', 'ready', 'closing')"),
         }
-        if let Some(t) = tenant_id {
-            binds.push(t.to_owned());
-            sql.push_str(&format!(" AND tenant_id = ${}", binds.len()));
+        if let Some(ts) = tenants {
+            sql.push_str(" AND ");
+            sql.push_str(&super::tenant_in(ts, &mut binds));
         }
         sql.push_str(&format!(
             " ORDER BY created_at DESC, id LIMIT ${}",
@@ -323,16 +323,33 @@ impl Store {
     }
 
     /// Sessions by state (not ended), and how many ended since `since`.
-    pub async fn session_counts(&self, since: i64) -> anyhow::Result<Vec<(String, i64)>> {
-        let rows = sqlx::query(
+    /// `tenants`: only theirs (`None`: every tenant's).
+    pub async fn session_counts(
+        &self,
+        since: i64,
+        tenants: Option<&[String]>,
+    ) -> anyhow::Result<Vec<(String, i64)>> {
+        let mut binds = Vec::new();
+        let scope = match tenants {
+            Some(ts) => {
+                binds.push(String::new());
+                format!(" AND {}", super::tenant_in(ts, &mut binds))
+            }
+            None => String::new(),
+        };
+        let sql = format!(
             "SELECT state, COUNT(*) AS n FROM sessions \
-             WHERE state IN ('starting', 'ready', 'closing') OR closed_at >= $1 \
-             GROUP BY state ORDER BY state",
-        )
-        .bind(since)
-        .fetch_all(self.pool())
-        .await
-        .context("failed to count sessions")?;
+             WHERE (state IN ('starting', 'ready', 'closing') OR closed_at >= $1){scope} \
+             GROUP BY state ORDER BY state"
+        );
+        let mut q = sqlx::query(&sql).bind(since);
+        for b in binds.into_iter().skip(usize::from(tenants.is_some())) {
+            q = q.bind(b);
+        }
+        let rows = q
+            .fetch_all(self.pool())
+            .await
+            .context("failed to count sessions")?;
         rows.iter()
             .map(|r| Ok((r.try_get("state")?, r.try_get("n")?)))
             .collect()

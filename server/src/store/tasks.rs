@@ -251,13 +251,27 @@ impl Store {
         session: Option<&str>,
         limit: i64,
     ) -> anyhow::Result<Vec<TaskRow>> {
+        let tenant = tenant.map(|t| vec![t.to_owned()]);
+        self.task_list_in(tenant.as_deref(), session, limit).await
+    }
+
+    /// Like [`Store::task_list`], for a set of tenants (`None`: every
+    /// tenant; the dashboard's scoped operators).
+    pub async fn task_list_in(
+        &self,
+        tenants: Option<&[String]>,
+        session: Option<&str>,
+        limit: i64,
+    ) -> anyhow::Result<Vec<TaskRow>> {
         let mut sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE 1 = 1");
         let mut binds = Vec::new();
-        for (col, v) in [("tenant_id", tenant), ("session_id", session)] {
-            if let Some(v) = v {
-                binds.push(v.to_owned());
-                sql.push_str(&format!(" AND {col} = ${}", binds.len()));
-            }
+        if let Some(ts) = tenants {
+            sql.push_str(" AND ");
+            sql.push_str(&super::tenant_in(ts, &mut binds));
+        }
+        if let Some(v) = session {
+            binds.push(v.to_owned());
+            sql.push_str(&format!(" AND session_id = ${}", binds.len()));
         }
         sql.push_str(&format!(
             " ORDER BY created_at DESC, id LIMIT ${}",

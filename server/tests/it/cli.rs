@@ -623,3 +623,79 @@ async fn a_restart_keeps_the_outstanding_first_admin_link_and_enroll_link_replac
     assert_clean_failure(&out, "nobody");
     assert!(out.stdout.is_empty(), "no link printed");
 }
+
+#[test]
+fn operator_scope_limits_an_operator_to_tenants_refuses_admins_and_unknown_tenants() {
+    let dir = tempfile::tempdir().unwrap();
+    let ok = |args: &[&str]| {
+        let out = cordon(dir.path(), &[], args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    ok(&["tenant", "create", "acme"]);
+    ok(&["tenant", "create", "globex"]);
+    ok(&["operator", "invite", "sam", "--role", "viewer"]);
+    ok(&["operator", "invite", "ada", "--role", "admin"]);
+    let line_of = |name: &str| {
+        ok(&["operator", "list"])
+            .lines()
+            .find(|l| l.split('\t').nth(1) == Some(name))
+            .unwrap_or_else(|| panic!("{name} listed"))
+            .to_owned()
+    };
+    assert!(
+        line_of("sam").ends_with("\tall tenants"),
+        "{}",
+        line_of("sam")
+    );
+
+    let said = ok(&["operator", "scope", "sam", "--tenants", "globex,acme"]);
+    assert!(said.contains("acme, globex"), "{said}");
+    assert!(
+        line_of("sam").ends_with("\tacme,globex"),
+        "{}",
+        line_of("sam")
+    );
+    ok(&["operator", "scope", "sam", "--all"]);
+    assert!(
+        line_of("sam").ends_with("\tall tenants"),
+        "{}",
+        line_of("sam")
+    );
+
+    assert_clean_failure(
+        &cordon(
+            dir.path(),
+            &[],
+            &["operator", "scope", "ada", "--tenants", "acme"],
+        ),
+        "admins see every tenant",
+    );
+    assert_clean_failure(
+        &cordon(
+            dir.path(),
+            &[],
+            &["operator", "scope", "sam", "--tenants", "ghost"],
+        ),
+        "no tenant ghost",
+    );
+    for bad in [
+        vec!["operator", "scope", "sam"],
+        vec!["operator", "scope", "sam", "--tenants", "../Evil"],
+        vec!["operator", "scope", "sam", "--tenants", "acme", "--all"],
+    ] {
+        let out = cordon(dir.path(), &[], &bad);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", stderr(&out));
+    }
+    assert!(
+        line_of("sam").ends_with("\tall tenants"),
+        "{}",
+        line_of("sam")
+    );
+    let help = cordon(dir.path(), &[], &["operator", "--help"]);
+    assert!(
+        String::from_utf8_lossy(&help.stdout).contains("scope"),
+        "{}",
+        String::from_utf8_lossy(&help.stdout)
+    );
+}

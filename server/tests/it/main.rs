@@ -22,6 +22,7 @@ mod live;
 mod mcp;
 mod reaper;
 mod replicas;
+mod scope;
 mod sessions;
 mod site;
 mod storage;

@@ -64,7 +64,7 @@ impl Decoys {
         let challenge: [u8; 32] = rand::random();
         RequestChallengeResponse {
             public_key: PublicKeyCredentialRequestOptions {
-                challenge: challenge.to_vec().into(),
+                challenge: challenge.to_vec(),
                 timeout: u32::try_from(webauthn_rs::DEFAULT_AUTHENTICATOR_TIMEOUT.as_millis()).ok(),
                 rp_id: rp_id.to_owned(),
                 allow_credentials: self
@@ -72,7 +72,7 @@ impl Decoys {
                     .into_iter()
                     .map(|id| AllowCredentials {
                         type_: "public-key".into(),
-                        id: id.into(),
+                        id,
                         transports: None,
                     })
                     .collect(),

@@ -119,12 +119,15 @@ impl EgressGuard {
             log,
             stop,
             this_process_only,
-            pod: pod_only.then(std::sync::OnceLock::new),
+            pod: pod_only.then(Arc::default),
             permits: Arc::new(Semaphore::new(self.inner.limits.max_connections)),
             refusals: Refusals::default(),
         });
         let refusals = session.refusals.clone();
-        let admit = session.clone();
+        // Only the pod's address is shared: the listener must not keep the
+        // session (its log sender) alive, or closing it would wait forever
+        // for the log writer.
+        let pod = session.pod.clone();
         let port = EgressPort(session.clone());
         let accept = tokio::spawn(accept_loop(listener, session));
         tracing::debug!(egress.addr = %addr, "egress proxy listening");
@@ -134,7 +137,7 @@ impl EgressGuard {
             refusals,
             stop: stop_tx,
             tasks: Some((accept, writer)),
-            session: admit,
+            pod,
         })
     }
 }
@@ -147,7 +150,8 @@ pub struct EgressListener {
     refusals: Refusals,
     stop: watch::Sender<bool>,
     tasks: Option<(JoinHandle<()>, JoinHandle<()>)>,
-    session: Arc<Session>,
+    /// A pod's listener: the one address it serves, once known.
+    pod: Option<Arc<std::sync::OnceLock<std::net::IpAddr>>>,
 }
 
 impl EgressListener {
@@ -155,8 +159,7 @@ impl EgressListener {
     /// from now on, and only it; set once (later calls change nothing and
     /// answer false). A listener not made for a pod answers false.
     pub fn admit_only(&self, ip: std::net::IpAddr) -> bool {
-        self.session
-            .pod
+        self.pod
             .as_ref()
             .is_some_and(|pod| pod.set(ip.to_canonical()).is_ok())
     }

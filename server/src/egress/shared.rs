@@ -63,7 +63,7 @@ pub(super) struct Session {
     /// For a browser in a pod (kube driver): nothing is served until the
     /// pod's address is known, then only connections from it. `None`: any
     /// client (the listener is the sandbox's own by other means).
-    pub(super) pod: Option<std::sync::OnceLock<std::net::IpAddr>>,
+    pub(super) pod: Option<Arc<std::sync::OnceLock<std::net::IpAddr>>>,
     /// Client connections being served, TCP and in-process together.
     pub(super) permits: Arc<Semaphore>,
     /// Recent refusals, for the session engine.

@@ -747,7 +747,7 @@ async fn anonymous_passkey_calls_are_throttled_per_client_and_store_nothing_when
     let app = TestApp::spawn(Backend::Sqlite).await;
     let mut statuses = Vec::new();
     let mut retry_after = None;
-    for _ in 0..30 {
+    for _ in 0..70 {
         let res = app
             .http
             .post(app.url("/ui/auth/login/start"))
@@ -772,11 +772,9 @@ async fn anonymous_passkey_calls_are_throttled_per_client_and_store_nothing_when
         statuses.push(res.status().as_u16());
     }
     let ok = statuses.iter().filter(|s| **s == 200).count();
-    assert_eq!(ok, 20, "{statuses:?}");
-    assert!(statuses[20..].iter().all(|s| *s == 429), "{statuses:?}");
-    assert!(
-        retry_after.is_some_and(|s| (1..=3).contains(&s)),
-        "{retry_after:?}"
-    );
+    // 60 at once, then one a second: a quick loop may earn one more.
+    assert!((60..=62).contains(&ok), "{statuses:?}");
+    assert!(statuses[62..].iter().all(|s| *s == 429), "{statuses:?}");
+    assert_eq!(retry_after, Some(1), "{retry_after:?}");
     app.stop().await;
 }

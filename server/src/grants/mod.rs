@@ -73,7 +73,7 @@ pub enum GrantError {
 }
 
 impl GrantError {
-    /// The machine-readable code of a refused token.
+    /// The machine-readable code (a refused token's own, or the kind).
     pub fn code(&self) -> &'static str {
         match self {
             Self::Unknown => "grant_unknown",
@@ -86,6 +86,14 @@ impl GrantError {
             Self::NotFound | Self::TokenNotFound => "not_found",
             Self::NotPending(_) => "already_decided",
             Self::Internal(_) => "internal",
+        }
+    }
+
+    /// The message a caller may see (an internal cause is logged instead).
+    pub fn public_message(&self) -> String {
+        match self {
+            Self::Internal(_) => "internal error".into(),
+            other => other.to_string(),
         }
     }
 }

@@ -386,7 +386,7 @@ fn router(
     // routes (and the fallback), so agent API and MCP requests never pay
     // for a dashboard session.
     let ui = Router::new()
-        .merge(auth::router())
+        .merge(auth::routes::router())
         .route("/ui/events", get(dashboard::events))
         .route(
             "/live/{session}",

@@ -403,8 +403,11 @@ pub struct Settings {
     #[schemars(with = "Option<String>")]
     pub cluster_secret: Option<SecretString>,
     /// Where the other replicas reach this one for forwarded calls
-    /// (`http(s)://host:port`, e.g. the pod's IP). Unset: `http://` and the
-    /// bound address (`http://localhost:<port>` on a wildcard bind).
+    /// (`http(s)://host:port`, e.g. the pod's IP). Unset: the bound address
+    /// (`localhost:<port>` on a wildcard bind), `https://` with built-in
+    /// TLS, else `http://`. With built-in TLS it must be `https://`: the hop
+    /// then goes over TLS and trusts only a peer that presents this
+    /// deployment's `tls_cert` (every replica serves the same one).
     #[serde(default)]
     pub advertise_url: Option<String>,
     /// A replica whose heartbeat is older than this is lost: its sessions
@@ -1010,6 +1013,12 @@ impl Settings {
             {
                 bail!("advertise_url: must be http(s)://host[:port] with no path");
             }
+            if self.builtin_tls() && url.scheme() != "https" {
+                bail!(
+                    "advertise_url: must start with https:// when tls_cert and tls_key are set \
+                     (this replica serves only HTTPS, and replicas talk over TLS)"
+                );
+            }
         }
         if !(3..=300).contains(&self.replica_lost_after_s) {
             bail!("replica_lost_after_s: must be between 3 and 300");
@@ -1044,8 +1053,10 @@ impl Settings {
     pub fn advertise_url(&self, bound: SocketAddr) -> String {
         match &self.advertise_url {
             Some(u) => u.trim_end_matches('/').to_owned(),
-            None if bound.ip().is_unspecified() => format!("http://localhost:{}", bound.port()),
-            None => format!("http://{bound}"),
+            None if bound.ip().is_unspecified() => {
+                format!("{}://localhost:{}", self.scheme(), bound.port())
+            }
+            None => format!("{}://{bound}", self.scheme()),
         }
     }
 
@@ -1113,10 +1124,15 @@ impl Settings {
     /// `http://localhost:<port>` (`https://` with built-in TLS) for the port
     /// actually bound.
     pub fn dashboard_url(&self, bound_port: u16) -> url::Url {
-        let scheme = if self.builtin_tls() { "https" } else { "http" };
+        let scheme = self.scheme();
         self.public_url().unwrap_or_else(|| {
             url::Url::parse(&format!("{scheme}://localhost:{bound_port}/")).expect("a valid URL")
         })
+    }
+
+    /// The scheme this process serves: `https` with built-in TLS, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.builtin_tls() { "https" } else { "http" }
     }
 
     /// The database URL in force, defaulted from `data_dir`.
@@ -1676,6 +1692,32 @@ mod tests {
         assert!(err.starts_with("public_url:"), "{err}");
         let plain = Settings::load_from(None, env(&[])).unwrap();
         assert_eq!(plain.dashboard_url(8080).as_str(), "http://localhost:8080/");
+    }
+
+    #[test]
+    fn with_builtin_tls_replicas_advertise_https_and_an_http_advertise_url_is_refused() {
+        let tls = [
+            ("CORDON_TLS_CERT", "/etc/cordon/cert.pem"),
+            ("CORDON_TLS_KEY", "/etc/cordon/key.pem"),
+        ];
+        let s = Settings::load_from(None, env(&tls)).unwrap();
+        let bound: SocketAddr = "127.0.0.1:8443".parse().unwrap();
+        assert_eq!(s.advertise_url(bound), "https://127.0.0.1:8443");
+        let wildcard: SocketAddr = "0.0.0.0:8443".parse().unwrap();
+        assert_eq!(s.advertise_url(wildcard), "https://localhost:8443");
+        let mut http = tls.to_vec();
+        http.push(("CORDON_ADVERTISE_URL", "http://10.0.0.7:8443"));
+        let err = load_err(&http);
+        assert!(
+            err.starts_with("advertise_url:") && err.contains("https://"),
+            "{err}"
+        );
+        let mut https = tls.to_vec();
+        https.push(("CORDON_ADVERTISE_URL", "https://10.0.0.7:8443/"));
+        let s = Settings::load_from(None, env(&https)).unwrap();
+        assert_eq!(s.advertise_url(bound), "https://10.0.0.7:8443");
+        let plain = Settings::load_from(None, env(&[])).unwrap();
+        assert_eq!(plain.advertise_url(bound), "http://127.0.0.1:8443");
     }
 
     #[test]

@@ -98,6 +98,8 @@ pub struct BrowserConn {
     downloads: TabEvents,
     download_feed: downloads::DownloadFeed,
     watcher: tokio::task::JoinHandle<()>,
+    /// Tabs already told to let their workers start ([`release_new_targets`]).
+    released: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 /// Tabs one kind of event happened to (their renderer crashed; a download
@@ -241,6 +243,7 @@ impl BrowserConn {
             downloads,
             download_feed,
             watcher,
+            released: std::sync::Mutex::default(),
         })
     }
 
@@ -269,13 +272,64 @@ impl BrowserConn {
     pub async fn first_page(&self) -> Result<Page, CdpError> {
         // The initial target may not be attached yet right after connect.
         for _ in 0..50 {
-            if let Some(page) = self.browser.pages().await?.into_iter().next() {
+            if let Some(page) = self.pages().await?.into_iter().next() {
                 return Ok(page);
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        Ok(self.browser.new_page("about:blank").await?)
+        self.new_page("about:blank").await
     }
+
+    /// Every open tab, in creation order; a tab seen for the first time is
+    /// first released ([`release_new_targets`]).
+    pub async fn pages(&self) -> Result<Vec<Page>, CdpError> {
+        let pages = self.browser.pages().await?;
+        for page in &pages {
+            let id = page.target_id().inner().clone();
+            let first = self.released.lock().expect("released lock").insert(id);
+            if first && let Err(e) = release_new_targets(page).await {
+                // A tab closing meanwhile; one still open is tried again.
+                tracing::debug!(
+                    closed = matches!(e, CdpError::BrowserGone),
+                    "cannot release a tab's workers (closing?)"
+                );
+                self.released
+                    .lock()
+                    .expect("released lock")
+                    .remove(page.target_id().inner());
+            }
+        }
+        Ok(pages)
+    }
+
+    /// A new tab at `url`, released ([`release_new_targets`]).
+    pub async fn new_page(&self, url: &str) -> Result<Page, CdpError> {
+        let page = self.browser.new_page(url).await?;
+        self.released
+            .lock()
+            .expect("released lock")
+            .insert(page.target_id().inner().clone());
+        release_new_targets(&page).await?;
+        Ok(page)
+    }
+}
+
+/// Lets the workers and frames a page starts run at once. chromiumoxide
+/// auto-attaches to them paused (`waitForDebuggerOnStart`), then resumes
+/// a service worker and detaches from it in the same breath, and in most
+/// sessions the worker was left paused: `navigator.serviceWorker.register()`
+/// never settled. Auto-attaching without the pause keeps chromiumoxide's
+/// view of frames and workers and lets them start on their own.
+pub async fn release_new_targets(page: &Page) -> Result<(), CdpError> {
+    use chromiumoxide::cdp::browser_protocol::target::SetAutoAttachParams;
+    page.execute(SetAutoAttachParams {
+        auto_attach: true,
+        wait_for_debugger_on_start: false,
+        flatten: Some(true),
+        filter: None,
+    })
+    .await?;
+    Ok(())
 }
 
 /// A CDP error's variant name, safe to log.

@@ -266,13 +266,7 @@ async fn send(
         .body(bytes)
         .send()
         .await
-        .map_err(|e| {
-            Failure::Unreachable(if e.is_connect() {
-                "connection refused or timed out".into()
-            } else {
-                "the hop failed".into()
-            })
-        })?;
+        .map_err(|e| Failure::Unreachable(why_unreachable(&e)))?;
     let mut out = Response::builder().status(res.status());
     if let Some(h) = out.headers_mut() {
         for (name, value) in res.headers() {
@@ -363,6 +357,31 @@ fn mcp_host(state: &AppState, base: &str) -> String {
         .and_then(|u| u.port_or_known_default())
         .unwrap_or(80);
     format!("localhost:{port}")
+}
+
+/// Why a hop could not be sent, for the log: a TLS refusal (the peer does
+/// not present this deployment's certificate) is named as such.
+pub(crate) fn why_unreachable(e: &reqwest::Error) -> String {
+    // An `io::Error`'s `source()` skips the error it wraps (tokio-rustls
+    // wraps rustls' in one, hyper-util that in another): look inside.
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cause {
+        if let Some(tls) = err.downcast_ref::<rustls::Error>() {
+            return format!("TLS: {tls} (every replica must serve this deployment's tls_cert)");
+        }
+        cause = match err
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+            None => err.source(),
+        };
+    }
+    if e.is_connect() {
+        "connection refused or timed out".into()
+    } else {
+        "the hop failed".into()
+    }
 }
 
 #[cfg(test)]

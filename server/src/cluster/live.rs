@@ -4,7 +4,9 @@
 //! runs elsewhere, carries the upgrade to the session's replica over the
 //! signed hop and splices the two connections byte for byte. The session's
 //! replica runs the view as if the operator were its own (their role and
-//! dashboard session are read from the shared database).
+//! dashboard session are read from the shared database). With built-in
+//! HTTPS the carried connection is TLS, trusting only the deployment's
+//! certificate (as every hop does).
 
 use axum::body::Body;
 use axum::extract::{Path, Request, State, WebSocketUpgrade};
@@ -82,10 +84,18 @@ async fn carry(
         Ok(super::Peer::Up(base)) => base,
         other => return Err(format!("{other:?}")),
     };
-    let authority = base
-        .strip_prefix("http://")
-        .ok_or("the live view's hop needs an http:// advertise_url")?
+    let url = url::Url::parse(&base).map_err(|e| format!("advertise_url {base}: {e}"))?;
+    let host = url
+        .host_str()
+        .ok_or("advertise_url has no host")?
         .to_owned();
+    let port = url
+        .port_or_known_default()
+        .ok_or("advertise_url has no port")?;
+    let authority = match url.port() {
+        Some(p) => format!("{host}:{p}"),
+        None => host.clone(),
+    };
     let path = format!("/api/internal/live/{session}?dash={dash}");
     let signed = state
         .cluster
@@ -95,11 +105,30 @@ async fn carry(
         .extensions_mut()
         .remove::<hyper::upgrade::OnUpgrade>()
         .ok_or("not an upgrade")?;
-    let tcp = tokio::net::TcpStream::connect(&authority)
+    let tcp = tokio::net::TcpStream::connect((host.trim_matches(['[', ']']), port))
         .await
         .map_err(|e| format!("connect: {e}"))?;
     let _ = tcp.set_nodelay(true);
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+    let io: Box<dyn Io> = match (url.scheme(), state.cluster.tls()) {
+        ("https", Some(config)) => {
+            let name = rustls::pki_types::ServerName::try_from(host.trim_matches(['[', ']']))
+                .map_err(|e| format!("server name: {e}"))?
+                .to_owned();
+            let tls = tokio_rustls::TlsConnector::from(config.clone())
+                .connect(name, tcp)
+                .await
+                .map_err(|e| format!("TLS: {e}"))?;
+            Box::new(tls)
+        }
+        ("http", None) => Box::new(tcp),
+        (scheme, _) => {
+            return Err(format!(
+                "the session's replica advertises {scheme}://, which this replica does not \
+                 speak over the hop"
+            ));
+        }
+    };
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
         .await
         .map_err(|e| format!("handshake: {e}"))?;
     tokio::spawn(conn.with_upgrades());
@@ -143,6 +172,10 @@ async fn carry(
     });
     out.body(Body::empty()).map_err(|e| format!("answer: {e}"))
 }
+
+/// The carried connection to the session's replica: TCP, or TLS over it.
+trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
 
 #[derive(serde::Deserialize)]
 pub(super) struct DashQuery {

@@ -52,6 +52,19 @@ use crate::store::replicas::ReplicaRow;
 use crate::store::{DatabaseKind, Store};
 use crate::time::now_ms;
 
+/// Whether `url`'s host is a loopback name or address.
+fn loopback_url(url: &str) -> bool {
+    match url::Url::parse(url)
+        .ok()
+        .and_then(|u| u.host().map(|h| h.to_owned()))
+    {
+        Some(url::Host::Domain(d)) => d == "localhost",
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    }
+}
+
 /// Advisory lock class of replica names (the object is the name's hash).
 const LOCK_NAME: i32 = 4_242_001;
 /// Advisory lock of the housekeeping leader: `(LOCK_LEADER, 1)`.
@@ -106,6 +119,8 @@ struct Inner {
     /// it is being re-established.
     locks: tokio::sync::Mutex<Option<sqlx::AnyConnection>>,
     client: reqwest::Client,
+    /// The hop's TLS client configuration (built-in HTTPS only).
+    tls: Option<Arc<rustls::ClientConfig>>,
     nonces: hop::Nonces,
     /// Session id → (tenant, replica) for sessions found on other replicas
     /// (a session never moves).
@@ -207,13 +222,33 @@ impl Cluster {
                 heartbeat_at: now,
             })
             .await?;
-        let client = reqwest::Client::builder()
+        // With built-in HTTPS every replica serves the deployment's own
+        // certificate, and the hop trusts exactly that one.
+        let tls = match &settings.tls_cert {
+            Some(cert) if settings.builtin_tls() => Some(crate::tls::peer_client_config(cert)?),
+            _ => None,
+        };
+        let mut client = reqwest::Client::builder()
             .no_proxy()
             .connect_timeout(Duration::from_secs(2))
             .pool_idle_timeout(Duration::from_secs(60))
-            .tcp_nodelay(true)
+            .tcp_nodelay(true);
+        if let Some(config) = &tls {
+            client = client
+                .use_preconfigured_tls(rustls::ClientConfig::clone(config))
+                .https_only(true);
+        }
+        let client = client
             .build()
             .context("cannot build the internal hop's HTTP client")?;
+        if tls.is_none() && store.kind() == DatabaseKind::Postgres && !loopback_url(&advertise) {
+            tracing::warn!(
+                %advertise,
+                "the internal hop between replicas is plain HTTP: requests are signed, but answers \
+                 and carried live views cross the network unencrypted; set tls_cert and tls_key \
+                 (every replica the same) so replicas talk HTTPS"
+            );
+        }
         if store.kind() == DatabaseKind::Postgres {
             notify::start(store.changes().clone(), db_url.expose_secret(), &name).await?;
         }
@@ -233,6 +268,7 @@ impl Cluster {
             leader,
             locks: tokio::sync::Mutex::new(locks),
             client,
+            tls,
             nonces: hop::Nonces::default(),
             owners: Mutex::new(HashMap::new()),
             stop,
@@ -541,6 +577,12 @@ impl Cluster {
             ));
         }
         match row.advertise_url {
+            Some(url) if self.0.tls.is_some() && !url.starts_with("https://") => {
+                Ok(Peer::Unreachable(format!(
+                    "replica {replica} advertises {url}, but this deployment serves HTTPS: the hop \
+                     goes only over TLS"
+                )))
+            }
             Some(url) => Ok(Peer::Up(url)),
             None => Ok(Peer::Unreachable(format!(
                 "replica {replica} has no advertise_url"
@@ -649,6 +691,11 @@ impl Cluster {
     pub(crate) fn client(&self) -> &reqwest::Client {
         &self.0.client
     }
+
+    /// The hop's TLS client configuration, when replicas talk HTTPS.
+    pub(crate) fn tls(&self) -> Option<&Arc<rustls::ClientConfig>> {
+        self.0.tls.as_ref()
+    }
 }
 
 /// A request that arrived over the hop, read and checked: its parts, its
@@ -749,6 +796,27 @@ async fn try_lock_pair(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_loopback_advertise_urls_skip_the_plain_hop_warning() {
+        for quiet in [
+            "http://localhost:8080",
+            "http://127.0.0.1:8080",
+            "http://127.9.9.9:1",
+            "http://[::1]:8080",
+        ] {
+            assert!(loopback_url(quiet), "{quiet}");
+        }
+        for warned in [
+            "http://10.0.0.7:8080",
+            "http://cordon-0.cordon:8080",
+            "http://localhost.evil.example:8080",
+            "http://[fd00::7]:8080",
+            "not a url",
+        ] {
+            assert!(!loopback_url(warned), "{warned}");
+        }
+    }
 
     #[test]
     fn replica_names_are_host_like() {

@@ -291,7 +291,7 @@ impl LiveSession {
         if self.conn.is_closed() {
             return Err(CdpError::BrowserGone);
         }
-        Ok(self.conn.browser().pages().await?)
+        self.conn.pages().await
     }
 
     /// Every tab as Chromium describes it (URL, title, opener), in
@@ -333,8 +333,9 @@ impl LiveSession {
         Ok(first)
     }
 
-    /// Opens a tab (optionally at `url`) and makes it active. With init
-    /// scripts, the tab opens blank, gets them, and only then loads `url`.
+    /// Opens a tab (optionally at `url`) and makes it active. The tab opens
+    /// blank, lets its workers start ([`crate::cdp::release_new_targets`]),
+    /// gets the init scripts, and only then loads `url`.
     pub async fn open_tab(&self, tabs: &mut Tabs, url: Option<&str>) -> Result<Page, CdpError> {
         let sources: Vec<AddScriptToEvaluateOnNewDocumentParams> = self
             .init_scripts
@@ -343,18 +344,13 @@ impl LiveSession {
             .iter()
             .map(super::injection::InitScript::params)
             .collect();
-        let first = if sources.is_empty() { url } else { None };
-        let page = self
-            .conn
-            .browser()
-            .new_page(first.unwrap_or("about:blank"))
-            .await?;
+        let page = self.conn.new_page("about:blank").await?;
         for params in sources {
             page.execute(params).await?;
         }
         page.execute(super::metrics_override(self.viewport()))
             .await?;
-        if let (Some(url), None) = (url, first) {
+        if let Some(url) = url {
             page.goto(url).await?;
         }
         tabs.active = Some(page.target_id().clone());

@@ -153,6 +153,9 @@ pub struct TestApp {
     pub state: AppState,
     pub db: TestDb,
     pub http: reqwest::Client,
+    /// The certificate it serves HTTPS with (built-in TLS), which test
+    /// clients trust; `None`: plain HTTP.
+    pub tls: Option<rustls::pki_types::CertificateDer<'static>>,
     shutdown: Option<oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
 }
@@ -165,6 +168,7 @@ impl TestApp {
     /// With extra `CORDON_*` settings.
     pub async fn spawn_with(backend: Backend, extra: &[(&str, &str)]) -> Self {
         let db = TestDb::new(backend).await;
+        let tls = tls_cert_in(extra);
         let app = Application::build(test_settings(&db, extra))
             .await
             .expect("app builds");
@@ -181,18 +185,26 @@ impl TestApp {
             // A fresh connection per request: a connection the server closes
             // after an early error answer (413 before the body was read) is
             // never picked up again by a later request of the same test.
-            http: reqwest::Client::builder()
-                .no_proxy()
-                .pool_max_idle_per_host(0)
-                .build()
-                .expect("client"),
+            http: test_http(tls.as_ref()),
+            tls,
             shutdown: Some(tx),
             task: Some(task),
         }
     }
 
+    /// `http://127.0.0.1:<port><path>`, or with built-in TLS
+    /// `https://localhost:<port><path>` (the name its certificate holds).
     pub fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
+        match self.tls {
+            Some(_) => format!("https://localhost:{}{path}", self.addr.port()),
+            None => format!("http://{}{path}", self.addr),
+        }
+    }
+
+    /// The origin the dashboard's pages have.
+    pub fn origin(&self) -> String {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://localhost:{}", self.addr.port())
     }
 
     pub async fn get(&self, path: &str) -> reqwest::Response {
@@ -251,7 +263,7 @@ impl TestApp {
         let mut req = self
             .http
             .post(self.url(&format!("/ui/fn/{name}")))
-            .header("origin", format!("http://localhost:{}", self.addr.port()))
+            .header("origin", self.origin())
             .header("host", format!("localhost:{}", self.addr.port()))
             .header("content-type", "application/x-www-form-urlencoded")
             .body(body.to_owned());
@@ -715,4 +727,80 @@ pub fn walk(dir: &Path) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// A self-signed certificate for `localhost` and its key, as PEM files in
+/// a temp dir.
+pub struct LocalCert {
+    pub dir: tempfile::TempDir,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub der: rustls::pki_types::CertificateDer<'static>,
+}
+
+impl LocalCert {
+    pub fn new() -> Self {
+        let made = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+        std::fs::write(&cert, made.cert.pem()).unwrap();
+        std::fs::write(&key, made.signing_key.serialize_pem()).unwrap();
+        Self {
+            dir,
+            cert,
+            key,
+            der: made.cert.der().clone(),
+        }
+    }
+
+    pub fn settings(&self) -> [(&'static str, String); 2] {
+        [
+            ("CORDON_TLS_CERT", self.cert.display().to_string()),
+            ("CORDON_TLS_KEY", self.key.display().to_string()),
+        ]
+    }
+
+    /// A rustls client configuration that trusts this certificate and nothing else.
+    pub fn config(&self) -> rustls::ClientConfig {
+        trusting(&self.der)
+    }
+
+    /// A TLS client that trusts this certificate and nothing else.
+    pub fn client(&self) -> tokio_rustls::TlsConnector {
+        tokio_rustls::TlsConnector::from(std::sync::Arc::new(self.config()))
+    }
+}
+
+/// A rustls client configuration that trusts `der` and nothing else.
+pub fn trusting(der: &rustls::pki_types::CertificateDer<'static>) -> rustls::ClientConfig {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(der.clone()).unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config
+}
+
+/// The certificate named by `CORDON_TLS_CERT` in `env`, if any: a server
+/// started with it serves HTTPS, and test clients trust exactly it.
+pub fn tls_cert_in(env: &[(&str, &str)]) -> Option<rustls::pki_types::CertificateDer<'static>> {
+    use rustls::pki_types::pem::PemObject;
+    let (_, path) = env.iter().find(|(k, _)| *k == "CORDON_TLS_CERT")?;
+    Some(rustls::pki_types::CertificateDer::from_pem_file(path).expect("the test's certificate"))
+}
+
+/// A reqwest client for a test (no proxy, a fresh connection per request),
+/// trusting `cert` when the server serves HTTPS.
+pub fn test_http(cert: Option<&rustls::pki_types::CertificateDer<'static>>) -> reqwest::Client {
+    let mut http = reqwest::Client::builder()
+        .no_proxy()
+        .pool_max_idle_per_host(0);
+    if let Some(der) = cert {
+        http = http.use_preconfigured_tls(trusting(der));
+    }
+    http.build().expect("client")
 }

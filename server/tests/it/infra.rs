@@ -446,8 +446,11 @@ fn the_deployment_is_replicated_hardened_and_configured_for_the_kube_driver() {
     assert_hardened(&what, spec, c, 10001);
     for (probe, path) in [("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")] {
         assert_eq!(
-            c[probe]["httpGet"]["path"].as_str(),
-            Some(path),
+            (
+                c[probe]["httpGet"]["path"].as_str(),
+                c[probe]["httpGet"]["scheme"].as_str()
+            ),
+            (Some(path), Some("HTTPS")),
             "{what}: {probe} is {:?}",
             c[probe]
         );
@@ -482,8 +485,36 @@ fn the_deployment_is_replicated_hardened_and_configured_for_the_kube_driver() {
     );
     assert_eq!(
         value("CORDON_ADVERTISE_URL").as_deref(),
-        Some("http://$(CORDON_POD_IP):8080"),
+        Some("https://$(CORDON_POD_IP):8080"),
         "{what}: CORDON_ADVERTISE_URL"
+    );
+    // The pods serve HTTPS with the deployment's certificate from a
+    // mounted TLS Secret, so the hop between replicas is TLS.
+    let tls_mount = c["volumeMounts"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "tls")
+        .unwrap_or_else(|| panic!("{what}: no `tls` volume mounted"));
+    let dir = tls_mount["mountPath"].as_str().unwrap();
+    assert_eq!(
+        (value("CORDON_TLS_CERT"), value("CORDON_TLS_KEY")),
+        (
+            Some(format!("{dir}/tls.crt")),
+            Some(format!("{dir}/tls.key"))
+        ),
+        "{what}: CORDON_TLS_CERT/KEY"
+    );
+    let tls_volume = spec["volumes"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "tls")
+        .unwrap();
+    assert_eq!(
+        tls_volume["secret"]["secretName"].as_str(),
+        Some("cordon-tls"),
+        "{what}: {tls_volume:?}"
     );
     assert_eq!(
         value("CORDON_SANDBOX_DRIVER").as_deref(),

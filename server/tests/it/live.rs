@@ -36,20 +36,18 @@ async fn ticket(app: &TestApp, sid: &str, cookie: &str) -> String {
 /// Opens the socket at `path` with the dashboard cookie and Cordon's own
 /// Origin; the refusal's status and body if it is refused.
 async fn connect(app: &TestApp, path: &str, cookie: Option<&str>) -> Result<View, (u16, String)> {
-    let mut req = format!("ws://{}{path}", app.addr)
-        .into_client_request()
-        .expect("request");
+    let url = app.url(path).replacen("http", "ws", 1);
+    let mut req = url.into_client_request().expect("request");
     let h = req.headers_mut();
-    h.insert(
-        "origin",
-        format!("http://localhost:{}", app.addr.port())
-            .parse()
-            .unwrap(),
-    );
+    h.insert("origin", app.origin().parse().unwrap());
     if let Some(c) = cookie {
         h.insert("cookie", c.parse().unwrap());
     }
-    match tokio_tungstenite::connect_async(req).await {
+    // Over built-in HTTPS: TLS trusting exactly the app's certificate.
+    let tls = app.tls.as_ref().map(|der| {
+        tokio_tungstenite::Connector::Rustls(std::sync::Arc::new(crate::helpers::trusting(der)))
+    });
+    match tokio_tungstenite::connect_async_tls_with_config(req, None, false, tls).await {
         Ok((ws, _)) => Ok(View {
             ws,
             frames: 0,
@@ -635,11 +633,26 @@ async fn a_popup_is_followed_as_a_tab_and_tabs_and_addresses_are_driven_from_the
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_view_of_a_session_on_another_replica_is_carried_there_and_driven() {
+    carried_and_driven(&[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_builtin_https_the_hop_and_the_carried_view_go_over_tls() {
+    // Both replicas serve the deployment's certificate; neither has a
+    // plain-HTTP port, so every forwarded call and the carried view in
+    // `carried_and_driven` can only have gone over TLS.
+    let cert = crate::helpers::LocalCert::new();
+    let tls = cert.settings();
+    let tls: Vec<(&str, &str)> = tls.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    carried_and_driven(&tls).await;
+}
+
+/// The operator's dashboard is on `a` (this process); the session runs on
+/// `b` (a `cordon serve` on the same PostgreSQL), both with `extra`.
+async fn carried_and_driven(extra: &[(&str, &str)]) {
     let site = site::start().await;
     let allow = site.allow();
-    // The operator's dashboard is on `a` (this process); the session runs
-    // on `b` (a `cordon serve` on the same PostgreSQL).
-    let (app, b) = crate::replicas::pair(&allow, &[]).await;
+    let (app, b) = crate::replicas::pair(&allow, extra).await;
     let mut agent = app.agent("acme").await;
     agent.base = b.url("");
     let sid = agent.open(json!({})).await;
@@ -696,7 +709,7 @@ async fn the_view_of_a_session_on_another_replica_is_carried_there_and_driven() 
     let forged = app
         .http
         .post(app.url("/ui/fn/end_session"))
-        .header("origin", format!("http://localhost:{}", app.addr.port()))
+        .header("origin", app.origin())
         .header("host", format!("localhost:{}", app.addr.port()))
         .header("content-type", "application/x-www-form-urlencoded")
         .header(

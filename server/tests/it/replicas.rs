@@ -22,6 +22,8 @@ pub(crate) const SECRET: &str = "a-test-cluster-secret-of-forty-characters";
 /// when a test fails).
 pub(crate) struct Replica {
     name: String,
+    /// Whether it serves built-in HTTPS (for `localhost`).
+    https: bool,
     proc: Option<ServeProcess>,
     log: Arc<Mutex<Vec<String>>>,
 }
@@ -59,13 +61,21 @@ impl Replica {
         });
         Self {
             name: name.to_owned(),
+            https: extra.iter().any(|(k, _)| *k == "CORDON_TLS_CERT"),
             proc: Some(proc),
             log,
         }
     }
 
     pub(crate) fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.proc.as_ref().expect("running").addr)
+        let addr = &self.proc.as_ref().expect("running").addr;
+        match self.https {
+            true => {
+                let port = addr.rsplit_once(':').expect("host:port").1;
+                format!("https://localhost:{port}{path}")
+            }
+            false => format!("http://{addr}{path}"),
+        }
     }
 
     /// SIGKILL, as a crash would.
@@ -1125,4 +1135,89 @@ async fn a_replica_whose_clock_is_behind_is_neither_lost_nor_refused() {
     assert_eq!(row.state, "up", "{row:?}");
     let (status, body) = agent.get(&format!("/api/sessions/{sid}")).await;
     assert_eq!(status, StatusCode::OK, "{body}\n{}", b.warnings());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_https_a_replica_presenting_another_certificate_is_not_trusted_with_the_hop() {
+    // Arrange: `a` and `b` serve the deployment's certificate; `c` joins
+    // the same database with the same key and cluster secret but serves a
+    // certificate of its own (a look-alike, or a host that took a pod's IP).
+    let site = crate::site::start().await;
+    let ours = crate::helpers::LocalCert::new();
+    let theirs = crate::helpers::LocalCert::new();
+    let (ours_env, theirs_env) = (ours.settings(), theirs.settings());
+    let as_env = |v: &[(&'static str, String); 2]| -> Vec<(&'static str, String)> { v.to_vec() };
+    let ours_env = as_env(&ours_env);
+    let ours_ref: Vec<(&str, &str)> = ours_env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let (app, b) = pair(&site.allow(), &ours_ref).await;
+    let key = std::fs::read_to_string(app.db.dir.path().join("data/master.key")).unwrap();
+    let allow = site.allow();
+    let mut on_c: Vec<(&str, &str)> = vec![
+        ("CORDON_EGRESS_ALLOW", allow.as_str()),
+        ("CORDON_SANDBOX_DRIVER", "process"),
+    ];
+    on_c.extend(theirs_env.iter().map(|(k, v)| (*k, v.as_str())));
+    let c = Replica::start(
+        &app.db.dir.path().join("c"),
+        &app.db.url,
+        key.trim(),
+        "c",
+        &on_c,
+    );
+    let agent = app.agent("acme").await;
+    let on_c = crate::helpers::AgentClient {
+        http: crate::helpers::test_http(Some(&theirs.der)),
+        base: c.url(""),
+        key: agent.key.clone(),
+    };
+    let on_b = crate::helpers::AgentClient {
+        base: b.url(""),
+        ..agent.clone()
+    };
+    let sid_c = on_c.open(json!({})).await;
+    let sid_b = on_b.open(json!({})).await;
+
+    // Act: calls for c's session made on `a` and on `b`; for b's made on `a`.
+    let via_a = agent.tool(&sid_c, "read_dom", json!({})).await;
+    let via_b = on_b.tool(&sid_c, "read_dom", json!({})).await;
+    let trusted = agent.tool(&sid_b, "read_dom", json!({})).await;
+
+    // Assert: the handshake with c failed, so nothing was sent to it; b,
+    // with the deployment's certificate, answers through `a`.
+    crate::helpers::assert_error(
+        &via_a,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "replica_unreachable",
+    );
+    crate::helpers::assert_error(
+        &via_b,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "replica_unreachable",
+    );
+    assert_eq!(trusted.0, StatusCode::OK, "{}\n{}", trusted.1, b.warnings());
+    // c's own answer for its session is unaffected.
+    let direct = on_c.tool(&sid_c, "read_dom", json!({})).await;
+    assert_eq!(direct.0, StatusCode::OK, "{}", direct.1);
+    // b logged why: the certificate (nothing reached c to refuse).
+    let logged = b.warnings();
+    assert!(logged.contains("TLS: invalid peer certificate"), "{logged}");
+    assert!(
+        !c.warnings().contains("internal hop refused"),
+        "{}",
+        c.warnings()
+    );
+    for (client, sid) in [(&on_c, &sid_c), (&on_b, &sid_b)] {
+        let (status, v) = client
+            .call(
+                reqwest::Method::DELETE,
+                &format!("/api/sessions/{sid}"),
+                None,
+            )
+            .await;
+        assert_eq!(
+            (status, &v["state"]),
+            (StatusCode::OK, &json!("closed")),
+            "{v}"
+        );
+    }
 }

@@ -297,6 +297,20 @@ const DANGER: &str = r#"<!doctype html><html><head><title>Danger</title></head><
 </form>
 </body></html>"#;
 
+/// Registers a service worker and waits for it to be ready: the title says
+/// whether it was ("sw ready"), or that it had not settled in 10 s.
+const SW_PAGE: &str = r#"<!doctype html><html><head><title>sw pending</title></head><body>
+<script>
+const timeout = new Promise(r => setTimeout(() => r("sw hung"), 10000));
+const ready = navigator.serviceWorker.register("/sw.js").then(() => navigator.serviceWorker.ready).then(
+  () => "sw ready", e => "sw error " + e.name);
+Promise.race([ready, timeout]).then(t => { document.title = t; });
+</script></body></html>"#;
+
+/// A service worker that installs and takes the page at once.
+const SW_SCRIPT: &str = r#"self.addEventListener("install", () => self.skipWaiting());
+self.addEventListener("activate", e => e.waitUntil(self.clients.claim()));"#;
+
 /// Serves the test pages on a free loopback port.
 pub async fn start() -> Site {
     let logins: Logins = Arc::default();
@@ -491,6 +505,17 @@ pub async fn start() -> Site {
             get(|Query(q): Query<To>| async move { Redirect::temporary(&q.to) }),
         )
         .route("/hostile/{name}", get(hostile))
+        .route("/sw-page", get(|| async { Html(SW_PAGE) }))
+        .route(
+            "/sw-opener",
+            get(|| async {
+                Html(r#"<!doctype html><title>opener</title><button id="open" onclick="window.open('/sw-page')">open</button>"#)
+            }),
+        )
+        .route(
+            "/sw.js",
+            get(|| async { ([(header::CONTENT_TYPE, "text/javascript")], SW_SCRIPT) }),
+        )
         .merge(auth);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

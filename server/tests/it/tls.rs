@@ -3,7 +3,6 @@
 //! exactly that certificate.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,59 +11,13 @@ use axum::Router;
 use axum::extract::ws::{Message, WebSocketUpgrade};
 use axum::routing::get;
 use cordon::startup::Application;
-use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
-use crate::helpers::{Backend, PATIENCE, TestApp, TestDb, test_settings, wait_until};
-
-/// A self-signed certificate for `localhost` and its key, as PEM files in
-/// a temp dir.
-struct LocalCert {
-    dir: tempfile::TempDir,
-    cert: PathBuf,
-    key: PathBuf,
-    der: CertificateDer<'static>,
-}
-
-impl LocalCert {
-    fn new() -> Self {
-        let made = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
-        std::fs::write(&cert, made.cert.pem()).unwrap();
-        std::fs::write(&key, made.signing_key.serialize_pem()).unwrap();
-        Self {
-            dir,
-            cert,
-            key,
-            der: made.cert.der().clone(),
-        }
-    }
-
-    fn settings(&self) -> [(&'static str, String); 2] {
-        [
-            ("CORDON_TLS_CERT", self.cert.display().to_string()),
-            ("CORDON_TLS_KEY", self.key.display().to_string()),
-        ]
-    }
-
-    /// A TLS client that trusts this certificate and nothing else.
-    fn client(&self) -> TlsConnector {
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(self.der.clone()).unwrap();
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        TlsConnector::from(Arc::new(config))
-    }
-}
+use crate::helpers::{Backend, LocalCert, PATIENCE, TestApp, TestDb, test_settings, wait_until};
 
 /// The app with built-in HTTPS from `cert`.
 async fn https_app(cert: &LocalCert) -> TestApp {

@@ -192,3 +192,65 @@ async fn a_sessions_browser_runs_no_hidden_browser_ui_pages() {
     drop(live);
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pages_service_worker_registers_in_every_session() {
+    // Sites that need a service worker must get one: each registration
+    // settles, in every fresh session (it once hung in about a third).
+    let site = site::start().await;
+    let app = session_app(Backend::Sqlite, &site.allow(), &[("CORDON_POOL_SIZE", "1")]).await;
+    let agent = app.agent("acme").await;
+    let mut titles = Vec::new();
+    for _ in 0..12 {
+        let sid = agent.open(json!({ "record": "off" })).await;
+        let (status, nav) = agent
+            .tool(&sid, "navigate", json!({ "url": site.url("/sw-page") }))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{nav}");
+        let title = wait_until("the registration to settle", PATIENCE, || async {
+            let t = crate::gate::title(&agent, &sid).await;
+            if t.starts_with("sw ") && t != "sw pending" {
+                Ok(t)
+            } else {
+                Err(t)
+            }
+        })
+        .await;
+        titles.push(title);
+        agent.close(&sid).await;
+    }
+    assert!(titles.iter().all(|t| t == "sw ready"), "{titles:?}");
+    // And in tabs the page opens itself (popups), seen by nobody yet.
+    let mut popups = Vec::new();
+    for _ in 0..6 {
+        let sid = agent.open(json!({ "record": "off" })).await;
+        agent
+            .tool(&sid, "navigate", json!({ "url": site.url("/sw-opener") }))
+            .await;
+        let (status, v) = agent
+            .tool(&sid, "click", json!({ "selector": "#open" }))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{v}");
+        let title = wait_until("the popup's registration to settle", PATIENCE, || async {
+            let (_, tabs) = agent.get(&format!("/api/sessions/{sid}/tabs")).await;
+            let titles: Vec<String> = tabs
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|t| t["title"].as_str().map(str::to_owned))
+                .collect();
+            match titles
+                .iter()
+                .find(|t| t.starts_with("sw ") && *t != "sw pending")
+            {
+                Some(t) => Ok(t.clone()),
+                None => Err(format!("{titles:?}")),
+            }
+        })
+        .await;
+        popups.push(title);
+        agent.close(&sid).await;
+    }
+    assert!(popups.iter().all(|t| t == "sw ready"), "{popups:?}");
+    app.stop().await;
+}

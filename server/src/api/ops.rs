@@ -47,8 +47,7 @@ async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
             "sandbox": {
                 "driver": state.sessions.driver_kind().as_str(),
                 // The process driver's DevTools ports take any local client.
-                "devtools_open_to_local_processes":
-                    state.sessions.driver_kind() == crate::sandbox::DriverKind::Process,
+                "devtools_open_to_local_processes": state.sessions.driver_caps().devtools_open_locally,
                 "pool_ready": state.sessions.pool_ready(),
                 "pool_size": state.settings.pool_size,
                 "open_sessions": state.sessions.open_count(),

@@ -95,6 +95,15 @@ impl Driver for ExecDriver {
         DriverKind::Exec
     }
 
+    fn caps(&self) -> super::Caps {
+        super::Caps {
+            remote: true,
+            egress: super::EgressReach::Loopback,
+            downloads: true,
+            devtools_open_locally: false,
+        }
+    }
+
     #[tracing::instrument(skip_all, fields(sandbox.id = %spec.id))]
     async fn start(&self, spec: SandboxSpec) -> anyhow::Result<Sandbox> {
         tokio::fs::create_dir_all(&spec.runtime_dir)

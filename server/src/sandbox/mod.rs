@@ -154,11 +154,97 @@ pub async fn create_shared_dirs(runtime_dir: &Path) -> anyhow::Result<(PathBuf, 
     Ok((uploads, downloads))
 }
 
+/// What a driver's sandboxes can do and need, so that the code around
+/// them asks the driver instead of matching on its kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caps {
+    /// Its sandboxes run on another engine (a container host, a cluster):
+    /// this host's cgroups do not reach them (the engine gets the limits
+    /// as numbers, and `tenant_limits` not at all, since warm sandboxes are
+    /// made before their tenant is known), and an orphan is ended only
+    /// through the driver's `stop`, never by a signal.
+    pub remote: bool,
+    /// How its browsers reach their egress listener.
+    pub egress: EgressReach,
+    /// Whether its browsers share a download folder with this host (a
+    /// session may then allow downloads).
+    pub downloads: bool,
+    /// Whether every local process can drive its browsers' DevTools port.
+    pub devtools_open_locally: bool,
+}
+
+/// How a driver's browsers reach the egress guard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EgressReach {
+    /// A loopback listener each (any local process could connect).
+    Loopback,
+    /// Only through this process's own forwarder (bwrap): any other client
+    /// of the listener is someone else.
+    Private,
+    /// From a pod's IP, known once it runs (`Sandbox::cdp_url`'s host):
+    /// the listener serves that address alone.
+    Pod,
+}
+
+/// The driver `settings` ask for (`sandbox_driver`): `auto` takes bwrap
+/// when it runs here, else the process driver, which is refused then
+/// unless `bind` is loopback (its DevTools ports take any local client).
+pub async fn build(
+    settings: &crate::config::Settings,
+) -> anyhow::Result<std::sync::Arc<dyn Driver>> {
+    use crate::config::SandboxDriverSetting as Setting;
+    use anyhow::Context;
+    let chromium = settings.chromium_path.clone();
+    let bwrap = || {
+        bwrap::BwrapDriver::probe(&chromium)?;
+        bwrap::BwrapDriver::new(chromium.clone())
+    };
+    Ok(match settings.sandbox_driver {
+        Setting::Process => std::sync::Arc::new(process::ProcessDriver::new(chromium.clone())),
+        Setting::Exec => std::sync::Arc::new(exec::ExecDriver::new(
+            settings.exec_create.as_deref().unwrap_or_default(),
+            settings.exec_destroy.as_deref().unwrap_or_default(),
+        )?),
+        Setting::Kube => std::sync::Arc::new(kube::KubeDriver::from_settings(settings).await?),
+        Setting::Bwrap => std::sync::Arc::new(
+            bwrap().context("sandbox_driver = \"bwrap\": bubblewrap cannot run sandboxes here")?,
+        ),
+        Setting::Auto => match bwrap() {
+            Ok(d) => std::sync::Arc::new(d),
+            Err(e) => {
+                let e = process_fallback(settings.bind, e)?;
+                tracing::warn!(
+                    reason = %format!("{e:#}"),
+                    "sandbox_driver = auto: bwrap is not usable here, using the process driver"
+                );
+                std::sync::Arc::new(process::ProcessDriver::new(chromium.clone()))
+            }
+        },
+    })
+}
+
+/// `sandbox_driver = auto` when bwrap cannot run (`why`): the process
+/// driver, whose DevTools ports any local process can use, is refused as
+/// it is when asked for by name (`config`), unless `bind` is loopback.
+/// Gives back `why` for the warning.
+fn process_fallback(bind: SocketAddr, why: anyhow::Error) -> anyhow::Result<anyhow::Error> {
+    if bind.ip().is_loopback() {
+        return Ok(why);
+    }
+    Err(why.context(format!(
+        "sandbox_driver = auto: bwrap is not usable here, and the process driver, which \
+         leaves each browser's DevTools port open to every local process, is refused when \
+         bind ({bind}) is not a loopback address"
+    )))
+}
+
 /// A way to start and stop browsers.
 #[async_trait::async_trait]
 pub trait Driver: Send + Sync + 'static {
-    /// Which driver this is.
+    /// Which driver this is (its stored and displayed name is `kind().as_str()`).
     fn kind(&self) -> DriverKind;
+    /// What its sandboxes can do and need.
+    fn caps(&self) -> Caps;
     /// Starts a browser and returns once its CDP endpoint answers.
     async fn start(&self, spec: SandboxSpec) -> anyhow::Result<Sandbox>;
     /// Stops it and removes its runtime files. Idempotent.
@@ -181,6 +267,26 @@ pub fn chromium_runnable(path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn auto_falls_back_to_the_process_driver_only_on_a_loopback_bind() {
+        let why = || anyhow::anyhow!("bwrap (bubblewrap) is not installed");
+        for bind in ["127.0.0.1:8080", "[::1]:8080"] {
+            let kept = process_fallback(bind.parse().unwrap(), why()).unwrap();
+            assert!(format!("{kept:#}").contains("bubblewrap"), "{kept:#}");
+        }
+        for bind in ["0.0.0.0:8443", "192.0.2.10:8443", "[::]:8443"] {
+            let err = format!(
+                "{:#}",
+                process_fallback(bind.parse().unwrap(), why()).unwrap_err()
+            );
+            assert!(err.starts_with("sandbox_driver = auto:"), "{err}");
+            assert!(
+                err.contains("not a loopback address") && err.contains("bubblewrap"),
+                "{err}"
+            );
+        }
+    }
 
     #[test]
     fn a_missing_or_plain_file_is_not_runnable() {

@@ -31,6 +31,15 @@ impl Driver for ProcessDriver {
         DriverKind::Process
     }
 
+    fn caps(&self) -> super::Caps {
+        super::Caps {
+            remote: false,
+            egress: super::EgressReach::Loopback,
+            downloads: true,
+            devtools_open_locally: true,
+        }
+    }
+
     #[tracing::instrument(skip_all, fields(sandbox.id = %spec.id))]
     async fn start(&self, spec: SandboxSpec) -> anyhow::Result<Sandbox> {
         let profile = spec.runtime_dir.join("profile");

@@ -26,12 +26,10 @@ use anyhow::Context;
 use chromiumoxide::cdp::browser_protocol::emulation::SetDeviceMetricsOverrideParams;
 
 use crate::audit::Actor;
-use crate::config::{SandboxDriverSetting, Settings};
+use crate::config::Settings;
 use crate::domain::{CloseReason, SessionId, SessionState, TenantId};
 use crate::egress::EgressGuard;
 use crate::recording::Recorder;
-use crate::sandbox::bwrap::BwrapDriver;
-use crate::sandbox::process::ProcessDriver;
 use crate::sandbox::{Driver, DriverKind};
 use crate::store::Store;
 use crate::store::api_keys::ApiKeyOwner;
@@ -286,24 +284,6 @@ pub(crate) fn metrics_override(v: Viewport) -> SetDeviceMetricsOverrideParams {
     SetDeviceMetricsOverrideParams::new(i64::from(v.width), i64::from(v.height), 1.0, false)
 }
 
-/// `sandbox_driver = auto` when bwrap cannot run (`why`): the process
-/// driver, whose DevTools ports any local process can use, is refused as
-/// it is when asked for by name (`config`), unless `bind` is loopback.
-/// Gives back `why` for the warning.
-fn process_fallback(
-    bind: std::net::SocketAddr,
-    why: anyhow::Error,
-) -> anyhow::Result<anyhow::Error> {
-    if bind.ip().is_loopback() {
-        return Ok(why);
-    }
-    Err(why.context(format!(
-        "sandbox_driver = auto: bwrap is not usable here, and the process driver, which \
-         leaves each browser's DevTools port open to every local process, is refused when \
-         bind ({bind}) is not a loopback address"
-    )))
-}
-
 /// The session engine; cheap to clone.
 #[derive(Clone)]
 pub struct SessionManager(Arc<Inner>);
@@ -320,36 +300,7 @@ impl SessionManager {
         egress: EgressGuard,
         vault: crate::vault::Vault,
     ) -> anyhow::Result<Self> {
-        let chromium = settings.chromium_path.clone();
-        let bwrap = || {
-            BwrapDriver::probe(&chromium)?;
-            BwrapDriver::new(chromium.clone())
-        };
-        let driver: Arc<dyn Driver> = match settings.sandbox_driver {
-            SandboxDriverSetting::Process => Arc::new(ProcessDriver::new(chromium.clone())),
-            SandboxDriverSetting::Exec => Arc::new(crate::sandbox::exec::ExecDriver::new(
-                settings.exec_create.as_deref().unwrap_or_default(),
-                settings.exec_destroy.as_deref().unwrap_or_default(),
-            )?),
-            SandboxDriverSetting::Kube => {
-                Arc::new(crate::sandbox::kube::KubeDriver::from_settings(settings).await?)
-            }
-            SandboxDriverSetting::Bwrap => Arc::new(
-                bwrap()
-                    .context("sandbox_driver = \"bwrap\": bubblewrap cannot run sandboxes here")?,
-            ),
-            SandboxDriverSetting::Auto => match bwrap() {
-                Ok(d) => Arc::new(d),
-                Err(e) => {
-                    let e = process_fallback(settings.bind, e)?;
-                    tracing::warn!(
-                        reason = %format!("{e:#}"),
-                        "sandbox_driver = auto: bwrap is not usable here, using the process driver"
-                    );
-                    Arc::new(ProcessDriver::new(chromium.clone()))
-                }
-            },
-        };
+        let driver = crate::sandbox::build(settings).await?;
         let limits = if settings.session_limits {
             crate::sandbox::limits::Enforcer::detect(
                 settings.session_limits(),
@@ -373,17 +324,17 @@ impl SessionManager {
                  run Cordon where it can create cgroups (root, or a delegated cgroup v2 subtree)"
             );
         }
-        if matches!(driver.kind(), DriverKind::Exec | DriverKind::Kube)
-            && !settings.tenant_limits.is_empty()
-        {
+        if driver.caps().remote && !settings.tenant_limits.is_empty() {
             tracing::warn!(
-                "tenant_limits do not reach the exec or kube driver: its sandboxes get the \
+                driver = driver.kind().as_str(),
+                "tenant_limits do not reach this sandbox driver (exec, kube): its sandboxes get the \
                  default limits (CORDON_LIMIT_*, a pod's memory limit), since warm sandboxes are made \
                  before their tenant is known"
             );
         }
-        if driver.kind() == DriverKind::Process {
+        if driver.caps().devtools_open_locally {
             tracing::warn!(
+                driver = driver.kind().as_str(),
                 "sandbox driver \"process\": each browser's DevTools port is open to every local \
                  process, which could drive it and read an operator session's cookies; use bwrap \
                  on a shared host"
@@ -450,6 +401,11 @@ impl SessionManager {
     /// The driver in use.
     pub fn driver_kind(&self) -> DriverKind {
         self.0.driver.kind()
+    }
+
+    /// What the driver in use can do.
+    pub fn driver_caps(&self) -> crate::sandbox::Caps {
+        self.0.driver.caps()
     }
 
     /// What this host enforces per session.
@@ -598,30 +554,5 @@ impl SessionManager {
     pub async fn fail(&self, id: &SessionId, reason: CloseReason, error: &str) {
         self.end(id, reason, Some(error.to_owned()), Actor::System)
             .await;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn auto_falls_back_to_the_process_driver_only_on_a_loopback_bind() {
-        let why = || anyhow::anyhow!("bwrap (bubblewrap) is not installed");
-        for bind in ["127.0.0.1:8080", "[::1]:8080"] {
-            let kept = process_fallback(bind.parse().unwrap(), why()).unwrap();
-            assert!(format!("{kept:#}").contains("bubblewrap"), "{kept:#}");
-        }
-        for bind in ["0.0.0.0:8443", "192.0.2.10:8443", "[::]:8443"] {
-            let err = format!(
-                "{:#}",
-                process_fallback(bind.parse().unwrap(), why()).unwrap_err()
-            );
-            assert!(err.starts_with("sandbox_driver = auto:"), "{err}");
-            assert!(
-                err.contains("not a loopback address") && err.contains("bubblewrap"),
-                "{err}"
-            );
-        }
     }
 }

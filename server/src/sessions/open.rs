@@ -114,9 +114,7 @@ impl SessionManager {
         let checked = async {
             let deadline_s =
                 req.validate(self.0.cfg.deadline_default_s, self.0.cfg.deadline_max_s)?;
-            if req.downloads == super::DownloadPolicy::Allow
-                && self.0.driver.kind() == crate::sandbox::DriverKind::Kube
-            {
+            if req.downloads == super::DownloadPolicy::Allow && !self.0.driver.caps().downloads {
                 return Err(OpenRequestError::DownloadsUnsupported.into());
             }
             if self.0.shutting_down() {

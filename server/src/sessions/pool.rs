@@ -12,7 +12,7 @@ use tokio::sync::Notify;
 use crate::cdp::BrowserConn;
 use crate::domain::random_id;
 use crate::egress::EgressListener;
-use crate::sandbox::{Sandbox, SandboxSpec};
+use crate::sandbox::{EgressReach, Sandbox, SandboxSpec};
 use crate::store::sessions::SandboxRow;
 
 use super::Inner;
@@ -107,18 +107,16 @@ async fn start_once(inner: &Inner, state: &str) -> anyhow::Result<Warm> {
 async fn start_inner(inner: &Inner, id: String, state: &str) -> anyhow::Result<Warm> {
     // A bwrap browser reaches its listener only through this process's own
     // forwarder; any other client of that port is someone else.
-    let egress = match inner.driver.kind() {
-        crate::sandbox::DriverKind::Bwrap => inner.egress.listen_private(id.clone()).await?,
+    let caps = inner.driver.caps();
+    let egress = match caps.egress {
+        EgressReach::Private => inner.egress.listen_private(id.clone()).await?,
         // Every pod can reach the listener's address: it serves its own
         // pod's address alone, once known (below).
-        crate::sandbox::DriverKind::Kube => inner.egress.listen_for_pod(id.clone()).await?,
-        _ => inner.egress.listen(id.clone()).await?,
+        EgressReach::Pod => inner.egress.listen_for_pod(id.clone()).await?,
+        EgressReach::Loopback => inner.egress.listen(id.clone()).await?,
     };
-    // An `exec` or `kube` sandbox runs elsewhere: its engine gets the numbers.
-    let made = if matches!(
-        inner.driver.kind(),
-        crate::sandbox::DriverKind::Exec | crate::sandbox::DriverKind::Kube
-    ) {
+    // A sandbox on another engine: the engine gets the numbers.
+    let made = if caps.remote {
         Ok(inner.limits.remote())
     } else {
         inner.limits.create(&id)
@@ -150,7 +148,7 @@ async fn start_inner(inner: &Inner, id: String, state: &str) -> anyhow::Result<W
             return Err(e);
         }
     };
-    if inner.driver.kind() == crate::sandbox::DriverKind::Kube {
+    if caps.egress == EgressReach::Pod {
         // The browser's CDP address is its pod's.
         let pod = url::Url::parse(&sandbox.cdp_url)
             .ok()

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use crate::audit::{Actor, NewEvent};
 use crate::domain::CloseReason;
-use crate::sandbox::{DriverKind, Sandbox, kill_group};
+use crate::sandbox::{Sandbox, kill_group};
 
 use super::SessionManager;
 
@@ -177,8 +177,7 @@ impl SessionManager {
     async fn stop_orphan(&self, sb: &crate::store::sessions::SandboxRow) -> bool {
         let inner = &self.0;
         let mut killed = false;
-        let external = matches!(inner.driver.kind(), DriverKind::Exec | DriverKind::Kube);
-        if external && sb.driver == inner.driver.kind().as_str() {
+        if inner.driver.caps().remote && sb.driver == inner.driver.kind().as_str() {
             // An external engine's sandbox: only its destroy command can end it.
             let orphan = Sandbox {
                 id: sb.id.clone(),

@@ -152,7 +152,7 @@ impl Store {
         let mut binds = Vec::new();
         let sql = format!(
             "SELECT COUNT(*) AS n FROM audit_events WHERE {}",
-            super::tenant_in(tenants, &mut binds)
+            super::tenant_in(tenants, 0, &mut binds)
         );
         let mut q = sqlx::query(&sql);
         for b in binds {

@@ -220,7 +220,7 @@ impl Store {
     ) -> anyhow::Result<Vec<GrantTokenRow>> {
         let mut binds = Vec::new();
         let scope = match tenants {
-            Some(ts) => format!("WHERE {} ", super::tenant_in(ts, &mut binds)),
+            Some(ts) => format!("WHERE {} ", super::tenant_in(ts, 0, &mut binds)),
             None => String::new(),
         };
         let sql = format!(

@@ -111,16 +111,16 @@ impl Store {
 }
 
 /// `tenant_id IN ($k, …)` for `tenants`, their values appended to `binds`
-/// (placeholders numbered after the binds already there); an empty set
-/// matches nothing.
-pub(crate) fn tenant_in(tenants: &[String], binds: &mut Vec<String>) -> String {
+/// (placeholders numbered after `before` other binds of the query, then
+/// the ones already in `binds`); an empty set matches nothing.
+pub(crate) fn tenant_in(tenants: &[String], before: usize, binds: &mut Vec<String>) -> String {
     if tenants.is_empty() {
         return "1 = 0".to_owned();
     }
     let mut marks = Vec::with_capacity(tenants.len());
     for t in tenants {
         binds.push(t.clone());
-        marks.push(format!("${}", binds.len()));
+        marks.push(format!("${}", before + binds.len()));
     }
     format!("tenant_id IN ({})", marks.join(", "))
 }

@@ -406,18 +406,7 @@ impl Store {
         .await
         .context("failed to retire enrollment links")?
         .rows_affected();
-        sqlx::query(
-            "INSERT INTO enrollments (id, operator_id, token_hash, created_at, expires_at) \
-             VALUES ($1, $2, $3, $4, $5)",
-        )
-        .bind(row.id.clone())
-        .bind(row.operator_id.as_str().to_owned())
-        .bind(token_hash.to_owned())
-        .bind(now)
-        .bind(row.expires_at)
-        .execute(&mut *tx)
-        .await
-        .context("failed to insert enrollment link")?;
+        insert_enrollment(&mut tx, row, token_hash, now).await?;
         tx.commit().await.context("failed to commit")?;
         Ok(usize::try_from(retired).unwrap_or(usize::MAX))
     }
@@ -430,21 +419,8 @@ impl Store {
         token_hash: &str,
         now: i64,
     ) -> anyhow::Result<()> {
-        let mut tx = self.pool().begin().await.context("failed to begin")?;
-        sqlx::query(
-            "INSERT INTO enrollments (id, operator_id, token_hash, created_at, expires_at) \
-             VALUES ($1, $2, $3, $4, $5)",
-        )
-        .bind(row.id.clone())
-        .bind(row.operator_id.as_str().to_owned())
-        .bind(token_hash.to_owned())
-        .bind(now)
-        .bind(row.expires_at)
-        .execute(&mut *tx)
-        .await
-        .context("failed to insert enrollment link")?;
-        tx.commit().await.context("failed to commit")?;
-        Ok(())
+        let mut conn = self.pool().acquire().await.context("failed to connect")?;
+        insert_enrollment(&mut conn, row, token_hash, now).await
     }
 
     /// The enrollment link with this secret's hash.
@@ -594,4 +570,26 @@ impl Store {
                 .rows_affected(),
         )
     }
+}
+
+/// Inserts an enrollment link's row (its secret as `token_hash`).
+async fn insert_enrollment(
+    conn: &mut sqlx::AnyConnection,
+    row: &EnrollmentRow,
+    token_hash: &str,
+    now: i64,
+) -> anyhow::Result<()> {
+    sqlx::query(
+        "INSERT INTO enrollments (id, operator_id, token_hash, created_at, expires_at) \
+         VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(row.id.clone())
+    .bind(row.operator_id.as_str().to_owned())
+    .bind(token_hash.to_owned())
+    .bind(now)
+    .bind(row.expires_at)
+    .execute(conn)
+    .await
+    .context("failed to insert enrollment link")?;
+    Ok(())
 }

@@ -301,7 +301,7 @@ impl Store {
         }
         if let Some(ts) = tenants {
             sql.push_str(" AND ");
-            sql.push_str(&super::tenant_in(ts, &mut binds));
+            sql.push_str(&super::tenant_in(ts, 0, &mut binds));
         }
         sql.push_str(&format!(
             " ORDER BY created_at DESC, id LIMIT ${}",
@@ -330,11 +330,9 @@ impl Store {
         tenants: Option<&[String]>,
     ) -> anyhow::Result<Vec<(String, i64)>> {
         let mut binds = Vec::new();
+        // `$1` is `since`.
         let scope = match tenants {
-            Some(ts) => {
-                binds.push(String::new());
-                format!(" AND {}", super::tenant_in(ts, &mut binds))
-            }
+            Some(ts) => format!(" AND {}", super::tenant_in(ts, 1, &mut binds)),
             None => String::new(),
         };
         let sql = format!(
@@ -343,7 +341,7 @@ impl Store {
              GROUP BY state ORDER BY state"
         );
         let mut q = sqlx::query(&sql).bind(since);
-        for b in binds.into_iter().skip(usize::from(tenants.is_some())) {
+        for b in binds {
             q = q.bind(b);
         }
         let rows = q

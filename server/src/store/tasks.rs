@@ -267,7 +267,7 @@ impl Store {
         let mut binds = Vec::new();
         if let Some(ts) = tenants {
             sql.push_str(" AND ");
-            sql.push_str(&super::tenant_in(ts, &mut binds));
+            sql.push_str(&super::tenant_in(ts, 0, &mut binds));
         }
         if let Some(v) = session {
             binds.push(v.to_owned());

@@ -233,6 +233,15 @@ impl Driver for BwrapDriver {
         DriverKind::Bwrap
     }
 
+    fn caps(&self) -> super::Caps {
+        super::Caps {
+            remote: false,
+            egress: super::EgressReach::Private,
+            downloads: true,
+            devtools_open_locally: false,
+        }
+    }
+
     #[tracing::instrument(skip_all, fields(sandbox.id = %spec.id))]
     async fn start(&self, spec: SandboxSpec) -> anyhow::Result<Sandbox> {
         let sock_dir = spec.runtime_dir.join("sock");

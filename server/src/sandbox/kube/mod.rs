@@ -454,6 +454,15 @@ impl Driver for KubeDriver {
         DriverKind::Kube
     }
 
+    fn caps(&self) -> super::Caps {
+        super::Caps {
+            remote: true,
+            egress: super::EgressReach::Pod,
+            downloads: false,
+            devtools_open_locally: false,
+        }
+    }
+
     #[tracing::instrument(skip_all, fields(sandbox.id = %spec.id))]
     async fn start(&self, spec: SandboxSpec) -> anyhow::Result<Sandbox> {
         // Nothing of the browser lives here; the directory only keeps the

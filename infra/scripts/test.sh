@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: the infra/ checks (shellcheck, the
-# deployment scripts' hostile-input tests), formatting, clippy (server and wasm),
+# deployment scripts' hostile-input tests), formatting, the layer check (no
+# import runs up a layer; tools/layers), clippy (server and wasm),
 # unit and integration tests against SQLite and a PostgreSQL started here,
 # and the dashboard's end-to-end tests in a real Chromium.
 set -euo pipefail
@@ -26,6 +27,10 @@ bash infra/tests/run.sh
 
 echo "== rustfmt"
 cargo fmt --all --check
+
+echo "== layers (no import runs up a layer)"
+# A dependency-free tool that builds in seconds, so it fails before the long build.
+cargo run --quiet -p layers
 
 echo "== dashboard build (wasm)"
 bash infra/scripts/build-site.sh debug

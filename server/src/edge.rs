@@ -205,6 +205,10 @@ fn refused(message: &'static str) -> Response {
 /// message.
 const MAX_CARRIED: usize = 300;
 
+/// The largest request body any route accepts; larger ones get 413 (the
+/// upload route's own limit aside, see `startup`'s body limit).
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
 /// Turns any error answer under `/api/` that is not already JSON into the
 /// API's `{error: {code, message}}`.
 pub async fn json_errors(req: Request, next: Next) -> Response {
@@ -230,7 +234,7 @@ pub async fn json_errors(req: Request, next: Next) -> Response {
     let error = match status {
         StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge(format!(
             "request body is larger than {} bytes",
-            crate::startup::MAX_BODY_BYTES
+            MAX_BODY_BYTES
         )),
         StatusCode::METHOD_NOT_ALLOWED => ApiError::MethodNotAllowed,
         StatusCode::BAD_REQUEST | StatusCode::UNSUPPORTED_MEDIA_TYPE => {

@@ -227,7 +227,7 @@ impl From<crate::tasks::TaskError> for ApiError {
                 code: "task_ended",
                 message,
             },
-            T::Open(api) => api,
+            T::Open(s) => s.into(),
             T::Session(s) => s.into(),
             T::Internal(cause) => Self::Internal(cause),
         }
@@ -391,6 +391,91 @@ mod tests {
             .get::<ErrorCause>()
             .expect("cause for the logger");
         assert!(cause.0.to_string().contains("hunter2"));
+    }
+
+    /// Every session and tool failure (but `Held`, which never leaves the
+    /// pipeline), and every grant failure inside a session's.
+    fn engine_failures() -> Vec<crate::sessions::ToolError> {
+        use crate::domain::{CloseReason, SessionState};
+        use crate::grants::{GrantError as G, GrantState};
+        use crate::sessions::{OpenRequestError, SessionError as S, ToolError as T};
+        let grants = [
+            G::Unknown,
+            G::Expired,
+            G::Revoked,
+            G::Consumed,
+            G::WrongTenant,
+            G::TooNarrow,
+            G::Invalid("bad domain".into()),
+            G::NotFound,
+            G::TokenNotFound,
+            G::NotPending(GrantState::Denied),
+            G::Internal(anyhow::anyhow!("db down")),
+        ];
+        let sessions = [
+            S::NotFound,
+            S::Gone {
+                state: SessionState::Failed,
+                reason: Some(CloseReason::BrowserExited),
+            },
+            S::Gone {
+                state: SessionState::Closing,
+                reason: None,
+            },
+            S::Limit {
+                message: "too many".into(),
+                retry_after_s: 3,
+            },
+            S::Invalid(OpenRequestError::GrantRequired),
+            S::Invalid(OpenRequestError::Viewport),
+            S::StartFailed(anyhow::anyhow!("no chromium")),
+            S::Internal(anyhow::anyhow!("secret cause")),
+        ]
+        .into_iter()
+        .chain(grants.into_iter().map(S::Grant));
+        let tools = [
+            T::Invalid("m".into()),
+            T::TooLarge("m".into()),
+            T::InvalidSelector("m".into()),
+            T::UnknownKey("m".into()),
+            T::ElementNotFound("m".into()),
+            T::TabNotFound("m".into()),
+            T::LastTab,
+            T::ActionFailed("m".into()),
+            T::TabCrashed,
+            T::DownloadRefused,
+            T::InvalidFileName("m".into()),
+            T::NotAFileInput("m".into()),
+            T::RecordingQuotaFull("m".into()),
+            T::Timeout("m".into()),
+            T::BrowserFailed,
+            T::Protocol("m".into()),
+            T::OperatorHasControl("op".into()),
+            T::DeniedByPolicy("m".into()),
+            T::DeniedByOperator("m".into()),
+            T::ApprovalTimedOut("m".into()),
+            T::Internal(anyhow::anyhow!("secret cause")),
+        ];
+        tools.into_iter().chain(sessions.map(T::Session)).collect()
+    }
+
+    #[test]
+    fn engine_errors_carry_the_code_and_message_the_api_answers_with() {
+        for e in engine_failures() {
+            let (code, message) = (e.code(), e.public_message());
+            let session = match &e {
+                crate::sessions::ToolError::Session(s) => Some((s.code(), s.public_message())),
+                _ => None,
+            };
+            let api = ApiError::from(e);
+            assert_eq!(
+                (code, message.as_str()),
+                (api.code(), api.to_string().as_str())
+            );
+            if let Some((code, message)) = session {
+                assert_eq!((code, message), (api.code(), api.to_string()));
+            }
+        }
     }
 
     #[test]

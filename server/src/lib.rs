@@ -22,6 +22,7 @@ pub mod nofollow;
 pub mod peer;
 pub mod policy;
 pub mod recording;
+pub mod redact;
 pub mod sandbox;
 pub mod sessions;
 pub mod startup;

@@ -38,8 +38,9 @@ use crate::telemetry;
 use crate::tls;
 use crate::vault::Vault;
 
-/// The largest request body any route accepts; larger ones get 413.
-pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// The largest request body any route accepts (the edge's limit; named
+/// here too, as before).
+pub use crate::edge::MAX_BODY_BYTES;
 
 /// A bound, ready-to-serve Cordon.
 pub struct Application {
@@ -385,7 +386,7 @@ fn router(
     // routes (and the fallback), so agent API and MCP requests never pay
     // for a dashboard session.
     let ui = Router::new()
-        .merge(auth::router())
+        .merge(auth::routes::router())
         .route("/ui/events", get(dashboard::events))
         .route(
             "/live/{session}",

@@ -8,9 +8,9 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use serde_json::json;
 
-use crate::config::DatabaseKind;
 use crate::sandbox::chromium_runnable;
 use crate::state::AppState;
+use crate::store::DatabaseKind;
 
 /// The operability routes.
 pub fn router() -> Router<AppState> {

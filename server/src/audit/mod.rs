@@ -7,7 +7,6 @@
 //! redacted (see [`redact`]): the log is as permanent as it is tamper-evident.
 
 mod query;
-pub mod redact;
 mod verify;
 
 use serde::Serialize;
@@ -20,6 +19,9 @@ pub use query::{
     MAX_ACTOR_LEN, MAX_PAGE_SIZE, PageSize,
 };
 pub use verify::{Verification, verify};
+
+/// The redaction helpers (a core module; named here too, as before).
+pub use crate::redact;
 
 /// The `prev_hash` of the first event: 32 zero bytes, hex.
 pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";

@@ -13,6 +13,7 @@ use tower_sessions::{Expiry, Session, SessionManagerLayer};
 use app::api::auth::Operator;
 use app::error::UiError;
 
+use super::AuthError;
 use super::session_store::{DbSessionStore, OPERATOR_KEY};
 use crate::domain::OperatorId;
 use crate::state::AppState;
@@ -192,6 +193,28 @@ fn safe_next(next: &str) -> bool {
     chars.next() == Some('/')
         && !matches!(chars.next(), Some('/' | '\\'))
         && !next.chars().any(|c| c == '\\' || c.is_control())
+}
+
+/// The auth service's errors as the dashboard shows them.
+impl From<AuthError> for UiError {
+    fn from(e: AuthError) -> Self {
+        match e {
+            AuthError::Invalid { field, message } => UiError::invalid(field, message),
+            AuthError::Link(m) => UiError::invalid("link", m),
+            e @ AuthError::Ceremony(_) => UiError::invalid("passkey", e.to_string()),
+            e @ (AuthError::NoCeremony | AuthError::Conflict(_)) => {
+                UiError::conflict(e.to_string())
+            }
+            e @ (AuthError::UnknownOperator(_) | AuthError::Disabled(_)) => {
+                UiError::invalid("name", e.to_string())
+            }
+            AuthError::NotFound(what) => UiError::not_found(what),
+            AuthError::Internal(e) => {
+                tracing::error!(error = %format!("{e:#}"), "dashboard auth failed");
+                UiError::internal("the request failed on the server; see its log")
+            }
+        }
+    }
 }
 
 /// A [`UiError`] as an HTTP answer: its status, `{error: {code, message}}`

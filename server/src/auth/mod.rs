@@ -11,14 +11,13 @@
 
 mod decoy;
 mod middleware;
-mod routes;
+pub mod routes;
 mod session_store;
 mod throttle;
 
 use std::sync::Arc;
 
 use app::api::auth::Role;
-use app::error::UiError;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use webauthn_rs::prelude::{
@@ -36,8 +35,6 @@ use crate::time::now_ms;
 
 pub(crate) use middleware::ui_error;
 pub use middleware::{SessionSettings, authenticate, session_layer};
-pub use routes::router;
-pub(crate) use routes::take_fresh;
 pub use session_store::DbSessionStore;
 
 /// How long an enrollment link works.
@@ -47,7 +44,8 @@ const CEREMONY_TTL_MS: i64 = 5 * 60 * 1000;
 /// The longest operator or passkey name, in characters.
 pub const MAX_NAME: usize = 64;
 
-/// What the auth service can fail with; each maps to one [`UiError`].
+/// What the auth service can fail with; each maps to one `UiError`
+/// (`middleware.rs`, the web side).
 #[derive(Debug, thiserror::Error)]
 pub enum AuthError {
     /// A field is wrong.
@@ -84,27 +82,6 @@ pub enum AuthError {
     /// Anything else.
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
-}
-
-impl From<AuthError> for UiError {
-    fn from(e: AuthError) -> Self {
-        match e {
-            AuthError::Invalid { field, message } => UiError::invalid(field, message),
-            AuthError::Link(m) => UiError::invalid("link", m),
-            e @ AuthError::Ceremony(_) => UiError::invalid("passkey", e.to_string()),
-            e @ (AuthError::NoCeremony | AuthError::Conflict(_)) => {
-                UiError::conflict(e.to_string())
-            }
-            e @ (AuthError::UnknownOperator(_) | AuthError::Disabled(_)) => {
-                UiError::invalid("name", e.to_string())
-            }
-            AuthError::NotFound(what) => UiError::not_found(what),
-            AuthError::Internal(e) => {
-                tracing::error!(error = %format!("{e:#}"), "dashboard auth failed");
-                UiError::internal("the request failed on the server; see its log")
-            }
-        }
-    }
 }
 
 /// A passkey ceremony in progress, kept in the dashboard session between

@@ -4,6 +4,8 @@
 //! between the two steps; a finished or failed step removes it, so a
 //! replayed answer finds none.
 
+use std::net::IpAddr;
+
 use axum::Json;
 use axum::Router;
 use axum::extract::rejection::JsonRejection;
@@ -44,6 +46,29 @@ pub fn router() -> Router<AppState> {
         .route("/ui/auth/logout", post(logout))
 }
 
+/// The client's address: the connection's peer, or behind a trusted proxy
+/// the address it appended last to `X-Forwarded-For`.
+fn client_of(
+    headers: &axum::http::HeaderMap,
+    extensions: &axum::http::Extensions,
+    trusted_proxy: bool,
+) -> Option<IpAddr> {
+    if trusted_proxy
+        && let Some(ip) = headers
+            .get_all("x-forwarded-for")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .filter_map(|a| a.trim().parse::<IpAddr>().ok())
+            .next_back()
+    {
+        return Some(ip);
+    }
+    extensions
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip())
+}
+
 /// A call of an endpoint anyone may call, within the throttle's bounds
 /// (`throttle.rs`); over them, 429 with `Retry-After` before anything is
 /// read or stored.
@@ -56,7 +81,7 @@ impl axum::extract::FromRequestParts<AppState> for Throttled {
         parts: &mut axum::http::request::Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
-        let client = super::throttle::client_of(
+        let client = client_of(
             &parts.headers,
             &parts.extensions,
             state.settings.trusted_proxy,

@@ -115,29 +115,6 @@ impl Throttle {
     }
 }
 
-/// The client's address: the connection's peer, or behind a trusted proxy
-/// the address it appended last to `X-Forwarded-For`.
-pub(crate) fn client_of(
-    headers: &axum::http::HeaderMap,
-    extensions: &axum::http::Extensions,
-    trusted_proxy: bool,
-) -> Option<IpAddr> {
-    if trusted_proxy
-        && let Some(ip) = headers
-            .get_all("x-forwarded-for")
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .filter_map(|a| a.trim().parse::<IpAddr>().ok())
-            .next_back()
-    {
-        return Some(ip);
-    }
-    extensions
-        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-        .map(|c| c.0.ip())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

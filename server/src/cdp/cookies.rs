@@ -6,7 +6,7 @@ use chromiumoxide::cdp::browser_protocol::network::{
     Cookie as CdpCookie, CookieParam, CookiePartitionKey, CookieSameSite, TimeSinceEpoch,
 };
 
-use crate::vault::{Cookie, PartitionKey, SameSite};
+use crate::domain::{Cookie, PartitionKey, SameSite};
 
 /// The CDP form of a stored cookie. A host-only cookie (`example.com`, or
 /// any cookie of an IP address) is set through a URL so it stays host-only;

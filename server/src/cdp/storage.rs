@@ -7,7 +7,7 @@ use chromiumoxide::cdp::browser_protocol::dom_storage::{GetDomStorageItemsParams
 use chromiumoxide::cdp::browser_protocol::page::{FrameTree, GetFrameTreeParams};
 
 use super::CdpError;
-use crate::vault::StorageItem;
+use crate::domain::StorageItem;
 
 /// The security origins of `page`'s frames (`Page.getFrameTree`), the main
 /// frame's first, each once. Opaque ones come as the browser spells them

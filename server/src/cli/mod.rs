@@ -395,3 +395,23 @@ async fn open(settings: &Settings) -> anyhow::Result<Store> {
     store.migrate().await?;
     Ok(store)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use clap::Parser;
+
+    use super::Cli;
+
+    #[test]
+    fn the_relay_command_line_the_bwrap_driver_builds_parses() {
+        let cmd = crate::sandbox::bwrap::sandbox_command(
+            Path::new("/usr/lib/chromium/chromium"),
+            (1280, 720),
+            true,
+        );
+        let parsed = Cli::try_parse_from(&cmd);
+        assert!(parsed.is_ok(), "{parsed:?}");
+    }
+}

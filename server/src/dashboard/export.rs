@@ -13,7 +13,7 @@ use serde::Deserialize;
 use tower_sessions::Session;
 
 use super::{actor, internal};
-use crate::auth::take_fresh;
+use crate::auth::routes::take_fresh;
 use crate::domain::TenantId;
 use crate::state::AppState;
 use crate::vault::{Domain, VaultError};

@@ -9,9 +9,9 @@ use app::api::credentials::CredentialView;
 use app::api::health::{RecordingUsage, ReplicaLine, SystemStatus};
 
 use super::internal;
-use crate::config::DatabaseKind;
 use crate::sandbox::chromium_runnable;
 use crate::state::AppState;
+use crate::store::DatabaseKind;
 use crate::time::{now_ms, rfc3339_ms};
 
 /// The last audit-chain verification run from the dashboard, shown on the

@@ -1,15 +1,22 @@
 //! Domain types parsed once at the edge; the rest of the code trusts them.
 
+mod cookie;
 mod download_guid;
 mod file_name;
+mod grant_state;
 mod session_id;
 mod session_state;
 mod target_url;
 mod tenant_id;
 
 pub use crate::ids::random_id;
+pub use cookie::{
+    Cookie, Origin, PartitionKey, SameSite, StorageItem, StorageState, earliest_expiry,
+    storage_items,
+};
 pub use download_guid::{DownloadGuid, DownloadGuidError};
 pub use file_name::{FileName, FileNameError, MAX_FILE_NAME};
+pub use grant_state::GrantState;
 pub use session_id::{
     ApiKeyId, GrantRequestId, GrantTokenId, MalformedId, OperatorId, PasskeyId, SessionId,
     SessionIdError,

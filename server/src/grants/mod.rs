@@ -15,6 +15,8 @@ use crate::audit::NewEvent;
 use crate::store::Store;
 use crate::vault::Domain;
 
+/// Where a grant request stands (a domain type; named here too, as before).
+pub use crate::domain::GrantState;
 pub use decide::{approve, deny, domains_without_credentials, poll, request, revoke};
 pub use redeem::{gc, redeem};
 
@@ -73,7 +75,7 @@ pub enum GrantError {
 }
 
 impl GrantError {
-    /// The machine-readable code of a refused token.
+    /// The machine-readable code (a refused token's own, or the kind).
     pub fn code(&self) -> &'static str {
         match self {
             Self::Unknown => "grant_unknown",
@@ -88,50 +90,13 @@ impl GrantError {
             Self::Internal(_) => "internal",
         }
     }
-}
 
-/// Where a grant request stands: `pending → approved | denied | expired`.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum GrantState {
-    /// Waiting for an operator.
-    Pending,
-    /// Approved: a token exists.
-    Approved,
-    /// Denied by an operator.
-    Denied,
-    /// Nobody decided in time.
-    Expired,
-}
-
-impl GrantState {
-    /// The stored and shown name.
-    pub fn as_str(self) -> &'static str {
+    /// The message a caller may see (an internal cause is logged instead).
+    pub fn public_message(&self) -> String {
         match self {
-            Self::Pending => "pending",
-            Self::Approved => "approved",
-            Self::Denied => "denied",
-            Self::Expired => "expired",
+            Self::Internal(_) => "internal error".into(),
+            other => other.to_string(),
         }
-    }
-}
-
-impl std::str::FromStr for GrantState {
-    type Err = crate::domain::UnknownValue;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        [Self::Pending, Self::Approved, Self::Denied, Self::Expired]
-            .into_iter()
-            .find(|g| g.as_str() == s)
-            .ok_or_else(|| crate::domain::UnknownValue::new("grant state", s))
-    }
-}
-
-impl std::fmt::Display for GrantState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

@@ -2,6 +2,7 @@
 //! (starting → ready → closing → closed | failed), deadlines, idle timeout,
 //! per-tenant and per-host limits, and the orphan reaper.
 
+mod codes;
 mod control;
 pub mod files;
 pub mod harvest;

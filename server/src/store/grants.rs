@@ -6,7 +6,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::Store;
-use crate::grants::GrantState;
+use crate::domain::GrantState;
 
 /// An agent's request for credentials of some domains.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -46,7 +46,7 @@ impl Store {
         sqlx::any::install_default_drivers();
         let raw = url.expose_secret();
         let kind = DatabaseKind::of(raw)?;
-        let shown = crate::audit::redact::url(raw);
+        let shown = crate::redact::url(raw);
         if kind == DatabaseKind::Postgres {
             // One direct attempt first: a pool only reports "timed out" when
             // the server refuses, which hides the reason.

@@ -17,7 +17,6 @@ use crate::audit::Actor;
 use crate::cdp::{Button, ImageFormat, MouseKind};
 use crate::config::Settings;
 use crate::domain::{TenantId, random_id};
-use crate::error::ApiError;
 use crate::recording::RecordMode;
 use crate::sessions::tool::ElementTarget;
 use crate::sessions::{
@@ -183,9 +182,10 @@ pub enum TaskError {
     /// The task has ended already.
     #[error("the task has ended ({0})")]
     Ended(String),
-    /// The session could not be opened (the open's own error).
+    /// The session could not be opened (the open's own error; not `From`, so
+    /// that it stays apart from a session lost later).
     #[error("{0}")]
-    Open(ApiError),
+    Open(SessionError),
     /// The session went away.
     #[error(transparent)]
     Session(#[from] SessionError),
@@ -332,7 +332,6 @@ impl Tasks {
             Err(e) => {
                 // The open's own error goes back; the task records why.
                 let message = e.to_string();
-                let e = ApiError::from(e);
                 let status = if e.code().starts_with("grant_") {
                     "denied"
                 } else {
@@ -609,7 +608,7 @@ impl Runner {
         Actor::Agent(self.owner.key_id.clone())
     }
 
-    async fn tool(&self, tool: Tool) -> Result<ToolOutput, ApiError> {
+    async fn tool(&self, tool: Tool) -> Result<ToolOutput, StepError> {
         let sessions = &self.tasks.0.sessions;
         loop {
             match sessions
@@ -619,12 +618,12 @@ impl Runner {
                 // An operator drives: wait until they hand back.
                 Err(crate::sessions::ToolError::OperatorHasControl(_)) => {
                     if !self.wait_for_operator().await {
-                        return Err(ApiError::from(crate::sessions::ToolError::Timeout(
+                        return Err(StepError::from(crate::sessions::ToolError::Timeout(
                             "the session ended while an operator had control".into(),
                         )));
                     }
                 }
-                other => return other.map_err(ApiError::from),
+                other => return other.map_err(StepError::from),
             }
         }
     }
@@ -652,7 +651,7 @@ impl Runner {
 
     /// The step's picture: a screencast frame made after the last action
     /// (see `frames.rs`), or a capture when there is none.
-    async fn screenshot(&mut self) -> Result<Shot, ApiError> {
+    async fn screenshot(&mut self) -> Result<Shot, StepError> {
         if let Some(shot) = self.frame().await {
             metrics::counter!("cordon_task_pictures_total", "source" => "screencast").increment(1);
             return Ok(shot);
@@ -718,7 +717,7 @@ impl Runner {
     }
 
     /// A capture through the tool pipeline.
-    async fn capture(&self) -> Result<Shot, ApiError> {
+    async fn capture(&self) -> Result<Shot, StepError> {
         // Right after a click or an Enter the page may be between two
         // documents, and the capture fails: try again a little later.
         let mut tries = 0;
@@ -739,12 +738,12 @@ impl Runner {
             }
         };
         let ToolOutput::Screenshot(s) = out else {
-            return Err(ApiError::Internal(anyhow::anyhow!(
+            return Err(StepError::internal(anyhow::anyhow!(
                 "a screenshot that is not one"
             )));
         };
         let space = ImageSpace::new(s.width, s.height, 1.0, self.tasks.0.coordinates)
-            .map_err(|e| ApiError::Internal(anyhow::anyhow!("{e}")))?;
+            .map_err(|e| StepError::internal(anyhow::anyhow!("{e}")))?;
         // The recorder names the file by its number (`000003.jpg`).
         let id = s.persisted_path.as_deref().and_then(|p| {
             let seq: u64 = std::path::Path::new(p)
@@ -915,7 +914,7 @@ impl Runner {
         )
     }
 
-    fn tool_failure(&self, e: ApiError) -> Outcome {
+    fn tool_failure(&self, e: StepError) -> Outcome {
         Outcome::failed("error", e.code(), e.to_string())
     }
 
@@ -1004,10 +1003,10 @@ impl Runner {
 
     /// Runs one action as browser tools, mapped from the model's image to
     /// the page.
-    async fn execute(&self, action: &Action, space: &ImageSpace) -> Result<(), ApiError> {
+    async fn execute(&self, action: &Action, space: &ImageSpace) -> Result<(), StepError> {
         let at = |x: f64, y: f64| {
             space.to_page(x, y).map_err(|e| {
-                ApiError::from(crate::sessions::ToolError::Invalid(format!(
+                StepError::from(crate::sessions::ToolError::Invalid(format!(
                     "the model pointed outside the page: {e}"
                 )))
             })
@@ -1128,6 +1127,40 @@ fn describe(action: &Action) -> String {
             if *submit { " + Enter" } else { "" }
         ),
         other => other.to_string(),
+    }
+}
+
+/// A tool call's failure as the task's trace and result show it: the code
+/// and the message the agent API answers the same failure with (an internal
+/// cause hidden).
+#[derive(Debug)]
+struct StepError {
+    code: &'static str,
+    message: String,
+}
+
+impl StepError {
+    fn internal(cause: anyhow::Error) -> Self {
+        crate::sessions::ToolError::Internal(cause).into()
+    }
+
+    fn code(&self) -> &'static str {
+        self.code
+    }
+}
+
+impl From<crate::sessions::ToolError> for StepError {
+    fn from(e: crate::sessions::ToolError) -> Self {
+        Self {
+            code: e.code(),
+            message: e.public_message(),
+        }
+    }
+}
+
+impl std::fmt::Display for StepError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
     }
 }
 

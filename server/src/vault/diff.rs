@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::cookie::Cookie;
+use crate::domain::Cookie;
 
 /// How a new cookie set differs from the stored one. Cookies are matched
 /// on (name, domain, path), as browsers key them; each is shown by its name,

@@ -9,8 +9,8 @@ use std::path::Path;
 
 use zeroize::Zeroizing;
 
-use super::cookie::{Cookie, Origin, StorageState};
 use super::domain::Domain;
+use crate::domain::{Cookie, Origin, StorageState};
 
 /// The largest file an import reads.
 pub const MAX_IMPORT_BYTES: u64 = 5 * 1024 * 1024;
@@ -344,7 +344,7 @@ pub fn partition(cookies: Vec<Cookie>, domain: &Domain) -> (Vec<Cookie>, Vec<Rej
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vault::cookie::SameSite;
+    use crate::domain::SameSite;
 
     const CANARY: &str = "canary-s3cret-v4lue";
 

@@ -2,7 +2,6 @@
 //! (see [`crate::crypto`]), imported from files or a refresh session,
 //! exported only on explicit request, and decrypted in memory for injection.
 
-mod cookie;
 mod diff;
 mod domain;
 mod error;
@@ -13,7 +12,7 @@ pub mod rotate;
 mod select;
 mod service;
 
-pub use cookie::{
+pub use crate::domain::{
     Cookie, Origin, PartitionKey, SameSite, StorageItem, StorageState, earliest_expiry,
     storage_items,
 };

@@ -5,7 +5,7 @@
 use serde::Deserialize;
 use zeroize::Zeroizing;
 
-use super::cookie::{Cookie, Origin, StorageState};
+use crate::domain::{Cookie, Origin, StorageState};
 
 /// The two stored shapes, told apart by JSON type.
 #[derive(Deserialize)]

@@ -1,11 +1,11 @@
 //! Handing stored credentials out, decrypted in memory: to a session
 //! being injected, and to the refresh flow's diff.
 
-use super::cookie::{Cookie, Origin, StorageState};
 use super::domain::Domain;
 use super::error::VaultError;
 use super::service::Vault;
 use crate::domain::TenantId;
+use crate::domain::{Cookie, Origin, StorageState};
 use crate::store::vault::CredentialInfo;
 use crate::time::now_ms;
 

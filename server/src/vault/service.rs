@@ -5,13 +5,13 @@
 use serde_json::json;
 use zeroize::Zeroizing;
 
-use super::cookie::{Cookie, Origin, StorageState, earliest_expiry, storage_items};
 use super::domain::Domain;
 use super::error::VaultError;
 use super::import::{self, ImportError, Rejected};
 use super::plaintext;
 use crate::audit::{Actor, NewEvent};
 use crate::crypto::{AssociatedData, CryptoError, KeyId, MasterKey};
+use crate::domain::{Cookie, Origin, StorageState, earliest_expiry, storage_items};
 use crate::domain::{TenantId, random_id};
 use crate::store::Store;
 use crate::store::vault::{CredentialInfo, CredentialRow};

@@ -239,7 +239,7 @@ pub fn router(
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(allowed_hosts(public_url))
         .with_cancellation_token(shutdown)
-        .with_max_request_body_bytes(crate::startup::MAX_BODY_BYTES);
+        .with_max_request_body_bytes(crate::edge::MAX_BODY_BYTES);
     let handler = Cordon {
         state: state.clone(),
     };

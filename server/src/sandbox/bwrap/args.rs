@@ -338,8 +338,6 @@ mod tests {
         assert!(!browser.contains(&"--remote-debugging-port=0".to_owned()));
         assert!(browser.contains(&"--user-data-dir=/tmp/profile".to_owned()));
         assert!(browser.contains(&"--no-sandbox".to_owned()));
-        // The relay's own arguments parse.
-        let parsed = <crate::cli::Cli as clap::Parser>::try_parse_from(&cmd);
-        assert!(parsed.is_ok(), "{parsed:?}");
+        // That the relay's own arguments parse is checked in `cli`'s tests.
     }
 }

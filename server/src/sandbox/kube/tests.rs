@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::{self, Request, Response};
 use http_body_util::BodyExt;
+use hyper::http::{self, Request, Response};
 use kube::client::Body;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -115,7 +115,7 @@ impl fmt::Debug for Cookie {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Cookie")
             .field("name", &self.name)
-            .field("value", &crate::audit::redact::MASK)
+            .field("value", &crate::redact::MASK)
             .field("domain", &self.domain)
             .field("path", &self.path)
             .field("expires", &self.expires)
@@ -185,7 +185,7 @@ impl fmt::Debug for StorageItem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("StorageItem")
             .field("name", &self.name)
-            .field("value", &crate::audit::redact::MASK)
+            .field("value", &crate::redact::MASK)
             .finish()
     }
 }

@@ -163,7 +163,7 @@ pub async fn operator_of_hop(
     state: &AppState,
     req: Request,
 ) -> Result<Request, app::error::UiError> {
-    let arrived = super::Arrived::read(&state.cluster, req, MAX_FORM).await;
+    let arrived = super::arrive::Arrived::read(&state.cluster, req, MAX_FORM).await;
     let claims = arrived
         .claims
         .clone()

@@ -61,7 +61,7 @@ pub async fn accept_hop(State(state): State<AppState>, req: Request, next: Next)
         return next.run(req).await;
     }
     // The body is already bounded (`limit_bodies`).
-    let mut arrived = super::Arrived::read(&state.cluster, req, usize::MAX).await;
+    let mut arrived = super::arrive::Arrived::read(&state.cluster, req, usize::MAX).await;
     let owner = match &arrived.claims {
         Ok(c) => c.tenant.parse().ok().map(|tenant| ApiKeyOwner {
             key_id: c.key_id.clone(),
@@ -234,7 +234,7 @@ async fn send(
     let bytes = read_body(body)
         .await
         .map_err(|e| Failure::Answer(e.into_response()))?;
-    let path = super::path_of(&parts.uri);
+    let path = super::arrive::path_of(&parts.uri);
     let Some(signed) = state.cluster.sign(
         replica,
         parts.method.as_str(),

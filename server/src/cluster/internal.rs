@@ -42,7 +42,7 @@ pub fn router(state: &AppState) -> axum::Router<AppState> {
 }
 
 async fn accept(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let mut arrived = super::Arrived::read(&state.cluster, req, usize::MAX).await;
+    let mut arrived = super::arrive::Arrived::read(&state.cluster, req, usize::MAX).await;
     match &arrived.claims {
         Ok(c) if c.tenant == OPERATOR => {
             let op = InternalOperator(c.key_id.clone());

@@ -131,7 +131,9 @@ impl Cluster {
         // With built-in HTTPS every replica serves the deployment's own
         // certificate, and the hop trusts exactly that one.
         let tls = match &settings.tls_cert {
-            Some(cert) if settings.builtin_tls() => Some(crate::tls::peer_client_config(cert)?),
+            Some(cert) if settings.builtin_tls() => {
+                Some(crate::tls::peer::peer_client_config(cert)?)
+            }
             _ => None,
         };
         let mut client = reqwest::Client::builder()

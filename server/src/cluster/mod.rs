@@ -29,9 +29,10 @@
 //! Files: `membership.rs` (joining, the heartbeat, the locks, ending lost
 //! replicas), `ownership.rs` (which replica runs a session or task, and
 //! how to reach it), `hop.rs` (the signed hop: its header, signing and
-//! checking), `forward.rs`, `internal.rs`, `live.rs`, `dashboard.rs` (what
+//! checking), `arrive.rs` (a hop's request as the web layer reads it), `forward.rs`, `internal.rs`, `live.rs`, `dashboard.rs` (what
 //! crosses the hop), `notify.rs`.
 
+pub(crate) mod arrive;
 pub mod dashboard;
 pub mod forward;
 pub mod hop;
@@ -40,8 +41,6 @@ pub mod live;
 mod membership;
 pub mod notify;
 mod ownership;
-
-pub(crate) use hop::{Arrived, path_of};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

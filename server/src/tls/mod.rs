@@ -5,7 +5,7 @@
 //! replicas is HTTPS too, trusting only this deployment's certificate.
 
 mod certs;
-mod peer;
+pub mod peer;
 mod serve;
 
 pub use certs::server_config;

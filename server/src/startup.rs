@@ -22,7 +22,8 @@ use tokio::net::TcpListener;
 use tower_http::trace::TraceLayer;
 
 use crate::api;
-use crate::auth::{self, Auth, FirstStart, Invitation, SessionSettings};
+use crate::auth::middleware::SessionSettings;
+use crate::auth::{self, Auth, FirstStart, Invitation};
 use crate::config::EgressResolver;
 use crate::config::Settings;
 use crate::crypto::{KeySource, Keyring};
@@ -390,7 +391,7 @@ fn router(
         .route("/ui/events", get(dashboard::events))
         .route(
             "/live/{session}",
-            get(crate::live::handler).route_layer(middleware::from_fn_with_state(
+            get(crate::live::socket::handler).route_layer(middleware::from_fn_with_state(
                 state.clone(),
                 crate::cluster::live::route,
             )),
@@ -418,9 +419,12 @@ fn router(
         ))
         .layer(middleware::from_fn_with_state(
             state.clone(),
-            auth::authenticate,
+            auth::middleware::authenticate,
         ))
-        .layer(auth::session_layer(state.store.clone(), sessions));
+        .layer(auth::middleware::session_layer(
+            state.store.clone(),
+            sessions,
+        ));
     Router::new()
         .merge(api::ops_router())
         .merge(api::sessions_router(&state))

@@ -106,7 +106,7 @@ fn run(input: &[u8]) -> Outcome {
             return Outcome::Refused("bad_message");
         }
     };
-    match cordon::live::client_msg_calls(msg) {
+    match cordon::live::socket::calls(msg) {
         Ok(_) => Outcome::Accepted,
         Err(_) => Outcome::Refused("invalid"),
     }

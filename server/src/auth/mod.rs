@@ -10,7 +10,7 @@
 //! - `routes.rs`: the passkey ceremonies under `/ui/auth/`.
 
 mod decoy;
-mod middleware;
+pub mod middleware;
 pub mod routes;
 mod session_store;
 mod throttle;
@@ -33,8 +33,6 @@ use crate::store::Store;
 use crate::store::operators::{CreateOperatorError, EnrollmentRow, OperatorRow, PasskeyRow};
 use crate::time::now_ms;
 
-pub(crate) use middleware::ui_error;
-pub use middleware::{SessionSettings, authenticate, session_layer};
 pub use session_store::DbSessionStore;
 
 /// How long an enrollment link works.

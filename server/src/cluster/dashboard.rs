@@ -46,7 +46,10 @@ pub async fn forward_fn(State(state): State<AppState>, req: Request, next: Next)
     };
     let (parts, body) = req.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, MAX_FORM).await else {
-        return crate::auth::ui_error(&app::error::UiError::invalid("form", "too large"));
+        return crate::auth::middleware::ui_error(&app::error::UiError::invalid(
+            "form",
+            "too large",
+        ));
     };
     let session = url::form_urlencoded::parse(&bytes)
         .find(|(k, _)| k == field)
@@ -119,12 +122,14 @@ pub async fn forward_fn(State(state): State<AppState>, req: Request, next: Next)
             }
             let body = res.bytes().await.unwrap_or_default();
             out.body(Body::from(body)).unwrap_or_else(|_| {
-                crate::auth::ui_error(&app::error::UiError::internal("a malformed answer"))
+                crate::auth::middleware::ui_error(&app::error::UiError::internal(
+                    "a malformed answer",
+                ))
             })
         }
         Err(e) => {
             tracing::warn!(replica = %replica, error = %e, "dashboard call: the session's replica is unreachable");
-            crate::auth::ui_error(&app::error::UiError::Unavailable {
+            crate::auth::middleware::ui_error(&app::error::UiError::Unavailable {
                 message: "the replica that runs this session cannot be reached; retry shortly"
                     .into(),
             })

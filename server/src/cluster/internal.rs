@@ -77,7 +77,7 @@ async fn timeline(
     };
     match state.timeline_here(&op, session).await {
         Ok(view) => Json(view).into_response(),
-        Err(e) => crate::auth::ui_error(&e),
+        Err(e) => crate::auth::middleware::ui_error(&e),
     }
 }
 

@@ -52,7 +52,7 @@ pub async fn route(State(state): State<AppState>, req: Request, next: Next) -> R
         .redeem(&state.store, &ticket, &op.id, &session)
         .await
     {
-        return crate::auth::ui_error(&app::error::UiError::forbidden(e.to_string()));
+        return crate::auth::middleware::ui_error(&app::error::UiError::forbidden(e.to_string()));
     }
     let dash = req
         .extensions()
@@ -64,7 +64,7 @@ pub async fn route(State(state): State<AppState>, req: Request, next: Next) -> R
         Ok(res) => res,
         Err(why) => {
             tracing::warn!(replica = %replica, reason = %why, "live view: cannot reach the session's replica");
-            crate::auth::ui_error(&app::error::UiError::Unavailable {
+            crate::auth::middleware::ui_error(&app::error::UiError::Unavailable {
                 message: "the replica that runs this session cannot be reached; retry shortly"
                     .into(),
             })
@@ -206,5 +206,5 @@ pub(super) async fn serve(
         return crate::error::ApiError::NotFound("session").into_response();
     };
     let dash = (!q.dash.is_empty()).then_some(q.dash);
-    crate::live::serve_view(state, live, op, dash, ws)
+    crate::live::socket::serve_view(state, live, op, dash, ws)
 }

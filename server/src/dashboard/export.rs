@@ -34,7 +34,7 @@ pub async fn export(
 ) -> Response {
     match run(&state, &op, &session, which).await {
         Ok(r) => r,
-        Err(e) => crate::auth::ui_error(&e),
+        Err(e) => crate::auth::middleware::ui_error(&e),
     }
 }
 

@@ -39,7 +39,7 @@ pub async fn approval(
     Path(id): Path<String>,
 ) -> Response {
     if !crate::ids::is_random_id(crate::ids::APPROVAL, &id) {
-        return crate::auth::ui_error(&UiError::not_found("approval"));
+        return crate::auth::middleware::ui_error(&UiError::not_found("approval"));
     }
     if !op.global() {
         let mut pending = state.sessions.approvals().list();
@@ -52,7 +52,7 @@ pub async fn approval(
             })
             .await
         {
-            return crate::auth::ui_error(&e);
+            return crate::auth::middleware::ui_error(&e);
         }
     }
     let jpeg = match state.sessions.approvals().screenshot(&id) {
@@ -71,7 +71,7 @@ pub async fn approval(
             jpeg,
         )
             .into_response(),
-        None => crate::auth::ui_error(&UiError::not_found("approval screenshot")),
+        None => crate::auth::middleware::ui_error(&UiError::not_found("approval screenshot")),
     }
 }
 
@@ -82,14 +82,14 @@ async fn serve(
     variant: Variant,
 ) -> Response {
     let Ok(id) = id.parse::<ScreenshotId>() else {
-        return crate::auth::ui_error(&UiError::not_found("screenshot"));
+        return crate::auth::middleware::ui_error(&UiError::not_found("screenshot"));
     };
     if let Err(e) = super::in_scope(state, op, "see a screenshot", id.tenant().as_str(), || {
         UiError::not_found("screenshot")
     })
     .await
     {
-        return crate::auth::ui_error(&e);
+        return crate::auth::middleware::ui_error(&e);
     }
     let here = state.sessions.recorder().open(&id, variant).await;
     if matches!(here, Err(OpenError::NotFound)) {
@@ -118,9 +118,11 @@ async fn serve(
             img.bytes,
         )
             .into_response(),
-        Err(OpenError::NotFound) => crate::auth::ui_error(&UiError::not_found("screenshot")),
+        Err(OpenError::NotFound) => {
+            crate::auth::middleware::ui_error(&UiError::not_found("screenshot"))
+        }
         Err(OpenError::Io(e)) => {
-            crate::auth::ui_error(&super::internal("reading the screenshot", e))
+            crate::auth::middleware::ui_error(&super::internal("reading the screenshot", e))
         }
     }
 }

@@ -12,7 +12,7 @@
 //!   has taken the previous one, and a frame that arrives meanwhile replaces
 //!   the waiting one instead of queueing behind it.
 
-mod socket;
+pub mod socket;
 mod stream;
 mod ticket;
 
@@ -20,8 +20,6 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 #[doc(hidden)]
-pub use socket::calls as client_msg_calls;
-pub use socket::{handler, serve_view};
 pub use stream::Encoding;
 pub use ticket::{TICKET_TTL_S, Ticket, TicketError, Tickets};
 

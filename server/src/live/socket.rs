@@ -31,7 +31,7 @@ use app::error::UiError;
 
 use super::stream::{Encoding, Frame, Screencast, Slot};
 use crate::audit::{Actor, NewEvent};
-use crate::auth::ui_error;
+use crate::auth::middleware::ui_error;
 use crate::cdp::{Button, MouseKind};
 use crate::domain::TargetUrl;
 use crate::error::ApiError;

@@ -1,5 +1,6 @@
 //! Domain types parsed once at the edge; the rest of the code trusts them.
 
+pub mod audit;
 mod cookie;
 mod download_guid;
 mod file_name;

@@ -5,7 +5,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::Store;
-use crate::audit::{Event, NewEvent, canonical_params, chain_hash};
+use crate::domain::audit::{Event, NewEvent, canonical_params, chain_hash};
 
 /// Every column of `audit_events`, in [`Event`]'s order.
 pub(super) const COLUMNS: &str =

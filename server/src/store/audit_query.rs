@@ -27,7 +27,7 @@ use sqlx::query::Query;
 
 use super::Store;
 use super::audit::{COLUMNS, from_row};
-use crate::audit::{AuditCursor, AuditFilter, AuditPage, Event, PageSize};
+use crate::domain::audit::{AuditCursor, AuditFilter, AuditPage, Event, PageSize};
 
 /// Which index reads a filter's pages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -404,7 +404,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::audit::AuditFilterInput;
+    use crate::domain::audit::AuditFilterInput;
 
     fn filter(input: AuditFilterInput) -> AuditFilter {
         AuditFilter::parse(input).unwrap()

@@ -395,7 +395,7 @@ impl Store {
         &self,
         session: &str,
         limit: i64,
-    ) -> anyhow::Result<Vec<crate::audit::Event>> {
+    ) -> anyhow::Result<Vec<crate::domain::audit::Event>> {
         let rows = sqlx::query(&format!(
             "SELECT {} FROM audit_events WHERE session_id = $1 ORDER BY seq LIMIT $2",
             super::audit::COLUMNS

@@ -182,15 +182,46 @@ impl Cluster {
         Ok(res)
     }
 
-    /// `GET path` on every other replica up, as operator `op`: the items
-    /// of every JSON list answered (a replica that does not answer is
-    /// skipped and logged).
-    async fn ask_others<T: serde::de::DeserializeOwned>(&self, path: &str, op: &str) -> Vec<T> {
-        let Ok(others) = self.others().await else {
+    /// The other replicas, asked over the hop as operator `op`.
+    pub fn peers<'a>(&'a self, op: &'a str) -> Peers<'a> {
+        Peers { cluster: self, op }
+    }
+
+    /// The up replica (name, base URL) that recorded session `id`'s
+    /// screenshots, when it is another one.
+    pub async fn recorder_of(&self, id: &str) -> Option<(String, String)> {
+        let row = self.0.store.session_find(id).await.ok()??;
+        if row.host == self.0.name {
+            return None;
+        }
+        match self.peer(&row.host).await {
+            Ok(super::Peer::Up(base)) => Some((row.host, base)),
+            _ => None,
+        }
+    }
+}
+
+/// The one typed client of the internal routes: a replica-aware feature
+/// adds its route to [`router`] and asks through one of these, never a
+/// method of its own here.
+pub struct Peers<'a> {
+    cluster: &'a Cluster,
+    op: &'a str,
+}
+
+impl Peers<'_> {
+    /// `GET path` on every other replica up: the items of every JSON list
+    /// answered (a replica that does not answer is skipped and logged).
+    pub async fn get_all<T: serde::de::DeserializeOwned>(&self, path: &str) -> Vec<T> {
+        let Ok(others) = self.cluster.others().await else {
             return Vec::new();
         };
         let calls = others.iter().map(|(name, base)| async move {
-            match self.internal(name, base, Method::GET, path, Vec::new(), op).await {
+            match self
+                .cluster
+                .internal(name, base, Method::GET, path, Vec::new(), self.op)
+                .await
+            {
                 Ok(r) if r.status() == StatusCode::OK => r.json::<Vec<T>>().await.ok(),
                 Ok(r) => {
                     tracing::warn!(replica = %name, status = %r.status(), path, "internal call refused");
@@ -210,113 +241,50 @@ impl Cluster {
             .collect()
     }
 
-    /// Every other replica's pending approvals.
-    pub async fn remote_approvals(&self, op: &str) -> Vec<Pending> {
-        self.ask_others("/api/internal/approvals", op).await
-    }
-
-    /// The tasks waiting for an operator on every other replica.
-    pub async fn remote_waiting(&self, op: &str) -> Vec<String> {
-        self.ask_others("/api/internal/tasks/waiting", op).await
-    }
-
-    /// The up replica (name, base URL) that recorded session `id`'s
-    /// screenshots, when it is another one.
-    pub async fn recorder_of(&self, id: &str) -> Option<(String, String)> {
-        let row = self.0.store.session_find(id).await.ok()??;
-        if row.host == self.0.name {
-            return None;
-        }
-        match self.peer(&row.host).await {
-            Ok(super::Peer::Up(base)) => Some((row.host, base)),
-            _ => None,
-        }
-    }
-
-    /// Session `id`'s timeline from the replica that recorded it.
-    pub async fn remote_timeline(
-        &self,
-        id: &str,
-        op: &str,
-    ) -> Option<app::api::screenshots::TimelineView> {
-        self.ask_recorder(id, &format!("/api/internal/timeline/{id}"), op)
-            .await?
-            .json()
-            .await
-            .ok()
-    }
-
-    /// GET `path` from the replica that recorded session `id`: its answer
-    /// when that is 200 OK.
-    async fn ask_recorder(&self, id: &str, path: &str, op: &str) -> Option<reqwest::Response> {
-        let (name, base) = self.recorder_of(id).await?;
-        let r = self
-            .internal(&name, &base, Method::GET, path, Vec::new(), op)
-            .await
-            .ok()?;
-        (r.status() == StatusCode::OK).then_some(r)
-    }
-
-    /// A screenshot from the replica that recorded it: bytes and type.
-    pub async fn remote_image(
-        &self,
-        id: &crate::recording::ScreenshotId,
-        thumb: bool,
-        op: &str,
-    ) -> Option<(Vec<u8>, String)> {
-        let path = format!("/api/internal/screenshots/{id}?thumb={thumb}");
-        let r = self.ask_recorder(id.session().as_str(), &path, op).await?;
-        let kind = r
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .filter(|t| matches!(*t, "image/png" | "image/jpeg"))?
-            .to_owned();
-        Some((r.bytes().await.ok()?.to_vec(), kind))
-    }
-
-    /// Decides approval `id` on the replica that holds it.
-    pub async fn remote_decide(
-        &self,
-        id: &str,
-        approve: bool,
-        op: &str,
-    ) -> Result<(), DecideError> {
-        if !crate::ids::is_random_id(crate::ids::APPROVAL, id) {
-            return Err(DecideError::NotFound);
-        }
-        let others = self.others().await.map_err(|_| DecideError::NotFound)?;
-        let body =
-            serde_json::to_vec(&serde_json::json!({ "approve": approve })).unwrap_or_default();
-        for (name, base) in others {
-            let path = format!("/api/internal/approvals/{id}/decide");
+    /// `method path` on each other replica up until one answers 200 OK:
+    /// that answer's body (`None`: none did).
+    pub async fn first_ok(&self, method: Method, path: &str, body: Vec<u8>) -> Option<Bytes> {
+        for (name, base) in self.cluster.others().await.ok()? {
             if let Ok(r) = self
-                .internal(&name, &base, Method::POST, &path, body.clone(), op)
-                .await
-                && r.status() == StatusCode::OK
-            {
-                return Ok(());
-            }
-        }
-        Err(DecideError::NotFound)
-    }
-
-    /// Approval `id`'s screenshot from the replica that holds it.
-    pub async fn remote_screenshot(&self, id: &str, op: &str) -> Option<Vec<u8>> {
-        if !crate::ids::is_random_id(crate::ids::APPROVAL, id) {
-            return None;
-        }
-        for (name, base) in self.others().await.ok()? {
-            let path = format!("/api/internal/approvals/{id}/screenshot");
-            if let Ok(r) = self
-                .internal(&name, &base, Method::GET, &path, Vec::new(), op)
+                .cluster
+                .internal(&name, &base, method.clone(), path, body.clone(), self.op)
                 .await
                 && r.status() == StatusCode::OK
                 && let Ok(b) = r.bytes().await
             {
-                return Some(b.to_vec());
+                return Some(b);
             }
         }
         None
+    }
+
+    /// `GET path` on the replica that recorded session `session`, when it
+    /// is another one and answers 200 OK: the body and its content type.
+    pub async fn get_recorded(&self, session: &str, path: &str) -> Option<(Bytes, Option<String>)> {
+        let (name, base) = self.cluster.recorder_of(session).await?;
+        let r = self
+            .cluster
+            .internal(&name, &base, Method::GET, path, Vec::new(), self.op)
+            .await
+            .ok()?;
+        if r.status() != StatusCode::OK {
+            return None;
+        }
+        let kind = r
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        Some((r.bytes().await.ok()?, kind))
+    }
+
+    /// [`Self::get_recorded`], read as JSON.
+    pub async fn get_recorded_json<T: serde::de::DeserializeOwned>(
+        &self,
+        session: &str,
+        path: &str,
+    ) -> Option<T> {
+        let (body, _) = self.get_recorded(session, path).await?;
+        serde_json::from_slice(&body).ok()
     }
 }

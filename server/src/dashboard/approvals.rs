@@ -37,7 +37,13 @@ async fn every_pending(state: &AppState, op: &Operator) -> Vec<Pending> {
 /// [`every_pending`] of every tenant, whatever `op`'s scope.
 async fn every_tenants_pending(state: &AppState, op: &Operator) -> Vec<Pending> {
     let mut all = state.sessions.approvals().list();
-    all.extend(state.cluster.remote_approvals(&op.id).await);
+    all.extend(
+        state
+            .cluster
+            .peers(&op.id)
+            .get_all::<Pending>("/api/internal/approvals")
+            .await,
+    );
     all.sort_by_key(|p| p.created_at);
     all
 }
@@ -75,7 +81,7 @@ impl ApprovalsBackend for AppState {
         // Not waiting here: the session may run on another replica.
         let decided = match local {
             Ok(_) => Ok(()),
-            Err(DecideError::NotFound) => self.cluster.remote_decide(&id, approve, &op.id).await,
+            Err(DecideError::NotFound) => decide_elsewhere(self, &id, approve, &op.id).await,
         };
         let result = match decided {
             Ok(()) => Ok(()),
@@ -84,5 +90,28 @@ impl ApprovalsBackend for AppState {
             )),
         };
         super::audited(self, op, "approval.decide", result).await
+    }
+}
+
+/// Decides approval `id` on the replica that holds it.
+async fn decide_elsewhere(
+    state: &AppState,
+    id: &str,
+    approve: bool,
+    op: &str,
+) -> Result<(), DecideError> {
+    if !crate::ids::is_random_id(crate::ids::APPROVAL, id) {
+        return Err(DecideError::NotFound);
+    }
+    let body = serde_json::to_vec(&serde_json::json!({ "approve": approve })).unwrap_or_default();
+    let path = format!("/api/internal/approvals/{id}/decide");
+    match state
+        .cluster
+        .peers(op)
+        .first_ok(axum::http::Method::POST, &path, body)
+        .await
+    {
+        Some(_) => Ok(()),
+        None => Err(DecideError::NotFound),
     }
 }

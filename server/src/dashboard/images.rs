@@ -44,7 +44,11 @@ pub async fn approval(
     if !op.global() {
         let mut pending = state.sessions.approvals().list();
         if !pending.iter().any(|p| p.id == id) {
-            pending = state.cluster.remote_approvals(&op.id).await;
+            pending = state
+                .cluster
+                .peers(&op.id)
+                .get_all("/api/internal/approvals")
+                .await;
         }
         if let Some(p) = pending.into_iter().find(|p| p.id == id)
             && let Err(e) = super::in_scope(&state, &op, "see an approval", &p.tenant, || {
@@ -58,7 +62,16 @@ pub async fn approval(
     let jpeg = match state.sessions.approvals().screenshot(&id) {
         Some(j) => Some(j.as_ref().clone()),
         // Held by the replica whose session waits.
-        None => state.cluster.remote_screenshot(&id, &op.id).await,
+        None => state
+            .cluster
+            .peers(&op.id)
+            .first_ok(
+                axum::http::Method::GET,
+                &format!("/api/internal/approvals/{id}/screenshot"),
+                Vec::new(),
+            )
+            .await
+            .map(|b| b.to_vec()),
     };
     match jpeg {
         Some(jpeg) => (
@@ -95,7 +108,14 @@ async fn serve(
     if matches!(here, Err(OpenError::NotFound)) {
         // Recorded by another replica: its data dir has the file.
         let thumb = matches!(variant, Variant::Thumb);
-        if let Some((bytes, kind)) = state.cluster.remote_image(&id, thumb, &op.id).await {
+        let path = format!("/api/internal/screenshots/{id}?thumb={thumb}");
+        if let Some((bytes, Some(kind))) = state
+            .cluster
+            .peers(&op.id)
+            .get_recorded(id.session().as_str(), &path)
+            .await
+            && matches!(kind.as_str(), "image/png" | "image/jpeg")
+        {
             return (
                 [
                     (header::CONTENT_TYPE, kind),

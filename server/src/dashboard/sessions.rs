@@ -171,7 +171,12 @@ impl SessionsBackend for AppState {
             return self.timeline_here(op, session).await;
         }
         // Recorded by another replica: its data dir has the files.
-        if let Some(view) = self.cluster.remote_timeline(&session, &op.id).await {
+        if let Some(view) = self
+            .cluster
+            .peers(&op.id)
+            .get_recorded_json(&session, &format!("/api/internal/timeline/{session}"))
+            .await
+        {
             return Ok(view);
         }
         self.timeline_here(op, session).await

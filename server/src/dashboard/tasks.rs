@@ -101,6 +101,12 @@ impl TasksBackend for AppState {
 /// The tasks waiting for an operator on this replica and every other.
 pub(super) async fn every_waiting(state: &AppState, op: &Operator) -> HashSet<String> {
     let mut all = state.tasks.waiting();
-    all.extend(state.cluster.remote_waiting(&op.id).await);
+    all.extend(
+        state
+            .cluster
+            .peers(&op.id)
+            .get_all::<String>("/api/internal/tasks/waiting")
+            .await,
+    );
     all
 }

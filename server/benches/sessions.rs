@@ -886,26 +886,67 @@ async fn gate_cost(page_url: &str, tmp: &std::path::Path, iters: usize) {
     let (conn, child, page) = common::raw_page(&tmp.join("gate"), page_url).await;
     let bound = Duration::from_secs(5);
     let rounds = (iters * 10).max(100);
-    // Back to back, and after a pause (a page at rest: the pointer move
-    // that starts a click then does not wait for a frame).
-    for (name, locator, pause) in [
-        ("selector, back to back", Locator::Selector("h1".into()), 0),
-        ("point, back to back   ", Locator::Point(60.0, 30.0), 0),
-        ("selector, after 40 ms ", Locator::Selector("h1".into()), 40),
-        ("point, after 40 ms    ", Locator::Point(60.0, 30.0), 40),
+    // Back to back, and after a pause (a page at rest). A click's pointer
+    // move is handled at the tab's next frame (60 Hz), so how long it
+    // waits depends on where in the frame it starts. A fixed 40 ms pause
+    // after a click (which ends just after a frame) starts every click at
+    // the same point of the frame: the figure is the one of that point.
+    // "after 40–56 ms" adds 0..16 ms, so the clicks start at every point
+    // of the frame alike.
+    let mut k = 0u64;
+    for (name, locator, pause, spread) in [
+        (
+            "selector, back to back   ",
+            Locator::Selector("h1".into()),
+            0,
+            false,
+        ),
+        (
+            "point, back to back      ",
+            Locator::Point(60.0, 30.0),
+            0,
+            false,
+        ),
+        (
+            "selector, after 40 ms    ",
+            Locator::Selector("h1".into()),
+            40,
+            false,
+        ),
+        (
+            "point, after 40 ms       ",
+            Locator::Point(60.0, 30.0),
+            40,
+            false,
+        ),
+        (
+            "selector, after 40–56 ms ",
+            Locator::Selector("h1".into()),
+            40,
+            true,
+        ),
+        (
+            "point, after 40–56 ms    ",
+            Locator::Point(60.0, 30.0),
+            40,
+            true,
+        ),
     ] {
-        let pause = Duration::from_millis(pause);
+        let mut pause_for = || {
+            k += 1;
+            Duration::from_millis(if spread { pause + (k * 7) % 17 } else { pause })
+        };
         let tool = cordon::sessions::Tool::Click(match &locator {
             Locator::Point(x, y) => cordon::sessions::tool::ElementTarget::Point(*x, *y),
             _ => cordon::sessions::tool::ElementTarget::Selector("h1".into()),
         });
         let (mut plain, mut checked) = (Vec::new(), Vec::new());
         for _ in 0..rounds {
-            tokio::time::sleep(pause).await;
+            tokio::time::sleep(pause_for()).await;
             let t = Instant::now();
             click(&page, &locator, bound).await.unwrap();
             plain.push(t.elapsed());
-            tokio::time::sleep(pause).await;
+            tokio::time::sleep(pause_for()).await;
             let t = Instant::now();
             click_checked(&page, &locator, bound, |host, el| {
                 let facts = cordon::policy::Facts {
@@ -943,6 +984,272 @@ async fn gate_cost(page_url: &str, tmp: &std::path::Path, iters: usize) {
     kill(child);
 }
 
+/// The gate's reads apart, as the checked click makes them (Chromium's hit
+/// test, the node's facts in an isolated world, its accessibility names),
+/// each alone before a plain click, then the two layouts of all three, on
+/// one page, back to back and at rest (40–56 ms pauses). Also how long a
+/// hit test sent after a pending pointer move takes, on the tab's session
+/// and on a second session of its own.
+async fn gate_split(page_url: &str, tmp: &std::path::Path, iters: usize) {
+    use chromiumoxide::cdp::browser_protocol::accessibility::{
+        EnableParams as AxEnable, GetPartialAxTreeParams,
+    };
+    use chromiumoxide::cdp::browser_protocol::dom::{GetNodeForLocationParams, ResolveNodeParams};
+    use chromiumoxide::cdp::browser_protocol::input::{
+        DispatchMouseEventParams, DispatchMouseEventType, MouseButton,
+    };
+    use chromiumoxide::cdp::js_protocol::runtime::CallFunctionOnParams;
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let profile = tmp.join("gate-split");
+    let (conn, child, page) = common::raw_page(&profile, page_url).await;
+    let rounds = (iters * 10).max(100);
+    let (x, y) = (60.0, 30.0);
+
+    // A second CDP session on the same tab, over a connection of its own.
+    let ws = cordon::sandbox::chromium::wait_for_devtools(
+        &profile,
+        "127.0.0.1",
+        Duration::from_secs(5),
+        || true,
+    )
+    .await
+    .unwrap();
+    let sock = tokio::sync::Mutex::new(tokio_tungstenite::connect_async(&ws).await.unwrap().0);
+    let next_id = std::sync::atomic::AtomicU64::new(1);
+    let raw = |session: Option<&str>, method: &'static str, params: Value| {
+        let (sock, next_id) = (&sock, &next_id);
+        let session = session.map(str::to_owned);
+        async move {
+            let id = next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let mut msg = json!({ "id": id, "method": method, "params": params });
+            if let Some(s) = session {
+                msg["sessionId"] = json!(s);
+            }
+            let mut sock = sock.lock().await;
+            sock.send(Message::Text(msg.to_string().into()))
+                .await
+                .unwrap();
+            loop {
+                if let Message::Text(t) = sock.next().await.unwrap().unwrap() {
+                    let v: Value = serde_json::from_str(&t).unwrap();
+                    if v["id"] == json!(id) {
+                        assert!(v.get("error").is_none(), "{method}: {v}");
+                        return v["result"].clone();
+                    }
+                }
+            }
+        }
+    };
+    let second = raw(
+        None,
+        "Target.attachToTarget",
+        json!({ "targetId": page.target_id().inner(), "flatten": true }),
+    )
+    .await["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let hit_test = || async {
+        page.execute(
+            GetNodeForLocationParams::builder()
+                .x(60)
+                .y(30)
+                .include_user_agent_shadow_dom(false)
+                .ignore_pointer_events_none(false)
+                .build()
+                .unwrap(),
+        )
+        .await
+        .unwrap()
+        .result
+        .clone()
+    };
+    let hit = hit_test().await;
+    let backend = hit.backend_node_id;
+    let ctx = page
+        .frame_secondary_execution_context(hit.frame_id.clone())
+        .await
+        .unwrap()
+        .expect("chromiumoxide's utility world");
+    let resolve = || async {
+        page.execute(
+            ResolveNodeParams::builder()
+                .backend_node_id(backend)
+                .execution_context_id(ctx)
+                .build(),
+        )
+        .await
+        .unwrap()
+        .result
+        .object
+        .object_id
+        .clone()
+        .unwrap()
+    };
+    let call = |obj| {
+        let page = &page;
+        async move {
+            page.execute(
+                CallFunctionOnParams::builder()
+                    .object_id(obj)
+                    .function_declaration(cordon::cdp::FACTS_FN)
+                    .return_by_value(true)
+                    .build()
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        }
+    };
+    let facts = || async { call(resolve().await).await };
+    let ax = || async {
+        page.execute(
+            GetPartialAxTreeParams::builder()
+                .backend_node_id(backend)
+                .fetch_relatives(true)
+                .build(),
+        )
+        .await
+        .unwrap();
+    };
+    let mouse = |kind: DispatchMouseEventType| {
+        let moved = kind == DispatchMouseEventType::MouseMoved;
+        let mut ev = DispatchMouseEventParams::new(kind, x, y);
+        if !moved {
+            ev.button = Some(MouseButton::Left);
+            ev.buttons = Some(1);
+            ev.click_count = Some(1);
+        }
+        ev
+    };
+    let moved = || async {
+        page.execute(mouse(DispatchMouseEventType::MouseMoved))
+            .await
+            .unwrap();
+    };
+    let press = || async {
+        page.execute(mouse(DispatchMouseEventType::MousePressed))
+            .await
+            .unwrap();
+        page.execute(mouse(DispatchMouseEventType::MouseReleased))
+            .await
+            .unwrap();
+    };
+    let names = [
+        "plain click (move, then press)    ",
+        "hit test, then the click          ",
+        "isolated-world facts, then click  ",
+        "accessibility names, then click   ",
+        "all three, then move, then press  ",
+        "hit, resolve, facts‖AX‖move, press",
+        "move, then hit test (same session)",
+        "move, then hit test (2nd session) ",
+    ];
+    let mut k = 0u64;
+    for (pass, at_rest, enable) in [
+        ("back to back", false, false),
+        ("after 40–56 ms", true, false),
+        ("after 40–56 ms, Accessibility.enable", true, true),
+    ] {
+        if enable {
+            page.execute(AxEnable::default()).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        // Per row: the reads' time (to the last answer), the whole click's.
+        let mut rows: Vec<(Vec<Duration>, Vec<Duration>)> =
+            names.iter().map(|_| (Vec::new(), Vec::new())).collect();
+        for _ in 0..rounds {
+            for (i, row) in rows.iter_mut().enumerate() {
+                if at_rest {
+                    k += 1;
+                    tokio::time::sleep(Duration::from_millis(40 + (k * 7) % 17)).await;
+                }
+                let t = Instant::now();
+                match i {
+                    0 => moved().await,
+                    1 => {
+                        hit_test().await;
+                        row.0.push(t.elapsed());
+                        moved().await;
+                    }
+                    2 => {
+                        facts().await;
+                        row.0.push(t.elapsed());
+                        moved().await;
+                    }
+                    3 => {
+                        ax().await;
+                        row.0.push(t.elapsed());
+                        moved().await;
+                    }
+                    4 => {
+                        hit_test().await;
+                        futures::join!(facts(), ax());
+                        row.0.push(t.elapsed());
+                        moved().await;
+                    }
+                    5 => {
+                        hit_test().await;
+                        futures::join!(
+                            async {
+                                let obj = resolve().await;
+                                futures::join!(
+                                    async {
+                                        call(obj).await;
+                                        row.0.push(t.elapsed());
+                                    },
+                                    moved()
+                                );
+                            },
+                            ax()
+                        );
+                    }
+                    6 => {
+                        futures::join!(moved(), async {
+                            tokio::task::yield_now().await;
+                            hit_test().await;
+                            row.0.push(t.elapsed());
+                        });
+                    }
+                    _ => {
+                        futures::join!(moved(), async {
+                            tokio::task::yield_now().await;
+                            raw(
+                                Some(&second),
+                                "DOM.getNodeForLocation",
+                                json!({ "x": 60, "y": 30 }),
+                            )
+                            .await;
+                            row.0.push(t.elapsed());
+                        });
+                    }
+                }
+                press().await;
+                row.1.push(t.elapsed());
+            }
+        }
+        let plain = Stats(rows[0].1.clone()).median();
+        for (name, (reads, total)) in names.iter().zip(rows) {
+            let total = Stats(total);
+            println!(
+                "gate split, {pass}: {name}: reads p50 {:5.2} ms   click {}   over plain p50 {:+.2} ms",
+                if reads.is_empty() {
+                    0.0
+                } else {
+                    ms(Stats(reads).median())
+                },
+                total.show(),
+                ms(total.median()) - ms(plain)
+            );
+        }
+    }
+    drop(page);
+    drop(conn);
+    kill(child);
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     // Warnings and errors of the Cordons under test (why a start failed).
@@ -953,7 +1260,7 @@ async fn main() {
     let page = format!("http://{page_addr}/");
     let tmp = tempfile::tempdir().unwrap();
     // BENCH_ONLY: comma-separated sections (engine, inject, limits, mcp, task, gate, capacity); all
-    // when unset.
+    // when unset. `gatesplit` (the gate's reads timed apart) runs only when named.
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
     let run = |name: &str| only.is_empty() || only.split(',').any(|s| s.trim() == name);
     println!(
@@ -989,6 +1296,9 @@ async fn main() {
     }
     if run("gate") {
         gate_cost(&page, tmp.path(), iters).await;
+    }
+    if only.split(',').any(|s| s.trim() == "gatesplit") {
+        gate_split(&page, tmp.path(), iters).await;
     }
 
     // --- memory per idle session and capacity -------------------------------

@@ -42,8 +42,9 @@ const WORLD: &str = "__cordon_gate__";
 /// aria-label, aria-labelledby, labels, a button's value, its rendered
 /// text with `::before`/`::after` content, title, alt, placeholder, on the
 /// nearest interactive ancestor (across shadow roots), so a click on a
-/// button's inner `<span>` is judged by the button.
-const FACTS_FN: &str = r#"function() {
+/// button's inner `<span>` is judged by the button. Public for the gate
+/// benchmark, which times it apart.
+pub const FACTS_FN: &str = r#"function() {
   const own = this.nodeType === 1 ? this : this.parentElement;
   if (!own) return null;
   const up = (n) => n.parentElement || ((n.getRootNode && n.getRootNode()) || {}).host || null;
@@ -329,6 +330,24 @@ fn merge(mut facts: Value, role: Option<String>, ax: Vec<String>) -> Value {
 /// The facts of the node Chromium's hit test finds at (x, y) (what a
 /// click there would press), and the host of its frame.
 pub(super) async fn hit_facts(page: &Page, x: f64, y: f64) -> Result<(String, Value), CdpError> {
+    hit_facts_then(page, x, y, async { Ok(()) }).await
+}
+
+/// [`hit_facts`], with `then` (a click's pointer move) sent once every read
+/// is on its way: after the hit test and the node's resolution, alongside
+/// the facts script and the accessibility query, which are sent before it.
+/// Chromium answers a tab's CDP commands sent after a pending mouse move
+/// only once that move was handled at the next frame, and handles the
+/// ones sent before it first; so the reads still see the page before the
+/// pointer arrives, and the move's wait for a frame overlaps them
+/// (BENCHMARKS.md 2026-11-26 06:40). `then` runs exactly once, whatever
+/// the reads found; if it fails, so does the call.
+async fn hit_facts_then(
+    page: &Page,
+    x: f64,
+    y: f64,
+    then: impl Future<Output = Result<(), CdpError>>,
+) -> Result<(String, Value), CdpError> {
     #[expect(
         clippy::cast_possible_truncation,
         reason = "viewport pixels, checked in range"
@@ -349,30 +368,45 @@ pub(super) async fn hit_facts(page: &Page, x: f64, y: f64) -> Result<(String, Va
         Ok(h) => h.result.clone(),
         // Nothing there the browser could name.
         Err(_) => {
+            then.await?;
             return Ok((
                 String::new(),
                 unknown_at("nothing the gate can read at that point"),
             ));
         }
     };
-    let ctx = isolated_context(page, Some(hit.frame_id.clone())).await?;
-    let script = async {
-        let object = page
-            .execute(
-                ResolveNodeParams::builder()
-                    .backend_node_id(hit.backend_node_id)
-                    .execution_context_id(ctx)
-                    .build(),
-            )
-            .await?
-            .result
-            .object
-            .object_id
-            .clone()
-            .ok_or_else(|| CdpError::Failed("the node at that point cannot be read".into()))?;
-        call_facts(page, object).await
+    let ctx = match isolated_context(page, Some(hit.frame_id.clone())).await {
+        Ok(ctx) => ctx,
+        Err(e) => {
+            then.await?;
+            return Err(e);
+        }
     };
-    let (facts, (role, ax)) = futures::join!(script, ax_names(page, hit.backend_node_id));
+    let script =
+        async {
+            let object = page
+                .execute(
+                    ResolveNodeParams::builder()
+                        .backend_node_id(hit.backend_node_id)
+                        .execution_context_id(ctx)
+                        .build(),
+                )
+                .await
+                .map_err(CdpError::from)
+                .and_then(|r| {
+                    r.result.object.object_id.clone().ok_or_else(|| {
+                        CdpError::Failed("the node at that point cannot be read".into())
+                    })
+                });
+            // The facts script first, then `then`: joined in this order, each
+            // is sent as it is first polled.
+            match object {
+                Ok(object) => futures::join!(call_facts(page, object), then),
+                Err(e) => (Err(e), then.await),
+            }
+        };
+    let ((facts, then), (role, ax)) = futures::join!(script, ax_names(page, hit.backend_node_id));
+    then?;
     let facts = match facts {
         Ok(f) if !f.is_null() => f,
         Ok(_) | Err(_) => unknown_at("the node at that point cannot be read"),
@@ -437,16 +471,25 @@ pub async fn click_checked<E>(
 ) -> Result<Result<(), E>, CdpError> {
     super::tools::bounded("click", timeout, async {
         let (x, y) = super::tools::point_of(page, locator, timeout).await?;
-        // The hit test, then the pointer and the button at once: a check
+        // The reads, then the pointer, then (allowed) the button. A check
         // between the move and the press would make the press miss the
-        // frame the move was handled in (+5 ms back to back, measured).
-        // So a page that swaps the target on hover is judged as it was
-        // before the hover (BENCHMARKS.md 2026-11-26).
-        let (host, facts) = hit_facts(page, x, y).await?;
+        // frame the move was handled in (+5 ms back to back, measured);
+        // the move sent after the reads waits for its frame while they
+        // run. So a page that swaps the target on hover is judged as it
+        // was before the hover (BENCHMARKS.md 2026-11-26). A click that is
+        // held has moved the pointer there, as a hover would. Boxed: the
+        // reads and the move joined make a future too large for the stack
+        // of a tool call in a debug build (a task's click overflowed it).
+        let (host, facts) = Box::pin(hit_facts_then(
+            page,
+            x,
+            y,
+            super::input::mouse_move(page, x, y),
+        ))
+        .await?;
         if let Err(e) = allow(&host, facts) {
             return Ok(Err(e));
         }
-        super::input::mouse_move(page, x, y).await?;
         super::input::press_release(page, x, y, 1).await?;
         Ok(Ok(()))
     })

@@ -340,7 +340,7 @@ pub(super) async fn hit_facts(page: &Page, x: f64, y: f64) -> Result<(String, Va
 /// only once that move was handled at the next frame, and handles the
 /// ones sent before it first; so the reads still see the page before the
 /// pointer arrives, and the move's wait for a frame overlaps them
-/// (BENCHMARKS.md 2026-11-26 06:40). `then` runs exactly once, whatever
+/// (BENCHMARKS.md 2026-11-26 07:18). `then` runs exactly once, whatever
 /// the reads found; if it fails, so does the call.
 async fn hit_facts_then(
     page: &Page,

@@ -70,6 +70,24 @@ export async function startSite() {
 <button id="delete" style="position:absolute;left:40px;top:40px;width:220px;height:48px"
  onclick="window.d=(window.d||0)+1;document.title='deleted '+window.d">Delete account</button>`);
     }
+    if (url.pathname === '/cdp-page') {
+      return html(200, `<!doctype html><title>cdp page</title><body style="margin:0;font:16px sans-serif">
+<input id="name" style="position:absolute;left:20px;top:20px;width:200px;height:30px">
+<button id="save" style="position:absolute;left:20px;top:70px;width:120px;height:40px"
+ onclick="document.title='saved '+document.getElementById('name').value">Save</button>
+<a id="dl" href="/file.bin" style="position:absolute;left:20px;top:130px">download</a>
+<p id="data" style="position:absolute;left:20px;top:160px"></p>
+<p id="who" style="position:absolute;left:20px;top:200px">${user ? `user ${user}` : 'anonymous'}</p>
+<script>fetch('/data').then((r) => r.text()).then((t) => { document.getElementById('data').textContent = t; });</script>`);
+    }
+    if (url.pathname === '/data') {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      return res.end('real data');
+    }
+    if (url.pathname === '/file.bin') {
+      res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-disposition': 'attachment; filename="file.bin"' });
+      return res.end(Buffer.alloc(4096, 7));
+    }
     return html(404, 'not found');
   });
   await new Promise((r) => server.listen(0, '127.0.0.1', r));

@@ -6,8 +6,9 @@
 //!   (`/healthz`, `/readyz`, `/metrics`) also take an IP literal or
 //!   `localhost` (a kubelet asks by the pod's IP; a name a rebinding page
 //!   controls is never an IP literal).
-//! - `/api/` and `/mcp` are reached by any name: every request there
-//!   carries a bearer API key, which a rebinding page does not have (and
+//! - `/api/`, `/mcp` and the CDP endpoint (`/cdp/…`) are reached by any
+//!   name: every request there carries a bearer API key (or, on `/cdp/`, a
+//!   single-use connect token), which a rebinding page does not have (and
 //!   `/mcp` checks `Host` itself, see `api::mcp::allowed_hosts`).
 //! - Its server functions and WebSocket upgrades under `/ui/`, and every
 //!   other non-GET request to it, need an `Origin` that is Cordon's own, so
@@ -110,7 +111,11 @@ impl Origins {
 /// itself, against the public URL's host and the loopback names) and the
 /// probes of whoever runs Cordon.
 pub(crate) fn outside_dashboard(path: &str) -> bool {
-    path == "/api" || path.starts_with("/api/") || path == crate::api::mcp::PATH || probe(path)
+    path == "/api"
+        || path.starts_with("/api/")
+        || path.starts_with("/cdp/")
+        || path == crate::api::mcp::PATH
+        || probe(path)
 }
 
 /// The probes: no key, no login, so their `Host` is checked (a page that
@@ -213,7 +218,7 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 /// API's `{error: {code, message}}`.
 pub async fn json_errors(req: Request, next: Next) -> Response {
     let path = req.uri().path();
-    if path != "/api" && !path.starts_with("/api/") {
+    if path != "/api" && !path.starts_with("/api/") && !path.starts_with("/cdp/") {
         return next.run(req).await;
     }
     let res = next.run(req).await;
@@ -384,6 +389,8 @@ mod tests {
         assert!(outside_dashboard("/api/sessions"));
         assert!(outside_dashboard("/healthz"));
         assert!(outside_dashboard("/mcp"));
+        assert!(outside_dashboard("/cdp/s_x"));
+        assert!(!outside_dashboard("/cdpx"));
         assert!(!outside_dashboard("/mcpx"));
         assert!(!outside_dashboard("/apix"));
         assert!(!outside_dashboard("/ui/fn/recent_audit"));

@@ -1,6 +1,7 @@
 //! HTTP routes outside the dashboard: operability and the agent API.
 
 pub mod auth;
+pub mod cdp;
 mod grants;
 pub mod json;
 pub mod mcp;
@@ -9,6 +10,7 @@ mod ops;
 mod sessions;
 mod tasks;
 
+pub use cdp::router as cdp_router;
 pub use mcp::router as mcp_router;
 pub use ops::router as ops_router;
 pub use sessions::UPLOAD_PATH;

@@ -5,6 +5,7 @@ mod downloads;
 mod facts;
 mod input;
 mod navguard;
+mod raw;
 pub mod snapshot;
 mod storage;
 mod tools;
@@ -29,6 +30,7 @@ pub use input::{
     Button, MouseKind, insert_text, is_known_key, key_event, mouse_event, unknown_key, wheel_with,
 };
 pub use navguard::{Paused, hold_documents, release, tab_ids};
+pub use raw::{MAX_BROWSER_MESSAGE, RawReceiver, RawSender, connect_raw, http_base};
 pub use storage::{frame_origins, local_storage};
 pub use tools::*;
 pub use upload::{FileInput, file_input, set_files, set_files_in_page};

@@ -7,6 +7,7 @@
 
 use crate::ids::{secret_token, token_hash};
 use crate::store::Store;
+use crate::store::api_keys::ApiKeyOwner;
 use crate::time::now_ms;
 
 /// How long a ticket stays valid, in seconds.
@@ -115,6 +116,75 @@ impl Tickets {
     }
 }
 
+/// A CDP connect token's holder as the ticket table keeps it (the API
+/// key and its tenant, so redeeming needs no key).
+fn cdp_holder(owner: &ApiKeyOwner) -> String {
+    format!("cdpkey:{}@{}", owner.key_id, owner.tenant.as_str())
+}
+
+impl Tickets {
+    /// Issues a CDP connect token (`cdpt_…`) for the agent `owner` to
+    /// connect to `session_id` once, within [`TICKET_TTL_S`] seconds, for
+    /// clients that cannot send an `Authorization` header.
+    pub async fn issue_cdp(
+        &self,
+        store: &Store,
+        owner: &ApiKeyOwner,
+        session_id: &str,
+    ) -> anyhow::Result<(String, i64)> {
+        let token = secret_token("cdpt_");
+        let now = now_ms();
+        let expires_at = now + i64::try_from(TICKET_TTL_S).unwrap_or(30) * 1000;
+        store
+            .ticket_insert(
+                &token_hash(&token),
+                &cdp_holder(owner),
+                session_id,
+                expires_at,
+                now,
+            )
+            .await?;
+        Ok((token, expires_at))
+    }
+
+    /// Uses a CDP connect token for `session_id`: the agent it was issued
+    /// to. Gone afterwards, whatever the answer.
+    pub async fn redeem_cdp(
+        &self,
+        store: &Store,
+        token: &str,
+        session_id: &str,
+    ) -> Result<ApiKeyOwner, TicketError> {
+        if !token.starts_with("cdpt_") || token.len() > MAX_TICKET_LEN {
+            return Err(TicketError::Unknown);
+        }
+        let (holder, session, expires_at) = store
+            .ticket_take(&token_hash(token))
+            .await
+            .map_err(|e| {
+                tracing::error!(error = %format!("{e:#}"), "CDP token lookup failed");
+                TicketError::Unavailable
+            })?
+            .ok_or(TicketError::Unknown)?;
+        if expires_at <= now_ms() {
+            return Err(TicketError::Expired);
+        }
+        let owner = holder
+            .strip_prefix("cdpkey:")
+            .and_then(|rest| rest.split_once('@'))
+            .and_then(|(key, tenant)| {
+                Some(ApiKeyOwner {
+                    key_id: key.to_owned(),
+                    tenant: tenant.parse().ok()?,
+                })
+            });
+        match owner {
+            Some(owner) if session == session_id => Ok(owner),
+            _ => Err(TicketError::Mismatch),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,6 +230,39 @@ mod tests {
         let token = t.issue(&s, "op_a", "s_1").await.unwrap();
         assert_eq!(
             t.redeem(&s, &token, "op_b", "s_1").await,
+            Err(TicketError::Mismatch)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_cdp_token_names_its_agent_once_and_only_for_its_session() {
+        let (t, s) = (Tickets, store().await);
+        let owner = ApiKeyOwner {
+            key_id: "k_1".into(),
+            tenant: "acme".parse().unwrap(),
+        };
+        let (token, _) = t.issue_cdp(&s, &owner, "s_1").await.unwrap();
+        assert!(token.starts_with("cdpt_"), "{token}");
+        let got = t.redeem_cdp(&s, &token, "s_1").await.unwrap();
+        assert_eq!((got.key_id.as_str(), got.tenant.as_str()), ("k_1", "acme"));
+        assert_eq!(
+            t.redeem_cdp(&s, &token, "s_1").await.map(|o| o.key_id),
+            Err(TicketError::Unknown)
+        );
+        let (token, _) = t.issue_cdp(&s, &owner, "s_1").await.unwrap();
+        assert_eq!(
+            t.redeem_cdp(&s, &token, "s_2").await.map(|o| o.key_id),
+            Err(TicketError::Mismatch)
+        );
+        // A live-view ticket is not a CDP token, and the other way round.
+        let live = t.issue(&s, "op_a", "s_1").await.unwrap();
+        assert_eq!(
+            t.redeem_cdp(&s, &live, "s_1").await.map(|o| o.key_id),
+            Err(TicketError::Unknown)
+        );
+        let (token, _) = t.issue_cdp(&s, &owner, "s_1").await.unwrap();
+        assert_eq!(
+            t.redeem(&s, &token, "op_a", "s_1").await,
             Err(TicketError::Mismatch)
         );
     }

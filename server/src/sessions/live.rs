@@ -87,6 +87,8 @@ pub struct LiveSession {
     /// Hosts outside `domains` an operator let the agent go to (an
     /// approved off-list navigation): the navigation guard loads them.
     allowed_hosts: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// CDP clients connected now (`sessions::cdp`).
+    pub(super) cdp_clients: std::sync::atomic::AtomicUsize,
 }
 
 /// An operator's approval of an agent's raw input at a point, which the
@@ -137,6 +139,7 @@ impl LiveSession {
             init_scripts: std::sync::Mutex::default(),
             input_approval: std::sync::Mutex::default(),
             allowed_hosts: std::sync::Mutex::default(),
+            cdp_clients: std::sync::atomic::AtomicUsize::new(0),
             downloads,
             upload_seq: AtomicU64::new(0),
             upload_in_page,
@@ -331,6 +334,32 @@ impl LiveSession {
         tabs.active = Some(first.target_id().clone());
         tabs.refs.clear();
         Ok(first)
+    }
+
+    /// The browser's product and protocol versions (`Browser.getVersion`).
+    pub async fn browser_version(
+        &self,
+    ) -> Result<chromiumoxide::cdp::browser_protocol::browser::GetVersionReturns, CdpError> {
+        use chromiumoxide::cdp::browser_protocol::browser::GetVersionParams;
+        if self.conn.is_closed() {
+            return Err(CdpError::BrowserGone);
+        }
+        Ok(self
+            .conn
+            .browser()
+            .execute(GetVersionParams::default())
+            .await?
+            .result)
+    }
+
+    /// The tab with target id `id` (whoever opened it: a CDP client's
+    /// tabs too).
+    pub async fn page_of(&self, id: &TargetId) -> Result<Page, CdpError> {
+        self.pages()
+            .await?
+            .into_iter()
+            .find(|p| p.target_id() == id)
+            .ok_or_else(|| CdpError::TabNotFound(format!("no tab has id {}", id.inner())))
     }
 
     /// Opens a tab (optionally at `url`) and makes it active. The tab opens

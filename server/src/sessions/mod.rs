@@ -2,6 +2,7 @@
 //! (starting → ready → closing → closed | failed), deadlines, idle timeout,
 //! per-tenant and per-host limits, and the orphan reaper.
 
+pub mod cdp;
 mod codes;
 mod control;
 pub mod files;
@@ -189,6 +190,12 @@ pub struct SessionInfo {
     /// only when there are some).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub missing_credentials: Vec<String>,
+    /// The session's CDP WebSocket URL (`ws(s)://…/cdp/{id}`; send the
+    /// API key as `Authorization: Bearer`, or get a single-use URL from
+    /// `POST /api/sessions/{id}/cdp_token`), while it is open. Set by the
+    /// web layer, which knows the address clients reach Cordon at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cdp_url: Option<String>,
 }
 
 impl SessionInfo {
@@ -216,6 +223,7 @@ impl SessionInfo {
             injected_storage: None,
             smoke: None,
             missing_credentials: Vec::new(),
+            cdp_url: None,
         }
     }
 }

@@ -6,6 +6,7 @@ mod helpers;
 
 mod audit_query;
 mod bwrap;
+mod cdp;
 mod chromium;
 mod cli;
 mod dashboard;

@@ -2,10 +2,11 @@
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use serde::Deserialize;
 
 use crate::api::auth::Agent;
+use crate::api::cdp::cdp_url;
 use crate::api::json::ApiJson;
 use crate::error::ApiError;
 use crate::sessions::{OpenRequest, SessionInfo};
@@ -15,9 +16,11 @@ use crate::state::AppState;
 pub async fn open(
     agent: Agent,
     State(state): State<AppState>,
+    headers: HeaderMap,
     ApiJson(req): ApiJson<OpenRequest>,
 ) -> Result<(StatusCode, Json<SessionInfo>), ApiError> {
-    let info = state.sessions.open(&agent.0, req).await?;
+    let mut info = state.sessions.open(&agent.0, req).await?;
+    info.cdp_url = Some(cdp_url(&state, &headers, &info.session_id));
     Ok((StatusCode::CREATED, Json(info)))
 }
 
@@ -26,8 +29,44 @@ pub async fn show(
     agent: Agent,
     State(state): State<AppState>,
     Path(id): Path<String>,
+    headers: HeaderMap,
 ) -> Result<Json<SessionInfo>, ApiError> {
-    Ok(Json(state.sessions.info(&agent.0.tenant, &id).await?))
+    let mut info = state.sessions.info(&agent.0.tenant, &id).await?;
+    if !info.state.is_ended() {
+        info.cdp_url = Some(cdp_url(&state, &headers, &info.session_id));
+    }
+    Ok(Json(info))
+}
+
+/// A single-use CDP URL, for clients that cannot send a header.
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+pub struct CdpToken {
+    /// `ws(s)://…/cdp/{id}?token=cdpt_…`: connect within 30 s; it works
+    /// once, for this session and the key that asked.
+    pub cdp_url: String,
+    /// RFC 3339.
+    pub expires_at: String,
+}
+
+/// `POST /api/sessions/{id}/cdp_token`
+pub async fn cdp_token(
+    State(state): State<AppState>,
+    r: super::session_ref::SessionRef,
+    headers: HeaderMap,
+) -> Result<(StatusCode, Json<CdpToken>), ApiError> {
+    let id = r.session.id.as_str();
+    let (token, expires_at) = state
+        .live
+        .tickets
+        .issue_cdp(&state.store, &r.owner, id)
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(CdpToken {
+            cdp_url: format!("{}?token={token}", cdp_url(&state, &headers, id)),
+            expires_at: crate::time::rfc3339_ms(expires_at),
+        }),
+    ))
 }
 
 /// Query of `GET /api/sessions`.

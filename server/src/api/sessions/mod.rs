@@ -144,6 +144,16 @@ pub fn routes() -> Vec<Route> {
         ),
         route!(
             post,
+            "/api/sessions/{id}/cdp_token",
+            "A single-use CDP WebSocket URL (valid 30 s, for this session and key) for clients that cannot send Authorization; GET /cdp/{id} with the key as Bearer works without one",
+            lifecycle::cdp_token,
+            None,
+            201,
+            Some(s::<lifecycle::CdpToken>),
+            &[AUTH, SESSION]
+        ),
+        route!(
+            post,
             "/api/sessions/{id}/navigate",
             "Load a URL (http/https only) and wait for load, domcontentloaded or networkidle; a main frame the egress guard refused is named in egress_refused",
             body_tool!(NavigateReq, NavigateReq::into_call),

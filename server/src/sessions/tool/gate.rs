@@ -53,6 +53,36 @@ impl SessionManager {
         event: &NewEvent,
         bound: Duration,
     ) -> Result<Gate, ToolError> {
+        self.gate_in(session, actor, tool, event, bound, None).await
+    }
+
+    /// A CDP client's command that acts (`sessions::cdp`), judged as the
+    /// agent's tool call or raw input it amounts to, in the tab the client
+    /// sent it to (not the tool API's active tab). `Ok`: it may run now
+    /// (at once, or approved by an operator).
+    pub async fn gate_in_tab(
+        &self,
+        session: &Arc<LiveSession>,
+        actor: &Actor,
+        tool: &Tool,
+        event: &NewEvent,
+        tab: Option<&chromiumoxide::cdp::browser_protocol::target::TargetId>,
+    ) -> Result<(), ToolError> {
+        let bound = Duration::from_secs(10);
+        self.gate_in(session, actor, tool, event, bound, tab)
+            .await
+            .map(|_| ())
+    }
+
+    async fn gate_in(
+        &self,
+        session: &Arc<LiveSession>,
+        actor: &Actor,
+        tool: &Tool,
+        event: &NewEvent,
+        bound: Duration,
+        tab: Option<&chromiumoxide::cdp::browser_protocol::target::TargetId>,
+    ) -> Result<Gate, ToolError> {
         if matches!(actor, Actor::Operator(_)) {
             return Ok(Gate::Pass);
         }
@@ -84,13 +114,13 @@ impl SessionManager {
         }
         // A click's target is read by the click's own lookup: no round
         // trip of the gate's.
-        if matches!(tool, Tool::Click(_)) {
+        if matches!(tool, Tool::Click(_)) && tab.is_none() {
             return Ok(Gate::AtClick);
         }
         let mut approved: Option<Assessment> = None;
         loop {
             let inspected =
-                tokio::time::timeout(bound, self.inspect(session, &judged, rules, look))
+                tokio::time::timeout(bound, self.inspect(session, &judged, rules, look, tab))
                     .await
                     .unwrap_or_else(|_| {
                         Err(ToolError::Timeout(format!(
@@ -371,6 +401,7 @@ impl SessionManager {
         tool: &Tool,
         rules: &Rules,
         look: bool,
+        tab: Option<&chromiumoxide::cdp::browser_protocol::target::TargetId>,
     ) -> Result<(Assessment, Option<Vec<u8>>), ToolError> {
         let mut facts = Facts {
             domains: session.domains.clone(),
@@ -388,12 +419,24 @@ impl SessionManager {
             }
         }
         let mut tabs = session.tabs.lock().await;
-        let page = session.page(&mut tabs).await?;
+        let page = match tab {
+            Some(id) => session.page_of(id).await?,
+            None => session.page(&mut tabs).await?,
+        };
         if let Some(delta) = history {
             facts.history_url = crate::cdp::history_url(&page, delta, LOOK).await?;
         }
         if look {
-            let v = session.viewport();
+            // A CDP client's tab has the viewport the client gave it: its
+            // points are judged wherever they are (outside the page, no
+            // element: unknown).
+            let v = match tab {
+                Some(_) => super::super::Viewport {
+                    width: u32::MAX,
+                    height: u32::MAX,
+                },
+                None => session.viewport(),
+            };
             let target = match tool {
                 Tool::Click(t) | Tool::Select { target: t, .. } => Some(t),
                 Tool::Type { target, .. } => target.as_ref(),

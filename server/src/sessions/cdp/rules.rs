@@ -1,0 +1,672 @@
+//! What the CDP endpoint does with each command, decided from its method
+//! and parameters alone (no I/O, so every rule has a unit test): forward
+//! it as it is, forward it after the checks of a command that acts,
+//! rewrite it, close the session, or refuse it naming the rule.
+//! `README.md` ("With Playwright, Puppeteer or browser-use") has the same
+//! table in a user's words; keep the two together.
+
+use serde_json::{Value, json};
+
+/// What a command may do in this session.
+#[derive(Debug, Clone, Default)]
+pub struct Context {
+    /// Operator mode: logins from the vault were injected, so nothing may
+    /// read cookies back out.
+    pub sealed: bool,
+    /// Where downloads go when the session allows them (the folder as the
+    /// browser sees it); `None`: downloads are refused.
+    pub download_dir: Option<String>,
+}
+
+/// The decision on one command.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// Forwarded as it is (counted, not audited one by one).
+    Pass,
+    /// Forwarded after the checks of a command that acts: refused while
+    /// an operator holds control, audited (some), judged by the risk gate
+    /// (presses, activation keys, typing, navigations).
+    Act(Act),
+    /// Forwarded with these parameters instead of the client's.
+    Rewrite(Value),
+    /// `Browser.close`: Cordon closes the session (its browser and
+    /// profile are destroyed) and answers `{}`.
+    CloseSession,
+    /// Answered by Cordon with a CDP error naming `rule`; never forwarded.
+    Refuse {
+        /// Stable rule name (`vault_sealed`, `file_paths`, …).
+        rule: &'static str,
+        /// What to do instead.
+        why: String,
+    },
+}
+
+/// A command that acts on the page or the browser.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Act {
+    /// A button, finger or drop going down at a point (CSS pixels of the
+    /// target tab's viewport): judged as a click there.
+    Press {
+        /// CSS pixels.
+        x: f64,
+        /// CSS pixels.
+        y: f64,
+    },
+    /// A key that activates the focused element (Enter, Space).
+    Key(String),
+    /// Text typed at the focus (audited as its length only).
+    Text(String),
+    /// Input that acts on nothing by itself (moves, wheels, key ups).
+    Motion,
+    /// The target's main frame loads `url` (http(s) or about:blank).
+    Navigate(String),
+    /// A reload or a step in history.
+    History,
+    /// A new tab, at `url` when given.
+    OpenTab(Option<String>),
+    /// Script run in the page: audited once per connection per distinct
+    /// source (its SHA-256 and length, never the source).
+    Script(String),
+    /// Tabs closed, contexts made or disposed.
+    Targets,
+    /// Changes to the document, cookies or storage (counted).
+    Change,
+}
+
+impl Act {
+    /// Whether the act gets an audit row of its own (the rest are counted
+    /// in the connection's `cdp.disconnected` row).
+    pub fn audited(&self) -> bool {
+        !matches!(self, Self::Motion | Self::Change)
+    }
+}
+
+/// Permissions a client may grant (what a page may ask for without
+/// reaching the host or other sites).
+const SAFE_PERMISSIONS: &[&str] = &[
+    "geolocation",
+    "notifications",
+    "clipboardReadWrite",
+    "clipboardSanitizedWrite",
+    "sensors",
+    "backgroundSync",
+    "durableStorage",
+    "idleDetection",
+    "storageAccess",
+];
+
+fn refuse(rule: &'static str, why: impl Into<String>) -> Verdict {
+    Verdict::Refuse {
+        rule,
+        why: why.into(),
+    }
+}
+
+fn str_of<'a>(params: &'a Value, key: &str) -> Option<&'a str> {
+    params.get(key).and_then(Value::as_str)
+}
+
+fn num_of(params: &Value, key: &str) -> f64 {
+    params.get(key).and_then(Value::as_f64).unwrap_or(f64::NAN)
+}
+
+/// Whether a client may send a tab to `url`: the web and a blank page,
+/// never the browser's own schemes or the sandbox's files.
+pub fn url_allowed(url: &str) -> bool {
+    if url.is_empty() || url == "about:blank" {
+        return true;
+    }
+    url::Url::parse(url).is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.has_host())
+}
+
+/// The decision on `method` with `params` (`Value::Null` when absent).
+pub fn decide(method: &str, params: &Value, ctx: &Context) -> Verdict {
+    let (domain, name) = method.split_once('.').unwrap_or((method, ""));
+    match (domain, name) {
+        // The sandbox and Cordon's own control.
+        ("Tethering" | "SystemInfo", _) => refuse(
+            "host_probe",
+            "this domain reaches the host machine, not the session's browser",
+        ),
+        ("Security", "setIgnoreCertificateErrors" | "handleCertificateError")
+        | ("Security", "setOverrideCertificateErrors") => refuse(
+            "certificate_errors",
+            "certificate errors stay errors in a Cordon session",
+        ),
+        ("Target", "exposeDevToolsProtocol" | "setRemoteLocations") => refuse(
+            "devtools_exposure",
+            "pages may not be given the protocol, and the browser connects nowhere for discovery",
+        ),
+        ("Target", "sendMessageToTarget") => refuse(
+            "flatten_only",
+            "use flattened sessions (attachToTarget with flatten: true and sessionId on each command)",
+        ),
+        ("Target", "attachToTarget" | "setAutoAttach" | "attachToBrowserTarget")
+            if name != "attachToBrowserTarget"
+                && params.get("flatten").and_then(Value::as_bool) != Some(true) =>
+        {
+            refuse(
+                "flatten_only",
+                "only flattened sessions are served: pass flatten: true",
+            )
+        }
+        ("Target", "createBrowserContext")
+            if params.get("proxyServer").is_some()
+                || params.get("proxyBypassList").is_some()
+                || params.get("originsWithUniversalNetworkAccess").is_some() =>
+        {
+            refuse(
+                "egress",
+                "a context's traffic goes through the session's egress guard: no proxy or universal access of its own",
+            )
+        }
+        ("Target", "createTarget") => match str_of(params, "url") {
+            Some(url) if !url_allowed(url) => {
+                refuse("url_scheme", "tabs open http(s) URLs or about:blank only")
+            }
+            url => Verdict::Act(Act::OpenTab(
+                url.filter(|u| !u.is_empty() && *u != "about:blank")
+                    .map(str::to_owned),
+            )),
+        },
+        ("Target", "closeTarget" | "createBrowserContext" | "disposeBrowserContext") => {
+            Verdict::Act(Act::Targets)
+        }
+        ("Browser", "close") => Verdict::CloseSession,
+        ("Browser", "crash" | "crashGpuProcess" | "executeBrowserCommand") => refuse(
+            "browser_control",
+            "the browser's life is Cordon's: close the session with Browser.close or DELETE /api/sessions/{id}",
+        ),
+        ("Browser" | "Page", "setDownloadBehavior") => download_behavior(params, ctx),
+        ("Browser", "grantPermissions") => {
+            let all_safe = params
+                .get("permissions")
+                .and_then(Value::as_array)
+                .is_some_and(|p| {
+                    p.iter()
+                        .all(|x| x.as_str().is_some_and(|n| SAFE_PERMISSIONS.contains(&n)))
+                });
+            if all_safe {
+                Verdict::Pass
+            } else {
+                refuse(
+                    "permission",
+                    format!(
+                        "only these permissions may be granted: {}",
+                        SAFE_PERMISSIONS.join(", ")
+                    ),
+                )
+            }
+        }
+        ("Browser", "setPermission") => {
+            let name = params
+                .pointer("/permission/name")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            if SAFE_PERMISSIONS.contains(&name) {
+                Verdict::Pass
+            } else {
+                refuse(
+                    "permission",
+                    format!(
+                        "only these permissions may be set: {}",
+                        SAFE_PERMISSIONS.join(", ")
+                    ),
+                )
+            }
+        }
+        ("DOM", "setFileInputFiles") => refuse(
+            "file_paths",
+            "files come from the caller, not from paths: POST /api/sessions/{id}/upload",
+        ),
+        // The vault stays sealed in operator mode.
+        ("Network", "getCookies" | "getAllCookies" | "loadNetworkResource")
+        | ("Storage", "getCookies")
+        | ("Page", "getCookies")
+            if ctx.sealed =>
+        {
+            refuse(
+                "vault_sealed",
+                "this session carries logins from the vault: its cookies cannot be read over CDP",
+            )
+        }
+        // Input: judged like the tool API's clicks, keys and typing.
+        ("Input", "setIgnoreInputEvents") => refuse(
+            "input_lock",
+            "the browser's input belongs to the session (an operator may need it)",
+        ),
+        ("Input", _) => Verdict::Act(input(name, params)),
+        // Navigation.
+        ("Page", "navigate") => match str_of(params, "url") {
+            Some(url) if url_allowed(url) => Verdict::Act(Act::Navigate(url.to_owned())),
+            _ => refuse("url_scheme", "navigate to http(s) URLs or about:blank only"),
+        },
+        ("Page", "reload" | "navigateToHistoryEntry" | "resetNavigationHistory") => {
+            Verdict::Act(Act::History)
+        }
+        // Script.
+        ("Runtime", "evaluate" | "compileScript") | ("Debugger", "evaluateOnCallFrame") => {
+            Verdict::Act(Act::Script(
+                str_of(params, "expression").unwrap_or("").to_owned(),
+            ))
+        }
+        ("Runtime", "callFunctionOn") => Verdict::Act(Act::Script(
+            str_of(params, "functionDeclaration")
+                .unwrap_or("")
+                .to_owned(),
+        )),
+        ("Page", "addScriptToEvaluateOnNewDocument") => Verdict::Act(Act::Script(
+            str_of(params, "source").unwrap_or("").to_owned(),
+        )),
+        // Changes.
+        ("Page", "setDocumentContent" | "close")
+        | (
+            "DOM",
+            "setOuterHTML"
+            | "setAttributeValue"
+            | "setAttributesAsText"
+            | "removeNode"
+            | "removeAttribute"
+            | "setNodeValue"
+            | "setNodeName"
+            | "moveTo"
+            | "copyTo"
+            | "focus"
+            | "undo"
+            | "redo",
+        )
+        | ("Network", "setCookie" | "setCookies" | "deleteCookies" | "clearBrowserCookies")
+        | ("Storage", "setCookies" | "clearCookies" | "clearDataForOrigin") => {
+            Verdict::Act(Act::Change)
+        }
+        _ => Verdict::Pass,
+    }
+}
+
+/// Downloads follow the session's policy whatever the client asks: refused
+/// (`deny`), or saved by their GUID into Cordon's folder (where
+/// `GET /api/sessions/{id}/downloads` finds them). The client's own path
+/// is never used: it names a folder on the client's machine, or the host's.
+fn download_behavior(params: &Value, ctx: &Context) -> Verdict {
+    let mut rewritten = match &ctx.download_dir {
+        None => json!({ "behavior": "deny" }),
+        Some(dir) => json!({ "behavior": "allowAndName", "downloadPath": dir }),
+    };
+    if let Some(context) = params.get("browserContextId") {
+        rewritten["browserContextId"] = context.clone();
+    }
+    rewritten["eventsEnabled"] = json!(true);
+    Verdict::Rewrite(rewritten)
+}
+
+/// An `Input.*` command as what it does.
+fn input(name: &str, params: &Value) -> Act {
+    let kind = str_of(params, "type").unwrap_or("");
+    match (name, kind) {
+        ("dispatchMouseEvent" | "emulateTouchFromMouseEvent", "mousePressed")
+        | ("dispatchDragEvent", "drop") => Act::Press {
+            x: num_of(params, "x"),
+            y: num_of(params, "y"),
+        },
+        ("synthesizeTapGesture", _) => Act::Press {
+            x: num_of(params, "x"),
+            y: num_of(params, "y"),
+        },
+        ("dispatchTouchEvent", "touchStart") => {
+            let first = params.pointer("/touchPoints/0").unwrap_or(&Value::Null);
+            Act::Press {
+                x: num_of(first, "x"),
+                y: num_of(first, "y"),
+            }
+        }
+        ("dispatchKeyEvent", "keyDown" | "rawKeyDown" | "char") => {
+            let key = str_of(params, "key").unwrap_or("");
+            let text = str_of(params, "text").unwrap_or("");
+            if kind != "char" && crate::policy::assess::activation_key(key) {
+                Act::Key(key.to_owned())
+            } else if !text.is_empty() && !text.chars().all(char::is_control) {
+                Act::Text(text.to_owned())
+            } else {
+                Act::Motion
+            }
+        }
+        ("insertText" | "imeSetComposition", _) => {
+            Act::Text(str_of(params, "text").unwrap_or("").to_owned())
+        }
+        _ => Act::Motion,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sealed() -> Context {
+        Context {
+            sealed: true,
+            download_dir: None,
+        }
+    }
+
+    fn rule(v: &Verdict) -> Option<&'static str> {
+        match v {
+            Verdict::Refuse { rule, .. } => Some(rule),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn cookie_reads_are_refused_only_when_the_vault_is_sealed() {
+        for m in [
+            "Network.getCookies",
+            "Network.getAllCookies",
+            "Storage.getCookies",
+            "Page.getCookies",
+            "Network.loadNetworkResource",
+        ] {
+            assert_eq!(
+                rule(&decide(m, &Value::Null, &sealed())),
+                Some("vault_sealed"),
+                "{m}"
+            );
+            assert_eq!(
+                decide(m, &Value::Null, &Context::default()),
+                Verdict::Pass,
+                "{m}"
+            );
+        }
+        // Setting cookies is not reading them.
+        assert_eq!(
+            decide("Network.setCookie", &json!({}), &sealed()),
+            Verdict::Act(Act::Change)
+        );
+    }
+
+    #[test]
+    fn what_would_break_the_sandbox_or_cordons_control_is_refused_in_every_session() {
+        let ctx = Context::default();
+        let cases = [
+            ("Tethering.bind", json!({"port": 22}), "host_probe"),
+            ("SystemInfo.getProcessInfo", json!({}), "host_probe"),
+            (
+                "Security.setIgnoreCertificateErrors",
+                json!({"ignore": true}),
+                "certificate_errors",
+            ),
+            (
+                "Target.exposeDevToolsProtocol",
+                json!({"targetId": "x"}),
+                "devtools_exposure",
+            ),
+            (
+                "Target.setRemoteLocations",
+                json!({"locations": []}),
+                "devtools_exposure",
+            ),
+            (
+                "Target.sendMessageToTarget",
+                json!({"message": "{}"}),
+                "flatten_only",
+            ),
+            (
+                "Target.attachToTarget",
+                json!({"targetId": "x"}),
+                "flatten_only",
+            ),
+            (
+                "Target.setAutoAttach",
+                json!({"autoAttach": true, "waitForDebuggerOnStart": false, "flatten": false}),
+                "flatten_only",
+            ),
+            (
+                "Target.createBrowserContext",
+                json!({"proxyServer": "http://10.0.0.1:3128"}),
+                "egress",
+            ),
+            (
+                "Target.createTarget",
+                json!({"url": "file:///etc/passwd"}),
+                "url_scheme",
+            ),
+            (
+                "Page.navigate",
+                json!({"url": "chrome://settings"}),
+                "url_scheme",
+            ),
+            (
+                "Page.navigate",
+                json!({"url": "javascript:alert(1)"}),
+                "url_scheme",
+            ),
+            ("Page.navigate", json!({}), "url_scheme"),
+            ("Browser.crash", json!({}), "browser_control"),
+            (
+                "Browser.executeBrowserCommand",
+                json!({"commandId": "openTabSearch"}),
+                "browser_control",
+            ),
+            (
+                "Browser.grantPermissions",
+                json!({"permissions": ["geolocation", "videoCapture"]}),
+                "permission",
+            ),
+            (
+                "Browser.setPermission",
+                json!({"permission": {"name": "midiSysex"}, "setting": "granted"}),
+                "permission",
+            ),
+            (
+                "DOM.setFileInputFiles",
+                json!({"files": ["/etc/shadow"], "nodeId": 3}),
+                "file_paths",
+            ),
+            (
+                "Input.setIgnoreInputEvents",
+                json!({"ignore": true}),
+                "input_lock",
+            ),
+        ];
+        for (method, params, want) in cases {
+            assert_eq!(
+                rule(&decide(method, &params, &ctx)),
+                Some(want),
+                "{method} {params}"
+            );
+        }
+    }
+
+    #[test]
+    fn what_clients_need_passes() {
+        let ctx = sealed();
+        for (method, params) in [
+            (
+                "Target.setAutoAttach",
+                json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true}),
+            ),
+            (
+                "Target.attachToTarget",
+                json!({"targetId": "x", "flatten": true}),
+            ),
+            ("Target.attachToBrowserTarget", json!({})),
+            ("Target.setDiscoverTargets", json!({"discover": true})),
+            ("Page.enable", json!({})),
+            ("Network.enable", json!({})),
+            ("Page.captureScreenshot", json!({"format": "png"})),
+            ("Browser.getVersion", json!({})),
+            (
+                "Browser.grantPermissions",
+                json!({"permissions": ["geolocation"]}),
+            ),
+            (
+                "Emulation.setDeviceMetricsOverride",
+                json!({"width": 800, "height": 600, "deviceScaleFactor": 1, "mobile": false}),
+            ),
+            ("Fetch.enable", json!({"patterns": [{"urlPattern": "*"}]})),
+        ] {
+            assert_eq!(decide(method, &params, &ctx), Verdict::Pass, "{method}");
+        }
+        assert_eq!(
+            decide("Browser.close", &json!({}), &ctx),
+            Verdict::CloseSession
+        );
+        assert_eq!(
+            decide("Target.createTarget", &json!({"url": "about:blank"}), &ctx),
+            Verdict::Act(Act::OpenTab(None))
+        );
+        assert_eq!(
+            decide(
+                "Target.createTarget",
+                &json!({"url": "https://a.example/x"}),
+                &ctx
+            ),
+            Verdict::Act(Act::OpenTab(Some("https://a.example/x".into())))
+        );
+    }
+
+    #[test]
+    fn downloads_follow_the_sessions_policy_whatever_the_client_asks() {
+        let asked = json!({"behavior": "allowAndName", "downloadPath": "/home/me/Downloads", "browserContextId": "C1", "eventsEnabled": true});
+        assert_eq!(
+            decide("Browser.setDownloadBehavior", &asked, &Context::default()),
+            Verdict::Rewrite(
+                json!({"behavior": "deny", "browserContextId": "C1", "eventsEnabled": true})
+            )
+        );
+        let allowed = Context {
+            sealed: false,
+            download_dir: Some("/downloads".into()),
+        };
+        assert_eq!(
+            decide(
+                "Page.setDownloadBehavior",
+                &json!({"behavior": "allow", "downloadPath": "/etc"}),
+                &allowed
+            ),
+            Verdict::Rewrite(
+                json!({"behavior": "allowAndName", "downloadPath": "/downloads", "eventsEnabled": true})
+            )
+        );
+    }
+
+    #[test]
+    fn input_is_judged_as_the_click_key_or_typing_it_is() {
+        let ctx = Context::default();
+        let act = |m: &str, p: Value| match decide(m, &p, &ctx) {
+            Verdict::Act(a) => a,
+            other => panic!("{m}: {other:?}"),
+        };
+        assert_eq!(
+            act(
+                "Input.dispatchMouseEvent",
+                json!({"type": "mousePressed", "x": 10.5, "y": 20, "button": "left", "clickCount": 1})
+            ),
+            Act::Press { x: 10.5, y: 20.0 }
+        );
+        assert_eq!(
+            act(
+                "Input.dispatchMouseEvent",
+                json!({"type": "mouseMoved", "x": 1, "y": 2})
+            ),
+            Act::Motion
+        );
+        assert_eq!(
+            act(
+                "Input.dispatchMouseEvent",
+                json!({"type": "mouseReleased", "x": 1, "y": 2})
+            ),
+            Act::Motion
+        );
+        assert_eq!(
+            act(
+                "Input.dispatchTouchEvent",
+                json!({"type": "touchStart", "touchPoints": [{"x": 3, "y": 4}]})
+            ),
+            Act::Press { x: 3.0, y: 4.0 }
+        );
+        assert_eq!(
+            act(
+                "Input.dispatchDragEvent",
+                json!({"type": "drop", "x": 5, "y": 6, "data": {"items": [], "dragOperationsMask": 1}})
+            ),
+            Act::Press { x: 5.0, y: 6.0 }
+        );
+        assert_eq!(
+            act("Input.synthesizeTapGesture", json!({"x": 7, "y": 8})),
+            Act::Press { x: 7.0, y: 8.0 }
+        );
+        assert_eq!(
+            act(
+                "Input.dispatchKeyEvent",
+                json!({"type": "keyDown", "key": "Enter", "text": "\r"})
+            ),
+            Act::Key("Enter".into())
+        );
+        assert_eq!(
+            act(
+                "Input.dispatchKeyEvent",
+                json!({"type": "rawKeyDown", "key": " "})
+            ),
+            Act::Key(" ".into())
+        );
+        assert_eq!(
+            act(
+                "Input.dispatchKeyEvent",
+                json!({"type": "keyDown", "key": "a", "text": "a"})
+            ),
+            Act::Text("a".into())
+        );
+        assert_eq!(
+            act(
+                "Input.dispatchKeyEvent",
+                json!({"type": "char", "text": "b"})
+            ),
+            Act::Text("b".into())
+        );
+        assert_eq!(
+            act(
+                "Input.dispatchKeyEvent",
+                json!({"type": "keyUp", "key": "Enter"})
+            ),
+            Act::Motion
+        );
+        assert_eq!(
+            act("Input.insertText", json!({"text": "hunter2"})),
+            Act::Text("hunter2".into())
+        );
+        // A press without a point is judged at a point no element has.
+        match act("Input.dispatchMouseEvent", json!({"type": "mousePressed"})) {
+            Act::Press { x, y } => assert!(x.is_nan() && y.is_nan()),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn scripts_and_navigations_are_acts() {
+        let ctx = Context::default();
+        assert_eq!(
+            decide("Runtime.evaluate", &json!({"expression": "1+1"}), &ctx),
+            Verdict::Act(Act::Script("1+1".into()))
+        );
+        assert_eq!(
+            decide(
+                "Runtime.callFunctionOn",
+                &json!({"functionDeclaration": "() => 1"}),
+                &ctx
+            ),
+            Verdict::Act(Act::Script("() => 1".into()))
+        );
+        assert_eq!(
+            decide(
+                "Page.navigate",
+                &json!({"url": "http://127.0.0.1:8080/a"}),
+                &ctx
+            ),
+            Verdict::Act(Act::Navigate("http://127.0.0.1:8080/a".into()))
+        );
+        assert_eq!(
+            decide("Page.reload", &json!({}), &ctx),
+            Verdict::Act(Act::History)
+        );
+        assert!(!Act::Motion.audited() && !Act::Change.audited() && Act::History.audited());
+    }
+}

@@ -1,0 +1,759 @@
+//! The CDP endpoint (`/cdp/{id}`) against a real Chromium: a raw CDP
+//! client (tokio-tungstenite) drives a session through Cordon; refused
+//! methods answer CDP errors naming their rule; an operator-mode session
+//! keeps the vault sealed (cookie reads refused, cookie headers redacted
+//! from events); the risk gate holds a CDP press on a destructive button;
+//! an operator's control refuses CDP input; hostile frames are answered
+//! with CDP errors or close codes while the tool API keeps working; keys
+//! and tokens of others get nothing. The real clients (Playwright,
+//! Puppeteer) are in end2end/tests/cdp.test.js.
+
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+
+use crate::helpers::{AgentClient, Backend, PATIENCE, TestApp, session_app, wait_until};
+use crate::site;
+
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A raw CDP client through Cordon.
+struct Cdp {
+    ws: Ws,
+    next: u64,
+    /// Every event seen so far, as text.
+    events: Vec<String>,
+}
+
+fn ws_url(app: &TestApp, path: &str) -> String {
+    app.url(path).replacen("http", "ws", 1)
+}
+
+/// Connects with `key` as Bearer (or none), answering the HTTP status of
+/// a refused upgrade.
+async fn connect(app: &TestApp, path: &str, key: Option<&str>) -> Result<Cdp, StatusCode> {
+    let mut req = ws_url(app, path).into_client_request().unwrap();
+    if let Some(key) = key {
+        req.headers_mut()
+            .insert("authorization", format!("Bearer {key}").parse().unwrap());
+    }
+    match tokio_tungstenite::connect_async(req).await {
+        Ok((ws, _)) => Ok(Cdp {
+            ws,
+            next: 1,
+            events: Vec::new(),
+        }),
+        Err(tokio_tungstenite::tungstenite::Error::Http(res)) => {
+            Err(StatusCode::from_u16(res.status().as_u16()).unwrap())
+        }
+        Err(e) => panic!("connect {path}: {e}"),
+    }
+}
+
+impl Cdp {
+    /// Sends a raw text frame.
+    async fn send_raw(&mut self, text: String) {
+        self.ws.send(Message::text(text)).await.unwrap();
+    }
+
+    /// The next message that is not an event (a response or an error
+    /// without id), keeping events.
+    async fn answer(&mut self) -> Value {
+        tokio::time::timeout(PATIENCE, async {
+            loop {
+                match self.ws.next().await {
+                    Some(Ok(Message::Text(t))) => {
+                        let v: Value = serde_json::from_str(t.as_str()).unwrap();
+                        if v.get("method").is_some() {
+                            self.events.push(t.as_str().to_owned());
+                        } else {
+                            return v;
+                        }
+                    }
+                    Some(Ok(_)) => {}
+                    other => panic!("the connection ended while waiting: {other:?}"),
+                }
+            }
+        })
+        .await
+        .expect("an answer within the patience")
+    }
+
+    /// Sends one command and waits for its answer (`result` or `error`).
+    async fn call(&mut self, method: &str, params: Value, session: Option<&str>) -> Value {
+        let id = self.next;
+        self.next += 1;
+        let mut msg = json!({ "id": id, "method": method, "params": params });
+        if let Some(s) = session {
+            msg["sessionId"] = json!(s);
+        }
+        self.send_raw(msg.to_string()).await;
+        loop {
+            let v = self.answer().await;
+            if v["id"] == id {
+                return v;
+            }
+        }
+    }
+
+    /// The result of a command that must succeed.
+    async fn ok(&mut self, method: &str, params: Value, session: Option<&str>) -> Value {
+        let v = self.call(method, params, session).await;
+        assert!(v.get("error").is_none(), "{method}: {v}");
+        v["result"].clone()
+    }
+
+    /// The message of a command that must fail.
+    async fn err(&mut self, method: &str, params: Value, session: Option<&str>) -> String {
+        let v = self.call(method, params, session).await;
+        v["error"]["message"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{method} should fail: {v}"))
+            .to_owned()
+    }
+
+    /// Attaches to the first tab (flattened) and answers its CDP session.
+    async fn attach_first_tab(&mut self) -> String {
+        let targets = self.ok("Target.getTargets", json!({}), None).await;
+        let tab = targets["targetInfos"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["type"] == "page")
+            .unwrap_or_else(|| panic!("no tab: {targets}"))["targetId"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let attached = self
+            .ok(
+                "Target.attachToTarget",
+                json!({ "targetId": tab, "flatten": true }),
+                None,
+            )
+            .await;
+        attached["sessionId"].as_str().unwrap().to_owned()
+    }
+
+    /// Evaluates `expr` in the tab and answers its value.
+    async fn eval(&mut self, session: &str, expr: &str) -> Value {
+        let r = self
+            .ok(
+                "Runtime.evaluate",
+                json!({ "expression": expr, "returnByValue": true, "awaitPromise": true }),
+                Some(session),
+            )
+            .await;
+        r["result"]["value"].clone()
+    }
+
+    /// Evaluates `expr` until `done` says yes (the test fails after the
+    /// patience, naming the last value).
+    async fn until(&mut self, session: &str, expr: &str, done: impl Fn(&Value) -> bool) {
+        let deadline = std::time::Instant::now() + PATIENCE;
+        loop {
+            let v = self.eval(session, expr).await;
+            if done(&v) {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "waited for {expr}; last: {v}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Waits for the close frame and answers its code.
+    async fn closed_with(&mut self) -> u16 {
+        tokio::time::timeout(PATIENCE, async {
+            loop {
+                match self.ws.next().await {
+                    Some(Ok(Message::Close(Some(f)))) => return u16::from(f.code),
+                    Some(Ok(Message::Close(None))) | None => return 1005,
+                    Some(Err(e)) => panic!("the connection failed instead of closing: {e}"),
+                    Some(Ok(_)) => {}
+                }
+            }
+        })
+        .await
+        .expect("a close within the patience")
+    }
+}
+
+async fn app(site: &site::Site) -> TestApp {
+    session_app(
+        Backend::Sqlite,
+        &site.allow(),
+        &[("CORDON_APPROVAL_TIMEOUT_S", "30")],
+    )
+    .await
+}
+
+async fn rows(app: &TestApp, sid: &str) -> Vec<cordon::audit::Event> {
+    let all = app.state.store.audit_page(0, 10_000).await.unwrap();
+    all.into_iter()
+        .filter(|e| e.session.as_deref() == Some(sid))
+        .collect()
+}
+
+async fn title(cdp: &mut Cdp, tab: &str) -> String {
+    cdp.eval(tab, "document.title")
+        .await
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cdp_client_drives_a_session_through_cordon_and_is_audited_as_the_agent() {
+    let site = site::start().await;
+    let app = app(&site).await;
+    let agent = app.agent("acme").await;
+    let (status, opened) = agent.post("/api/sessions", json!({})).await;
+    assert_eq!(status, StatusCode::CREATED, "{opened}");
+    let sid = opened["session_id"].as_str().unwrap().to_owned();
+    let cdp_url = opened["cdp_url"].as_str().expect("cdp_url on open");
+    assert_eq!(cdp_url, ws_url(&app, &format!("/cdp/{sid}")));
+    let (_, shown) = agent.get(&format!("/api/sessions/{sid}")).await;
+    assert_eq!(shown["cdp_url"], cdp_url);
+
+    // Discovery, as Chromium answers it, pointing at Cordon.
+    let version: Value = app
+        .http
+        .get(app.url(&format!("/cdp/{sid}/json/version")))
+        .bearer_auth(&agent.key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(version["webSocketDebuggerUrl"], cdp_url, "{version}");
+    assert!(
+        version["Browser"].as_str().unwrap_or("").contains("Chrome"),
+        "{version}"
+    );
+    let list = app
+        .http
+        .get(app.url(&format!("/cdp/{sid}/json/list")))
+        .bearer_auth(&agent.key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(list.status(), StatusCode::OK);
+    let list: Value = list.json().await.unwrap();
+    assert_eq!(list.as_array().map(Vec::len), Some(1), "{list}");
+
+    let mut cdp = connect(&app, &format!("/cdp/{sid}"), Some(&agent.key))
+        .await
+        .unwrap();
+    let tab = cdp.attach_first_tab().await;
+    assert_eq!(cdp.eval(&tab, "1+1").await, json!(2));
+    cdp.ok("Page.enable", json!({}), Some(&tab)).await;
+    let url = site.url("/danger?token=NAVSECRET");
+    cdp.ok("Page.navigate", json!({ "url": url }), Some(&tab))
+        .await;
+    cdp.until(&tab, "document.title", |v| v == "Danger").await;
+    // The tool API sees what the CDP client did.
+    let (_, tabs) = agent.get(&format!("/api/sessions/{sid}/tabs")).await;
+    assert_eq!(tabs[0]["title"], "Danger", "{tabs}");
+
+    // A second connection of the same session works alongside.
+    let mut second = connect(&app, &format!("/cdp/{sid}"), Some(&agent.key))
+        .await
+        .unwrap();
+    let tab2 = second.attach_first_tab().await;
+    assert_eq!(second.eval(&tab2, "document.title").await, "Danger");
+    drop(second);
+
+    drop(cdp);
+    let audit = wait_until("the disconnect row", PATIENCE, || async {
+        let rows = rows(&app, &sid).await;
+        if rows.iter().any(|e| e.action == "cdp.disconnected") {
+            Ok(rows)
+        } else {
+            Err(format!(
+                "{:?}",
+                rows.iter().map(|e| &e.action).collect::<Vec<_>>()
+            ))
+        }
+    })
+    .await;
+    let nav = audit
+        .iter()
+        .find(|e| e.action == "cdp.Page.navigate")
+        .expect("the navigation is audited");
+    let params: Value = serde_json::from_str(&nav.params).unwrap();
+    assert_eq!(params["via"], "cdp");
+    assert_eq!(params["host"], "127.0.0.1");
+    assert!(nav.actor.starts_with("agent:"), "{}", nav.actor);
+    let text = format!("{audit:?}");
+    assert!(!text.contains("NAVSECRET"), "no URL in the audit");
+    let script = audit
+        .iter()
+        .find(|e| e.action == "cdp.Runtime.evaluate")
+        .expect("script evaluation is audited");
+    assert!(script.params.contains("script_sha256"), "{}", script.params);
+    assert!(
+        !script.params.contains("document.title"),
+        "{}",
+        script.params
+    );
+    // Each distinct script once per connection, however often it ran.
+    let per_conn = audit
+        .iter()
+        .filter(|e| e.action == "cdp.Runtime.evaluate")
+        .count();
+    assert!(per_conn <= 4, "{per_conn} evaluate rows");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_would_break_the_sandbox_is_refused_with_a_cdp_error_naming_the_rule() {
+    let site = site::start().await;
+    let app = app(&site).await;
+    let agent = app.agent("acme").await;
+    let sid = agent.open(json!({})).await;
+    let mut cdp = connect(&app, &format!("/cdp/{sid}"), Some(&agent.key))
+        .await
+        .unwrap();
+    let tab = cdp.attach_first_tab().await;
+    for (method, params, session, rule) in [
+        ("SystemInfo.getProcessInfo", json!({}), None, "host_probe"),
+        (
+            "Tethering.bind",
+            json!({ "port": 2222 }),
+            None,
+            "host_probe",
+        ),
+        (
+            "Target.sendMessageToTarget",
+            json!({ "message": "{\"id\":1,\"method\":\"Network.getAllCookies\"}" }),
+            None,
+            "flatten_only",
+        ),
+        (
+            "Security.setIgnoreCertificateErrors",
+            json!({ "ignore": true }),
+            None,
+            "certificate_errors",
+        ),
+        (
+            "Page.navigate",
+            json!({ "url": "file:///etc/passwd" }),
+            Some(tab.as_str()),
+            "url_scheme",
+        ),
+        (
+            "DOM.setFileInputFiles",
+            json!({ "files": ["/etc/passwd"], "nodeId": 1 }),
+            Some(tab.as_str()),
+            "file_paths",
+        ),
+        (
+            "Target.createBrowserContext",
+            json!({ "proxyServer": "http://127.0.0.1:1" }),
+            None,
+            "egress",
+        ),
+        ("Browser.crash", json!({}), None, "browser_control"),
+    ] {
+        let message = cdp.err(method, params, session).await;
+        assert!(
+            message.contains(rule) && message.starts_with("Cordon refused"),
+            "{method}: {message}"
+        );
+    }
+    // Nothing happened: the tab is where it was, the browser alive.
+    assert_eq!(cdp.eval(&tab, "location.href").await, "about:blank");
+    // Downloads are the session's: a client's "allow" is rewritten to deny.
+    cdp.ok(
+        "Browser.setDownloadBehavior",
+        json!({ "behavior": "allow", "downloadPath": "/tmp" }),
+        None,
+    )
+    .await;
+    let (status, _) = agent
+        .tool(
+            &sid,
+            "navigate",
+            json!({ "url": site.url("/download?name=report.bin") }),
+        )
+        .await;
+    assert_ne!(status, StatusCode::OK, "the download is still refused");
+    let refused = rows(&app, &sid).await;
+    assert!(
+        refused
+            .iter()
+            .any(|e| e.action == "cdp.SystemInfo.getProcessInfo"
+                && e.outcome == "refused: host_probe"),
+        "refusals are audited"
+    );
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_frames_get_errors_or_close_codes_and_the_session_keeps_working() {
+    let site = site::start().await;
+    let app = app(&site).await;
+    let agent = app.agent("acme").await;
+    let sid = agent.open(json!({})).await;
+    let path = format!("/cdp/{sid}");
+
+    let mut cdp = connect(&app, &path, Some(&agent.key)).await.unwrap();
+    cdp.send_raw("{not json".into()).await;
+    let v = cdp.answer().await;
+    assert_eq!(v["error"]["code"], -32700, "{v}");
+    cdp.send_raw(json!({ "method": "Browser.getVersion" }).to_string())
+        .await;
+    let v = cdp.answer().await;
+    assert_eq!(v["error"]["code"], -32600, "{v}");
+    cdp.send_raw(json!({ "id": "x", "method": "Browser.getVersion" }).to_string())
+        .await;
+    let v = cdp.answer().await;
+    assert_eq!(v["error"]["code"], -32600, "{v}");
+    // Still usable.
+    cdp.ok("Browser.getVersion", json!({}), None).await;
+    // A binary frame is not CDP.
+    cdp.ws
+        .send(Message::binary(b"\x00\x01".to_vec()))
+        .await
+        .unwrap();
+    assert_eq!(cdp.closed_with().await, u16::from(CloseCode::Unsupported));
+
+    // A message over 16 MiB.
+    let mut cdp = connect(&app, &path, Some(&agent.key)).await.unwrap();
+    let big = format!(
+        "{{\"id\":1,\"method\":\"Runtime.evaluate\",\"params\":{{\"expression\":\"{}\"}}}}",
+        "a".repeat(17 << 20)
+    );
+    let _ = cdp.ws.send(Message::text(big)).await;
+    assert_eq!(cdp.closed_with().await, u16::from(CloseCode::Size));
+
+    // A burst of 5,000 commands, never read: cut, not queued.
+    let mut cdp = connect(&app, &path, Some(&agent.key)).await.unwrap();
+    for i in 0..5_000u64 {
+        let msg = json!({ "id": i + 1, "method": "Browser.getVersion" }).to_string();
+        if cdp.ws.send(Message::text(msg)).await.is_err() {
+            break;
+        }
+    }
+    assert_eq!(cdp.closed_with().await, u16::from(CloseCode::Policy));
+
+    // The tool API kept working throughout.
+    let (status, _) = agent.tool(&sid, "screenshot", json!({})).await;
+    assert_eq!(status, StatusCode::OK);
+
+    // At most four connections at once.
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(
+            wait_until("a connection slot", PATIENCE, || async {
+                connect(&app, &path, Some(&agent.key))
+                    .await
+                    .map_err(|s| s.to_string())
+            })
+            .await,
+        );
+    }
+    assert_eq!(
+        connect(&app, &path, Some(&agent.key)).await.err(),
+        Some(StatusCode::TOO_MANY_REQUESTS)
+    );
+    drop(held);
+    wait_until("a slot again", PATIENCE, || async {
+        connect(&app, &path, Some(&agent.key))
+            .await
+            .map(|_| ())
+            .map_err(|s| s.to_string())
+    })
+    .await;
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_keys_and_used_or_foreign_tokens_get_nothing() {
+    let site = site::start().await;
+    let app = app(&site).await;
+    let acme = app.agent("acme").await;
+    let globex = app.agent("globex").await;
+    let sid = acme.open(json!({})).await;
+    let other = acme.open(json!({})).await;
+    let path = format!("/cdp/{sid}");
+
+    assert_eq!(
+        connect(&app, &path, None).await.err(),
+        Some(StatusCode::UNAUTHORIZED)
+    );
+    assert_eq!(
+        connect(&app, &path, Some(&globex.key)).await.err(),
+        Some(StatusCode::NOT_FOUND),
+        "another tenant's key"
+    );
+    let discovery = app
+        .http
+        .get(app.url(&format!("{path}/json/version")))
+        .bearer_auth(&globex.key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(discovery.status(), StatusCode::NOT_FOUND);
+    assert_eq!(
+        connect(&app, "/cdp/s_doesnotexist", Some(&acme.key))
+            .await
+            .err(),
+        Some(StatusCode::NOT_FOUND)
+    );
+
+    // A connect token: once, for its session.
+    let (status, tok) = acme
+        .post(&format!("/api/sessions/{sid}/cdp_token"), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{tok}");
+    let url = tok["cdp_url"].as_str().unwrap();
+    let query = url.split_once('?').unwrap().1;
+    let mut cdp = connect(&app, &format!("{path}?{query}"), None)
+        .await
+        .expect("the token connects once");
+    cdp.ok("Browser.getVersion", json!({}), None).await;
+    assert_eq!(
+        connect(&app, &format!("{path}?{query}"), None).await.err(),
+        Some(StatusCode::UNAUTHORIZED),
+        "used up"
+    );
+    let (_, tok) = acme
+        .post(&format!("/api/sessions/{sid}/cdp_token"), json!({}))
+        .await;
+    let query = tok["cdp_url"]
+        .as_str()
+        .unwrap()
+        .split_once('?')
+        .unwrap()
+        .1
+        .to_owned();
+    assert_eq!(
+        connect(&app, &format!("/cdp/{other}?{query}"), None)
+            .await
+            .err(),
+        Some(StatusCode::UNAUTHORIZED),
+        "another session"
+    );
+    let (status, _) = globex
+        .post(&format!("/api/sessions/{sid}/cdp_token"), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    // A closed session's endpoint is gone.
+    drop(cdp);
+    acme.close(&sid).await;
+    assert_eq!(
+        connect(&app, &path, Some(&acme.key)).await.err(),
+        Some(StatusCode::GONE)
+    );
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_mode_session_keeps_the_vault_sealed_over_cdp() {
+    use crate::grants::{granted, open_operator, secret, session_cookie};
+    use cordon::audit::Actor;
+    use cordon::vault::ImportOptions;
+
+    let site = site::start().await;
+    let app = app(&site).await;
+    let acme = app.agent("acme").await;
+    let value = secret();
+    site.accept(&value, "acme-user");
+    app.state
+        .vault
+        .import(
+            &Actor::Cli,
+            &crate::helpers::tenant("acme"),
+            &crate::helpers::domain("127.0.0.1"),
+            &session_cookie("127.0.0.1", &value),
+            ImportOptions::default(),
+        )
+        .await
+        .unwrap();
+    let (_, token, _) = granted(&app, &acme, &["127.0.0.1"], true).await;
+    let (status, opened) = open_operator(&acme, &["127.0.0.1"], &token).await;
+    assert_eq!(status, StatusCode::CREATED, "{opened}");
+    let sid = opened["session_id"].as_str().unwrap().to_owned();
+
+    let mut cdp = connect(&app, &format!("/cdp/{sid}"), Some(&acme.key))
+        .await
+        .unwrap();
+    let tab = cdp.attach_first_tab().await;
+    for (method, session) in [
+        ("Network.getAllCookies", None),
+        ("Storage.getCookies", None),
+        ("Network.getCookies", Some(tab.as_str())),
+    ] {
+        let message = cdp.err(method, json!({}), session).await;
+        assert!(message.contains("vault_sealed"), "{method}: {message}");
+    }
+    // The page loads logged in, and the client's network events never
+    // carry the cookie.
+    cdp.ok("Network.enable", json!({}), Some(&tab)).await;
+    cdp.ok(
+        "Page.navigate",
+        json!({ "url": site.url("/account") }),
+        Some(&tab),
+    )
+    .await;
+    cdp.until(&tab, "document.body ? document.body.innerText : ''", |v| {
+        v.as_str()
+            .is_some_and(|b| b.contains("logged in as acme-user"))
+    })
+    .await;
+    // Let the extra-info events arrive.
+    let _ = cdp.eval(&tab, "1").await;
+    assert!(
+        cdp.events
+            .iter()
+            .any(|e| e.contains("Network.requestWillBeSentExtraInfo")),
+        "the client saw the request's extra info ({} events)",
+        cdp.events.len()
+    );
+    let leaked = cdp.events.iter().filter(|e| e.contains(&value)).count();
+    assert_eq!(leaked, 0, "no event carries the injected cookie's value");
+    assert!(
+        cdp.events
+            .iter()
+            .any(|e| e.contains(cordon::sessions::cdp::REDACTED)),
+        "the cookie header is there, redacted"
+    );
+    app.stop().await;
+}
+
+/// The centre of `selector` in the tab, CSS pixels.
+async fn centre(cdp: &mut Cdp, tab: &str, selector: &str) -> (f64, f64) {
+    let v = cdp
+        .eval(
+            tab,
+            &format!(
+                "(() => {{ const r = document.querySelector({selector:?}).getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; }})()"
+            ),
+        )
+        .await;
+    (v[0].as_f64().unwrap(), v[1].as_f64().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_risk_gate_holds_a_cdp_press_and_keys_and_control_refuses_cdp_input() {
+    let site = site::start().await;
+    let app = app(&site).await;
+    let (_, cookie) = app
+        .operator_session("olive", app::api::auth::Role::Operator)
+        .await;
+    let agent: AgentClient = app.agent("acme").await;
+    let sid = agent.open(json!({})).await;
+    agent.navigate_ok(&sid, &site.url("/danger")).await;
+    let mut cdp = connect(&app, &format!("/cdp/{sid}"), Some(&agent.key))
+        .await
+        .unwrap();
+    let tab = cdp.attach_first_tab().await;
+
+    // A harmless press passes at once.
+    let (x, y) = centre(&mut cdp, &tab, "#next").await;
+    for kind in ["mousePressed", "mouseReleased"] {
+        cdp.ok(
+            "Input.dispatchMouseEvent",
+            json!({ "type": kind, "x": x, "y": y, "button": "left", "clickCount": 1 }),
+            Some(&tab),
+        )
+        .await;
+    }
+    assert_eq!(title(&mut cdp, &tab).await, "next");
+
+    // A press on "Delete account" waits; the operator denies it: a CDP
+    // error, and the button was never pressed.
+    let (x, y) = centre(&mut cdp, &tab, "#delete").await;
+    let id = cdp.next;
+    cdp.next += 1;
+    cdp.send_raw(
+        json!({ "id": id, "sessionId": tab, "method": "Input.dispatchMouseEvent",
+                "params": { "type": "mousePressed", "x": x, "y": y, "button": "left", "clickCount": 1 } })
+        .to_string(),
+    )
+    .await;
+    let approval = crate::gate::one_pending(&app, &cookie, &sid).await;
+    assert_eq!(approval["level"], "high", "{approval}");
+    let (status, _) =
+        crate::gate::decide(&app, &cookie, approval["id"].as_str().unwrap(), false).await;
+    assert_eq!(status, StatusCode::OK);
+    let answer = loop {
+        let v = cdp.answer().await;
+        if v["id"] == id {
+            break v;
+        }
+    };
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("denied_by_operator"), "{answer}");
+    cdp.ok(
+        "Input.dispatchMouseEvent",
+        json!({ "type": "mouseReleased", "x": x, "y": y, "button": "left", "clickCount": 1 }),
+        Some(&tab),
+    )
+    .await;
+    assert_eq!(title(&mut cdp, &tab).await, "next", "never pressed");
+
+    // Typing into the password field is refused outright.
+    cdp.eval(&tab, "document.querySelector('#pw').focus()")
+        .await;
+    let message = cdp
+        .err("Input.insertText", json!({ "text": "hunter2" }), Some(&tab))
+        .await;
+    assert!(message.contains("denied_by_policy"), "{message}");
+    assert_eq!(
+        cdp.eval(&tab, "document.querySelector('#pw').value").await,
+        ""
+    );
+
+    // While an operator holds control, CDP input is refused.
+    let live = app.live("acme", &sid).await;
+    app.state
+        .sessions
+        .take_control(&live, "op_x", "olive")
+        .await
+        .unwrap();
+    let message = cdp
+        .err(
+            "Input.dispatchKeyEvent",
+            json!({ "type": "keyDown", "key": "a", "text": "a" }),
+            Some(&tab),
+        )
+        .await;
+    assert!(message.contains("operator_has_control"), "{message}");
+    // Reads still pass.
+    cdp.ok(
+        "Page.captureScreenshot",
+        json!({ "format": "jpeg", "quality": 30 }),
+        Some(&tab),
+    )
+    .await;
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn browser_close_ends_the_session_through_cordon() {
+    let site = site::start().await;
+    let app = app(&site).await;
+    let agent = app.agent("acme").await;
+    let sid = agent.open(json!({})).await;
+    let mut cdp = connect(&app, &format!("/cdp/{sid}"), Some(&agent.key))
+        .await
+        .unwrap();
+    cdp.ok("Browser.close", json!({}), None).await;
+    assert_eq!(cdp.closed_with().await, 1000);
+    let (status, info) = agent.get(&format!("/api/sessions/{sid}")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(info["state"], "closed", "{info}");
+    assert!(info.get("cdp_url").is_none(), "{info}");
+    app.stop().await;
+}

@@ -149,7 +149,7 @@ test('Puppeteer connects with a single-use token URL', async () => {
 });
 
 test('on an operator-mode session Playwright cannot read the injected cookies', async () => {
-  const req = await api('POST', '/api/grants/requests', { domains: ['127.0.0.1'], reason: 'cdp e2e' });
+  const req = await api('POST', '/api/grants/requests', { domains: ['127.0.0.1'], reason: 'cdp e2e', cdp: true });
   assert.equal(req.status, 201, JSON.stringify(req.json));
   cordon(dataDir, ['grants', 'approve', req.json.request_id, '--expires-min', '5']);
   const granted = await waitFor('the grant token', async () => {

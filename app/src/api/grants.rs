@@ -26,6 +26,9 @@ pub struct GrantRequestView {
     pub created_at: i64,
     /// Who decided (`cli`, `operator:op_…`).
     pub decided_by: Option<String>,
+    /// The agent also asks to drive the session over CDP (its scripts
+    /// then read what the page can: localStorage, non-HttpOnly cookies).
+    pub cdp: bool,
 }
 
 /// An issued token (never the token itself).

@@ -96,6 +96,12 @@ fn PendingCard(
             </header>
             <p class="domains">{req.domains.iter().map(|d| view! { <code class="domain">{d.clone()}</code>" " }).collect_view()}</p>
             <p class="reason">{if req.reason.is_empty() { "(no reason given)".to_owned() } else { req.reason.clone() }}</p>
+            {req.cdp.then(|| view! {
+                <p class="cdp-ask" data-cdp="true">
+                    <strong>"Also asks for CDP access."</strong>
+                    " The agent's scripts could read what these sites' pages can (localStorage, cookies without HttpOnly); cookie reads over CDP stay refused."
+                </p>
+            })}
             <div class="decide">
                 <ActionForm action=approve attr:class="inline-form">
                     <input type="hidden" name="id" value=id.clone()/>

@@ -113,6 +113,13 @@ async fn connect(
     let slot = match state.sessions.cdp_slot(&owner, &id).await {
         Ok(s) => s,
         Err(CdpRefusal::Session(e)) => return ApiError::from(e).into_response(),
+        Err(e @ CdpRefusal::NotGranted) => {
+            return ApiError::Forbidden {
+                code: "cdp_not_granted",
+                message: e.to_string(),
+            }
+            .into_response();
+        }
         Err(e @ CdpRefusal::TooMany) => {
             return ApiError::TooManyRequests {
                 message: e.to_string(),

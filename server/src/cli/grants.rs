@@ -29,8 +29,9 @@ pub(super) async fn grants(
                     };
                     format!("\t{}\t{state}", t.jti)
                 });
+                let cdp = if r.cdp { "\tcdp" } else { "" };
                 println!(
-                    "{}\t{}\t{}\t{}\t{}{tok}",
+                    "{}\t{}\t{}\t{}\t{}{cdp}{tok}",
                     r.id, r.tenant_id, r.state, r.domains, r.reason
                 );
             }

@@ -44,6 +44,7 @@ fn request_view(r: GrantRequestRow, labels: &HashMap<String, String>) -> GrantRe
         state: r.state.as_str().to_owned(),
         created_at: r.created_at,
         decided_by: r.decided_by,
+        cdp: r.cdp,
     }
 }
 

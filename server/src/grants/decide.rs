@@ -41,12 +41,13 @@ pub async fn request(
         created_at: now_ms(),
         decided_at: None,
         decided_by: None,
+        cdp: req.cdp,
     };
     audit(
         store,
         NewEvent::new(Actor::Agent(owner.key_id.clone()), "grant.request")
             .tenant(&owner.tenant)
-            .params(json!({ "request": row.id, "domains": names, "reason_chars": reason.chars().count() }))
+            .params(json!({ "request": row.id, "domains": names, "reason_chars": reason.chars().count(), "cdp": row.cdp }))
             .outcome("requested"),
     )
     .await?;
@@ -59,6 +60,7 @@ pub async fn request(
         jti: None,
         expires_at: None,
         single_use: None,
+        cdp: row.cdp,
     })
 }
 
@@ -82,6 +84,7 @@ pub async fn poll(
         jti: None,
         expires_at: None,
         single_use: None,
+        cdp: row.cdp,
     };
     if row.state != GrantState::Approved {
         return Ok(status);

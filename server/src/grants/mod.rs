@@ -121,6 +121,8 @@ pub struct GrantStatus {
     /// Whether one session use consumes it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub single_use: Option<bool>,
+    /// Whether CDP access was asked for (and, once approved, granted).
+    pub cdp: bool,
 }
 
 /// The body of `POST /api/grants/requests`.
@@ -131,6 +133,11 @@ pub struct NewGrantRequest {
     pub domains: Vec<String>,
     /// Why, for the operator.
     pub reason: String,
+    /// Ask to drive the session over CDP too (`/cdp/{id}`): the operator
+    /// sees it on the request. Cookie reads stay refused, but a client's
+    /// scripts read what the page can (localStorage, non-HttpOnly cookies).
+    #[serde(default)]
+    pub cdp: bool,
 }
 
 /// Parses a list of exact hosts: 1 to [`MAX_DOMAINS`], each a [`Domain`].

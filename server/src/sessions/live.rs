@@ -89,6 +89,8 @@ pub struct LiveSession {
     allowed_hosts: std::sync::Mutex<std::collections::HashSet<String>>,
     /// CDP clients connected now (`sessions::cdp`).
     pub(super) cdp_clients: std::sync::atomic::AtomicUsize,
+    /// Operator mode: the grant allowed CDP (`cdp: true`).
+    pub cdp_granted: bool,
 }
 
 /// An operator's approval of an agent's raw input at a point, which the
@@ -140,6 +142,7 @@ impl LiveSession {
             input_approval: std::sync::Mutex::default(),
             allowed_hosts: std::sync::Mutex::default(),
             cdp_clients: std::sync::atomic::AtomicUsize::new(0),
+            cdp_granted: req.cdp_granted,
             downloads,
             upload_seq: AtomicU64::new(0),
             upload_in_page,

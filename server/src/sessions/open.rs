@@ -109,7 +109,7 @@ impl SessionManager {
     async fn open_as(
         &self,
         who: Opener<'_>,
-        req: OpenRequest,
+        mut req: OpenRequest,
     ) -> Result<SessionInfo, SessionError> {
         let checked = async {
             let deadline_s =
@@ -167,7 +167,14 @@ impl SessionManager {
                 let owner = who.agent.ok_or(OpenRequestError::GrantRequired)?;
                 let domains = req.vault_domains()?;
                 let token = req.grant_token.as_deref().unwrap_or_default();
-                crate::grants::redeem(&self.0.store, owner, id.as_str(), token, &domains).await?;
+                let tok = crate::grants::redeem(&self.0.store, owner, id.as_str(), token, &domains)
+                    .await?;
+                req.cdp_granted = self
+                    .0
+                    .store
+                    .grant_request_get(&tok.request_id)
+                    .await?
+                    .is_some_and(|r| r.cdp);
             }
             self.open_reserved(&who, &req, &id, deadline_s).await
         }

@@ -101,6 +101,11 @@ pub struct OpenRequest {
     /// `deny` (default) or `allow`.
     #[serde(default)]
     pub downloads: DownloadPolicy,
+    /// Set by Cordon, never by the body: the grant redeemed for an
+    /// operator-mode session allows CDP (`cdp: true` on its request).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub cdp_granted: bool,
 }
 
 impl std::fmt::Debug for OpenRequest {

@@ -580,7 +580,43 @@ async fn an_operator_mode_session_keeps_the_vault_sealed_over_cdp() {
         )
         .await
         .unwrap();
+    // A grant that did not ask for CDP: the endpoint refuses the session.
     let (_, token, _) = granted(&app, &acme, &["127.0.0.1"], true).await;
+    let (status, opened) = open_operator(&acme, &["127.0.0.1"], &token).await;
+    assert_eq!(status, StatusCode::CREATED, "{opened}");
+    let plain = opened["session_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        connect(&app, &format!("/cdp/{plain}"), Some(&acme.key))
+            .await
+            .err(),
+        Some(StatusCode::FORBIDDEN),
+        "cdp_not_granted"
+    );
+
+    // One that asked (`cdp: true`), approved.
+    let (status, req) = acme
+        .post(
+            "/api/grants/requests",
+            json!({ "domains": ["127.0.0.1"], "reason": "drive it with Playwright", "cdp": true }),
+        )
+        .await;
+    assert_eq!(
+        (status, &req["cdp"]),
+        (StatusCode::CREATED, &json!(true)),
+        "{req}"
+    );
+    let rid = req["request_id"].as_str().unwrap();
+    cordon::grants::approve(
+        &app.state.store,
+        &Actor::Cli,
+        &rid.parse().unwrap(),
+        15,
+        true,
+    )
+    .await
+    .unwrap();
+    let (_, polled) = acme.get(&format!("/api/grants/requests/{rid}")).await;
+    let token = polled["grant_token"].as_str().unwrap().to_owned();
     let (status, opened) = open_operator(&acme, &["127.0.0.1"], &token).await;
     assert_eq!(status, StatusCode::CREATED, "{opened}");
     let sid = opened["session_id"].as_str().unwrap().to_owned();

@@ -90,6 +90,11 @@ pub enum CdpRefusal {
     /// The session cannot be reached (unknown, another tenant's, ended).
     #[error(transparent)]
     Session(#[from] SessionError),
+    /// An operator-mode session whose grant did not ask for CDP.
+    #[error(
+        "this session carries logins from the vault and its grant did not allow CDP: ask for the grant with \"cdp\": true"
+    )]
+    NotGranted,
     /// [`MAX_CONNECTIONS`] clients are connected already.
     #[error("this session already serves {MAX_CONNECTIONS} CDP connections; close one first")]
     TooMany,
@@ -141,6 +146,9 @@ impl SessionManager {
     /// tool API).
     pub async fn cdp_slot(&self, owner: &ApiKeyOwner, id: &str) -> Result<Slot, CdpRefusal> {
         let session = self.get(&owner.tenant, id).await?;
+        if session.mode == CredentialMode::Operator && !session.cdp_granted {
+            return Err(CdpRefusal::NotGranted);
+        }
         let before = session.cdp_clients.fetch_add(1, Ordering::SeqCst);
         let slot = Slot { session };
         if before >= MAX_CONNECTIONS {

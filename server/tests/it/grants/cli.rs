@@ -19,6 +19,7 @@ async fn the_cli_lists_approves_denies_and_revokes() {
     let ask = |reason: &str, domains: &[&str]| cordon::grants::NewGrantRequest {
         domains: domains.iter().map(|d| (*d).to_owned()).collect(),
         reason: reason.into(),
+        cdp: reason == "first",
     };
     let first = cordon::grants::request(&store, &owner, &ask("first", &["127.0.0.1", "localhost"]))
         .await
@@ -39,6 +40,16 @@ async fn the_cli_lists_approves_denies_and_revokes() {
     assert!(out.status.success());
     let listed = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(listed.contains(&first.request_id) && listed.contains(&second.request_id));
+    // A request asking for CDP says so.
+    let line_of = |id: &str| {
+        listed
+            .lines()
+            .find(|l| l.starts_with(id))
+            .unwrap_or("")
+            .to_owned()
+    };
+    assert!(line_of(&first.request_id).contains("\tcdp"), "{listed}");
+    assert!(!line_of(&second.request_id).contains("\tcdp"), "{listed}");
 
     // A credential is stored for one of the two domains asked for.
     let cookies = db.dir.path().join("cookies.json");
@@ -172,6 +183,7 @@ async fn approval_without_an_expiry_uses_the_tenants_setting() {
             let req = cordon::grants::NewGrantRequest {
                 domains: vec!["127.0.0.1".into()],
                 reason: "r".into(),
+                cdp: false,
             };
             cordon::grants::request(&store, &owner, &req)
                 .await

@@ -242,6 +242,7 @@ async fn operator_rounds(
         let req = cordon::grants::NewGrantRequest {
             domains: vec!["127.0.0.1".into()],
             reason: "bench".into(),
+            cdp: false,
         };
         let asked = cordon::grants::request(&state.store, &owner, &req)
             .await

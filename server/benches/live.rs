@@ -906,7 +906,7 @@ async fn cordon_input(
             ));
             state
                 .sessions
-                .run_tool(&live, actor.clone(), call)
+                .run_tool(&live, actor.clone(), cordon::audit::Surface::Live, call)
                 .await
                 .unwrap();
         }

@@ -113,7 +113,10 @@ impl LiveBackend for AppState {
                     url: start,
                     wait: crate::cdp::WaitUntil::Load,
                 });
-                if let Err(e) = sessions.run_tool(&live, who, call).await {
+                if let Err(e) = sessions
+                    .run_tool(&live, who, crate::audit::Surface::Live, call)
+                    .await
+                {
                     tracing::info!(error = %e, "refresh session: the start page did not load");
                 }
             });

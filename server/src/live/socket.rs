@@ -221,7 +221,11 @@ impl Connection {
                         call.tool,
                         Tool::TabOpen { .. } | Tool::TabFocus { .. } | Tool::TabClose { .. }
                     );
-                    if let Err(e) = state.sessions.run_tool(&live, actor.clone(), call).await {
+                    if let Err(e) = state
+                        .sessions
+                        .run_tool(&live, actor.clone(), crate::audit::Surface::Live, call)
+                        .await
+                    {
                         let e = ApiError::from(e);
                         let _ = out
                             .send(ServerMsg::Error {

@@ -612,7 +612,12 @@ impl Runner {
         let sessions = &self.tasks.0.sessions;
         loop {
             match sessions
-                .run_tool(&self.live, self.actor(), ToolCall::new(tool.clone()))
+                .run_tool(
+                    &self.live,
+                    self.actor(),
+                    crate::audit::Surface::Task,
+                    ToolCall::new(tool.clone()),
+                )
                 .await
             {
                 // An operator drives: wait until they hand back.

@@ -260,9 +260,15 @@ async fn a_cdp_client_drives_a_session_through_cordon_and_is_audited_as_the_agen
     cdp.ok("Page.navigate", json!({ "url": url }), Some(&tab))
         .await;
     cdp.until(&tab, "document.title", |v| v == "Danger").await;
-    // The tool API sees what the CDP client did.
+    // The tool API sees what the CDP client did (its row says http).
     let (_, tabs) = agent.get(&format!("/api/sessions/{sid}/tabs")).await;
     assert_eq!(tabs[0]["title"], "Danger", "{tabs}");
+    let listed = rows(&app, &sid).await;
+    let list_row = listed
+        .iter()
+        .find(|e| e.action == "tool.tabs.list")
+        .expect("the tool call is audited");
+    assert!(list_row.params.contains(r#""via":"http""#), "{}", list_row.params);
 
     // A second connection of the same session works alongside.
     let mut second = connect(&app, &format!("/cdp/{sid}"), Some(&agent.key))

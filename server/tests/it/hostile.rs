@@ -293,7 +293,11 @@ async fn raw_input_of_run_task_double_and_right_clicks_and_keys_is_judged_as_the
         let live = live.clone();
         let agent = agent.clone();
         let call = mouse(MouseKind::Down, 1);
-        tokio::spawn(async move { sessions.run_tool(&live, agent, call).await })
+        tokio::spawn(async move {
+            sessions
+                .run_tool(&live, agent, cordon::audit::Surface::Task, call)
+                .await
+        })
     };
     let waiting = one_pending(&on.app, &on.cookie, &on.sid).await;
     assert!(
@@ -313,7 +317,12 @@ async fn raw_input_of_run_task_double_and_right_clicks_and_keys_is_judged_as_the
         .app
         .state
         .sessions
-        .run_tool(&live, agent.clone(), mouse(MouseKind::Move, 0))
+        .run_tool(
+            &live,
+            agent.clone(),
+            cordon::audit::Surface::Task,
+            mouse(MouseKind::Move, 0),
+        )
         .await;
     assert!(moved.is_ok(), "{moved:?}");
     on.stop().await;

@@ -288,6 +288,10 @@ async fn an_mcp_client_opens_navigates_snapshots_clicks_and_closes(backend: Back
     }
     let click = rows.iter().find(|e| e.action == "tool.click").unwrap();
     assert!(click.actor.starts_with("agent:"), "{}", click.actor);
+    // The row names the surface, so an MCP client's click is told from a
+    // CDP client's or an HTTP one's.
+    let params: serde_json::Value = serde_json::from_str(&click.params).unwrap();
+    assert_eq!(params["via"], "mcp", "{params}");
 }
 
 #[tokio::test]

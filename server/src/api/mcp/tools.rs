@@ -343,7 +343,10 @@ async fn run(
             let session = state.sessions.get(&owner.tenant, &id).await?;
             let call = parse(args)?;
             let actor = Actor::Agent(owner.key_id.clone());
-            let out = state.sessions.run_tool(&session, actor, call).await?;
+            let out = state
+                .sessions
+                .run_tool(&session, actor, crate::audit::Surface::Mcp, call)
+                .await?;
             Ok(answer::output(out))
         }
     }

@@ -23,7 +23,10 @@ pub async fn run(
     let call = call?;
     let actor = Actor::Agent(r.owner.key_id.clone());
     Ok(Json(
-        state.sessions.run_tool(&r.session, actor, call).await?,
+        state
+            .sessions
+            .run_tool(&r.session, actor, crate::audit::Surface::Http, call)
+            .await?,
     ))
 }
 

@@ -24,6 +24,36 @@ pub use query::{
 /// The `prev_hash` of the first event: 32 zero bytes, hex.
 pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
+/// The surface an action came through, named as `"via"` in its audit
+/// row's parameters, so an operator can tell an MCP client's click from a
+/// CDP client's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Surface {
+    /// The agent API (`/api/sessions/{id}/…`).
+    Http,
+    /// The MCP endpoint.
+    Mcp,
+    /// `run_task`'s runner.
+    Task,
+    /// An operator's live view (or the dashboard acting for them).
+    Live,
+    /// The CDP endpoint.
+    Cdp,
+}
+
+impl Surface {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Http => "http",
+            Self::Mcp => "mcp",
+            Self::Task => "task",
+            Self::Live => "live",
+            Self::Cdp => "cdp",
+        }
+    }
+}
+
 /// Who did something.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Actor {

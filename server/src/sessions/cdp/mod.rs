@@ -433,7 +433,7 @@ impl SessionManager {
     /// Appends a row about this connection (a failure is logged, never
     /// answered to the client).
     async fn cdp_audit(&self, conn: &Conn, action: &str, mut params: Value, outcome: &str) {
-        params["via"] = json!("cdp");
+        params["via"] = json!(crate::audit::Surface::Cdp.as_str());
         let event = NewEvent::new(conn.actor.clone(), action)
             .tenant(&conn.session.tenant)
             .session(conn.session.id.as_str())
@@ -463,7 +463,7 @@ fn audit_params(method: &str, act: &Act) -> Value {
         Act::History | Act::Targets | Act::Motion | Act::Change => json!({}),
     };
     p["method"] = json!(method);
-    p["via"] = json!("cdp");
+    p["via"] = json!(crate::audit::Surface::Cdp.as_str());
     p
 }
 

@@ -400,6 +400,7 @@ impl SessionManager {
         &self,
         session: &Arc<LiveSession>,
         actor: Actor,
+        via: crate::audit::Surface,
         call: ToolCall,
     ) -> Result<ToolOutput, ToolError> {
         // A refresh session is its operator's alone, whatever path an
@@ -419,10 +420,12 @@ impl SessionManager {
                 )));
             }
         }
+        let mut params = exec::audit_params(&tool);
+        params["via"] = serde_json::json!(via.as_str());
         let event = NewEvent::new(actor.clone(), tool.action())
             .tenant(&session.tenant)
             .session(session.id.as_str())
-            .params(exec::audit_params(&tool));
+            .params(params);
         // Whoever does not hold control while an operator does is refused,
         // and the refusal is audited.
         if let Some(holder) = session.control()

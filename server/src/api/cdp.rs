@@ -64,21 +64,32 @@ async fn caller(
     }
 }
 
+/// `ws(s)://host[:port]` of an http(s) URL.
+fn ws_of(url: &url::Url) -> String {
+    let scheme = if url.scheme() == "https" { "wss" } else { "ws" };
+    let host = url.host_str().unwrap_or("localhost");
+    let host = if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]")
+    } else {
+        host.to_owned()
+    };
+    match url.port() {
+        Some(p) => format!("{scheme}://{host}:{p}"),
+        None => format!("{scheme}://{host}"),
+    }
+}
+
+/// A session's CDP URL where no request says how clients reach Cordon
+/// (MCP's answer): from the dashboard's public URL.
+pub fn cdp_url_public(state: &AppState, session: &str) -> String {
+    format!("{}/cdp/{session}", ws_of(state.auth.public_url()))
+}
+
 /// The WebSocket URL base (`ws(s)://host[:port]`) clients reach Cordon at:
 /// `public_url` when set, else the request's own Host.
 pub fn ws_base(state: &AppState, headers: &HeaderMap) -> String {
     if let Some(url) = state.settings.public_url() {
-        let scheme = if url.scheme() == "https" { "wss" } else { "ws" };
-        let host = url.host_str().unwrap_or("localhost");
-        let host = if host.contains(':') {
-            format!("[{host}]")
-        } else {
-            host.to_owned()
-        };
-        return match url.port() {
-            Some(p) => format!("{scheme}://{host}:{p}"),
-            None => format!("{scheme}://{host}"),
-        };
+        return ws_of(&url);
     }
     let scheme = if state.settings.scheme() == "https" {
         "wss"

@@ -268,7 +268,11 @@ async fn a_cdp_client_drives_a_session_through_cordon_and_is_audited_as_the_agen
         .iter()
         .find(|e| e.action == "tool.tabs.list")
         .expect("the tool call is audited");
-    assert!(list_row.params.contains(r#""via":"http""#), "{}", list_row.params);
+    assert!(
+        list_row.params.contains(r#""via":"http""#),
+        "{}",
+        list_row.params
+    );
 
     // A second connection of the same session works alongside.
     let mut second = connect(&app, &format!("/cdp/{sid}"), Some(&agent.key))

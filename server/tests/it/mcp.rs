@@ -227,6 +227,13 @@ async fn an_mcp_client_opens_navigates_snapshots_clicks_and_closes(backend: Back
         .as_str()
         .expect("session id")
         .to_owned();
+    // The answer carries the session's CDP URL, as the HTTP API's does.
+    assert!(
+        opened["cdp_url"]
+            .as_str()
+            .is_some_and(|u| u.starts_with("ws") && u.ends_with(&format!("/cdp/{sid}"))),
+        "{opened}"
+    );
     let s = |extra: Value| {
         let mut args = json!({ "session_id": sid });
         args.as_object_mut()

@@ -308,7 +308,9 @@ async fn run(
     match action {
         Action::Open => {
             let req: OpenRequest = arguments(args)?;
-            Ok(answer::value(&state.sessions.open(owner, req).await?))
+            let mut info = state.sessions.open(owner, req).await?;
+            info.cdp_url = Some(crate::api::cdp::cdp_url_public(state, &info.session_id));
+            Ok(answer::value(&info))
         }
         Action::RequestGrant => {
             let req: NewGrantRequest = arguments(args)?;

@@ -287,6 +287,215 @@ async fn operator_rounds(
     (Stats(ready), Stats(nav))
 }
 
+/// A raw CDP client for the `cdp` section.
+struct RawCdp {
+    ws: tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+    next: u64,
+}
+
+impl RawCdp {
+    async fn connect(url: &str, key: Option<&str>) -> Self {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+        let mut req = url.into_client_request().unwrap();
+        if let Some(k) = key {
+            req.headers_mut()
+                .insert("authorization", format!("Bearer {k}").parse().unwrap());
+        }
+        let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+            .max_message_size(Some(256 << 20))
+            .max_frame_size(Some(256 << 20));
+        let (ws, _) = tokio_tungstenite::connect_async_with_config(req, Some(config), true)
+            .await
+            .unwrap();
+        Self { ws, next: 1 }
+    }
+
+    /// One command; answers the response's text (events in between are
+    /// skipped).
+    async fn call(&mut self, method: &str, params: Value, session: Option<&str>) -> String {
+        use futures::{SinkExt, StreamExt};
+        let id = self.next;
+        self.next += 1;
+        let mut msg = json!({ "id": id, "method": method, "params": params });
+        if let Some(s) = session {
+            msg["sessionId"] = json!(s);
+        }
+        self.ws
+            .send(tokio_tungstenite::tungstenite::Message::text(
+                msg.to_string(),
+            ))
+            .await
+            .unwrap();
+        let prefix = format!("{{\"id\":{id},");
+        loop {
+            match self.ws.next().await {
+                Some(Ok(tokio_tungstenite::tungstenite::Message::Text(t))) => {
+                    if t.as_str().starts_with(&prefix) {
+                        return t.as_str().to_owned();
+                    }
+                }
+                Some(Ok(_)) => {}
+                other => panic!("{method}: the connection ended: {other:?}"),
+            }
+        }
+    }
+
+    /// Attaches to the first tab; answers its CDP session.
+    async fn attach(&mut self) -> String {
+        let targets: Value =
+            serde_json::from_str(&self.call("Target.getTargets", json!({}), None).await).unwrap();
+        let tab = targets["result"]["targetInfos"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["type"] == "page")
+            .unwrap()["targetId"]
+            .clone();
+        let attached: Value = serde_json::from_str(
+            &self
+                .call(
+                    "Target.attachToTarget",
+                    json!({ "targetId": tab, "flatten": true }),
+                    None,
+                )
+                .await,
+        )
+        .unwrap();
+        attached["result"]["sessionId"].as_str().unwrap().to_owned()
+    }
+}
+
+/// The CDP endpoint against the same browser's own DevTools socket:
+/// `Runtime.evaluate` round trips and full-page screenshots, alternating,
+/// and the control plane's memory per idle CDP connection.
+async fn cdp_proxy(
+    page_addr: std::net::SocketAddr,
+    page: &str,
+    tmp: &std::path::Path,
+    iters: usize,
+) {
+    let (api, stop, task, state) = start_cordon(&tmp.join("cdp"), page_addr, 1, &[]).await;
+    let sid = api.open().await;
+    api.post(
+        &format!("/api/sessions/{sid}/navigate"),
+        json!({ "url": format!("{page}count") }),
+    )
+    .await;
+    let tenant: cordon::domain::TenantId = "bench".parse().unwrap();
+    let live = state.sessions.get(&tenant, &sid).await.unwrap();
+    let through_url = format!("{}/cdp/{sid}", api.base.replacen("http", "ws", 1));
+    let mut direct = RawCdp::connect(&live.sandbox.cdp_url, None).await;
+    let mut through = RawCdp::connect(&through_url, Some(&api.key)).await;
+    let (d_tab, t_tab) = (direct.attach().await, through.attach().await);
+    let rounds = (iters * 25).max(500);
+    let (mut d, mut t) = (Vec::new(), Vec::new());
+    let eval = json!({ "expression": "1+1", "returnByValue": true });
+    for _ in 0..50 {
+        direct
+            .call("Runtime.evaluate", eval.clone(), Some(&d_tab))
+            .await;
+        through
+            .call("Runtime.evaluate", eval.clone(), Some(&t_tab))
+            .await;
+    }
+    for _ in 0..rounds {
+        let s = Instant::now();
+        direct
+            .call("Runtime.evaluate", eval.clone(), Some(&d_tab))
+            .await;
+        d.push(s.elapsed());
+        let s = Instant::now();
+        through
+            .call("Runtime.evaluate", eval.clone(), Some(&t_tab))
+            .await;
+        t.push(s.elapsed());
+    }
+    let (d, t) = (Stats(d), Stats(t));
+    println!("cdp Runtime.evaluate(1+1) round trip, alternating:");
+    println!("  direct          {}", d.show());
+    println!("  through Cordon  {}", t.show());
+    println!("  added p50 {:.3} ms", ms(t.median()) - ms(d.median()));
+    // A large full-page PNG, bytes per second each way.
+    let tall = "document.body.style.height = '6000px'; document.body.style.background = 'linear-gradient(red, blue)'; 1";
+    direct
+        .call(
+            "Runtime.evaluate",
+            json!({ "expression": tall }),
+            Some(&d_tab),
+        )
+        .await;
+    let shot = json!({ "format": "png", "captureBeyondViewport": true, "clip": { "x": 0, "y": 0, "width": 1280, "height": 6000, "scale": 1 } });
+    let (mut d_rate, mut t_rate, mut bytes) = (Vec::new(), Vec::new(), 0usize);
+    for _ in 0..(iters / 2).max(8) {
+        let s = Instant::now();
+        bytes = direct
+            .call("Page.captureScreenshot", shot.clone(), Some(&d_tab))
+            .await
+            .len();
+        d_rate.push(s.elapsed());
+        let s = Instant::now();
+        let n = through
+            .call("Page.captureScreenshot", shot.clone(), Some(&t_tab))
+            .await
+            .len();
+        t_rate.push(s.elapsed());
+        assert!(n > bytes / 2, "the proxied screenshot is whole");
+    }
+    let (d_rate, t_rate) = (Stats(d_rate), Stats(t_rate));
+    let mbps = |s: &Stats| bytes as f64 / 1e6 / s.median().as_secs_f64();
+    println!(
+        "cdp full-page screenshot ({:.1} MB of JSON): direct {} ({:.0} MB/s); through Cordon {} ({:.0} MB/s) = {:.0} % of direct",
+        bytes as f64 / 1e6,
+        d_rate.show(),
+        mbps(&d_rate),
+        t_rate.show(),
+        mbps(&t_rate),
+        100.0 * mbps(&t_rate) / mbps(&d_rate)
+    );
+    drop((direct, through));
+    // Memory of the control plane per idle connection (this process runs
+    // Cordon; the browser's own share is not counted): 4 is the limit per
+    // session, so 4 connections on each of several sessions.
+    let mut sessions = vec![sid.clone()];
+    for _ in 0..4 {
+        sessions.push(api.open().await);
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = rss_kib();
+    let mut idle = Vec::new();
+    for s in &sessions {
+        for _ in 0..4 {
+            let url = format!("{}/cdp/{s}", api.base.replacen("http", "ws", 1));
+            idle.push(RawCdp::connect(&url, Some(&api.key)).await);
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = rss_kib();
+    println!(
+        "cdp idle connections: {} cost the control plane {} KiB of RSS = {:.0} KiB each",
+        idle.len(),
+        after.saturating_sub(before),
+        after.saturating_sub(before) as f64 / idle.len() as f64
+    );
+    drop(idle);
+    for s in &sessions {
+        api.close(s).await;
+    }
+    let _ = stop.send(());
+    let _ = task.await;
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap()
+}
+
 fn mem_available_kib() -> u64 {
     std::fs::read_to_string("/proc/meminfo")
         .unwrap()
@@ -1260,7 +1469,7 @@ async fn main() {
     let page_addr = page_server().await;
     let page = format!("http://{page_addr}/");
     let tmp = tempfile::tempdir().unwrap();
-    // BENCH_ONLY: comma-separated sections (engine, inject, limits, mcp, task, gate, capacity); all
+    // BENCH_ONLY: comma-separated sections (engine, inject, limits, mcp, task, gate, cdp, capacity); all
     // when unset. `gatesplit` (the gate's reads timed apart) runs only when named.
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
     let run = |name: &str| only.is_empty() || only.split(',').any(|s| s.trim() == name);
@@ -1297,6 +1506,9 @@ async fn main() {
     }
     if run("gate") {
         gate_cost(&page, tmp.path(), iters).await;
+    }
+    if run("cdp") {
+        cdp_proxy(page_addr, &page, tmp.path(), iters).await;
     }
     if only.split(',').any(|s| s.trim() == "gatesplit") {
         gate_split(&page, tmp.path(), iters).await;

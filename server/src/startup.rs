@@ -428,7 +428,7 @@ fn router(
     Router::new()
         .merge(api::ops_router())
         .merge(api::sessions_router(&state))
-        .merge(api::cdp_router())
+        .merge(api::cdp_router(&state))
         .merge(crate::cluster::internal::router(&state))
         .merge(mcp)
         .route("/api", any(api_not_found))

@@ -24,10 +24,21 @@ use crate::sessions::cdp::{CdpRefusal, FromClient, MAX_CLIENT_MESSAGE};
 use crate::state::AppState;
 use crate::store::api_keys::ApiKeyOwner;
 
-/// `/cdp/{id}` and its discovery routes.
-pub fn router() -> Router<AppState> {
+/// `/cdp/{id}` and its discovery routes. The WebSocket of a session
+/// another replica runs is carried there (`cluster::live::route_cdp`); a
+/// carried one arrives signed (`accept_hop`: its agent is the caller).
+pub fn router(state: &AppState) -> Router<AppState> {
+    let socket = get(connect)
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::cluster::live::route_cdp,
+        ))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::cluster::forward::accept_hop,
+        ));
     Router::new()
-        .route("/cdp/{id}", get(connect))
+        .route("/cdp/{id}", socket)
         .route("/cdp/{id}/json/version", get(version))
         .route("/cdp/{id}/json/version/", get(version))
         .route("/cdp/{id}/json", get(list))
@@ -53,14 +64,16 @@ async fn caller(
     id: &str,
     token: Option<&str>,
 ) -> Result<ApiKeyOwner, ApiError> {
-    match token {
-        Some(token) if !headers.contains_key(axum::http::header::AUTHORIZATION) => state
+    match (agent, token) {
+        // The key, or the agent a hop or `route_cdp` already established.
+        (Ok(Agent(owner)), _) => Ok(owner),
+        (Err(_), Some(token)) if !headers.contains_key(axum::http::header::AUTHORIZATION) => state
             .live
             .tickets
             .redeem_cdp(&state.store, token, id)
             .await
             .map_err(|_| ApiError::Unauthorized),
-        _ => Ok(agent?.0),
+        (Err(e), _) => Err(e),
     }
 }
 

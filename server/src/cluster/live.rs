@@ -9,7 +9,7 @@
 //! certificate (as every hop does).
 
 use axum::body::Body;
-use axum::extract::{Path, Request, State, WebSocketUpgrade};
+use axum::extract::{FromRequestParts, Path, Request, State, WebSocketUpgrade};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -60,7 +60,8 @@ pub async fn route(State(state): State<AppState>, req: Request, next: Next) -> R
         .and_then(tower_sessions::Session::id)
         .map(|id| crate::ids::token_hash(&id.to_string()))
         .unwrap_or_default();
-    match carry(&state, req, &replica, &session, &op.id, &dash).await {
+    let path = format!("/api/internal/live/{session}?dash={dash}");
+    match carry(&state, req, &replica, &path, (OPERATOR, &op.id)).await {
         Ok(res) => res,
         Err(why) => {
             tracing::warn!(replica = %replica, reason = %why, "live view: cannot reach the session's replica");
@@ -72,13 +73,81 @@ pub async fn route(State(state): State<AppState>, req: Request, next: Next) -> R
     }
 }
 
+/// Route layer of `/cdp/{session}`: a CDP client whose session runs on
+/// another replica is authenticated here (its key, or its connect token,
+/// used up here) and its upgrade carried to that replica, signed for the
+/// agent (the claims' tenant and key), where `accept_hop` makes it the
+/// caller. A session of this replica, or none, goes to the handler.
+pub async fn route_cdp(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let Some(session) = req
+        .uri()
+        .path()
+        .strip_prefix("/cdp/")
+        .filter(|s| !s.contains('/'))
+        .map(str::to_owned)
+    else {
+        return next.run(req).await;
+    };
+    if req.headers().contains_key(super::hop::HEADER) || state.sessions.is_local(&session) {
+        return next.run(req).await;
+    }
+    let token = req.uri().query().and_then(|q| {
+        url::form_urlencoded::parse(q.as_bytes())
+            .find(|(k, _)| k == "token")
+            .map(|(_, v)| v.into_owned())
+    });
+    let (mut parts, body) = req.into_parts();
+    let agent = crate::api::auth::Agent::from_request_parts(&mut parts, &state).await;
+    let owner = match (agent, token) {
+        (Ok(crate::api::auth::Agent(owner)), _) => owner,
+        (Err(e), None) => return e.into_response(),
+        (Err(_), Some(token)) => match state
+            .live
+            .tickets
+            .redeem_cdp(&state.store, &token, &session)
+            .await
+        {
+            Ok(owner) => {
+                // The handler below, if it runs, takes it as the caller.
+                parts
+                    .extensions
+                    .insert(crate::api::auth::Agent(owner.clone()));
+                owner
+            }
+            Err(_) => return crate::error::ApiError::Unauthorized.into_response(),
+        },
+    };
+    let req = Request::from_parts(parts, body);
+    let replica = match state.cluster.owner_of(&owner.tenant, &session).await {
+        Ok(Some(r)) => r,
+        _ => return next.run(req).await,
+    };
+    let path = format!("/cdp/{session}");
+    match carry(
+        &state,
+        req,
+        &replica,
+        &path,
+        (owner.tenant.as_str(), &owner.key_id),
+    )
+    .await
+    {
+        Ok(res) => res,
+        Err(why) => {
+            tracing::warn!(replica = %replica, reason = %why, "CDP: cannot reach the session's replica");
+            crate::error::ApiError::ReplicaUnreachable(replica).into_response()
+        }
+    }
+}
+
+/// Carries `req`'s WebSocket upgrade to `path` on `replica`, signed for
+/// `claims` (tenant, key), and splices the two connections.
 async fn carry(
     state: &AppState,
     mut req: Request,
     replica: &str,
-    session: &str,
-    op: &str,
-    dash: &str,
+    path: &str,
+    claims: (&str, &str),
 ) -> Result<Response, String> {
     let base = match state.cluster.peer(replica).await {
         Ok(super::Peer::Up(base)) => base,
@@ -96,10 +165,9 @@ async fn carry(
         Some(p) => format!("{host}:{p}"),
         None => host.clone(),
     };
-    let path = format!("/api/internal/live/{session}?dash={dash}");
     let signed = state
         .cluster
-        .sign(replica, "GET", &path, b"", OPERATOR, op)
+        .sign(replica, "GET", path, b"", claims.0, claims.1)
         .ok_or("no cluster_secret")?;
     let downstream = req
         .extensions_mut()
@@ -132,7 +200,7 @@ async fn carry(
         .await
         .map_err(|e| format!("handshake: {e}"))?;
     tokio::spawn(conn.with_upgrades());
-    let mut up = axum::http::Request::get(&path)
+    let mut up = axum::http::Request::get(path)
         .header(header::HOST, &authority)
         .header(header::CONNECTION, "upgrade")
         .header(header::UPGRADE, "websocket")

@@ -803,3 +803,64 @@ async fn browser_close_ends_the_session_through_cordon() {
     assert!(info.get("cdp_url").is_none(), "{info}");
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cdp_client_reaching_another_replica_is_carried_to_the_sessions_one() {
+    let site = site::start().await;
+    let (a, b) = crate::replicas::pair(&site.allow(), &[]).await;
+    let mut agent = a.agent("acme").await;
+    // The session runs on `b`; the client connects to `a`.
+    agent.base = b.url("");
+    let sid = agent.open(json!({})).await;
+    let mut cdp = connect(&a, &format!("/cdp/{sid}"), Some(&agent.key))
+        .await
+        .expect("carried to b");
+    let tab = cdp.attach_first_tab().await;
+    assert_eq!(cdp.eval(&tab, "1+1").await, json!(2));
+    cdp.ok(
+        "Page.navigate",
+        json!({ "url": site.url("/danger") }),
+        Some(&tab),
+    )
+    .await;
+    cdp.until(&tab, "document.title", |v| v == "Danger").await;
+    // The rules hold on the far side too.
+    let message = cdp.err("SystemInfo.getInfo", json!({}), None).await;
+    assert!(message.contains("host_probe"), "{message}");
+    drop(cdp);
+
+    // A connect token issued through `b`, used at `a`: once.
+    let (status, tok) = agent
+        .post(&format!("/api/sessions/{sid}/cdp_token"), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{tok}");
+    let query = tok["cdp_url"]
+        .as_str()
+        .unwrap()
+        .split_once('?')
+        .unwrap()
+        .1
+        .to_owned();
+    let mut cdp = connect(&a, &format!("/cdp/{sid}?{query}"), None)
+        .await
+        .expect("the token works at any replica");
+    cdp.ok("Browser.getVersion", json!({}), None).await;
+    assert_eq!(
+        connect(&a, &format!("/cdp/{sid}?{query}"), None)
+            .await
+            .err(),
+        Some(StatusCode::UNAUTHORIZED)
+    );
+    // Another tenant's key at `a` learns nothing.
+    let other = a.agent("globex").await;
+    assert_eq!(
+        connect(&a, &format!("/cdp/{sid}"), Some(&other.key))
+            .await
+            .err(),
+        Some(StatusCode::NOT_FOUND)
+    );
+    drop(cdp);
+    agent.close(&sid).await;
+    drop(b);
+    a.stop().await;
+}

@@ -174,7 +174,7 @@ async fn pump(
 ) {
     let (mut sink, mut stream) = socket.split();
     let (in_tx, in_rx) = mpsc::channel::<FromClient>(64);
-    let (out_tx, mut out_rx) = mpsc::channel::<String>(256);
+    let (out_tx, mut out_rx) = crate::sessions::cdp::outbound();
     // Once the engine stops listening, the reader goes on draining what
     // the client sends until it closes too: a socket dropped with unread
     // data is reset, and the client would never see the close code.
@@ -200,10 +200,27 @@ async fn pump(
     });
     let sessions = state.sessions.clone();
     let engine = tokio::spawn(async move { sessions.serve_cdp(slot, owner, in_rx, out_tx).await });
-    while let Some(text) = out_rx.recv().await {
-        if sink.send(Message::Text(text.into())).await.is_err() {
+    // A client that stops reading is dropped after SLOW_CLIENT (its
+    // socket closed without a close frame: it would not read one).
+    let mut stalled = false;
+    while let Some(msg) = out_rx.recv().await {
+        let sent = tokio::time::timeout(
+            crate::sessions::cdp::SLOW_CLIENT,
+            sink.send(Message::Text(msg.text.into())),
+        )
+        .await;
+        if !matches!(sent, Ok(Ok(()))) {
+            stalled = !matches!(sent, Ok(Err(_)));
             break;
         }
+    }
+    drop(out_rx);
+    if stalled {
+        // The engine sees the client gone, ends and audits it.
+        reader.abort();
+        drop(sink);
+        let _ = engine.await;
+        return;
     }
     let closing = match engine.await {
         Ok(c) => c,

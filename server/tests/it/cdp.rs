@@ -460,6 +460,66 @@ async fn hostile_frames_get_errors_or_close_codes_and_the_session_keeps_working(
     let (status, _) = agent.tool(&sid, "screenshot", json!({})).await;
     assert_eq!(status, StatusCode::OK);
 
+    // A command for a tab of another session: that browser has no such
+    // CDP session (Chromium's error), and input for it has no tab here.
+    let other = agent.open(json!({})).await;
+    let mut theirs = connect(&app, &format!("/cdp/{other}"), Some(&agent.key))
+        .await
+        .unwrap();
+    let foreign = theirs.attach_first_tab().await;
+    let mut cdp = connect(&app, &path, Some(&agent.key)).await.unwrap();
+    let v = cdp
+        .call(
+            "Runtime.evaluate",
+            json!({ "expression": "1" }),
+            Some(&foreign),
+        )
+        .await;
+    assert!(v["error"].is_object(), "{v}");
+    let message = cdp
+        .err(
+            "Input.dispatchMouseEvent",
+            json!({ "type": "mousePressed", "x": 5, "y": 5, "button": "left", "clickCount": 1 }),
+            Some(&foreign),
+        )
+        .await;
+    assert!(message.contains("no_tab"), "{message}");
+    drop((theirs, cdp));
+
+    // A client that asks for screenshots and never reads them: cut off,
+    // while the tool API keeps answering.
+    let disconnects = |rows: &[cordon::audit::Event]| {
+        rows.iter()
+            .filter(|e| e.action == "cdp.disconnected")
+            .count()
+    };
+    let mut lazy = connect(&app, &path, Some(&agent.key)).await.unwrap();
+    let tab = lazy.attach_first_tab().await;
+    lazy.eval(
+        &tab,
+        "document.body.style.height = '8000px'; document.body.style.background = 'linear-gradient(red, blue)'; 1",
+    )
+    .await;
+    let before = disconnects(&rows(&app, &sid).await);
+    for i in 0..200u64 {
+        let shot = json!({ "id": 10_000 + i, "sessionId": tab, "method": "Page.captureScreenshot",
+            "params": { "format": "png", "captureBeyondViewport": true,
+                        "clip": { "x": 0, "y": 0, "width": 1280, "height": 8000, "scale": 1 } } });
+        lazy.ws.send(Message::text(shot.to_string())).await.unwrap();
+    }
+    let (status, _) = agent.tool(&sid, "screenshot", json!({})).await;
+    assert_eq!(status, StatusCode::OK, "the tool API answers meanwhile");
+    wait_until("the unread connection to be cut", PATIENCE, || async {
+        let n = disconnects(&rows(&app, &sid).await);
+        if n > before {
+            Ok(())
+        } else {
+            Err(format!("{n} disconnects"))
+        }
+    })
+    .await;
+    drop(lazy);
+
     // At most four connections at once.
     let mut held = Vec::new();
     for _ in 0..4 {

@@ -21,7 +21,6 @@ use chromiumoxide::cdp::browser_protocol::target::TargetId;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
-use tokio::sync::mpsc::error::SendTimeoutError;
 
 pub use rules::{Act, Context, Verdict, decide, url_allowed};
 pub use seal::{REDACTED, seal as seal_event};
@@ -39,6 +38,68 @@ pub const MAX_CONNECTIONS: usize = 4;
 pub const MAX_COMMANDS_PER_SECOND: u32 = 1_000;
 /// How long a client may leave its messages unread before it is cut off.
 pub const SLOW_CLIENT: Duration = Duration::from_secs(10);
+/// Commands of one connection the browser may hold at once (sent, not yet
+/// answered): a client that floods its tab with heavy commands (full-page
+/// screenshots) waits for its own answers instead of queueing work in
+/// front of the tool API's and the live view's.
+pub const MAX_IN_FLIGHT: usize = 8;
+/// The most a client's unread messages may hold, KiB (64 MiB).
+pub const MAX_UNREAD_KIB: u32 = 64 * 1024;
+
+/// The way to the client: a bounded channel whose messages each hold a
+/// share of a byte budget, so a client that does not read pins at most
+/// [`MAX_UNREAD_KIB`] of memory and is cut off after [`SLOW_CLIENT`].
+#[derive(Clone)]
+pub struct Outbound {
+    tx: mpsc::Sender<Outgoing>,
+    budget: Arc<tokio::sync::Semaphore>,
+}
+
+/// One message on its way to the client.
+pub struct Outgoing {
+    /// The JSON text.
+    pub text: String,
+    _share: tokio::sync::OwnedSemaphorePermit,
+}
+
+/// Why a message could not be queued.
+enum Cut {
+    /// The client left its messages unread too long.
+    Slow,
+    /// The client is gone.
+    Closed,
+}
+
+/// A new way to the client, and its receiving end (for the web layer's
+/// writer).
+pub fn outbound() -> (Outbound, mpsc::Receiver<Outgoing>) {
+    let (tx, rx) = mpsc::channel(1024);
+    let budget = Arc::new(tokio::sync::Semaphore::new(MAX_UNREAD_KIB as usize));
+    (Outbound { tx, budget }, rx)
+}
+
+impl Outbound {
+    async fn send(&self, text: String) -> Result<(), Cut> {
+        let kib = u32::try_from(text.len() / 1024 + 1)
+            .unwrap_or(u32::MAX)
+            .min(MAX_UNREAD_KIB);
+        let deadline = tokio::time::Instant::now() + SLOW_CLIENT;
+        let share = tokio::time::timeout_at(deadline, self.budget.clone().acquire_many_owned(kib))
+            .await
+            .map_err(|_| Cut::Slow)?
+            .map_err(|_| Cut::Closed)?;
+        tokio::time::timeout_at(
+            deadline,
+            self.tx.send(Outgoing {
+                text,
+                _share: share,
+            }),
+        )
+        .await
+        .map_err(|_| Cut::Slow)?
+        .map_err(|_| Cut::Closed)
+    }
+}
 
 /// A frame from the client.
 #[derive(Debug)]
@@ -164,7 +225,7 @@ impl SessionManager {
         slot: Slot,
         owner: ApiKeyOwner,
         mut inbound: mpsc::Receiver<FromClient>,
-        outbound: mpsc::Sender<String>,
+        outbound: Outbound,
     ) -> Closing {
         let session = slot.session.clone();
         let Ok((mut up, mut down)) = crate::cdp::connect_raw(&session.sandbox.cdp_url).await else {
@@ -189,16 +250,21 @@ impl SessionManager {
         self.cdp_audit(&conn, "cdp.connected", json!({}), "ok")
             .await;
         let (targets, out) = (conn.targets.clone(), outbound.clone());
+        let in_flight = Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT));
+        let answered = in_flight.clone();
         let mut from_browser = tokio::spawn(async move {
             while let Some(text) = down.next().await {
+                if text.starts_with("{\"id\":") && answered.available_permits() < MAX_IN_FLIGHT {
+                    answered.add_permits(1);
+                }
                 track_targets(&text, &targets);
                 let text = if sealed { seal::seal(text) } else { text };
-                match out.send_timeout(text, SLOW_CLIENT).await {
+                match out.send(text).await {
                     Ok(()) => {}
-                    Err(SendTimeoutError::Timeout(_)) => {
+                    Err(Cut::Slow) => {
                         return Closing::new(1008, "the client left its messages unread");
                     }
-                    Err(SendTimeoutError::Closed(_)) => return Closing::new(1000, "closed"),
+                    Err(Cut::Closed) => return Closing::new(1000, "closed"),
                 }
             }
             Closing::new(1011, "the session's browser is gone")
@@ -228,18 +294,31 @@ impl SessionManager {
                     }
                     match self.cdp_command(&mut conn, &text).await {
                         Step::Forward(t) => {
+                            // Given back when its answer passes (above).
+                            tokio::select! {
+                                permit = in_flight.clone().acquire_owned() => match permit {
+                                    Ok(p) => p.forget(),
+                                    Err(_) => break Closing::new(1011, "internal error"),
+                                },
+                                ended = &mut from_browser => {
+                                    break ended.unwrap_or(Closing::new(1011, "internal error"));
+                                }
+                                () = tokio::time::sleep(SLOW_CLIENT * 6) => {
+                                    break Closing::new(1011, "the browser does not answer");
+                                }
+                            }
                             if up.send(t).await.is_err() {
                                 break Closing::new(1011, "the session's browser is gone");
                             }
                         }
                         Step::Reply(t) => {
-                            if outbound.send_timeout(t, SLOW_CLIENT).await.is_err() {
+                            if outbound.send(t).await.is_err() {
                                 break Closing::new(1008, "the client left its messages unread");
                             }
                         }
                         Step::End(last, c) => {
                             if let Some(t) = last {
-                                let _ = outbound.send_timeout(t, SLOW_CLIENT).await;
+                                let _ = outbound.send(t).await;
                             }
                             break c;
                         }

@@ -1199,7 +1199,8 @@ async fn gate_cost(page_url: &str, tmp: &std::path::Path, iters: usize) {
 /// each alone before a plain click, then the two layouts of all three, on
 /// one page, back to back and at rest (40–56 ms pauses). Also how long a
 /// hit test sent after a pending pointer move takes, on the tab's session
-/// and on a second session of its own.
+/// and on a second session of its own, and the reads made after the move
+/// (what the gate does since it judges the page under the pointer).
 async fn gate_split(page_url: &str, tmp: &std::path::Path, iters: usize) {
     use chromiumoxide::cdp::browser_protocol::accessibility::{
         EnableParams as AxEnable, GetPartialAxTreeParams,
@@ -1356,6 +1357,8 @@ async fn gate_split(page_url: &str, tmp: &std::path::Path, iters: usize) {
         "hit, resolve, facts‖AX‖move, press",
         "move, then hit test (same session)",
         "move, then hit test (2nd session) ",
+        "move, then hit, resolve, facts‖AX  ",
+        "move‖hit, then resolve, facts‖AX   ",
     ];
     let mut k = 0u64;
     for (pass, at_rest, enable) in [
@@ -1422,6 +1425,25 @@ async fn gate_split(page_url: &str, tmp: &std::path::Path, iters: usize) {
                             hit_test().await;
                             row.0.push(t.elapsed());
                         });
+                    }
+                    // The layout of 2026-11-26 08:xx: the reads after the
+                    // move's answer (they see the page under the pointer).
+                    8 => {
+                        moved().await;
+                        hit_test().await;
+                        futures::join!(facts(), ax());
+                        row.0.push(t.elapsed());
+                    }
+                    // The hit test sent right behind the move, not after
+                    // its answer (held by Chromium until the move is
+                    // handled): one round trip less, if that order holds.
+                    9 => {
+                        futures::join!(moved(), async {
+                            tokio::task::yield_now().await;
+                            hit_test().await;
+                        });
+                        futures::join!(facts(), ax());
+                        row.0.push(t.elapsed());
                     }
                     _ => {
                         futures::join!(moved(), async {

@@ -4,7 +4,10 @@
 //! - the target of a click is the node Chromium's own hit test finds at
 //!   the point the pointer goes down (`DOM.getNodeForLocation`), so an
 //!   overlay, `pointer-events` or a closed shadow root cannot put another
-//!   element under the click than the one judged;
+//!   element under the click than the one judged; it is read once the
+//!   pointer is there and the page has handled the hover, so a target
+//!   that changes on hover (`:hover` rules, `mouseover` handlers) is
+//!   judged as the press will find it;
 //! - its name and role come from Chromium's accessibility tree
 //!   (`Accessibility.getPartialAXTree`), which counts CSS generated
 //!   content, shadow trees, `aria-*`, labels and images as the browser does;
@@ -15,8 +18,9 @@
 //!   focus inside a closed shadow root) is reported as `unknown` with the
 //!   reason: the gate never takes it for harmless.
 //!
-//! Read-only: the page is neither scrolled nor focused (a click's own
-//! lookup scrolls, as the click would).
+//! Read-only, but for the pointer: the page is neither scrolled nor
+//! focused (a click's own lookup scrolls, as the click would); a press's
+//! check moves the pointer to its point first, as the press would.
 
 use std::time::Duration;
 
@@ -328,26 +332,11 @@ fn merge(mut facts: Value, role: Option<String>, ax: Vec<String>) -> Value {
 }
 
 /// The facts of the node Chromium's hit test finds at (x, y) (what a
-/// click there would press), and the host of its frame.
+/// click there would press), and the host of its frame. Read as the page
+/// is now: a caller that judges a press sends the pointer there first and
+/// waits for the move's answer (`click_checked`, `facts_under_pointer`),
+/// so what the page shows on hover is what is read.
 pub(super) async fn hit_facts(page: &Page, x: f64, y: f64) -> Result<(String, Value), CdpError> {
-    hit_facts_then(page, x, y, async { Ok(()) }).await
-}
-
-/// [`hit_facts`], with `then` (a click's pointer move) sent once every read
-/// is on its way: after the hit test and the node's resolution, alongside
-/// the facts script and the accessibility query, which are sent before it.
-/// Chromium answers a tab's CDP commands sent after a pending mouse move
-/// only once that move was handled at the next frame, and handles the
-/// ones sent before it first; so the reads still see the page before the
-/// pointer arrives, and the move's wait for a frame overlaps them
-/// (BENCHMARKS.md 2026-11-26 07:18). `then` runs exactly once, whatever
-/// the reads found; if it fails, so does the call.
-async fn hit_facts_then(
-    page: &Page,
-    x: f64,
-    y: f64,
-    then: impl Future<Output = Result<(), CdpError>>,
-) -> Result<(String, Value), CdpError> {
     #[expect(
         clippy::cast_possible_truncation,
         reason = "viewport pixels, checked in range"
@@ -368,20 +357,13 @@ async fn hit_facts_then(
         Ok(h) => h.result.clone(),
         // Nothing there the browser could name.
         Err(_) => {
-            then.await?;
             return Ok((
                 String::new(),
                 unknown_at("nothing the gate can read at that point"),
             ));
         }
     };
-    let ctx = match isolated_context(page, Some(hit.frame_id.clone())).await {
-        Ok(ctx) => ctx,
-        Err(e) => {
-            then.await?;
-            return Err(e);
-        }
-    };
+    let ctx = isolated_context(page, Some(hit.frame_id.clone())).await?;
     let script =
         async {
             let object = page
@@ -397,16 +379,12 @@ async fn hit_facts_then(
                     r.result.object.object_id.clone().ok_or_else(|| {
                         CdpError::Failed("the node at that point cannot be read".into())
                     })
-                });
-            // The facts script first, then `then`: joined in this order, each
-            // is sent as it is first polled.
-            match object {
-                Ok(object) => futures::join!(call_facts(page, object), then),
-                Err(e) => (Err(e), then.await),
-            }
+                })?;
+            call_facts(page, object).await
         };
-    let ((facts, then), (role, ax)) = futures::join!(script, ax_names(page, hit.backend_node_id));
-    then?;
+    // The accessibility query needs only the node: it runs alongside the
+    // node's resolution and the facts script.
+    let (facts, (role, ax)) = futures::join!(script, ax_names(page, hit.backend_node_id));
     let facts = match facts {
         Ok(f) if !f.is_null() => f,
         Ok(_) | Err(_) => unknown_at("the node at that point cannot be read"),
@@ -471,27 +449,53 @@ pub async fn click_checked<E>(
 ) -> Result<Result<(), E>, CdpError> {
     super::tools::bounded("click", timeout, async {
         let (x, y) = super::tools::point_of(page, locator, timeout).await?;
-        // The reads, then the pointer, then (allowed) the button. A check
-        // between the move and the press would make the press miss the
-        // frame the move was handled in (+5 ms back to back, measured);
-        // the move sent after the reads waits for its frame while they
-        // run. So a page that swaps the target on hover is judged as it
-        // was before the hover (BENCHMARKS.md 2026-11-26). A click that is
-        // held has moved the pointer there, as a hover would. Boxed: the
-        // reads and the move joined make a future too large for the stack
-        // of a tool call in a debug build (a task's click overflowed it).
-        let (host, facts) = Box::pin(hit_facts_then(
-            page,
-            x,
-            y,
-            super::input::mouse_move(page, x, y),
-        ))
-        .await?;
+        // The pointer first, then the reads, then (allowed) the button. The
+        // move is answered once the tab has handled it (its `:hover`
+        // rules and its `mouseover`/`pointerover`/`pointerenter`
+        // handlers have run), so the hit test and the facts see what the
+        // page shows under the pointer, which is what the press will act
+        // on. Reads sent before that answer would see the page before the
+        // hover (Chromium holds the tab's commands sent after a pending
+        // move, but runs the ones sent before it first): a button reading
+        // "Next" that turns into "Delete repository" on hover was judged
+        // as "Next". A click that is held has moved the pointer there, as
+        // a hover would. Boxed: the reads make a future too large for the
+        // stack of a tool call in a debug build.
+        super::input::mouse_move(page, x, y).await?;
+        let (host, facts) = Box::pin(hit_facts(page, x, y)).await?;
         if let Err(e) = allow(&host, facts) {
             return Ok(Err(e));
         }
         super::input::press_release(page, x, y, 1).await?;
         Ok(Ok(()))
+    })
+    .await
+}
+
+/// The facts at (x, y) once the pointer is there (`Input` moved with
+/// `buttons` held, `button` the one of them that drags, `Button::None`
+/// when none is): what a raw button going down or up there acts on,
+/// after the page handled the hover. The move's answer comes once the tab
+/// handled it.
+pub async fn facts_under_pointer(
+    page: &Page,
+    (x, y): (f64, f64),
+    (button, buttons, modifiers): (super::Button, i64, i64),
+    timeout: Duration,
+) -> Result<(String, Value), CdpError> {
+    super::tools::bounded("checking the target", timeout, async {
+        super::input::mouse_event(
+            page,
+            super::MouseKind::Move,
+            x,
+            y,
+            button,
+            buttons,
+            0,
+            modifiers,
+        )
+        .await?;
+        Box::pin(hit_facts(page, x, y)).await
     })
     .await
 }

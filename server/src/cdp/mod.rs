@@ -25,7 +25,7 @@ use futures::StreamExt;
 
 pub use cookies::{cookie_param, vault_cookie};
 pub use downloads::{DownloadEvent, DownloadState};
-pub use facts::{FACTS_FN, click_checked, element_facts};
+pub use facts::{FACTS_FN, click_checked, element_facts, facts_under_pointer};
 pub use input::{
     Button, MouseKind, insert_text, is_known_key, key_event, mouse_event, unknown_key, wheel_with,
 };

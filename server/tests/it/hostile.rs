@@ -63,7 +63,7 @@ impl On {
             let tool = tool.to_owned();
             tokio::spawn(async move { agent.tool(&sid, &tool, body).await })
         };
-        let waiting = one_pending(&self.app, &self.cookie, &self.sid).await;
+        let (waiting, call) = self.approval_for(call).await;
         let reasons = waiting["reasons"].to_string();
         for w in why {
             assert!(reasons.contains(w), "{tool}: {w:?} not in {waiting}");
@@ -76,6 +76,38 @@ impl On {
         let after = title(&self.agent, &self.sid).await;
         assert_eq!(after, before, "{tool}: the denied action ran");
         waiting
+    }
+
+    /// Waits until `call` waits for an operator, and answers the approval
+    /// shown; fails at once, with what the call answered and the page's
+    /// title, if the call ends first (it ran without waiting).
+    async fn approval_for<T: std::fmt::Debug + Send + 'static>(
+        &self,
+        call: tokio::task::JoinHandle<T>,
+    ) -> (Value, tokio::task::JoinHandle<T>) {
+        let waiting =
+            crate::helpers::wait_until("an approval to wait", crate::helpers::PATIENCE, || async {
+                if call.is_finished() {
+                    return Ok(None);
+                }
+                let all = pending(&self.app, &self.cookie).await;
+                let mine: Vec<&Value> = all.iter().filter(|a| a["session"] == self.sid).collect();
+                match mine.as_slice() {
+                    [one] => Ok(Some((*one).clone())),
+                    _ => Err(format!("{all:?}")),
+                }
+            })
+            .await;
+        match waiting {
+            Some(w) => (w, call),
+            None => {
+                let answer = call.await.unwrap();
+                panic!(
+                    "ran without waiting for an operator: answered {answer:?}; the page's title is now {:?}",
+                    title(&self.agent, &self.sid).await
+                );
+            }
+        }
     }
 
     async fn ok(&self, tool: &str, body: Value) {
@@ -326,6 +358,102 @@ async fn raw_input_of_run_task_double_and_right_clicks_and_keys_is_judged_as_the
         .await;
     assert!(moved.is_ok(), "{moved:?}");
     on.stop().await;
+}
+
+/// The hover tricks: each page shows a harmless "Next" until the pointer is
+/// over it, and "Delete repository" under the pointer (`:hover` generated
+/// content, a `:hover` rule showing another button, a `mouseover` handler
+/// replacing the button). `visible`: the selector of what shows before
+/// the hover. The point is inside the button, away from the pointer's
+/// start.
+const HOVER_PAGES: [(&str, &str); 3] = [
+    ("hover-generated-content.html", "#go"),
+    ("hover-display-swap.html", "#next"),
+    ("hover-handler-swap.html", "#go"),
+];
+
+/// A click by selector and by point on `page`, each in a fresh session
+/// (the pointer never there before): waits, judged by what the pointer
+/// is over.
+async fn a_click_on_a_hover_swap_waits(page: &str, visible: &str) {
+    for body in [
+        json!({ "selector": visible }),
+        json!({ "x": 250, "y": 140 }),
+    ] {
+        let on = open_on(page).await;
+        let waiting = on
+            .waits_and_denied("click", body.clone(), &["Delete repository"])
+            .await;
+        println!("{page} {body}: {}", waiting["reasons"]);
+        on.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn a_label_that_changes_on_hover_by_generated_content_is_judged_under_the_pointer() {
+    let (page, visible) = HOVER_PAGES[0];
+    a_click_on_a_hover_swap_waits(page, visible).await;
+}
+
+#[tokio::test]
+async fn a_button_a_hover_rule_shows_in_place_of_another_is_judged_under_the_pointer() {
+    let (page, visible) = HOVER_PAGES[1];
+    a_click_on_a_hover_swap_waits(page, visible).await;
+}
+
+#[tokio::test]
+async fn a_button_a_mouseover_handler_swaps_in_is_judged_under_the_pointer() {
+    let (page, visible) = HOVER_PAGES[2];
+    a_click_on_a_hover_swap_waits(page, visible).await;
+}
+
+#[tokio::test]
+async fn run_tasks_raw_button_down_on_a_hover_swap_is_judged_under_the_pointer() {
+    use cordon::audit::Actor;
+    use cordon::cdp::{Button, MouseKind};
+    use cordon::sessions::{LiveInput, Tool, ToolCall};
+    for (page, _) in HOVER_PAGES {
+        // As run_task sends a double or right click: the button goes down
+        // at the point, with no move before it.
+        for (button, buttons) in [(Button::Left, 1), (Button::Right, 2)] {
+            let on = open_on(page).await;
+            let live = on.app.live("acme", &on.sid).await;
+            let down = {
+                let sessions = on.app.state.sessions.clone();
+                let call = ToolCall::new(Tool::Input(LiveInput::Mouse {
+                    kind: MouseKind::Down,
+                    x: 250.0,
+                    y: 140.0,
+                    button,
+                    buttons,
+                    click_count: 1,
+                    modifiers: 0,
+                }));
+                let agent = Actor::Agent("key_of_the_task".to_owned());
+                tokio::spawn(async move {
+                    sessions
+                        .run_tool(&live, agent, cordon::audit::Surface::Task, call)
+                        .await
+                })
+            };
+            let (waiting, down) = on.approval_for(down).await;
+            println!("{page} {button:?} down: {}", waiting["reasons"]);
+            assert!(
+                waiting["reasons"].to_string().contains("Delete repository"),
+                "{page} {button:?}: {waiting}"
+            );
+            let id = waiting["id"].as_str().unwrap().to_owned();
+            let (status, v) = decide(&on.app, &on.cookie, &id, false).await;
+            assert_eq!(status, StatusCode::OK, "{v}");
+            let got = down.await.unwrap();
+            assert!(
+                matches!(got, Err(cordon::sessions::ToolError::DeniedByOperator(_))),
+                "{page} {button:?}: {got:?}"
+            );
+            assert_eq!(title(&on.agent, &on.sid).await, "Wizard", "{page}");
+            on.stop().await;
+        }
+    }
 }
 
 #[tokio::test]

@@ -101,6 +101,13 @@ impl SessionManager {
             }
             _ => None,
         };
+        // A raw button going down or up is judged with the pointer at its
+        // point (moved there first, as the press would), once the page
+        // has handled the hover.
+        let pointer = match tool {
+            Tool::Input(input) => pointer_before(input),
+            _ => None,
+        };
         let rules = self.0.policy.rules(session.tenant.as_str());
         let look = policy::assess::needs_page(&judged, rules);
         let navigates_away = matches!(
@@ -119,15 +126,17 @@ impl SessionManager {
         }
         let mut approved: Option<Assessment> = None;
         loop {
-            let inspected =
-                tokio::time::timeout(bound, self.inspect(session, &judged, rules, look, tab))
-                    .await
-                    .unwrap_or_else(|_| {
-                        Err(ToolError::Timeout(format!(
-                            "checking the action's risk did not finish within {} ms",
-                            bound.as_millis()
-                        )))
-                    });
+            let inspected = tokio::time::timeout(
+                bound,
+                self.inspect(session, &judged, rules, look, tab, pointer),
+            )
+            .await
+            .unwrap_or_else(|_| {
+                Err(ToolError::Timeout(format!(
+                    "checking the action's risk did not finish within {} ms",
+                    bound.as_millis()
+                )))
+            });
             let (assessment, screenshot) = match inspected {
                 Ok(found) => found,
                 // What could not be checked does not run (a bad selector or
@@ -402,6 +411,7 @@ impl SessionManager {
         rules: &Rules,
         look: bool,
         tab: Option<&chromiumoxide::cdp::browser_protocol::target::TargetId>,
+        pointer: Option<Pointer>,
     ) -> Result<(Assessment, Option<Vec<u8>>), ToolError> {
         let mut facts = Facts {
             domains: session.domains.clone(),
@@ -445,7 +455,12 @@ impl SessionManager {
             let locator = target
                 .map(|t| exec::locate(t, &tabs, (v.width, v.height)))
                 .transpose()?;
-            let (host, element) = crate::cdp::element_facts(&page, locator.as_ref(), LOOK).await?;
+            let (host, element) = match (&locator, pointer) {
+                (Some(crate::cdp::Locator::Point(x, y)), Some(held)) => {
+                    crate::cdp::facts_under_pointer(&page, (*x, *y), held, LOOK).await?
+                }
+                _ => crate::cdp::element_facts(&page, locator.as_ref(), LOOK).await?,
+            };
             facts.page_host = Some(host).filter(|h| !h.is_empty());
             facts.element = serde_json::from_value::<Option<ElementFacts>>(element)
                 .map_err(|e| ToolError::Protocol(format!("element facts: {e}")))?;
@@ -528,6 +543,48 @@ fn decided_by(operator: &str) -> String {
 /// still hold).
 fn same(a: &Assessment, b: &Assessment) -> bool {
     a.level == b.level && a.reasons == b.reasons && a.forbidden == b.forbidden
+}
+
+/// The buttons held while the pointer moves to a raw button event's
+/// point: the button that drags (`None` when none is), the buttons'
+/// mask, the modifiers.
+type Pointer = (crate::cdp::Button, i64, i64);
+
+/// How the pointer is moved before a raw button down or up is judged: with
+/// the buttons held just before the event (a down's own button not yet,
+/// an up's still). `None` for anything else.
+fn pointer_before(input: &super::LiveInput) -> Option<Pointer> {
+    use crate::cdp::{Button, MouseKind};
+    let super::LiveInput::Mouse {
+        kind,
+        button,
+        buttons,
+        modifiers,
+        ..
+    } = input
+    else {
+        return None;
+    };
+    let bit = match button {
+        Button::None => 0,
+        Button::Left => 1,
+        Button::Right => 2,
+        Button::Middle => 4,
+        Button::Back => 8,
+        Button::Forward => 16,
+    };
+    match kind {
+        MouseKind::Move => None,
+        MouseKind::Down => {
+            let held = buttons & !bit;
+            Some((Button::None, held, *modifiers))
+        }
+        MouseKind::Up => {
+            let held = buttons | bit;
+            let drags = if held == 0 { Button::None } else { *button };
+            Some((drags, held, *modifiers))
+        }
+    }
 }
 
 /// The action an agent's raw input performs, as the gate judges it: a

@@ -38,11 +38,28 @@ pub const MAX_CONNECTIONS: usize = 4;
 pub const MAX_COMMANDS_PER_SECOND: u32 = 1_000;
 /// How long a client may leave its messages unread before it is cut off.
 pub const SLOW_CLIENT: Duration = Duration::from_secs(10);
-/// Commands of one connection the browser may hold at once (sent, not yet
-/// answered): a client that floods its tab with heavy commands (full-page
-/// screenshots) waits for its own answers instead of queueing work in
-/// front of the tool API's and the live view's.
+/// Heavy commands (screenshots, PDFs, snapshots) of one connection the
+/// browser may hold at once (sent, not yet answered): a client that floods
+/// its tab with them waits for its own answers instead of queueing work in
+/// front of the tool API's and the live view's. Other commands are not
+/// held back (a client's setup sends dozens at once, some answered only
+/// after a later one runs).
 pub const MAX_IN_FLIGHT: usize = 8;
+
+/// Whether a command is heavy for the renderer ([`MAX_IN_FLIGHT`]).
+fn heavy(method: &str) -> bool {
+    matches!(
+        method,
+        "Page.captureScreenshot" | "Page.printToPDF" | "Page.captureSnapshot"
+    )
+}
+
+/// The id of a response as Chromium writes it (`{"id":12,…`).
+fn response_id(text: &str) -> Option<u64> {
+    let rest = text.strip_prefix("{\"id\":")?;
+    let end = rest.find(|c: char| !c.is_ascii_digit())?;
+    rest[..end].parse().ok()
+}
 /// The most a client's unread messages may hold, KiB (64 MiB).
 pub const MAX_UNREAD_KIB: u32 = 64 * 1024;
 
@@ -178,7 +195,8 @@ struct Conn {
 
 /// What to do with one client message.
 enum Step {
-    Forward(String),
+    /// Send it on; `Some(id)`: a heavy command ([`MAX_IN_FLIGHT`]).
+    Forward(String, Option<u64>),
     Reply(String),
     /// A last answer (if any), then close.
     End(Option<String>, Closing),
@@ -251,10 +269,13 @@ impl SessionManager {
             .await;
         let (targets, out) = (conn.targets.clone(), outbound.clone());
         let in_flight = Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT));
-        let answered = in_flight.clone();
+        let heavy_ids: Arc<std::sync::Mutex<HashSet<u64>>> = Arc::default();
+        let (answered, answered_ids) = (in_flight.clone(), heavy_ids.clone());
         let mut from_browser = tokio::spawn(async move {
             while let Some(text) = down.next().await {
-                if text.starts_with("{\"id\":") && answered.available_permits() < MAX_IN_FLIGHT {
+                if let Some(id) = response_id(&text)
+                    && answered_ids.lock().expect("heavy ids").remove(&id)
+                {
                     answered.add_permits(1);
                 }
                 track_targets(&text, &targets);
@@ -293,7 +314,7 @@ impl SessionManager {
                         break Closing::new(1008, "over 1000 commands in one second");
                     }
                     match self.cdp_command(&mut conn, &text).await {
-                        Step::Forward(t) => {
+                        Step::Forward(t, Some(id)) => {
                             // Given back when its answer passes (above).
                             tokio::select! {
                                 permit = in_flight.clone().acquire_owned() => match permit {
@@ -307,6 +328,12 @@ impl SessionManager {
                                     break Closing::new(1011, "the browser does not answer");
                                 }
                             }
+                            heavy_ids.lock().expect("heavy ids").insert(id);
+                            if up.send(t).await.is_err() {
+                                break Closing::new(1011, "the session's browser is gone");
+                            }
+                        }
+                        Step::Forward(t, None) => {
                             if up.send(t).await.is_err() {
                                 break Closing::new(1011, "the session's browser is gone");
                             }
@@ -370,13 +397,13 @@ impl SessionManager {
         match decide(method, params, &conn.ctx) {
             Verdict::Pass => {
                 *conn.counts.entry("passed").or_default() += 1;
-                Step::Forward(text.to_owned())
+                Step::Forward(text.to_owned(), heavy(method).then_some(id))
             }
             Verdict::Rewrite(p) => {
                 *conn.counts.entry("rewritten").or_default() += 1;
                 let mut msg = msg.clone();
                 msg["params"] = p;
-                Step::Forward(msg.to_string())
+                Step::Forward(msg.to_string(), None)
             }
             Verdict::Refuse { rule, why } => {
                 *conn.counts.entry("refused").or_default() += 1;
@@ -506,7 +533,7 @@ impl SessionManager {
             self.cdp_audit(conn, &format!("cdp.{method}"), params, "ok")
                 .await;
         }
-        Step::Forward(text.to_owned())
+        Step::Forward(text.to_owned(), None)
     }
 
     /// Appends a row about this connection (a failure is logged, never
@@ -639,6 +666,15 @@ mod tests {
         assert_eq!(e["error"]["code"], -32000);
         let e: Value = serde_json::from_str(&error_reply(None, None, -32700, "bad")).unwrap();
         assert!(e.get("id").is_none());
+    }
+
+    #[test]
+    fn heavy_commands_and_response_ids_are_recognised() {
+        assert!(heavy("Page.captureScreenshot") && heavy("Page.printToPDF"));
+        assert!(!heavy("Page.enable") && !heavy("Runtime.evaluate"));
+        assert_eq!(response_id(r#"{"id":42,"result":{}}"#), Some(42));
+        assert_eq!(response_id(r#"{"method":"Page.loadEventFired"}"#), None);
+        assert_eq!(response_id(r#"{"id":}"#), None);
     }
 
     #[test]

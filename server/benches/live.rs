@@ -43,7 +43,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 mod common;
-use common::{Stats, env_usize, ms};
+use common::{Stats, env_usize, ms, rss_kib};
 
 /// A full-viewport animation: background colour, a moving box and a
 /// counter change on every animation frame, over some static text.
@@ -121,15 +121,6 @@ fn load() -> String {
 }
 
 /// This process's resident set, KiB.
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        .unwrap()
-}
-
 /// CPU used per wall second (1.0 = one core) between two points.
 struct CpuWindow {
     cpu: Duration,

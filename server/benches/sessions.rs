@@ -16,7 +16,7 @@ use cordon::startup::Application;
 use serde_json::{Value, json};
 
 mod common;
-use common::{Stats, env_usize, ms};
+use common::{Stats, env_usize, ms, rss_kib};
 
 /// A heading that counts the clicks on it: each click repaints.
 const COUNT: &str = "<!doctype html><html><head><title>Count</title></head><body><h1 onclick=\"this.textContent = 'clicked ' + (window.n = (window.n || 0) + 1)\">Count</h1><p>Hello</p></body></html>";
@@ -418,7 +418,13 @@ async fn cdp_proxy(
     println!("  through Cordon  {}", t.show());
     println!("  added p50 {:.3} ms", ms(t.median()) - ms(d.median()));
     // A large full-page PNG, bytes per second each way.
-    let tall = "document.body.style.height = '6000px'; document.body.style.background = 'linear-gradient(red, blue)'; 1";
+    // Noise does not compress: the PNG is about as large as the pixels.
+    let tall = "(() => { const c = document.createElement('canvas'); c.width = 1280; c.height = 3000; \
+        c.style.display = 'block'; document.body.prepend(c); const x = c.getContext('2d'); \
+        const d = x.createImageData(1280, 3000); \
+        for (let i = 0; i < d.data.length; i += 65536) crypto.getRandomValues(d.data.subarray(i, i + 65536)); \
+        for (let i = 3; i < d.data.length; i += 4) d.data[i] = 255; \
+        x.putImageData(d, 0, 0); return 1; })()";
     direct
         .call(
             "Runtime.evaluate",
@@ -426,7 +432,7 @@ async fn cdp_proxy(
             Some(&d_tab),
         )
         .await;
-    let shot = json!({ "format": "png", "captureBeyondViewport": true, "clip": { "x": 0, "y": 0, "width": 1280, "height": 6000, "scale": 1 } });
+    let shot = json!({ "format": "png", "captureBeyondViewport": true, "clip": { "x": 0, "y": 0, "width": 1280, "height": 3000, "scale": 1 } });
     let (mut d_rate, mut t_rate, mut bytes) = (Vec::new(), Vec::new(), 0usize);
     for _ in 0..(iters / 2).max(8) {
         let s = Instant::now();
@@ -485,15 +491,6 @@ async fn cdp_proxy(
     }
     let _ = stop.send(());
     let _ = task.await;
-}
-
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        .unwrap()
 }
 
 fn mem_available_kib() -> u64 {

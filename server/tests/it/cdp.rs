@@ -195,6 +195,17 @@ async fn app(site: &site::Site) -> TestApp {
     .await
 }
 
+/// The app, acme's agent, a session of it, and a CDP client on it.
+async fn driven(site: &site::Site) -> (TestApp, AgentClient, String, Cdp) {
+    let app = app(site).await;
+    let agent = app.agent("acme").await;
+    let sid = agent.open(json!({})).await;
+    let cdp = connect(&app, &format!("/cdp/{sid}"), Some(&agent.key))
+        .await
+        .unwrap();
+    (app, agent, sid, cdp)
+}
+
 async fn rows(app: &TestApp, sid: &str) -> Vec<cordon::audit::Event> {
     let all = app.state.store.audit_page(0, 10_000).await.unwrap();
     all.into_iter()
@@ -327,12 +338,7 @@ async fn a_cdp_client_drives_a_session_through_cordon_and_is_audited_as_the_agen
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_would_break_the_sandbox_is_refused_with_a_cdp_error_naming_the_rule() {
     let site = site::start().await;
-    let app = app(&site).await;
-    let agent = app.agent("acme").await;
-    let sid = agent.open(json!({})).await;
-    let mut cdp = connect(&app, &format!("/cdp/{sid}"), Some(&agent.key))
-        .await
-        .unwrap();
+    let (app, agent, sid, mut cdp) = driven(&site).await;
     let tab = cdp.attach_first_tab().await;
     for (method, params, session, rule) in [
         ("SystemInfo.getProcessInfo", json!({}), None, "host_probe"),
@@ -849,12 +855,7 @@ async fn the_risk_gate_holds_a_cdp_press_and_keys_and_control_refuses_cdp_input(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn browser_close_ends_the_session_through_cordon() {
     let site = site::start().await;
-    let app = app(&site).await;
-    let agent = app.agent("acme").await;
-    let sid = agent.open(json!({})).await;
-    let mut cdp = connect(&app, &format!("/cdp/{sid}"), Some(&agent.key))
-        .await
-        .unwrap();
+    let (app, agent, sid, mut cdp) = driven(&site).await;
     cdp.ok("Browser.close", json!({}), None).await;
     assert_eq!(cdp.closed_with().await, 1000);
     let (status, info) = agent.get(&format!("/api/sessions/{sid}")).await;

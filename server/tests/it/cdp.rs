@@ -925,3 +925,67 @@ async fn a_cdp_client_reaching_another_replica_is_carried_to_the_sessions_one() 
     drop(b);
     a.stop().await;
 }
+
+/// Sends a mouse press at `(x, y)` of `tab` without waiting for its answer;
+/// answers its id.
+async fn press_async(cdp: &mut Cdp, tab: &str, (x, y): (f64, f64)) -> u64 {
+    let id = cdp.next;
+    cdp.next += 1;
+    cdp.send_raw(
+        json!({ "id": id, "sessionId": tab, "method": "Input.dispatchMouseEvent",
+                "params": { "type": "mousePressed", "x": x, "y": y, "button": "left", "clickCount": 1 } })
+        .to_string(),
+    )
+    .await;
+    id
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cdp_press_on_a_button_that_swaps_on_hover_waits_whether_or_not_the_client_moved_first() {
+    let site = site::start().await;
+    let (app, agent, sid, mut cdp) = driven(&site).await;
+    let (_, cookie) = app
+        .operator_session("olive", app::api::auth::Role::Operator)
+        .await;
+    let tab = cdp.attach_first_tab().await;
+    // "Next" until the pointer arrives, then "Delete repository".
+    for moved_first in [true, false] {
+        agent
+            .navigate_ok(&sid, &site.url("/hostile/hover-handler-swap.html"))
+            .await;
+        let (x, y) = (250.0, 140.0);
+        if moved_first {
+            // As Playwright does: move, wait for the answer, then press.
+            cdp.ok(
+                "Input.dispatchMouseEvent",
+                json!({ "type": "mouseMoved", "x": x, "y": y }),
+                Some(&tab),
+            )
+            .await;
+        }
+        let id = press_async(&mut cdp, &tab, (x, y)).await;
+        let waiting = crate::gate::one_pending(&app, &cookie, &sid).await;
+        let reasons = waiting["reasons"].to_string();
+        assert!(
+            reasons.contains("Delete repository"),
+            "moved first: {moved_first}: {waiting}"
+        );
+        let (status, _) =
+            crate::gate::decide(&app, &cookie, waiting["id"].as_str().unwrap(), false).await;
+        assert_eq!(status, StatusCode::OK);
+        let answer = loop {
+            let v = cdp.answer().await;
+            if v["id"] == id {
+                break v;
+            }
+        };
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("denied_by_operator")),
+            "{answer}"
+        );
+        assert_ne!(title(&mut cdp, &tab).await, "DELETED");
+    }
+    app.stop().await;
+}

@@ -191,6 +191,8 @@ struct Conn {
     scripts: HashSet<String>,
     /// Commands by outcome, for the `cdp.disconnected` row.
     counts: HashMap<&'static str, u64>,
+    /// Each CDP session's last mouse event, when it was a move: its point.
+    pointer: HashMap<String, (f64, f64)>,
 }
 
 /// What to do with one client message.
@@ -264,6 +266,7 @@ impl SessionManager {
             targets: Arc::default(),
             scripts: HashSet::new(),
             counts: HashMap::new(),
+            pointer: HashMap::new(),
         };
         self.cdp_audit(&conn, "cdp.connected", json!({}), "ok")
             .await;
@@ -394,6 +397,21 @@ impl SessionManager {
             ));
         };
         let params = msg.get("params").unwrap_or(&Value::Null);
+        // Where the client left the pointer in this tab before this event.
+        let pointer = session_id.and_then(|s| conn.pointer.get(s).copied());
+        if method == "Input.dispatchMouseEvent"
+            && let Some(s) = session_id
+        {
+            let at = (params["x"].as_f64(), params["y"].as_f64());
+            match (params["type"].as_str(), at) {
+                (Some("mouseMoved"), (Some(x), Some(y))) => {
+                    conn.pointer.insert(s.to_owned(), (x, y));
+                }
+                _ => {
+                    conn.pointer.remove(s);
+                }
+            }
+        }
         match decide(method, params, &conn.ctx) {
             Verdict::Pass => {
                 *conn.counts.entry("passed").or_default() += 1;
@@ -430,18 +448,24 @@ impl SessionManager {
                 // The answer goes out before the socket closes.
                 Step::End(Some(reply), Closing::new(1000, "the session was closed"))
             }
-            Verdict::Act(act) => self.cdp_act(conn, id, method, session_id, act, text).await,
+            Verdict::Act(act) => {
+                let there = matches!(act, Act::Press { x, y } if pointer == Some((x, y)));
+                self.cdp_act(conn, (id, method, session_id), act, there, text)
+                    .await
+            }
         }
     }
 
     /// A command that acts: control, the risk gate, the audit row.
+    /// `there`: a press at the point the client's last move put the pointer
+    /// (and, as clients await their moves, the page has handled the hover
+    /// there): judged where it is, without moving again.
     async fn cdp_act(
         &self,
         conn: &mut Conn,
-        id: u64,
-        method: &str,
-        session_id: Option<&str>,
+        (id, method, session_id): (u64, &str, Option<&str>),
         act: Act,
+        there: bool,
         text: &str,
     ) -> Step {
         let session = conn.session.clone();
@@ -463,6 +487,9 @@ impl SessionManager {
                 .map(|(t, _)| TargetId::from(t.clone()))
         });
         let tool = match &act {
+            Act::Press { x, y } if there => {
+                Some(Tool::Click(super::tool::ElementTarget::Point(*x, *y)))
+            }
             Act::Press { x, y } => Some(Tool::Input(LiveInput::Mouse {
                 kind: crate::cdp::MouseKind::Down,
                 x: *x,

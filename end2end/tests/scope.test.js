@@ -93,11 +93,15 @@ test("a scoped operator's Sessions and Approvals pages show only their tenant", 
   await page.goto(server.url + '/approvals');
   await live(page);
   await waitFor('acme\'s approval card', async () => (await page.locator('[data-approval]').count()) >= 1, 60_000);
-  // The admin sees both waiting, so globex's has arrived too.
-  await admin.page.goto(server.url + '/approvals');
-  await live(admin.page);
-  await waitFor('both approvals for the admin', async () =>
-    (await approvalTenants(admin.page)).sort().join() === 'acme,globex', 60_000);
+  // The admin sees both waiting, so globex's has arrived too. Each look
+  // loads the page afresh: an approval that opened between a page's render
+  // and its change stream's start has no notice of its own (a known gap
+  // of the live pages, see the notes).
+  await waitFor('both approvals for the admin', async () => {
+    await admin.page.goto(server.url + '/approvals');
+    await live(admin.page);
+    return (await approvalTenants(admin.page)).sort().join() === 'acme,globex';
+  }, 60_000);
   await page.reload();
   await live(page);
   await page.waitForSelector('[data-approval]');
@@ -122,9 +126,12 @@ test('the admin rescopes an operator on the Operators page and the next page loa
 
   await row.locator('input[name="tenants"]').fill('globex');
   await row.locator('.scope-form button[type="submit"]').click();
+  // Saved: the store says so (the input reads "globex" as soon as it is
+  // typed, so it proves nothing), then the page shows it.
   await waitFor('the saved scope', async () =>
+    /\tsam\t.*\tglobex\n/.test(cordon(dataDir, ['operator', 'list'])));
+  await waitFor('the page to show it', async () =>
     (await page.locator('tr[data-operator="sam"] input[name="tenants"]').inputValue()) === 'globex');
-  assert.match(cordon(dataDir, ['operator', 'list']), /\tsam\t.*\tglobex\n/);
 
   await sam.page.goto(server.url + '/sessions');
   await live(sam.page);

@@ -1,9 +1,6 @@
 //! Live pages: the server's change notices (`/ui/events`, Server-Sent
 //! Events) make pages refetch what they show. No polling loop: nothing
-//! happens until the server says an area changed, except one refetch each
-//! time the stream comes up: a change that landed between the page's
-//! render and the subscription (or while the stream was reconnecting) had
-//! no listener, and would otherwise stay unseen until the next one.
+//! happens until the server says an area changed.
 
 #[cfg(feature = "hydrate")]
 use leptos::prelude::*;
@@ -26,11 +23,8 @@ pub fn on_change(topics: &'static [&'static str], refetch: impl Fn() + Clone + '
                 let _ = source.add_event_listener_with_callback(topic, cb.as_ref().unchecked_ref());
                 cb.forget();
             }
-            // Once the stream is up: catch up on what changed before it
-            // was, and mark the page as live (tests wait for it).
-            let catch_up = refetch.clone();
+            // Mark the page as live once the stream is up (tests wait for it).
             let ready = Closure::<dyn Fn(web_sys::MessageEvent)>::new(move |_| {
-                catch_up();
                 if let Some(body) = document().body() {
                     let _ = body.set_attribute("data-live", "true");
                 }

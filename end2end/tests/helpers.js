@@ -50,7 +50,8 @@ export async function startCordon(dataDir, env = {}) {
   child.stdout.on('data', (chunk) => { stdout += chunk; });
   const url = await new Promise((resolveUrl, reject) => {
     let buf = '';
-    const timer = setTimeout(() => reject(new Error(`cordon did not start: ${buf}`)), 30_000);
+    // A server that does not start is stopped: nothing it started outlives the test.
+    const timer = setTimeout(() => { child.kill('SIGTERM'); reject(new Error(`cordon did not start: ${buf}`)); }, 30_000);
     child.stderr.on('data', (chunk) => {
       buf += chunk;
       for (const line of buf.split('\n')) {

@@ -80,6 +80,13 @@ export async function startSite() {
 <p id="who" style="position:absolute;left:20px;top:200px">${user ? `user ${user}` : 'anonymous'}</p>
 <script>fetch('/data').then((r) => r.text()).then((t) => { document.getElementById('data').textContent = t; });</script>`);
     }
+    if (url.pathname === '/host') {
+      // An agent's own application framing a page (a live link, or anything).
+      const src = url.searchParams.get('src') || 'about:blank';
+      const attr = src.replace(/&/g, '&amp;').replace(/"/g, '&quot;');
+      return html(200, `<!doctype html><title>host app</title><body style="margin:0">
+<iframe id="f" src="${attr}" style="border:0;width:100vw;height:100vh"></iframe>`);
+    }
     if (url.pathname === '/data') {
       res.writeHead(200, { 'content-type': 'text/plain' });
       return res.end('real data');

@@ -464,6 +464,12 @@ pub struct Settings {
     /// word lists); unset ones are the `risk_*` settings.
     #[serde(default, deserialize_with = "table_or_json")]
     pub tenant_risk: std::collections::BTreeMap<String, crate::policy::TenantRisk>,
+    /// Live links: the tenants whose agents may hand out short-lived links
+    /// to a session's live view for their own users
+    /// (`[tenant_live_links.acme] frame_ancestors = ["https://app.acme.example"]`,
+    /// `control`, `max_ttl_s`). A tenant not listed may not.
+    #[serde(default, deserialize_with = "table_or_json")]
+    pub tenant_live_links: std::collections::BTreeMap<String, crate::live::link::LinkPolicy>,
 }
 
 /// This host's memory in MiB (`MemTotal`), when it can be read.
@@ -890,6 +896,14 @@ impl Settings {
             }
             if t.cpu_weight.is_some_and(|w| !(1..=10_000).contains(&w)) {
                 bail!("tenant_limits.{tenant}.cpu_weight: must be between 1 and 10000");
+            }
+        }
+        for (tenant, p) in &self.tenant_live_links {
+            if tenant.parse::<crate::domain::TenantId>().is_err() {
+                bail!("tenant_live_links: {tenant:?} is not a tenant id");
+            }
+            if let Err(why) = p.check() {
+                bail!("tenant_live_links.{tenant}: {why}");
             }
         }
         crate::policy::rules::validate(self)?;

@@ -197,6 +197,25 @@ pub async fn check_host_and_origin(
     next.run(req).await
 }
 
+/// The dashboard is never framed (clickjacking: a page on another site
+/// cannot show an Approvals page under a decoy button). Only a live link's
+/// page (`/embed/`, outside the dashboard) may be, by its tenant's origins.
+pub async fn no_framing(req: Request, next: Next) -> Response {
+    let mut res = next.run(req).await;
+    let h = res.headers_mut();
+    h.insert(
+        header::X_FRAME_OPTIONS,
+        axum::http::HeaderValue::from_static("DENY"),
+    );
+    if !h.contains_key(header::CONTENT_SECURITY_POLICY) {
+        h.insert(
+            header::CONTENT_SECURITY_POLICY,
+            axum::http::HeaderValue::from_static("frame-ancestors 'none'"),
+        );
+    }
+    res
+}
+
 fn refused(message: &'static str) -> Response {
     (
         StatusCode::FORBIDDEN,

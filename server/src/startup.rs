@@ -424,11 +424,13 @@ fn router(
         .layer(auth::middleware::session_layer(
             state.store.clone(),
             sessions,
-        ));
+        ))
+        .layer(middleware::from_fn(edge::no_framing));
     Router::new()
         .merge(api::ops_router())
         .merge(api::sessions_router(&state))
         .merge(api::cdp_router(&state))
+        .merge(api::embed_router(&state))
         .merge(crate::cluster::internal::router(&state))
         .merge(mcp)
         .route("/api", any(api_not_found))

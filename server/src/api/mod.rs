@@ -2,6 +2,7 @@
 
 pub mod auth;
 pub mod cdp;
+mod embed;
 mod grants;
 pub mod json;
 pub mod mcp;
@@ -11,6 +12,7 @@ mod sessions;
 mod tasks;
 
 pub use cdp::router as cdp_router;
+pub use embed::router as embed_router;
 pub use mcp::router as mcp_router;
 pub use ops::router as ops_router;
 pub use sessions::UPLOAD_PATH;

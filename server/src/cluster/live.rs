@@ -140,6 +140,64 @@ pub async fn route_cdp(State(state): State<AppState>, req: Request, next: Next) 
     }
 }
 
+/// Route layer of `/embed/{session}/ws`: a live link's socket whose session
+/// runs on another replica is checked here (the link in force) and carried
+/// to that replica's `/api/internal/embed/{session}?link_id=…`, signed for
+/// the link's agent; the token itself never crosses the hop. Anything else
+/// (a session of this replica, an unusable link) goes to the handler,
+/// which answers it.
+pub async fn route_embed(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let Some(session) = req
+        .uri()
+        .path()
+        .strip_prefix("/embed/")
+        .and_then(|rest| rest.strip_suffix("/ws"))
+        .filter(|s| !s.contains('/'))
+        .map(str::to_owned)
+    else {
+        return next.run(req).await;
+    };
+    if state.sessions.is_local(&session) {
+        return next.run(req).await;
+    }
+    let token = req
+        .uri()
+        .query()
+        .and_then(|q| {
+            url::form_urlencoded::parse(q.as_bytes())
+                .find(|(k, _)| k == "link")
+                .map(|(_, v)| v.into_owned())
+        })
+        .unwrap_or_default();
+    let settings = &state.settings.tenant_live_links;
+    let Ok(link) =
+        crate::live::link::check(&state.store, &token, &session, |t| settings.get(t).cloned())
+            .await
+    else {
+        return next.run(req).await;
+    };
+    let replica = match state.cluster.owner_of(&link.tenant, &session).await {
+        Ok(Some(r)) => r,
+        _ => return next.run(req).await,
+    };
+    let path = format!("/api/internal/embed/{session}?link_id={}", link.id);
+    match carry(
+        &state,
+        req,
+        &replica,
+        &path,
+        (link.tenant.as_str(), &link.key_id),
+    )
+    .await
+    {
+        Ok(res) => res,
+        Err(why) => {
+            tracing::warn!(replica = %replica, reason = %why, "live link: cannot reach the session's replica");
+            crate::error::ApiError::ReplicaUnreachable(replica).into_response()
+        }
+    }
+}
+
 /// Carries `req`'s WebSocket upgrade to `path` on `replica`, signed for
 /// `claims` (tenant, key), and splices the two connections.
 async fn carry(

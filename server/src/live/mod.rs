@@ -7,11 +7,14 @@
 //! - `socket.rs`: the upgrade (ticket and dashboard cookie both checked,
 //!   refusals audited) and the connection: messages in, page state and
 //!   control out, the session's and the dashboard session's ends.
+//! - `link.rs`: live links, the capability URLs an agent hands its own
+//!   user to watch or drive a session in an `<iframe>` (tenant opt-in).
 //! - `stream.rs`: one tab's CDP screencast with newest-frame-only
 //!   backpressure: Chromium's frame is acknowledged only once the socket
 //!   has taken the previous one, and a frame that arrives meanwhile replaces
 //!   the waiting one instead of queueing behind it.
 
+pub mod link;
 pub mod socket;
 mod stream;
 mod ticket;
@@ -31,6 +34,8 @@ pub struct Live {
     /// Open live views per (session, operator), so control is handed back
     /// only when its holder's last view has been gone for a while.
     views: Mutex<HashMap<(String, String), usize>>,
+    /// Open views per live link on this replica.
+    link_views: Mutex<HashMap<String, usize>>,
 }
 
 impl Live {
@@ -55,6 +60,29 @@ impl Live {
             views.insert(key, left);
         }
         left
+    }
+
+    /// Counts a view through link `id` opening, unless it already has
+    /// [`link::MAX_VIEWS_PER_LINK`]: then `false`.
+    pub fn link_opened(&self, id: &str) -> bool {
+        let mut views = self.link_views.lock().expect("link views lock");
+        let n = views.entry(id.to_owned()).or_default();
+        if *n >= link::MAX_VIEWS_PER_LINK {
+            return false;
+        }
+        *n += 1;
+        true
+    }
+
+    /// Counts a view through link `id` closing.
+    pub fn link_closed(&self, id: &str) {
+        let mut views = self.link_views.lock().expect("link views lock");
+        if let Some(n) = views.get_mut(id) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                views.remove(id);
+            }
+        }
     }
 
     /// How many views of `session` `operator` has open.

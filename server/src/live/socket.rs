@@ -54,6 +54,9 @@ const AUTH_CHECK: Duration = Duration::from_secs(5);
 const RELEASE_AFTER: Duration = Duration::from_secs(30);
 /// Input messages waiting for the browser; more are refused.
 const INPUT_QUEUE: usize = 256;
+/// What a live link's user is told when an operator has taken over.
+const OPERATOR_HAS_CONTROL: &str =
+    "an operator has taken control; input waits until they hand it back";
 
 /// The WebSocket upgrade.
 pub async fn handler(
@@ -117,6 +120,70 @@ pub async fn handler(
     serve_view(state, live, op, dash, ws)
 }
 
+/// Who watches through a live view.
+#[derive(Debug, Clone)]
+pub enum Viewer {
+    /// An operator in the dashboard; `dash` is the hash of the dashboard
+    /// session behind the view, checked while it runs.
+    Operator {
+        /// The operator.
+        op: Operator,
+        /// `token_hash` of their dashboard session's id.
+        dash: Option<String>,
+    },
+    /// The user of a live link: what they do runs as the agent that asked
+    /// for the link, and they never hold control.
+    Link(crate::live::link::Link),
+}
+
+impl Viewer {
+    /// Who the view's actions are audited as.
+    fn actor(&self) -> Actor {
+        match self {
+            Self::Operator { op, .. } => Actor::Operator(op.id.clone()),
+            Self::Link(l) => Actor::Agent(l.key_id.clone()),
+        }
+    }
+
+    /// The surface the view's actions come through.
+    fn surface(&self) -> crate::audit::Surface {
+        match self {
+            Self::Operator { .. } => crate::audit::Surface::Live,
+            Self::Link(_) => crate::audit::Surface::LiveLink,
+        }
+    }
+}
+
+/// How often a live link's view re-checks its link (revoked, expired).
+const LINK_CHECK: Duration = Duration::from_secs(1);
+
+/// Runs the view of `live` for the user of `link` on an accepted upgrade
+/// (the caller has checked the link, and that `live` is its session).
+pub fn serve_link_view(
+    state: AppState,
+    live: Arc<LiveSession>,
+    link: crate::live::link::Link,
+    ws: WebSocketUpgrade,
+) -> Response {
+    if !state.live.link_opened(&link.id) {
+        return ApiError::TooManyRequests {
+            message: format!(
+                "this live link already has {} open views",
+                crate::live::link::MAX_VIEWS_PER_LINK
+            ),
+            retry_after_s: 5,
+        }
+        .into_response();
+    }
+    ws.max_message_size(MAX_CLIENT_MESSAGE * 4)
+        .on_upgrade(move |socket| async move {
+            let id = link.id.clone();
+            Connection::run(state.clone(), live, Viewer::Link(link), socket).await;
+            state.live.link_closed(&id);
+        })
+        .into_response()
+}
+
 /// Runs the view of `live` for `op` on an accepted upgrade (`dash`: the
 /// hash of the dashboard session behind it, checked while it runs).
 pub fn serve_view(
@@ -140,7 +207,7 @@ pub fn serve_view(
     }
     ws.max_message_size(MAX_CLIENT_MESSAGE * 4)
         .on_upgrade(move |socket| async move {
-            Connection::run(state, live, op, dash, socket).await;
+            Connection::run(state, live, Viewer::Operator { op, dash }, socket).await;
         })
         .into_response()
 }
@@ -149,20 +216,14 @@ pub fn serve_view(
 struct Connection {
     state: AppState,
     live: Arc<LiveSession>,
-    op: Operator,
+    viewer: Viewer,
     out: mpsc::Sender<ServerMsg>,
     input: mpsc::Sender<ToolCall>,
     refused_input_audited: bool,
 }
 
 impl Connection {
-    async fn run(
-        state: AppState,
-        live: Arc<LiveSession>,
-        op: Operator,
-        dash: Option<String>,
-        socket: WebSocket,
-    ) {
+    async fn run(state: AppState, live: Arc<LiveSession>, viewer: Viewer, socket: WebSocket) {
         let (mut sink, mut stream) = socket.split();
         let slot = Arc::new(Slot::default());
         let (out, mut out_rx) = mpsc::channel::<ServerMsg>(64);
@@ -214,25 +275,51 @@ impl Connection {
         let worker = {
             let (state, live, out, nudge) =
                 (state.clone(), live.clone(), out.clone(), nudge.clone());
-            let actor = Actor::Operator(op.id.clone());
+            let (actor, surface) = (viewer.actor(), viewer.surface());
+            let link = matches!(viewer, Viewer::Link(_));
             tokio::spawn(async move {
+                // A press refused (held and denied, or refused outright)
+                // never reached the page: its release is dropped too, not
+                // judged as a second click.
+                let mut refused_press: Option<Button> = None;
                 while let Some(call) = input_rx.recv().await {
+                    let press = match &call.tool {
+                        Tool::Input(LiveInput::Mouse {
+                            kind: MouseKind::Down,
+                            button,
+                            ..
+                        }) => Some(*button),
+                        Tool::Input(LiveInput::Mouse {
+                            kind: MouseKind::Up,
+                            button,
+                            ..
+                        }) if refused_press == Some(*button) => {
+                            refused_press = None;
+                            continue;
+                        }
+                        _ => None,
+                    };
                     let tabs = matches!(
                         call.tool,
                         Tool::TabOpen { .. } | Tool::TabFocus { .. } | Tool::TabClose { .. }
                     );
                     if let Err(e) = state
                         .sessions
-                        .run_tool(&live, actor.clone(), crate::audit::Surface::Live, call)
+                        .run_tool(&live, actor.clone(), surface, call)
                         .await
                     {
+                        if press.is_some() {
+                            refused_press = press;
+                        }
                         let e = ApiError::from(e);
-                        let _ = out
-                            .send(ServerMsg::Error {
-                                code: e.code().to_owned(),
-                                message: e.to_string(),
-                            })
-                            .await;
+                        let code = e.code().to_owned();
+                        // A link's user is not told which operator took over.
+                        let message = if link && code == "operator_has_control" {
+                            OPERATOR_HAS_CONTROL.to_owned()
+                        } else {
+                            e.to_string()
+                        };
+                        let _ = out.send(ServerMsg::Error { code, message }).await;
                     }
                     if tabs {
                         nudge.notify_one();
@@ -240,23 +327,24 @@ impl Connection {
                 }
             })
         };
-        state.live.opened(live.id.as_str(), &op.id);
-        if let Err(e) = state
-            .store
-            .audit_append(
-                NewEvent::new(Actor::Operator(op.id.clone()), "session.watch")
-                    .tenant(&live.tenant)
-                    .session(live.id.as_str())
-                    .outcome("opened"),
-            )
-            .await
-        {
+        let mut watch = NewEvent::new(viewer.actor(), "session.watch")
+            .tenant(&live.tenant)
+            .session(live.id.as_str())
+            .outcome("opened");
+        match &viewer {
+            Viewer::Operator { op, .. } => state.live.opened(live.id.as_str(), &op.id),
+            Viewer::Link(l) => {
+                watch = watch
+                    .params(json!({ "via": "live_link", "link": l.id, "mode": l.mode.as_str() }));
+            }
+        }
+        if let Err(e) = state.store.audit_append(watch).await {
             tracing::error!(error = %format!("{e:#}"), "failed to audit a live view");
         }
         let mut conn = Self {
             state: state.clone(),
             live: live.clone(),
-            op: op.clone(),
+            viewer: viewer.clone(),
             out,
             input,
             refused_input_audited: false,
@@ -271,7 +359,8 @@ impl Connection {
         .await;
         // Nobody else drives a refresh session: its operator has control
         // from the start.
-        if live.mode == crate::sessions::CredentialMode::Refresh
+        if let Viewer::Operator { op, .. } = &viewer
+            && live.mode == crate::sessions::CredentialMode::Refresh
             && op.role.allows(Role::Operator)
             && live.control().is_none()
             && let Err(e) = state.sessions.take_control(&live, &op.id, &op.name).await
@@ -279,7 +368,7 @@ impl Connection {
             tracing::error!(error = %e, "live view: cannot take control of a refresh session");
         }
         conn.send(ServerMsg::Control(conn.control_state())).await;
-        let ended = conn.main_loop(&mut stream, slot, dash, &nudge).await;
+        let ended = conn.main_loop(&mut stream, slot, &nudge).await;
         if let Some(reason) = ended {
             conn.send(ServerMsg::Ended { reason }).await;
         }
@@ -287,6 +376,9 @@ impl Connection {
         worker.abort();
         // The writer ends after sending `ended` (or when its socket fails).
         let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
+        let Viewer::Operator { op, .. } = viewer else {
+            return;
+        };
         // A refresh session's control is never handed back: it has no agent.
         if state.live.closed(live.id.as_str(), &op.id) == 0
             && live.mode != crate::sessions::CredentialMode::Refresh
@@ -302,7 +394,6 @@ impl Connection {
         &mut self,
         stream: &mut futures::stream::SplitStream<WebSocket>,
         slot: Arc<Slot>,
-        dash: Option<String>,
         nudge: &Notify,
     ) -> Option<String> {
         let enc = Encoding {
@@ -317,6 +408,10 @@ impl Connection {
         let mut last_page: Option<PageState> = None;
         let mut seen: HashSet<String> = HashSet::new();
         let mut checked_auth = tokio::time::Instant::now();
+        let auth_check = match self.viewer {
+            Viewer::Operator { .. } => AUTH_CHECK,
+            Viewer::Link(_) => LINK_CHECK,
+        };
         let stopped = self.state.store.changes().clone();
         let ended = loop {
             // Input is only parsed and queued here; the page is looked at
@@ -353,9 +448,9 @@ impl Connection {
             if let Some(reason) = self.session_ended().await {
                 break Some(reason);
             }
-            if checked_auth.elapsed() >= AUTH_CHECK {
+            if checked_auth.elapsed() >= auth_check {
                 checked_auth = tokio::time::Instant::now();
-                if let Err(why) = self.still_allowed(dash.as_deref()).await {
+                if let Err(why) = self.still_allowed().await {
                     break Some(why.to_owned());
                 }
             }
@@ -369,19 +464,30 @@ impl Connection {
         ended
     }
 
-    /// Whether this view's operator holds control.
+    /// Whether this view's operator holds control (a link's user never does).
     fn holds_control(&self) -> bool {
-        self.live
-            .control()
-            .is_some_and(|h| h.operator_id == self.op.id)
+        match &self.viewer {
+            Viewer::Operator { op, .. } => {
+                self.live.control().is_some_and(|h| h.operator_id == op.id)
+            }
+            Viewer::Link(_) => false,
+        }
     }
 
     fn control_state(&self) -> ControlState {
         let holder = self.live.control();
-        ControlState {
-            yours: holder.as_ref().is_some_and(|h| h.operator_id == self.op.id),
-            holder: holder.map(|h| h.name),
-            may_control: self.op.role.allows(Role::Operator),
+        match &self.viewer {
+            Viewer::Operator { op, .. } => ControlState {
+                yours: holder.as_ref().is_some_and(|h| h.operator_id == op.id),
+                holder: holder.map(|h| h.name),
+                may_control: op.role.allows(Role::Operator),
+            },
+            // A link's user learns that an operator took over, not who.
+            Viewer::Link(_) => ControlState {
+                yours: false,
+                holder: holder.map(|_| "An operator".to_owned()),
+                may_control: false,
+            },
         }
     }
 
@@ -416,11 +522,32 @@ impl Connection {
         Some("the session ended".to_owned())
     }
 
-    /// Whether the dashboard session behind this view is still valid, its
-    /// operator still enabled and still scoped to the session's tenant;
-    /// else why not.
-    async fn still_allowed(&self, dash: Option<&str>) -> Result<(), &'static str> {
+    /// Whether the viewer may still watch: for an operator, the dashboard
+    /// session behind this view is still valid, its operator still enabled
+    /// and still scoped to the session's tenant; for a link, the link is
+    /// still in force. Else why not.
+    async fn still_allowed(&self) -> Result<(), &'static str> {
         const LOGGED_OUT: &str = "your dashboard session ended; log in again";
+        let (op, dash) = match &self.viewer {
+            Viewer::Operator { op, dash } => (op, dash.as_deref()),
+            Viewer::Link(l) => {
+                let settings = &self.state.settings.tenant_live_links;
+                return match crate::live::link::recheck(&self.state.store, &l.id, |t| {
+                    settings.get(t).cloned()
+                })
+                .await
+                {
+                    Ok(_) => Ok(()),
+                    Err(crate::live::link::LinkError::Expired) => Err("the live link expired"),
+                    Err(crate::live::link::LinkError::Internal(e)) => {
+                        // A database blip does not end the view; the next check decides.
+                        tracing::warn!(error = %format!("{e:#}"), "live link: re-check failed");
+                        Ok(())
+                    }
+                    Err(_) => Err("the live link was revoked"),
+                };
+            }
+        };
         let Some(hash) = dash else {
             return Err(LOGGED_OUT);
         };
@@ -430,7 +557,7 @@ impl Connection {
             .dashboard_session_load(hash, crate::time::now_ms())
             .await
             .is_ok_and(|s| s.is_some());
-        let row = match self.op.id.parse::<crate::domain::OperatorId>() {
+        let row = match op.id.parse::<crate::domain::OperatorId>() {
             Ok(id) => self.state.auth.get(&id).await.ok().flatten(),
             Err(_) => None,
         };
@@ -550,7 +677,14 @@ impl Connection {
                 return;
             }
         };
-        if !self.op.role.allows(Role::Operator) {
+        let op = match &self.viewer {
+            Viewer::Operator { op, .. } => op.clone(),
+            Viewer::Link(link) => {
+                let link = link.clone();
+                return self.on_link_input(&link, msg).await;
+            }
+        };
+        if !op.role.allows(Role::Operator) {
             self.refuse_viewer().await;
             return;
         }
@@ -559,7 +693,7 @@ impl Connection {
                 if let Err(e) = self
                     .state
                     .sessions
-                    .take_control(&self.live, &self.op.id, &self.op.name)
+                    .take_control(&self.live, &op.id, &op.name)
                     .await
                 {
                     self.error("internal", format!("cannot take control: {e}"))
@@ -571,7 +705,7 @@ impl Connection {
                     && let Err(e) = self
                         .state
                         .sessions
-                        .release_control(&self.live, Actor::Operator(self.op.id.clone()))
+                        .release_control(&self.live, Actor::Operator(op.id.clone()))
                         .await
                 {
                     self.error("internal", format!("cannot hand control back: {e}"))
@@ -600,6 +734,65 @@ impl Connection {
         }
     }
 
+    /// A message from a live link's user: in a `control` link, pointer,
+    /// wheel, keys and text run as the link's agent, unless an operator
+    /// holds control; nothing else is taken (no navigation, tabs, resizing
+    /// or control).
+    async fn on_link_input(&mut self, link: &crate::live::link::Link, msg: ClientMsg) {
+        let input = matches!(
+            msg,
+            ClientMsg::Mouse { .. }
+                | ClientMsg::Wheel { .. }
+                | ClientMsg::Key { .. }
+                | ClientMsg::Text { .. }
+        );
+        let refused = if link.mode != crate::live::link::LinkMode::Control {
+            Some((
+                "view_only",
+                "this link is for watching; it does not drive the browser",
+            ))
+        } else if !input {
+            Some((
+                "forbidden",
+                "a live link drives with the pointer and keyboard only (no navigation, tabs, resizing or control)",
+            ))
+        } else {
+            None
+        };
+        if let Some((code, why)) = refused {
+            self.error(code, why).await;
+            if !self.refused_input_audited {
+                self.refused_input_audited = true;
+                let event = NewEvent::new(self.viewer.actor(), "live_link.refused")
+                    .tenant(&self.live.tenant)
+                    .session(self.live.id.as_str())
+                    .params(json!({ "via": "live_link", "link": link.id, "why": code }))
+                    .outcome(format!("denied: {code}"));
+                if let Err(e) = self.state.store.audit_append(event).await {
+                    tracing::error!(error = %format!("{e:#}"), "failed to audit a refused input");
+                }
+            }
+            return;
+        }
+        if self.live.control().is_some() {
+            self.error("operator_has_control", OPERATOR_HAS_CONTROL)
+                .await;
+            return;
+        }
+        match calls(msg) {
+            Ok(calls) => {
+                for call in calls {
+                    if self.input.try_send(call).is_err() {
+                        self.error("busy", "too much input at once; this one was dropped")
+                            .await;
+                        return;
+                    }
+                }
+            }
+            Err(m) => self.error("bad_message", m).await,
+        }
+    }
+
     /// A viewer sent input or asked for control: refused, and audited once
     /// per view.
     async fn refuse_viewer(&mut self) {
@@ -610,7 +803,7 @@ impl Connection {
         .await;
         if !self.refused_input_audited {
             self.refused_input_audited = true;
-            let event = NewEvent::new(Actor::Operator(self.op.id.clone()), "operator.refused")
+            let event = NewEvent::new(self.viewer.actor(), "operator.refused")
                 .tenant(&self.live.tenant)
                 .session(self.live.id.as_str())
                 .params(json!({ "what": "drive a session", "why": "forbidden" }))

@@ -10,6 +10,7 @@ pub mod audit;
 pub mod audit_query;
 pub mod egress;
 pub mod grants;
+pub mod live_links;
 pub mod operators;
 pub mod replicas;
 pub mod sessions;

@@ -16,12 +16,12 @@ type Ws =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 /// One live view, as the dashboard's page holds it.
-struct View {
-    ws: Ws,
+pub(crate) struct View {
+    pub(crate) ws: Ws,
     /// Frames received (binary messages).
-    frames: usize,
+    pub(crate) frames: usize,
     /// Every text message received, in order (printed when a wait fails).
-    seen: Vec<Value>,
+    pub(crate) seen: Vec<Value>,
 }
 
 /// A ticket for `sid` from the server function, as a page gets it.
@@ -35,7 +35,11 @@ async fn ticket(app: &TestApp, sid: &str, cookie: &str) -> String {
 
 /// Opens the socket at `path` with the dashboard cookie and Cordon's own
 /// Origin; the refusal's status and body if it is refused.
-async fn connect(app: &TestApp, path: &str, cookie: Option<&str>) -> Result<View, (u16, String)> {
+pub(crate) async fn connect(
+    app: &TestApp,
+    path: &str,
+    cookie: Option<&str>,
+) -> Result<View, (u16, String)> {
     let url = app.url(path).replacen("http", "ws", 1);
     let mut req = url.into_client_request().expect("request");
     let h = req.headers_mut();
@@ -92,31 +96,35 @@ async fn setup(page: &str) -> Setup {
 }
 
 /// A new view of `sid` with a fresh ticket.
-async fn open_view(app: &TestApp, sid: &str, cookie: &str) -> View {
+pub(crate) async fn open_view(app: &TestApp, sid: &str, cookie: &str) -> View {
     let path = ticket(app, sid, cookie).await;
     connect(app, &path, Some(cookie)).await.expect("upgrade")
 }
 
 /// The end message's reason.
-fn reason(ended: &Value) -> &str {
+pub(crate) fn reason(ended: &Value) -> &str {
     ended["reason"].as_str().unwrap_or_default()
 }
 
 impl View {
-    async fn send(&mut self, v: Value) {
+    pub(crate) async fn send(&mut self, v: Value) {
         self.ws
             .send(Message::Text(v.to_string().into()))
             .await
             .expect("send");
     }
 
-    async fn send_raw(&mut self, m: Message) {
+    pub(crate) async fn send_raw(&mut self, m: Message) {
         self.ws.send(m).await.expect("send");
     }
 
     /// Reads until a text message satisfies `want`; frames are counted and
     /// their JPEG checked on the way.
-    async fn wait_for(&mut self, what: &str, mut want: impl FnMut(&Value) -> bool) -> Value {
+    pub(crate) async fn wait_for(
+        &mut self,
+        what: &str,
+        mut want: impl FnMut(&Value) -> bool,
+    ) -> Value {
         let deadline = tokio::time::Instant::now() + PATIENCE;
         loop {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -149,7 +157,7 @@ impl View {
     }
 
     /// Waits until the page state's title is `title` (it may be already).
-    async fn wait_title(&mut self, title: &str) {
+    pub(crate) async fn wait_title(&mut self, title: &str) {
         let last_page = self.seen.iter().rev().find(|v| v["type"] == "page");
         if last_page.is_some_and(|p| p["title"] == title) {
             return;
@@ -160,19 +168,19 @@ impl View {
         .await;
     }
 
-    async fn wait_error(&mut self, code: &str) -> Value {
+    pub(crate) async fn wait_error(&mut self, code: &str) -> Value {
         self.wait_for(&format!("error {code}"), |v| {
             v["type"] == "error" && v["code"] == code
         })
         .await
     }
 
-    async fn click(&mut self, x: f64, y: f64) {
+    pub(crate) async fn click(&mut self, x: f64, y: f64) {
         self.send(json!({ "type": "mouse", "action": "click", "x": x, "y": y, "button": "left" }))
             .await;
     }
 
-    async fn key(&mut self, key: &str, code: &str) {
+    pub(crate) async fn key(&mut self, key: &str, code: &str) {
         for action in ["down", "up"] {
             self.send(json!({ "type": "key", "action": action, "key": key, "code": code }))
                 .await;

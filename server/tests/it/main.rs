@@ -20,6 +20,7 @@ mod http;
 mod infra;
 mod limits;
 mod live;
+mod live_link;
 mod mcp;
 mod reaper;
 mod replicas;

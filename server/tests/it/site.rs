@@ -297,6 +297,14 @@ const DANGER: &str = r#"<!doctype html><html><head><title>Danger</title></head><
 </form>
 </body></html>"#;
 
+/// Two big buttons at fixed places, for point clicks through a live view:
+/// a destructive one (0..600 × 0..200) and a harmless one (0..600 × 300..500)
+/// whose clicks the title counts.
+const TWO_BUTTONS: &str = r#"<!doctype html><html><head><title>ready</title></head><body style="margin:0">
+<button id="del" style="position:absolute;left:0;top:0;width:600px;height:200px" onclick="document.title = 'deleted'">Delete repository</button>
+<button id="next" style="position:absolute;left:0;top:300px;width:600px;height:200px" onclick="window.n = (window.n || 0) + 1; document.title = 'next ' + window.n">Next</button>
+</body></html>"#;
+
 /// Registers a service worker and waits for it to be ready: the title says
 /// whether it was ("sw ready"), or that it had not settled in 10 s.
 const SW_PAGE: &str = r#"<!doctype html><html><head><title>sw pending</title></head><body>
@@ -325,6 +333,7 @@ pub async fn start() -> Site {
     let app = Router::new()
         .route("/form", get(|| async { Html(FORM) }))
         .route("/danger", get(|| async { Html(DANGER) }))
+        .route("/two-buttons", get(|| async { Html(TWO_BUTTONS) }))
         .route("/pad", get(|| async { Html(PAD) }))
         .route("/task-form", get(|| async { Html(TASK_FORM) }))
         .route("/colours", get(|| async { Html(COLOURS) }))

@@ -4,6 +4,7 @@
 
 mod files;
 mod lifecycle;
+mod live_link;
 mod session_ref;
 mod tools;
 
@@ -55,6 +56,10 @@ const LIST: Errors = &[(400, "bad_request")];
 const UPLOAD: Errors = &[(400, "invalid_file_name"), (422, "not_a_file_input")];
 const DOWNLOADS: Errors = &[(409, "downloads_denied")];
 const DOWNLOAD: Errors = &[(400, "invalid_file_name"), (404, "download_not_found")];
+const LIVE_LINK: Errors = &[
+    (403, "live_links_disabled"),
+    (403, "live_link_control_disabled"),
+];
 
 /// The one route whose body may exceed the server's default limit (its
 /// own is `upload_max_mb` in base64; `startup` applies it).
@@ -151,6 +156,36 @@ pub fn routes() -> Vec<Route> {
             201,
             Some(s::<lifecycle::CdpToken>),
             &[AUTH, SESSION]
+        ),
+        route!(
+            post,
+            "/api/sessions/{id}/live_link",
+            "A live link: a page showing this session's browser (and, in control mode, taking the pointer and keyboard as this agent) for the agent's own user, to open or put in an <iframe> on the tenant's allowed origins; off unless the tenant's settings allow it",
+            live_link::create,
+            Some(s::<live_link::LiveLinkReq>),
+            201,
+            Some(s::<live_link::LiveLink>),
+            &[AUTH, BODY, SESSION, LIVE_LINK]
+        ),
+        route!(
+            get,
+            "/api/sessions/{id}/live_link",
+            "This session's live links, newest first (their URLs are shown only when made)",
+            live_link::list,
+            None,
+            200,
+            Some(list_of::<live_link::LiveLink>),
+            &[AUTH, SESSION]
+        ),
+        route!(
+            delete,
+            "/api/sessions/{id}/live_link/{link}",
+            "Revoke a live link of this session: its open views end within a second",
+            live_link::revoke,
+            None,
+            204,
+            None,
+            &[AUTH, SESSION, &[(404, "not_found")]]
         ),
         route!(
             post,

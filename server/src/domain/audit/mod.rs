@@ -39,6 +39,8 @@ pub enum Surface {
     Live,
     /// The CDP endpoint.
     Cdp,
+    /// A live link's page: an agent's own user watching or driving.
+    LiveLink,
 }
 
 impl Surface {
@@ -50,6 +52,7 @@ impl Surface {
             Self::Task => "task",
             Self::Live => "live",
             Self::Cdp => "cdp",
+            Self::LiveLink => "live_link",
         }
     }
 }

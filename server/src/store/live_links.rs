@@ -1,0 +1,173 @@
+//! Live links (both backends): issued, looked up by token hash or id,
+//! listed per session, revoked.
+
+use anyhow::Context;
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use super::Store;
+
+/// A live link as stored (never its token).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveLinkRow {
+    /// `ll_…`.
+    pub id: String,
+    /// Its tenant.
+    pub tenant_id: String,
+    /// `s_…`.
+    pub session_id: String,
+    /// The API key that asked for it.
+    pub key_id: String,
+    /// `view` or `control`.
+    pub mode: String,
+    /// Unix ms.
+    pub created_at: i64,
+    /// Unix ms.
+    pub expires_at: i64,
+    /// Unix ms, once revoked.
+    pub revoked_at: Option<i64>,
+    /// Whether the key that asked for it has been revoked since.
+    pub key_revoked: bool,
+}
+
+/// The columns every lookup reads (`l`: the link, `k`: its key).
+const COLUMNS: &str = "l.id, l.tenant_id, l.session_id, l.key_id, l.mode, l.created_at, \
+     l.expires_at, l.revoked_at, k.id AS key_found, k.revoked_at AS key_revoked_at";
+
+fn row(r: &AnyRow) -> Result<LiveLinkRow, sqlx::Error> {
+    Ok(LiveLinkRow {
+        id: r.try_get("id")?,
+        tenant_id: r.try_get("tenant_id")?,
+        session_id: r.try_get("session_id")?,
+        key_id: r.try_get("key_id")?,
+        mode: r.try_get("mode")?,
+        created_at: r.try_get("created_at")?,
+        expires_at: r.try_get("expires_at")?,
+        revoked_at: r.try_get("revoked_at")?,
+        // A key that is gone counts as revoked.
+        key_revoked: r.try_get::<Option<String>, _>("key_found")?.is_none()
+            || r.try_get::<Option<i64>, _>("key_revoked_at")?.is_some(),
+    })
+}
+
+/// A new link's stored fields.
+pub struct NewLiveLink<'a> {
+    /// `ll_…`.
+    pub id: &'a str,
+    /// SHA-256 of its token, hex.
+    pub token_hash: &'a str,
+    /// Its tenant.
+    pub tenant_id: &'a str,
+    /// `s_…`.
+    pub session_id: &'a str,
+    /// The key that asks.
+    pub key_id: &'a str,
+    /// `view` or `control`.
+    pub mode: &'a str,
+    /// Unix ms.
+    pub created_at: i64,
+    /// Unix ms.
+    pub expires_at: i64,
+}
+
+impl Store {
+    /// Records a link.
+    pub async fn live_link_insert(&self, l: &NewLiveLink<'_>) -> anyhow::Result<()> {
+        sqlx::query(
+            "INSERT INTO live_links (id, token_hash, tenant_id, session_id, key_id, mode, \
+             created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .bind(l.id.to_owned())
+        .bind(l.token_hash.to_owned())
+        .bind(l.tenant_id.to_owned())
+        .bind(l.session_id.to_owned())
+        .bind(l.key_id.to_owned())
+        .bind(l.mode.to_owned())
+        .bind(l.created_at)
+        .bind(l.expires_at)
+        .execute(self.pool())
+        .await
+        .context("failed to record a live link")?;
+        Ok(())
+    }
+
+    /// The link whose token hashes to `hash`.
+    pub async fn live_link_by_hash(&self, hash: &str) -> anyhow::Result<Option<LiveLinkRow>> {
+        let q = format!(
+            "SELECT {COLUMNS} FROM live_links l LEFT JOIN api_keys k ON k.id = l.key_id \
+             WHERE l.token_hash = $1"
+        );
+        let r = sqlx::query(&q)
+            .bind(hash.to_owned())
+            .fetch_optional(self.pool())
+            .await
+            .context("failed to read a live link")?;
+        r.as_ref()
+            .map(row)
+            .transpose()
+            .context("malformed live link")
+    }
+
+    /// The link `id`.
+    pub async fn live_link_get(&self, id: &str) -> anyhow::Result<Option<LiveLinkRow>> {
+        let q = format!(
+            "SELECT {COLUMNS} FROM live_links l LEFT JOIN api_keys k ON k.id = l.key_id \
+             WHERE l.id = $1"
+        );
+        let r = sqlx::query(&q)
+            .bind(id.to_owned())
+            .fetch_optional(self.pool())
+            .await
+            .context("failed to read a live link")?;
+        r.as_ref()
+            .map(row)
+            .transpose()
+            .context("malformed live link")
+    }
+
+    /// A session's links of `tenant`, newest first.
+    pub async fn live_links_of(
+        &self,
+        tenant: &str,
+        session: &str,
+    ) -> anyhow::Result<Vec<LiveLinkRow>> {
+        let q = format!(
+            "SELECT {COLUMNS} FROM live_links l LEFT JOIN api_keys k ON k.id = l.key_id \
+             WHERE l.tenant_id = $1 AND l.session_id = $2 ORDER BY l.created_at DESC, l.id \
+             LIMIT 500"
+        );
+        let rows = sqlx::query(&q)
+            .bind(tenant.to_owned())
+            .bind(session.to_owned())
+            .fetch_all(self.pool())
+            .await
+            .context("failed to list live links")?;
+        rows.iter()
+            .map(row)
+            .collect::<Result<_, _>>()
+            .context("malformed live link")
+    }
+
+    /// Revokes link `id` of `tenant`'s `session` if it is not yet;
+    /// answers whether it was this call that revoked it.
+    pub async fn live_link_revoke(
+        &self,
+        tenant: &str,
+        session: &str,
+        id: &str,
+        now: i64,
+    ) -> anyhow::Result<bool> {
+        let done = sqlx::query(
+            "UPDATE live_links SET revoked_at = $1 WHERE id = $2 AND tenant_id = $3 \
+             AND session_id = $4 AND revoked_at IS NULL",
+        )
+        .bind(now)
+        .bind(id.to_owned())
+        .bind(tenant.to_owned())
+        .bind(session.to_owned())
+        .execute(self.pool())
+        .await
+        .context("failed to revoke a live link")?;
+        Ok(done.rows_affected() > 0)
+    }
+}

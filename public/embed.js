@@ -81,8 +81,8 @@ class Embed {
       const res = await fetch(location.href, { cache: 'no-store', credentials: 'omit' });
       if (res.status === 404 || res.status === 403 || res.status === 410) {
         const doc = new DOMParser().parseFromString(await res.text(), 'text/html');
-        const why = doc.querySelector('[data-why]')?.textContent || 'This link no longer works.';
-        return this.end(why);
+        const why = doc.querySelector('[data-gone] h1')?.textContent || 'This link no longer works';
+        return this.end(`${why}.`);
       }
       if (res.status === 429) return this.again('This link is open in too many places.');
     } catch {

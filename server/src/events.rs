@@ -58,7 +58,7 @@ impl Topic {
     pub fn of_action(action: &str) -> Option<Self> {
         let area = action.split('.').next().unwrap_or_default();
         match area {
-            "session" | "tool" => Some(Self::Sessions),
+            "session" | "tool" | "live_link" => Some(Self::Sessions),
             "grant" => Some(Self::Grants),
             "creds" | "vault" => Some(Self::Credentials),
             "tenant" | "apikey" => Some(Self::Tenants),

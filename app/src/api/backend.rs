@@ -103,6 +103,8 @@ pub trait SessionsBackend {
     async fn session(&self, op: &Operator, id: String) -> UiResult<SessionDetail>;
     /// Ends one.
     async fn end_session(&self, op: &Operator, id: String) -> UiResult<()>;
+    /// Revokes one of its live links.
+    async fn revoke_live_link(&self, op: &Operator, session: String, id: String) -> UiResult<()>;
     /// Its screenshot timeline.
     async fn timeline(&self, op: &Operator, session: String) -> UiResult<TimelineView>;
 }

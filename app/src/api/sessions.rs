@@ -66,6 +66,23 @@ pub struct EgressView {
     pub bytes_down: i64,
 }
 
+/// A live link of a session (an agent's capability URL for its own user).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveLinkView {
+    /// `ll_…`.
+    pub id: String,
+    /// `view` or `control`.
+    pub mode: String,
+    /// `active`, `expired` or `revoked`.
+    pub state: String,
+    /// The API key that made it.
+    pub key_id: String,
+    /// Unix ms.
+    pub created_at: i64,
+    /// Unix ms.
+    pub expires_at: i64,
+}
+
 /// One session's page.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionDetail {
@@ -82,6 +99,8 @@ pub struct SessionDetail {
     pub control: Option<String>,
     /// Tasks (`run_task`) that ran on it.
     pub tasks: Vec<super::tasks::TaskLine>,
+    /// Live links its agents made, newest first.
+    pub live_links: Vec<LiveLinkView>,
 }
 
 /// The sessions list.
@@ -99,6 +118,14 @@ pub async fn list_sessions(
 pub async fn get_session(id: String) -> Result<SessionDetail, UiError> {
     let (ctl, op) = super::backend::require(Role::Viewer, "see sessions").await?;
     ctl.session(&op, id).await
+}
+
+/// Revokes a live link of a session: its open views end within a second
+/// (audited with the operator's id).
+#[server(prefix = "/ui/fn", endpoint = "revoke_live_link")]
+pub async fn revoke_live_link(session: String, id: String) -> Result<(), UiError> {
+    let (ctl, op) = super::backend::require(Role::Operator, "revoke live links").await?;
+    ctl.revoke_live_link(&op, session, id).await
 }
 
 /// Ends a running session (audited with the operator's id).

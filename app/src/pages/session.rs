@@ -6,7 +6,7 @@ use leptos_router::hooks::use_params_map;
 
 use crate::api::auth::Role;
 use crate::api::live::ReleaseControl;
-use crate::api::sessions::{EndSession, SessionDetail, get_session};
+use crate::api::sessions::{EndSession, LiveLinkView, RevokeLiveLink, SessionDetail, get_session};
 use crate::components::layout::Me;
 use crate::components::time::utc;
 use crate::components::{ActionError, ErrorView, on_change};
@@ -18,9 +18,17 @@ pub fn Session() -> impl IntoView {
     let id = move || params.get().get("id").unwrap_or_default();
     let end = ServerAction::<EndSession>::new();
     let release = ServerAction::<ReleaseControl>::new();
+    let revoke = ServerAction::<RevokeLiveLink>::new();
     let detail = Resource::new(
-        move || (id(), end.version().get(), release.version().get()),
-        |(id, _, _)| get_session(id),
+        move || {
+            (
+                id(),
+                end.version().get(),
+                release.version().get(),
+                revoke.version().get(),
+            )
+        },
+        |(id, _, _, _)| get_session(id),
     );
     on_change(&["sessions"], move || detail.refetch());
     let error = Signal::derive(move || {
@@ -28,6 +36,7 @@ pub fn Session() -> impl IntoView {
             .get()
             .and_then(Result::err)
             .or_else(|| release.value().get().and_then(Result::err))
+            .or_else(|| revoke.value().get().and_then(Result::err))
     });
     let me = expect_context::<Me>();
     view! {
@@ -37,7 +46,7 @@ pub fn Session() -> impl IntoView {
             <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
                 {move || detail.get().map(|r| match r {
                     Err(e) => view! { <ErrorView error=e/> }.into_any(),
-                    Ok(d) => view! { <Detail d end release may_end=Signal::derive(move || me.may(Role::Operator))/> }.into_any(),
+                    Ok(d) => view! { <Detail d end release revoke may_end=Signal::derive(move || me.may(Role::Operator))/> }.into_any(),
                 })}
             </Transition>
         </section>
@@ -49,9 +58,11 @@ fn Detail(
     d: SessionDetail,
     end: ServerAction<EndSession>,
     release: ServerAction<ReleaseControl>,
+    revoke: ServerAction<RevokeLiveLink>,
     may_end: Signal<bool>,
 ) -> impl IntoView {
     let s = d.session;
+    let links = d.live_links.clone();
     let running = matches!(s.state.as_str(), "starting" | "ready");
     let sid = s.id.clone();
     view! {
@@ -107,6 +118,7 @@ fn Detail(
                 </tbody>
             </table>
         })}
+        {(!links.is_empty()).then(|| view! { <LiveLinks links sid=s.id.clone() revoke may_revoke=may_end/> })}
         <h2>"Audit trail"</h2>
         {if d.audit.is_empty() {
             view! { <p class="empty">"No audited action yet."</p> }.into_any()
@@ -144,6 +156,47 @@ fn Detail(
                 </table>
             }.into_any()
         }}
+    }
+}
+
+/// The session's live links: who made them, what they allow, and
+/// "Revoke" for the active ones (their open views end within a second).
+#[component]
+fn LiveLinks(
+    links: Vec<LiveLinkView>,
+    sid: String,
+    revoke: ServerAction<RevokeLiveLink>,
+    may_revoke: Signal<bool>,
+) -> impl IntoView {
+    view! {
+        <h2>"Live links"</h2>
+        <p class="muted">"Pages an agent handed its own users to watch this browser (control: and drive it, as the agent, through the risk gate)."</p>
+        <table class="list" id="session-live-links">
+            <thead><tr><th>"Link"</th><th>"Mode"</th><th>"State"</th><th>"Made by"</th><th>"Made (UTC)"</th><th>"Expires (UTC)"</th><th></th></tr></thead>
+            <tbody>
+                {links.into_iter().map(|l| {
+                    let active = l.state == "active";
+                    let (sid, id) = (sid.clone(), l.id.clone());
+                    view! {
+                        <tr data-link=l.id.clone()>
+                            <td><code>{l.id.clone()}</code></td>
+                            <td>{l.mode.clone()}</td>
+                            <td><span class="badge" data-status=l.state.clone()>{l.state.clone()}</span></td>
+                            <td><code>{format!("agent:{}", l.key_id)}</code></td>
+                            <td>{utc(l.created_at)}</td>
+                            <td>{utc(l.expires_at)}</td>
+                            <td>{active.then(|| view! {
+                                <ActionForm action=revoke>
+                                    <input type="hidden" name="session" value=sid/>
+                                    <input type="hidden" name="id" value=id/>
+                                    <button type="submit" class="danger small" disabled=move || !may_revoke.get()>"Revoke"</button>
+                                </ActionForm>
+                            })}</td>
+                        </tr>
+                    }
+                }).collect_view()}
+            </tbody>
+        </table>
     }
 }
 

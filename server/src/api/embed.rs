@@ -128,7 +128,7 @@ fn refusal(e: &LinkError) -> (StatusCode, &'static str, String) {
         LinkError::Unknown => (
             StatusCode::NOT_FOUND,
             "This link does not work",
-            "The link is unknown. Ask for a new one.".into(),
+            "Check that the whole address was copied, or ask for a new link.".into(),
         ),
         LinkError::Disabled | LinkError::ControlDisabled => (
             StatusCode::FORBIDDEN,
@@ -138,12 +138,12 @@ fn refusal(e: &LinkError) -> (StatusCode, &'static str, String) {
         LinkError::Expired => (
             StatusCode::GONE,
             "This link has expired",
-            "The link has expired. Ask for a new one.".into(),
+            "Live links work for a limited time. Ask for a new one if you still need to see the browser.".into(),
         ),
         LinkError::Revoked => (
             StatusCode::GONE,
             "This link was revoked",
-            "The link was revoked.".into(),
+            "Whoever shared it has stopped it. Ask for a new one if you still need to see the browser.".into(),
         ),
         LinkError::BadTtl(_) | LinkError::Internal(_) => (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -193,7 +193,7 @@ async fn page(
         let body = gone(
             status,
             "This session has ended",
-            "The browser this link showed has been closed.",
+            "The browser this link showed has been closed; there is nothing more to see.",
         );
         return secured(html(status, body), &frame);
     }

@@ -3,10 +3,11 @@
 use app::api::auth::Operator;
 use app::api::backend::{SessionsBackend, UiResult};
 use app::api::screenshots::{ShotView, TimelineView};
-use app::api::sessions::{EgressView, SessionDetail, SessionFilter, SessionView};
+use app::api::sessions::{EgressView, LiveLinkView, SessionDetail, SessionFilter, SessionView};
 use app::error::UiError;
 
 use super::{internal, json_list};
+use crate::audit::Actor;
 use crate::domain::{SessionId, SessionState, TenantId};
 use crate::sessions::SessionError;
 use crate::state::AppState;
@@ -141,6 +142,19 @@ impl SessionsBackend for AppState {
                 .iter()
                 .map(|t| super::tasks::line(t, &waiting))
                 .collect(),
+            live_links: crate::live::link::list(&self.store, &tenant, sid.as_str())
+                .await
+                .map_err(|e| internal("listing the session's live links", e))?
+                .into_iter()
+                .map(|l| LiveLinkView {
+                    id: l.link.id,
+                    mode: l.link.mode.as_str().to_owned(),
+                    state: l.state.to_owned(),
+                    key_id: l.link.key_id,
+                    created_at: l.link.created_at,
+                    expires_at: l.link.expires_at,
+                })
+                .collect(),
         })
     }
 
@@ -196,6 +210,22 @@ impl SessionsBackend for AppState {
         }
         .await;
         super::audited(self, op, "session.end", result).await
+    }
+
+    async fn revoke_live_link(&self, op: &Operator, session: String, id: String) -> UiResult<()> {
+        let (sid, tenant, _) = find_for(self, op, &session, "revoke a live link").await?;
+        crate::live::link::revoke(
+            &self.store,
+            &Actor::Operator(op.id.clone()),
+            &tenant,
+            sid.as_str(),
+            &id,
+        )
+        .await
+        .map_err(|e| match e {
+            crate::live::link::LinkError::Internal(e) => internal("revoking a live link", e),
+            _ => UiError::not_found(format!("live link {id:?}")),
+        })
     }
 }
 

@@ -569,3 +569,68 @@ async fn a_link_opened_at_another_replica_is_carried_to_the_sessions_one() {
     drop(b);
     a.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operators_see_a_sessions_links_and_revoke_one_from_the_dashboard() {
+    let Setup {
+        site: _site,
+        app,
+        agent,
+        sid,
+    } = setup("/two-buttons").await;
+    let (id, page) = make_link(&agent, &sid, "control").await;
+    let mut view = connect(&app, &ws_path(&page), None).await.expect("upgrade");
+    view.wait_title("ready").await;
+    let (_, viewer) = app.operator_session("vera", Role::Viewer).await;
+    let (status, detail) = app
+        .server_fn("get_session", &format!("id={sid}"), Some(&viewer))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{detail}");
+    let links = detail["live_links"].as_array().expect("links");
+    assert_eq!(links.len(), 1, "{detail}");
+    assert_eq!(links[0]["id"], id.as_str());
+    assert_eq!(links[0]["state"], "active");
+    assert!(
+        !detail.to_string().contains("llk_"),
+        "no token reaches the dashboard"
+    );
+    // A viewer may look, not revoke.
+    let (status, v) = app
+        .server_fn(
+            "revoke_live_link",
+            &format!("session={sid}&id={id}"),
+            Some(&viewer),
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{v}");
+    let (_, op) = app.operator_session("olive", Role::Operator).await;
+    let (status, v) = app
+        .server_fn(
+            "revoke_live_link",
+            &format!("session={sid}&id=ll_nope"),
+            Some(&op),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{v}");
+    let (status, v) = app
+        .server_fn(
+            "revoke_live_link",
+            &format!("session={sid}&id={id}"),
+            Some(&op),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert!(
+        ended(&mut view).await.contains("revoked"),
+        "{:?}",
+        view.seen
+    );
+    let revoke = rows(&app, &sid)
+        .await
+        .into_iter()
+        .find(|e| e.action == "live_link.revoke")
+        .expect("audited");
+    assert!(revoke.actor.starts_with("operator:"), "{revoke:?}");
+    agent.close(&sid).await;
+    app.stop().await;
+}

@@ -135,6 +135,12 @@ pub fn describe(code: &str) -> &'static str {
         "grant_expired" => "the grant token has expired",
         "grant_revoked" => "the grant token was revoked",
         "grant_consumed" => "the single-use grant token was already used",
+        "live_links_disabled" => {
+            "the tenant's settings do not allow live links ([tenant_live_links.<tenant>])"
+        }
+        "live_link_control_disabled" => {
+            "the tenant allows only view links (control = false in [tenant_live_links.<tenant>])"
+        }
         "grant_wrong_tenant" => "the grant token belongs to another tenant",
         "grant_too_narrow" => "the grant does not cover every domain asked for",
         _ => "",

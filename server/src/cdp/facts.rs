@@ -14,6 +14,8 @@
 //! - everything read by script (text, form, link, password) runs in an
 //!   isolated world, where the page's own overrides of `innerText`,
 //!   `querySelector` or `type` on the prototypes do not exist;
+//! - a hit on a `::before`/`::after` pseudo-element is judged by the
+//!   element it belongs to, generated content included;
 //! - what cannot be seen (a cross-origin frame, a canvas, a plugin, a
 //!   focus inside a closed shadow root) is reported as `unknown` with the
 //!   reason: the gate never takes it for harmless.
@@ -42,15 +44,18 @@ use super::{CdpError, Locator};
 const WORLD: &str = "__cordon_gate__";
 
 /// Runs on the node (`this`) in an isolated world. Names are every name
-/// the element goes by (the gate matches its words against all of them):
+/// the element goes by (the gate matches its words against all of them)
+/// (on a `::before`/`::after`, the element it belongs to):
 /// aria-label, aria-labelledby, labels, a button's value, its rendered
 /// text with `::before`/`::after` content, title, alt, placeholder, on the
 /// nearest interactive ancestor (across shadow roots), so a click on a
 /// button's inner `<span>` is judged by the button. Public for the gate
 /// benchmark, which times it apart.
 pub const FACTS_FN: &str = r#"function() {
-  const own = this.nodeType === 1 ? this : this.parentElement;
-  if (!own) return null;
+  // A hit on `::before`/`::after` resolves to a `CSSPseudoElement`: it is
+  // judged by the element it belongs to (whose generated content it is).
+  const own = this.nodeType === 1 ? this : this.nodeType ? this.parentElement : (this.element || null);
+  if (!own || own.nodeType !== 1) return null;
   const up = (n) => n.parentElement || ((n.getRootNode && n.getRootNode()) || {}).host || null;
   const SEL = 'button,a[href],area[href],input,select,textarea,summary,label,[role=button],[role=link],[role=menuitem],[role=menuitemcheckbox],[role=menuitemradio],[role=tab],[role=checkbox],[role=radio],[role=switch],[role=option],[role=treeitem]';
   let el = own;

@@ -169,3 +169,26 @@ async fn a_point_on_a_pseudo_element_is_judged_by_the_button_it_belongs_to() {
     runs(&on, next, "NEXT").await;
     on.stop().await;
 }
+
+#[tokio::test]
+async fn a_scaled_frame_is_judged_where_the_click_lands_and_a_rotated_one_is_unknown() {
+    // Drawn at half size, "Next" above "Delete repository": a point taken
+    // into the frame without the scale would find "Next" where the click
+    // lands on "Delete repository".
+    let on = open_on("frame-oopif.html?scaled&inner=oopif-inner.html%3Fnext-first").await;
+    framed_out_of_process(&on, 1).await;
+    let waiting = on
+        .waits_and_denied("click", at((122.5, 112.5)), &["Delete repository"])
+        .await;
+    judged_by_name(&waiting);
+    runs(&on, (122.5, 62.5), "NEXT").await;
+    on.stop().await;
+
+    // Turned by 10°: the gate does not map points into it; even "Next"
+    // (at the frame's centre) is unknown, never harmless.
+    let on = open_on("frame-oopif.html?rotated").await;
+    framed_out_of_process(&on, 1).await;
+    on.waits_and_denied("click", at((255.0, 195.0)), &["unknown_target"])
+        .await;
+    on.stop().await;
+}

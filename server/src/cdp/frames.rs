@@ -15,8 +15,6 @@
 //! something harmless. Frames inside the frame are followed the same way,
 //! [`MAX_DEPTH`] deep; a frame deeper than that stays unknown.
 
-use std::collections::HashMap;
-
 use chromiumoxide::Page;
 use chromiumoxide::cdp::browser_protocol::accessibility::AxNode;
 use chromiumoxide::cdp::browser_protocol::dom::{
@@ -25,7 +23,7 @@ use chromiumoxide::cdp::browser_protocol::dom::{
 use serde_json::{Value, json};
 
 use super::CdpError;
-use super::raw::{RawReceiver, RawSender, connect_raw};
+use super::raw::RawClient as Client;
 
 /// How many out-of-process frames deep a hit test is followed: a button
 /// in a frame in a frame in a frame of the tab is judged; a fourth frame
@@ -151,89 +149,6 @@ impl FrameBox {
             border: quad("border"),
             size: (num("width"), num("height")),
         })
-    }
-}
-
-/// A raw CDP connection used for requests: answers are matched by id,
-/// events are dropped.
-struct Client {
-    tx: RawSender,
-    rx: RawReceiver,
-    next: i64,
-    early: HashMap<i64, Result<Value, CdpError>>,
-}
-
-impl Client {
-    async fn open(ws_url: &str) -> Result<Self, CdpError> {
-        let (tx, rx) = connect_raw(ws_url).await?;
-        Ok(Self {
-            tx,
-            rx,
-            next: 0,
-            early: HashMap::new(),
-        })
-    }
-
-    /// Sends `method` (to the frame's `session`, or the browser) and
-    /// answers its id.
-    async fn send(
-        &mut self,
-        session: Option<&str>,
-        method: &str,
-        params: Value,
-    ) -> Result<i64, CdpError> {
-        self.next += 1;
-        let mut msg = json!({ "id": self.next, "method": method, "params": params });
-        if let Some(s) = session {
-            msg["sessionId"] = Value::String(s.to_owned());
-        }
-        self.tx.send(msg.to_string()).await?;
-        Ok(self.next)
-    }
-
-    /// The answer to request `id`.
-    async fn answer(&mut self, id: i64) -> Result<Value, CdpError> {
-        if let Some(a) = self.early.remove(&id) {
-            return a;
-        }
-        loop {
-            let text = self.rx.next().await.ok_or(CdpError::BrowserGone)?;
-            let Ok(mut msg) = serde_json::from_str::<Value>(&text) else {
-                continue;
-            };
-            let Some(got) = msg.get("id").and_then(Value::as_i64) else {
-                continue;
-            };
-            let answer = match msg.get_mut("error") {
-                // The browser's message names the call's failure, never
-                // page content.
-                Some(e) => Err(CdpError::Failed(
-                    e["message"].as_str().unwrap_or("failed").to_owned(),
-                )),
-                None => Ok(msg
-                    .get_mut("result")
-                    .map(Value::take)
-                    .unwrap_or(Value::Null)),
-            };
-            if got == id {
-                return answer;
-            }
-            self.early.insert(got, answer);
-        }
-    }
-
-    async fn call(
-        &mut self,
-        session: Option<&str>,
-        method: &str,
-        params: Value,
-    ) -> Result<Value, CdpError> {
-        let id = self.send(session, method, params).await?;
-        self.answer(id).await
-    }
-
-    async fn close(mut self) {
-        self.tx.close().await;
     }
 }
 

@@ -1155,7 +1155,7 @@ async fn gate_cost(page_url: &str, tmp: &std::path::Path, iters: usize) {
             plain.push(t.elapsed());
             tokio::time::sleep(pause_for()).await;
             let t = Instant::now();
-            click_checked(&page, &locator, bound, |host, el| {
+            click_checked(&page, &locator, bound, "", |host, el| {
                 let facts = cordon::policy::Facts {
                     page_host: Some(host.to_owned()),
                     element: serde_json::from_value(el).map_err(|_| ())?,

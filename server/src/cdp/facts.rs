@@ -14,9 +14,15 @@
 //! - everything read by script (text, form, link, password) runs in an
 //!   isolated world, where the page's own overrides of `innerText`,
 //!   `querySelector` or `type` on the prototypes do not exist;
-//! - what cannot be seen (a cross-origin frame, a canvas, a plugin, a
-//!   focus inside a closed shadow root) is reported as `unknown` with the
-//!   reason: the gate never takes it for harmless.
+//! - a hit on a `::before`/`::after` pseudo-element is judged by the
+//!   element it belongs to, generated content included;
+//! - a hit on an `<iframe>` whose frame runs out of process (cross-site,
+//!   a payment provider's) is followed into that frame through its own
+//!   target (`frames.rs`), up to `frames::MAX_DEPTH` frames deep;
+//! - what cannot be seen (a frame that cannot be followed, a canvas, a
+//!   plugin, a focus inside a closed shadow root or an out-of-process
+//!   frame) is reported as `unknown` with the reason: the gate never takes
+//!   it for harmless.
 //!
 //! Read-only, but for the pointer: the page is neither scrolled nor
 //! focused (a click's own lookup scrolls, as the click would); a press's
@@ -39,18 +45,21 @@ use super::{CdpError, Locator};
 
 /// The isolated world the gate reads in when chromiumoxide's own utility
 /// world is not there yet.
-const WORLD: &str = "__cordon_gate__";
+pub(super) const WORLD: &str = "__cordon_gate__";
 
 /// Runs on the node (`this`) in an isolated world. Names are every name
-/// the element goes by (the gate matches its words against all of them):
+/// the element goes by (the gate matches its words against all of them)
+/// (on a `::before`/`::after`, the element it belongs to):
 /// aria-label, aria-labelledby, labels, a button's value, its rendered
 /// text with `::before`/`::after` content, title, alt, placeholder, on the
 /// nearest interactive ancestor (across shadow roots), so a click on a
 /// button's inner `<span>` is judged by the button. Public for the gate
 /// benchmark, which times it apart.
 pub const FACTS_FN: &str = r#"function() {
-  const own = this.nodeType === 1 ? this : this.parentElement;
-  if (!own) return null;
+  // A hit on `::before`/`::after` resolves to a `CSSPseudoElement`: it is
+  // judged by the element it belongs to (whose generated content it is).
+  const own = this.nodeType === 1 ? this : this.nodeType ? this.parentElement : (this.element || null);
+  if (!own || own.nodeType !== 1) return null;
   const up = (n) => n.parentElement || ((n.getRootNode && n.getRootNode()) || {}).host || null;
   const SEL = 'button,a[href],area[href],input,select,textarea,summary,label,[role=button],[role=link],[role=menuitem],[role=menuitemcheckbox],[role=menuitemradio],[role=tab],[role=checkbox],[role=radio],[role=switch],[role=option],[role=treeitem]';
   let el = own;
@@ -113,6 +122,7 @@ pub const FACTS_FN: &str = r#"function() {
     download: el.localName === 'a' && el.hasAttribute('download'),
     link_host: /^https?:/i.test(href) ? new URL(href).hostname : null,
     unknown,
+    frame: tag === 'iframe' || tag === 'frame',
     rect: [r.left, r.top, r.width, r.height],
   };
 }"#;
@@ -254,7 +264,7 @@ fn ax_str(v: &Option<chromiumoxide::cdp::browser_protocol::accessibility::AxValu
 /// From a partial tree (the node, its ancestors, siblings and children):
 /// the role of the nearest acting node at or above `node` (or the node's
 /// own) and every name met on the way, that one first.
-fn pick_names(nodes: &[AxNode], node: BackendNodeId) -> (Option<String>, Vec<String>) {
+pub(super) fn pick_names(nodes: &[AxNode], node: BackendNodeId) -> (Option<String>, Vec<String>) {
     let by_id: std::collections::HashMap<&str, &AxNode> = nodes
         .iter()
         .map(|n| (n.node_id.inner().as_str(), n))
@@ -309,7 +319,7 @@ fn pick_names(nodes: &[AxNode], node: BackendNodeId) -> (Option<String>, Vec<Str
 /// The script facts and the accessibility tree's names of `node`, merged:
 /// the AX name leads (it is what the browser would announce), the
 /// script's names follow.
-fn merge(mut facts: Value, role: Option<String>, ax: Vec<String>) -> Value {
+pub(super) fn merge(mut facts: Value, role: Option<String>, ax: Vec<String>) -> Value {
     let Some(obj) = facts.as_object_mut() else {
         return facts;
     };
@@ -331,12 +341,44 @@ fn merge(mut facts: Value, role: Option<String>, ax: Vec<String>) -> Value {
     facts
 }
 
+/// Where a hit test may follow a click into out-of-process frames: the
+/// browser's CDP URL (`Sandbox::cdp_url`, for a connection of the gate's
+/// own) and how long the follow may take. Without a URL such a frame
+/// stays unknown.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Reach<'a> {
+    /// The browser-level CDP WebSocket URL.
+    browser: Option<&'a str>,
+    /// The bound of the follow; past it the frame stays unknown.
+    bound: Duration,
+}
+
+impl<'a> Reach<'a> {
+    /// Follows into frames through `browser` (an empty URL: not at all),
+    /// within half the call's bound (the other half is left for the rest
+    /// of the call, so a slow frame ends as unknown, not as a timeout).
+    pub(super) fn new(browser: &'a str, timeout: Duration) -> Self {
+        Self {
+            browser: Some(browser).filter(|u| !u.is_empty()),
+            bound: timeout / 2,
+        }
+    }
+}
+
 /// The facts of the node Chromium's hit test finds at (x, y) (what a
 /// click there would press), and the host of its frame. Read as the page
 /// is now: a caller that judges a press sends the pointer there first and
 /// waits for the move's answer (`click_checked`, `facts_under_pointer`),
-/// so what the page shows on hover is what is read.
-pub(super) async fn hit_facts(page: &Page, x: f64, y: f64) -> Result<(String, Value), CdpError> {
+/// so what the page shows on hover is what is read. A hit on an
+/// `<iframe>` whose frame runs out of process is followed into the frame
+/// (`frames.rs`) as far as `reach` allows; what cannot be followed stays
+/// unknown.
+pub(super) async fn hit_facts(
+    page: &Page,
+    reach: Reach<'_>,
+    x: f64,
+    y: f64,
+) -> Result<(String, Value), CdpError> {
     #[expect(
         clippy::cast_possible_truncation,
         reason = "viewport pixels, checked in range"
@@ -389,6 +431,17 @@ pub(super) async fn hit_facts(page: &Page, x: f64, y: f64) -> Result<(String, Va
         Ok(f) if !f.is_null() => f,
         Ok(_) | Err(_) => unknown_at("the node at that point cannot be read"),
     };
+    if facts["frame"].as_bool().unwrap_or(false)
+        && let Some(browser) = reach.browser
+    {
+        let follow = super::frames::facts_in_frame(page, browser, hit.backend_node_id, (x, y));
+        match tokio::time::timeout(reach.bound, follow).await {
+            Ok(Ok(inside)) => return Ok(inside),
+            // The `<iframe>`'s own facts stay: unknown.
+            Ok(Err(e)) => tracing::debug!(error = %e, "cannot follow a click into its frame"),
+            Err(_) => tracing::debug!("following a click into its frame timed out"),
+        }
+    }
     let host = facts
         .get("host")
         .and_then(Value::as_str)
@@ -398,7 +451,7 @@ pub(super) async fn hit_facts(page: &Page, x: f64, y: f64) -> Result<(String, Va
 }
 
 /// Facts that say only that the gate could not see.
-fn unknown_at(why: &str) -> Value {
+pub(super) fn unknown_at(why: &str) -> Value {
     serde_json::json!({ "unknown": why })
 }
 
@@ -440,11 +493,14 @@ async fn object_facts(page: &Page, object: Option<RemoteObjectId>) -> Result<Val
 /// an element (selector, ref) is scrolled into view as a plain click does;
 /// then Chromium's hit test names the node at the click's point, its facts
 /// are read, and `allow(host, facts)` is asked before the button goes
-/// down. `Ok(Err(e))`: `allow` stopped the click; nothing was pressed.
+/// down. `browser`: the browser's CDP URL, to follow the hit test into an
+/// out-of-process frame (empty: such a frame is unknown). `Ok(Err(e))`:
+/// `allow` stopped the click; nothing was pressed.
 pub async fn click_checked<E>(
     page: &Page,
     locator: &Locator,
     timeout: Duration,
+    browser: &str,
     allow: impl FnOnce(&str, Value) -> Result<(), E>,
 ) -> Result<Result<(), E>, CdpError> {
     super::tools::bounded("click", timeout, async {
@@ -462,7 +518,8 @@ pub async fn click_checked<E>(
         // a hover would. Boxed: the reads make a future too large for the
         // stack of a tool call in a debug build.
         super::input::mouse_move(page, x, y).await?;
-        let (host, facts) = Box::pin(hit_facts(page, x, y)).await?;
+        let reach = Reach::new(browser, timeout);
+        let (host, facts) = Box::pin(hit_facts(page, reach, x, y)).await?;
         if let Err(e) = allow(&host, facts) {
             return Ok(Err(e));
         }
@@ -476,12 +533,13 @@ pub async fn click_checked<E>(
 /// `buttons` held, `button` the one of them that drags, `Button::None`
 /// when none is): what a raw button going down or up there acts on,
 /// after the page handled the hover. The move's answer comes once the tab
-/// handled it.
+/// handled it. `browser` as for [`click_checked`].
 pub async fn facts_under_pointer(
     page: &Page,
     (x, y): (f64, f64),
     (button, buttons, modifiers): (super::Button, i64, i64),
     timeout: Duration,
+    browser: &str,
 ) -> Result<(String, Value), CdpError> {
     super::tools::bounded("checking the target", timeout, async {
         super::input::mouse_event(
@@ -495,7 +553,7 @@ pub async fn facts_under_pointer(
             modifiers,
         )
         .await?;
-        Box::pin(hit_facts(page, x, y)).await
+        Box::pin(hit_facts(page, Reach::new(browser, timeout), x, y)).await
     })
     .await
 }
@@ -503,15 +561,19 @@ pub async fn facts_under_pointer(
 /// The host of the active page's frame and, as JSON, the facts of the
 /// element at `locator` (`None`: the focused element, followed into
 /// frames and open shadow roots); `Null` when there is no such element. A
-/// point is judged by the hit test, an element by itself.
+/// point is judged by the hit test, an element by itself. `browser` as
+/// for [`click_checked`].
 pub async fn element_facts(
     page: &Page,
     locator: Option<&Locator>,
     timeout: Duration,
+    browser: &str,
 ) -> Result<(String, Value), CdpError> {
     super::tools::bounded("checking the target", timeout, async {
         let facts = match locator {
-            Some(Locator::Point(x, y)) => return hit_facts(page, *x, *y).await,
+            Some(Locator::Point(x, y)) => {
+                return hit_facts(page, Reach::new(browser, timeout), *x, *y).await;
+            }
             Some(other) => {
                 let object = super::tools::object_for(page, other).await?;
                 object_facts(page, object).await?

@@ -3,6 +3,7 @@
 mod cookies;
 mod downloads;
 mod facts;
+mod frames;
 mod input;
 mod navguard;
 mod raw;

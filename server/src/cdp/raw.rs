@@ -1,10 +1,15 @@
 //! A raw CDP connection to a browser: text frames in and out, nothing
-//! parsed. The CDP endpoint (`sessions::cdp`) opens one per client, so a
+//! parsed (but the ids of a [`RawClient`]'s answers). The CDP endpoint (`sessions::cdp`) opens one per client, so a
 //! client's ids, sessions and event subscriptions never mix with Cordon's
-//! own connection (chromiumoxide's) or another client's.
+//! own connection (chromiumoxide's) or another client's. The risk gate
+//! opens one as a [`RawClient`] to reach an out-of-process frame's own
+//! session (`frames.rs`), which chromiumoxide cannot address.
+
+use std::collections::HashMap;
 
 use futures::stream::{SplitSink, SplitStream};
 use futures::{SinkExt, StreamExt};
+use serde_json::{Value, json};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
@@ -66,6 +71,93 @@ impl RawReceiver {
                 Ok(_) => {}
             }
         }
+    }
+}
+
+/// A raw CDP connection used for requests (the gate's, to reach what
+/// chromiumoxide cannot address, like a frame's own session): answers are
+/// matched by id, events are dropped.
+pub(super) struct RawClient {
+    tx: RawSender,
+    rx: RawReceiver,
+    next: i64,
+    early: HashMap<i64, Result<Value, CdpError>>,
+}
+
+impl RawClient {
+    /// Connects to a browser-level CDP WebSocket URL.
+    pub(super) async fn open(ws_url: &str) -> Result<Self, CdpError> {
+        let (tx, rx) = connect_raw(ws_url).await?;
+        Ok(Self {
+            tx,
+            rx,
+            next: 0,
+            early: HashMap::new(),
+        })
+    }
+
+    /// Sends `method` (to the frame's `session`, or the browser) and
+    /// answers its id.
+    pub(super) async fn send(
+        &mut self,
+        session: Option<&str>,
+        method: &str,
+        params: Value,
+    ) -> Result<i64, CdpError> {
+        self.next += 1;
+        let mut msg = json!({ "id": self.next, "method": method, "params": params });
+        if let Some(s) = session {
+            msg["sessionId"] = Value::String(s.to_owned());
+        }
+        self.tx.send(msg.to_string()).await?;
+        Ok(self.next)
+    }
+
+    /// The answer to request `id`.
+    pub(super) async fn answer(&mut self, id: i64) -> Result<Value, CdpError> {
+        if let Some(a) = self.early.remove(&id) {
+            return a;
+        }
+        loop {
+            let text = self.rx.next().await.ok_or(CdpError::BrowserGone)?;
+            let Ok(mut msg) = serde_json::from_str::<Value>(&text) else {
+                continue;
+            };
+            let Some(got) = msg.get("id").and_then(Value::as_i64) else {
+                continue;
+            };
+            let answer = match msg.get_mut("error") {
+                // The browser's message names the call's failure, never
+                // page content.
+                Some(e) => Err(CdpError::Failed(
+                    e["message"].as_str().unwrap_or("failed").to_owned(),
+                )),
+                None => Ok(msg
+                    .get_mut("result")
+                    .map(Value::take)
+                    .unwrap_or(Value::Null)),
+            };
+            if got == id {
+                return answer;
+            }
+            self.early.insert(got, answer);
+        }
+    }
+
+    /// Sends `method` and waits for its answer.
+    pub(super) async fn call(
+        &mut self,
+        session: Option<&str>,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, CdpError> {
+        let id = self.send(session, method, params).await?;
+        self.answer(id).await
+    }
+
+    /// Closes the connection (the browser drops its sessions).
+    pub(super) async fn close(mut self) {
+        self.tx.close().await;
     }
 }
 

@@ -16,6 +16,7 @@ mod files;
 mod gate;
 mod grants;
 mod hostile;
+mod hostile_frames;
 mod http;
 mod infra;
 mod limits;

@@ -340,8 +340,14 @@ pub(super) async fn run(
                 let locator = locator.expect("located");
                 match check {
                     Some(check) => {
-                        if let Err(e) =
-                            cdp::click_checked(page, locator, timeout, |h, f| check(h, f)).await?
+                        if let Err(e) = cdp::click_checked(
+                            page,
+                            locator,
+                            timeout,
+                            &session.sandbox.cdp_url,
+                            |h, f| check(h, f),
+                        )
+                        .await?
                         {
                             stopped = Some(e);
                         }

@@ -457,9 +457,24 @@ impl SessionManager {
                 .transpose()?;
             let (host, element) = match (&locator, pointer) {
                 (Some(crate::cdp::Locator::Point(x, y)), Some(held)) => {
-                    crate::cdp::facts_under_pointer(&page, (*x, *y), held, LOOK).await?
+                    crate::cdp::facts_under_pointer(
+                        &page,
+                        (*x, *y),
+                        held,
+                        LOOK,
+                        &session.sandbox.cdp_url,
+                    )
+                    .await?
                 }
-                _ => crate::cdp::element_facts(&page, locator.as_ref(), LOOK).await?,
+                _ => {
+                    crate::cdp::element_facts(
+                        &page,
+                        locator.as_ref(),
+                        LOOK,
+                        &session.sandbox.cdp_url,
+                    )
+                    .await?
+                }
             };
             facts.page_host = Some(host).filter(|h| !h.is_empty());
             facts.element = serde_json::from_value::<Option<ElementFacts>>(element)

@@ -2,12 +2,14 @@
 # Installs what building, running and testing Cordon needs, skipping what is
 # already there: Debian packages (Chromium, binaryen, bubblewrap, PostgreSQL,
 # sqlite3, shellcheck, faketime, Node.js, pip), the wasm32 target, rustfmt/clippy, the wasm-bindgen CLI
-# matching the pinned crate, the end-to-end tests' npm packages, and the
-# stock Python MCP client (PyPI `mcp`) the MCP test drives.
+# matching the pinned crate, the end-to-end tests' npm packages, the
+# stock Python MCP client (PyPI `mcp`) the MCP test drives, and browser-use
+# (PyPI, in end2end/.venv) for the CDP endpoint's browser-use test.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 WASM_BINDGEN_VERSION=0.2.105
 MCP_PY_VERSION=2.3.0
+BROWSER_USE_VERSION=0.13.14
 python=${CORDON_TEST_PYTHON:-python3}
 
 as_root() {
@@ -20,6 +22,7 @@ for pkg in chromium binaryen bubblewrap postgresql sqlite3 ca-certificates shell
 done
 command -v node >/dev/null && command -v npm >/dev/null || missing+=(nodejs npm)
 "$python" -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
+"$python" -c "import venv, ensurepip" >/dev/null 2>&1 || missing+=(python3-venv)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${missing[*]}"
   as_root apt-get update -qq
@@ -47,4 +50,13 @@ fi
 if ! "$python" -c "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '$MCP_PY_VERSION')" 2>/dev/null; then
   echo "setup: installing the Python MCP client (mcp==$MCP_PY_VERSION)"
   "$python" -m pip install --quiet --disable-pip-version-check --break-system-packages "mcp==$MCP_PY_VERSION"
+fi
+
+# browser-use in a venv of its own (it pins many packages; the system's
+# Python stays as it is). Its telemetry is switched off by the test.
+venv="$root/end2end/.venv"
+if ! "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('browser-use') != '$BROWSER_USE_VERSION')" 2>/dev/null; then
+  echo "setup: installing browser-use==$BROWSER_USE_VERSION into end2end/.venv (a minute, once)"
+  "$python" -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "browser-use==$BROWSER_USE_VERSION"
 fi

@@ -1088,7 +1088,7 @@ async fn chromium_repaint(page_url: &str, tmp: &std::path::Path, n: usize) -> St
 async fn gate_cost(page_url: &str, tmp: &std::path::Path, iters: usize) {
     use cordon::cdp::{Locator, click, click_checked};
     let settings = Settings::load_from(None, Vec::<(String, String)>::new()).unwrap();
-    let policy = cordon::policy::Policy::from_settings(&settings);
+    let policy = cordon::policy::Policy::from_settings(&settings.risk_settings());
     let rules = policy.rules("bench");
     let (conn, child, page) = common::raw_page(&tmp.join("gate"), page_url).await;
     let bound = Duration::from_secs(5);

@@ -11,48 +11,11 @@ use figment::providers::{Format, Toml};
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 
+pub use crate::domain::DatabaseKind;
 use crate::egress::AllowEntry;
-
-/// A check run after injecting a domain's cookies: load `url` and expect a
-/// status and/or a text, to tell fresh credentials from expired ones.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SmokeProbe {
-    /// An http(s) URL on the domain.
-    pub url: String,
-    /// The main document's expected HTTP status.
-    pub expect_status: Option<i64>,
-    /// Text the page must show.
-    pub expect_text: Option<String>,
-}
-
-/// One tenant's own session limits; those unset are the `session_*` settings.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
-)]
-#[serde(deny_unknown_fields)]
-pub struct TenantLimits {
-    /// Memory per session, MiB.
-    pub memory_mb: Option<u64>,
-    /// Processes and threads per session.
-    pub pids_max: Option<u64>,
-    /// CPU weight per session.
-    pub cpu_weight: Option<u64>,
-    /// Disk for the tenant's screenshots, MiB.
-    pub recording_quota_mb: Option<u64>,
-}
-
-impl TenantLimits {
-    /// `base` with this tenant's own values in place.
-    pub fn over(&self, base: crate::sandbox::limits::Limits) -> crate::sandbox::limits::Limits {
-        crate::sandbox::limits::Limits {
-            memory_bytes: self.memory_mb.map_or(base.memory_bytes, |mb| mb << 20),
-            pids: self.pids_max.unwrap_or(base.pids),
-            cpu_weight: self.cpu_weight.unwrap_or(base.cpu_weight),
-            ..base
-        }
-    }
-}
+pub use crate::sandbox::SandboxDriverSetting;
+pub use crate::sandbox::limits::TenantLimits;
+pub use crate::sessions::SmokeProbe;
 
 /// A TOML table keyed by name (tenant, domain), or, from the environment,
 /// the same as a JSON object.
@@ -83,22 +46,6 @@ pub enum EgressResolver {
     /// Only `localhost` resolves (to loopback); nothing else does and no
     /// DNS query is ever sent. For tests and air-gapped trials.
     LoopbackOnly,
-}
-
-/// Which sandbox driver runs browsers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum SandboxDriverSetting {
-    /// `bwrap` where it works, else `process`.
-    Auto,
-    /// Plain Chromium processes.
-    Process,
-    /// Chromium inside bubblewrap namespaces.
-    Bwrap,
-    /// External create/destroy commands (`exec_create`, `exec_destroy`).
-    Exec,
-    /// One Kubernetes pod per browser (`kube_*` settings).
-    Kube,
 }
 
 /// How the `upload` tool hands its files to the browser.
@@ -906,7 +853,7 @@ impl Settings {
                 bail!("tenant_live_links.{tenant}: {why}");
             }
         }
-        crate::policy::rules::validate(self)?;
+        crate::policy::rules::validate(&self.risk_settings())?;
         if self.tool_timeout_s > 300 {
             bail!("tool_timeout_s: must be at most 300 (five minutes)");
         }
@@ -1157,6 +1104,127 @@ impl Settings {
         }
     }
 
+    /// The sessions' own settings (`pool_*`, `session_*`, `max_sessions*`,
+    /// `tool_timeout_s`, `smoke_probes`, `tenant_limits`, `download_*`,
+    /// `upload_*`).
+    pub fn session_config(&self) -> crate::sessions::SessionConfig {
+        use std::time::Duration;
+        crate::sessions::SessionConfig {
+            pool_size: self.pool_size as usize,
+            pool_refill_delay: Duration::from_millis(self.pool_refill_delay_ms),
+            deadline_default_s: self.session_deadline_s,
+            deadline_max_s: self.session_deadline_max_s,
+            idle: Duration::from_secs(self.session_idle_s),
+            max_per_tenant: self.max_sessions_per_tenant as usize,
+            max_total: self.max_sessions as usize,
+            tool_timeout: Duration::from_secs(self.tool_timeout_s),
+            smoke_probes: self.smoke_probes.clone(),
+            tenant_limits: self.tenant_limits.clone(),
+            download_max_bytes: self.download_max_mb << 20,
+            download_session_max_bytes: self.download_session_max_mb << 20,
+            upload_max_bytes: self.upload_max_mb << 20,
+            upload_in_page: match self.upload_transfer {
+                UploadTransfer::Files => false,
+                UploadTransfer::Page => true,
+                UploadTransfer::Auto => self.sandbox_driver == SandboxDriverSetting::Kube,
+            },
+        }
+    }
+
+    /// What starting the session engine needs.
+    pub fn engine_settings(&self) -> crate::sessions::EngineSettings {
+        crate::sessions::EngineSettings {
+            sandbox: self.sandbox_settings(),
+            enforce_limits: self.session_limits,
+            limits: self.session_limits(),
+            data_dir: self.data_dir.clone(),
+            files_dir: self.files_dir().to_path_buf(),
+            shared_files: self.shared_dir.is_some(),
+            replica_name: self.replica_name(),
+            recording_quota_bytes: self.recording_quota_mb << 20,
+            sessions: self.session_config(),
+            risk: self.risk_settings(),
+        }
+    }
+
+    /// The sandbox driver's settings (`sandbox_driver`, `chromium_path`,
+    /// `exec_*`, `kube_*`, `bind`).
+    pub fn sandbox_settings(&self) -> crate::sandbox::SandboxSettings {
+        crate::sandbox::SandboxSettings {
+            driver: self.sandbox_driver,
+            chromium: self.chromium_path.clone(),
+            exec_create: self.exec_create.clone(),
+            exec_destroy: self.exec_destroy.clone(),
+            bind: self.bind,
+            kube: crate::sandbox::kube::KubeSettings {
+                namespace: self.kube_namespace.clone(),
+                pod_template: self.kube_pod_template.clone(),
+                deployment: self.kube_deployment.clone(),
+                cdp_port: self.kube_cdp_port,
+                egress_host: self.kube_egress_host,
+                ready_timeout_s: self.kube_ready_timeout_s,
+            },
+        }
+    }
+
+    /// What joining the cluster needs, for a replica bound at `bound`.
+    pub fn cluster_settings(&self, bound: SocketAddr) -> crate::cluster::ClusterSettings {
+        crate::cluster::ClusterSettings {
+            name: self.replica_name(),
+            lost_after_s: self.replica_lost_after_s,
+            database_url: self.database_url(),
+            advertise: self.advertise_url(bound),
+            tls_cert: self.tls_cert.clone().filter(|_| self.builtin_tls()),
+            cluster_secret: self.cluster_secret.clone(),
+        }
+    }
+
+    /// The risk gate's settings (`risk_*`, `approval_timeout_s`, `tenant_risk`).
+    pub fn risk_settings(&self) -> crate::policy::RiskSettings {
+        crate::policy::RiskSettings {
+            destructive_words: self.risk_destructive_words.clone(),
+            payment_words: self.risk_payment_words.clone(),
+            sensitive_domains: self.risk_sensitive_domains.clone(),
+            levels: self.risk_levels.clone(),
+            approval_timeout_s: self.approval_timeout_s,
+            dry_run: self.risk_dry_run,
+            tenants: self.tenant_risk.clone(),
+        }
+    }
+
+    /// The task runner's settings (`model_*`, `task_*`).
+    pub fn task_settings(&self) -> crate::tasks::TaskSettings {
+        use crate::tasks::uitars::CoordinateMode;
+        crate::tasks::TaskSettings {
+            model: self
+                .model_base_url
+                .as_ref()
+                .map(|base| crate::tasks::model::ModelConfig {
+                    base_url: base.clone(),
+                    model: self.model_name.clone(),
+                    api_key: self.model_api_key.clone(),
+                    timeout: std::time::Duration::from_secs(self.model_timeout_s),
+                }),
+            coordinates: if self.model_coordinates == "relative1000" {
+                CoordinateMode::Relative1000
+            } else {
+                CoordinateMode::Absolute
+            },
+            history_images: self.task_history_images as usize,
+            frame_wait: std::time::Duration::from_millis(u64::from(self.task_frame_wait_ms)),
+            instruction_max: self.task_instruction_max_bytes as usize,
+            max_steps: self.task_max_steps,
+        }
+    }
+
+    /// Where the master key comes from (`master_key`, `master_key_file`).
+    pub fn key_settings(&self) -> crate::crypto::KeySettings {
+        crate::crypto::KeySettings {
+            master_key: self.master_key.clone(),
+            file: self.master_key_file(),
+        }
+    }
+
     /// The master key file in force, defaulted from `data_dir`.
     pub fn master_key_file(&self) -> PathBuf {
         self.master_key_file
@@ -1207,30 +1275,6 @@ fn toml_value(v: &serde_json::Value) -> String {
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
-    }
-}
-
-/// The two storage backends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DatabaseKind {
-    /// Embedded, one host.
-    Sqlite,
-    /// Shared by several control-plane replicas.
-    Postgres,
-}
-
-impl DatabaseKind {
-    /// Picks the backend from a URL's scheme.
-    pub fn of(url: &str) -> anyhow::Result<Self> {
-        let scheme = url.split_once(':').map(|(s, _)| s).unwrap_or("");
-        match scheme {
-            "sqlite" => Ok(Self::Sqlite),
-            "postgres" | "postgresql" => Ok(Self::Postgres),
-            "" => bail!("database_url: missing scheme (expected sqlite://… or postgres://…)"),
-            other => bail!(
-                "database_url: unknown scheme {other:?} (expected sqlite://… or postgres://…)"
-            ),
-        }
     }
 }
 
@@ -1523,7 +1567,7 @@ mod tests {
     fn uploads_go_through_the_page_with_kube_unless_told_otherwise() {
         let in_page = |vars: &[(&str, &str)]| {
             let s = Settings::load_from(None, env(vars)).unwrap();
-            crate::sessions::SessionConfig::from_settings(&s).upload_in_page
+            s.session_config().upload_in_page
         };
         let kube = [
             ("CORDON_SANDBOX_DRIVER", "kube"),
@@ -1885,5 +1929,91 @@ mod tests {
             "{}",
             s.show()
         );
+    }
+}
+
+#[cfg(test)]
+mod risk_tests {
+    //! The risk settings as they load (policy/rules.rs owns what they mean).
+    use std::time::Duration;
+
+    use super::*;
+    use crate::policy::{Level, Policy, Rule};
+
+    fn load(pairs: &[(&str, &str)]) -> anyhow::Result<Settings> {
+        Settings::load_from(
+            None,
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        )
+    }
+
+    #[test]
+    fn defaults_hold_the_word_lists_and_the_rules_levels() {
+        let s = load(&[]).unwrap();
+        let p = Policy::from_settings(&s.risk_settings());
+        let r = p.rules("acme");
+        assert!(r.destructive.contains(&"close account".to_owned()));
+        assert!(r.payment.contains(&"place order".to_owned()));
+        assert!(r.sensitive_domains.is_empty());
+        assert_eq!(r.level(Rule::DestructiveClick), Level::High);
+        assert_eq!(r.level(Rule::PaymentClick), Level::Critical);
+        assert_eq!(r.timeout, Duration::from_secs(60));
+        assert!(!r.dry_run);
+    }
+
+    #[test]
+    fn a_tenants_rules_override_the_settings_and_others_keep_them() {
+        let s = load(&[
+            ("CORDON_RISK_SENSITIVE_DOMAINS", "Bank.test, .pay.test"),
+            ("CORDON_RISK_LEVELS", r#"{"destructive_click": "critical"}"#),
+            (
+                "CORDON_TENANT_RISK",
+                r#"{"acme": {"dry_run": true, "approval_timeout_s": 5, "levels": {"payment_click": "medium"}, "payment_words": ["Zahlen"]}}"#,
+            ),
+        ])
+        .unwrap();
+        let p = Policy::from_settings(&s.risk_settings());
+        let other = p.rules("other");
+        assert_eq!(other.sensitive_domains, ["bank.test", "pay.test"]);
+        assert_eq!(other.level(Rule::DestructiveClick), Level::Critical);
+        assert!(!other.dry_run);
+        let acme = p.rules("acme");
+        assert!(acme.dry_run);
+        assert_eq!(acme.timeout, Duration::from_secs(5));
+        assert_eq!(acme.level(Rule::PaymentClick), Level::Medium);
+        assert_eq!(acme.level(Rule::DestructiveClick), Level::Critical);
+        assert_eq!(acme.payment, ["zahlen"]);
+    }
+
+    #[test]
+    fn nonsense_is_refused_naming_the_setting() {
+        for (key, value, starts) in [
+            ("CORDON_APPROVAL_TIMEOUT_S", "0", "approval_timeout_s:"),
+            (
+                "CORDON_TENANT_RISK",
+                r#"{"acme": {"approval_timeout_s": 99999}}"#,
+                "tenant_risk.acme.approval_timeout_s:",
+            ),
+            (
+                "CORDON_TENANT_RISK",
+                r#"{"../x": {"dry_run": true}}"#,
+                "tenant_risk:",
+            ),
+            (
+                "CORDON_TENANT_RISK",
+                r#"{"acme": {"bogus": 1}}"#,
+                "tenant_risk",
+            ),
+            (
+                "CORDON_RISK_LEVELS",
+                r#"{"destructive_click": "huge"}"#,
+                "risk_levels",
+            ),
+        ] {
+            let err = load(&[(key, value)]).unwrap_err().to_string();
+            assert!(err.starts_with(starts), "{value}: {err}");
+        }
     }
 }

@@ -83,12 +83,15 @@ impl Application {
         let store = Store::connect(&settings.database_url()).await?;
         // The vault's key is checked at start: a key file readable by others
         // or a key that did not seal the stored credentials stops startup.
-        let keyring = Keyring::load(&settings)?;
+        let keyring = Keyring::load(&settings.key_settings())?;
         // Joining the replicas on this database (one, on SQLite) checks the
         // name, schema and key against the running ones, then migrates.
-        let cluster =
-            crate::cluster::Cluster::join(&settings, &store, keyring.key().id().as_str(), bound)
-                .await?;
+        let cluster = crate::cluster::Cluster::join(
+            &settings.cluster_settings(bound),
+            &store,
+            keyring.key().id().as_str(),
+        )
+        .await?;
         if let KeySource::File(path) = keyring.source()
             && lies_inside(path, &settings.data_dir)
         {
@@ -148,10 +151,17 @@ impl Application {
             }
         }
         .bind_on(settings.egress_bind_host());
-        let sessions =
-            SessionManager::start(&settings, store.clone(), egress.clone(), vault.clone()).await?;
+        let sessions = SessionManager::start(
+            &settings.engine_settings(),
+            store.clone(),
+            egress.clone(),
+            vault.clone(),
+        )
+        .await?;
         cluster.start(sessions.clone());
-        let tasks = crate::tasks::Tasks::start(&settings, store.clone(), sessions.clone()).await?;
+        let tasks =
+            crate::tasks::Tasks::start(&settings.task_settings(), store.clone(), sessions.clone())
+                .await?;
         let leptos = LeptosOptions::builder()
             .output_name("cordon")
             .site_root(settings.site_root.display().to_string())

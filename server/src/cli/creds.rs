@@ -7,7 +7,7 @@ use super::*;
 /// `cordon creds …`: the vault from the host, audited as the CLI.
 pub(super) async fn creds(settings: &Settings, command: CredsCommand) -> anyhow::Result<ExitCode> {
     let store = open(settings).await?;
-    let res = match Keyring::load(settings) {
+    let res = match Keyring::load(&settings.key_settings()) {
         Ok(keys) => creds_with(&Vault::new(store.clone(), keys.key().clone()), command).await,
         Err(e) => Err(e.into()),
     };
@@ -116,7 +116,7 @@ pub(super) async fn creds_with(vault: &Vault, command: CredsCommand) -> anyhow::
 /// `cordon keys …`
 pub(super) async fn keys(settings: &Settings, command: KeysCommand) -> anyhow::Result<ExitCode> {
     let KeysCommand::Rotate { new_key_file } = command;
-    let keyring = Keyring::load(settings)?;
+    let keyring = Keyring::load(&settings.key_settings())?;
     let new = match &new_key_file {
         Some(path) => read_key_file(path)?,
         None if *keyring.source() == KeySource::Setting => anyhow::bail!(

@@ -3,7 +3,6 @@
 //! of replicas that were lost.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,7 +15,6 @@ use serde_json::json;
 
 use super::{Cluster, Inner, hop, notify};
 use crate::audit::{Actor, NewEvent};
-use crate::config::Settings;
 use crate::sessions::SessionManager;
 use crate::store::replicas::ReplicaRow;
 use crate::store::{DatabaseKind, Store};
@@ -39,19 +37,37 @@ const LOCK_NAME: i32 = 4_242_001;
 /// Advisory lock of the housekeeping leader: `(LOCK_LEADER, 1)`.
 const LOCK_LEADER: i32 = 4_242_000;
 
+/// What joining needs from the settings (`replica_name`,
+/// `replica_lost_after_s`, `database_url`, `advertise_url`, `tls_cert` with
+/// built-in TLS, `cluster_secret`), built by `config`.
+#[derive(Debug, Clone)]
+pub struct ClusterSettings {
+    /// This replica's name.
+    pub name: String,
+    /// A replica silent this long is lost, seconds.
+    pub lost_after_s: u64,
+    /// The database, for the lock connection and `LISTEN`.
+    pub database_url: secrecy::SecretString,
+    /// Where the other replicas reach this one.
+    pub advertise: String,
+    /// The certificate every replica serves, when TLS is built in.
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// The hop's shared secret.
+    pub cluster_secret: Option<secrecy::SecretString>,
+}
+
 impl Cluster {
     /// Checks this replica may join (its name is free; its schema and key
     /// agree with the running replicas'), applies the migrations and
     /// records it as up.
     pub async fn join(
-        settings: &Settings,
+        settings: &ClusterSettings,
         store: &Store,
         key_id: &str,
-        bound: SocketAddr,
     ) -> anyhow::Result<Self> {
-        let name = settings.replica_name();
-        let lost_after_ms = i64::try_from(settings.replica_lost_after_s * 1000).unwrap_or(i64::MAX);
-        let db_url = settings.database_url();
+        let name = settings.name.clone();
+        let lost_after_ms = i64::try_from(settings.lost_after_s * 1000).unwrap_or(i64::MAX);
+        let db_url = settings.database_url.clone();
         let locks = match store.kind() {
             DatabaseKind::Postgres => {
                 let mut conn = sqlx::AnyConnection::connect(db_url.expose_secret())
@@ -113,7 +129,7 @@ impl Cluster {
             .deployment_ensure(&crate::ids::random_id("dep"), key_id)
             .await?;
         let instance = crate::ids::random_id("inst");
-        let advertise = settings.advertise_url(bound);
+        let advertise = settings.advertise.clone();
         let now = now_ms() + offset;
         store
             .replica_register(&ReplicaRow {
@@ -131,10 +147,8 @@ impl Cluster {
         // With built-in HTTPS every replica serves the deployment's own
         // certificate, and the hop trusts exactly that one.
         let tls = match &settings.tls_cert {
-            Some(cert) if settings.builtin_tls() => {
-                Some(crate::tls::peer::peer_client_config(cert)?)
-            }
-            _ => None,
+            Some(cert) => Some(crate::tls::peer::peer_client_config(cert)?),
+            None => None,
         };
         let mut client = reqwest::Client::builder()
             .no_proxy()

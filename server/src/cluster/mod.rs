@@ -39,6 +39,7 @@ pub mod hop;
 pub mod internal;
 pub mod live;
 mod membership;
+pub use membership::ClusterSettings;
 pub mod notify;
 mod ownership;
 

@@ -7,11 +7,21 @@ use std::io::{self, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use secrecy::ExposeSecret;
+use secrecy::{ExposeSecret, SecretString};
 use zeroize::Zeroizing;
 
 use super::key::MasterKey;
-use crate::config::Settings;
+
+/// Where the master key comes from, as the settings say: the key itself
+/// (`master_key`), else its file (`master_key_file`, by default
+/// `<data_dir>/master.key`). Built by `config`.
+#[derive(Debug, Clone)]
+pub struct KeySettings {
+    /// `master_key`, if set.
+    pub master_key: Option<SecretString>,
+    /// `master_key_file`, defaulted.
+    pub file: PathBuf,
+}
 
 /// The key file's name inside the data directory, where it is by default.
 pub const KEY_FILE: &str = "master.key";
@@ -82,7 +92,7 @@ impl Keyring {
     /// `master_key_file` (default `<data_dir>/master.key`), which is created
     /// (mode 0600, in a 0700 directory if that is new too) if missing and
     /// refused if its mode is wider than 0600.
-    pub fn load(settings: &Settings) -> Result<Self, KeyError> {
+    pub fn load(settings: &KeySettings) -> Result<Self, KeyError> {
         if let Some(text) = &settings.master_key {
             let key =
                 MasterKey::from_text(text.expose_secret()).ok_or(KeyError::MalformedSetting)?;
@@ -91,7 +101,7 @@ impl Keyring {
                 source: KeySource::Setting,
             });
         }
-        let path = settings.master_key_file();
+        let path = settings.file.clone();
         let key = load_or_create(&path)?;
         Ok(Self {
             key,
@@ -245,15 +255,12 @@ fn write_new(path: &Path, key: &MasterKey) -> io::Result<()> {
 mod tests {
     use super::*;
 
-    fn settings(dir: &Path, key: Option<&str>) -> Settings {
-        let mut env = vec![(
-            "CORDON_DATA_DIR".to_string(),
-            dir.join("data").display().to_string(),
-        )];
-        if let Some(k) = key {
-            env.push(("CORDON_MASTER_KEY".to_string(), k.to_string()));
+    /// The settings' defaults: the key file in `<dir>/data`.
+    fn settings(dir: &Path, key: Option<&str>) -> KeySettings {
+        KeySettings {
+            master_key: key.map(|k| SecretString::from(k.to_owned())),
+            file: dir.join("data").join(KEY_FILE),
         }
-        Settings::load_from(None, env).unwrap()
     }
 
     fn mode(path: &Path) -> u32 {
@@ -294,17 +301,10 @@ mod tests {
     fn a_key_file_outside_the_data_dir_is_created_and_used_there() {
         let dir = tempfile::tempdir().unwrap();
         let elsewhere = dir.path().join("keys").join("cordon.key");
-        let env = vec![
-            (
-                "CORDON_DATA_DIR".to_string(),
-                dir.path().join("data").display().to_string(),
-            ),
-            (
-                "CORDON_MASTER_KEY_FILE".to_string(),
-                elsewhere.display().to_string(),
-            ),
-        ];
-        let settings = Settings::load_from(None, env).unwrap();
+        let settings = KeySettings {
+            master_key: None,
+            file: elsewhere.clone(),
+        };
         let first = Keyring::load(&settings).unwrap();
         assert_eq!(first.source(), &KeySource::File(elsewhere.clone()));
         assert_eq!(mode(&elsewhere), 0o600);

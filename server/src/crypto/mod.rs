@@ -18,5 +18,5 @@ mod keyfile;
 mod seal;
 
 pub use key::{KeyId, KeyIdError, MasterKey};
-pub use keyfile::{KEY_FILE, KeyError, KeySource, Keyring, read_key_file};
+pub use keyfile::{KEY_FILE, KeyError, KeySettings, KeySource, Keyring, read_key_file};
 pub use seal::{AssociatedData, CryptoError, NONCE_LEN, Sealed};

@@ -2,6 +2,7 @@
 
 pub mod audit;
 mod cookie;
+mod database_kind;
 mod download_guid;
 mod file_name;
 mod grant_state;
@@ -15,6 +16,7 @@ pub use cookie::{
     Cookie, Origin, PartitionKey, SameSite, StorageItem, StorageState, earliest_expiry,
     storage_items,
 };
+pub use database_kind::DatabaseKind;
 pub use download_guid::{DownloadGuid, DownloadGuidError};
 pub use file_name::{FileName, FileNameError, MAX_FILE_NAME};
 pub use grant_state::GrantState;

@@ -12,4 +12,4 @@ pub mod rules;
 
 pub use approvals::{Approvals, DecideError, Decision, Pending, Waiting};
 pub use assess::{Assessment, ElementFacts, Facts, assess};
-pub use rules::{Level, Policy, Rule, Rules, TenantRisk};
+pub use rules::{Level, Policy, RiskSettings, Rule, Rules, TenantRisk};

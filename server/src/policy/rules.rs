@@ -8,8 +8,6 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::Settings;
-
 /// How risky an action is; `high` and `critical` wait for an operator.
 #[derive(
     Debug,
@@ -177,24 +175,21 @@ impl Rules {
             .unwrap_or(rule.default_level())
     }
 
-    fn from_parts(s: &Settings, t: Option<&TenantRisk>) -> Self {
+    fn from_parts(s: &RiskSettings, t: Option<&TenantRisk>) -> Self {
         let pick = |own: Option<&Vec<String>>, base: &Vec<String>| lower(own.unwrap_or(base));
-        let mut levels = s.risk_levels.clone();
+        let mut levels = s.levels.clone();
         if let Some(t) = t {
             levels.extend(t.levels.iter().map(|(k, v)| (*k, *v)));
         }
         Self {
             destructive: pick(
                 t.and_then(|t| t.destructive_words.as_ref()),
-                &s.risk_destructive_words,
+                &s.destructive_words,
             ),
-            payment: pick(
-                t.and_then(|t| t.payment_words.as_ref()),
-                &s.risk_payment_words,
-            ),
+            payment: pick(t.and_then(|t| t.payment_words.as_ref()), &s.payment_words),
             sensitive_domains: pick(
                 t.and_then(|t| t.sensitive_domains.as_ref()),
-                &s.risk_sensitive_domains,
+                &s.sensitive_domains,
             )
             .into_iter()
             .map(|d| d.trim_start_matches('.').to_owned())
@@ -204,9 +199,29 @@ impl Rules {
                 t.and_then(|t| t.approval_timeout_s)
                     .unwrap_or(s.approval_timeout_s),
             ),
-            dry_run: t.and_then(|t| t.dry_run).unwrap_or(s.risk_dry_run),
+            dry_run: t.and_then(|t| t.dry_run).unwrap_or(s.dry_run),
         }
     }
+}
+
+/// The risk gate's settings (`risk_*`, `approval_timeout_s`,
+/// `tenant_risk`), built by `config`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RiskSettings {
+    /// `risk_destructive_words`.
+    pub destructive_words: Vec<String>,
+    /// `risk_payment_words`.
+    pub payment_words: Vec<String>,
+    /// `risk_sensitive_domains`.
+    pub sensitive_domains: Vec<String>,
+    /// `risk_levels`.
+    pub levels: BTreeMap<Rule, Level>,
+    /// `approval_timeout_s`.
+    pub approval_timeout_s: u64,
+    /// `risk_dry_run`.
+    pub dry_run: bool,
+    /// `tenant_risk`.
+    pub tenants: BTreeMap<String, TenantRisk>,
 }
 
 /// Every tenant's rules, resolved from settings once.
@@ -218,11 +233,11 @@ pub struct Policy {
 
 impl Policy {
     /// From the settings.
-    pub fn from_settings(s: &Settings) -> Self {
+    pub fn from_settings(s: &RiskSettings) -> Self {
         Self {
             default: Arc::new(Rules::from_parts(s, None)),
             tenants: s
-                .tenant_risk
+                .tenants
                 .iter()
                 .map(|(k, t)| (k.clone(), Arc::new(Rules::from_parts(s, Some(t)))))
                 .collect(),
@@ -236,18 +251,18 @@ impl Policy {
 }
 
 /// Checks the risk settings at load; errors name the key.
-pub fn validate(s: &Settings) -> anyhow::Result<()> {
+pub fn validate(s: &RiskSettings) -> anyhow::Result<()> {
     let timeout_ok = |t: u64| (1..=3600).contains(&t);
     if !timeout_ok(s.approval_timeout_s) {
         anyhow::bail!("approval_timeout_s: must be between 1 and 3600");
     }
     let words_ok = |w: &[String]| w.iter().all(|w| !w.trim().is_empty() && w.len() <= 100);
-    if !words_ok(&s.risk_destructive_words) || !words_ok(&s.risk_payment_words) {
+    if !words_ok(&s.destructive_words) || !words_ok(&s.payment_words) {
         anyhow::bail!(
             "risk_destructive_words / risk_payment_words: words must be 1 to 100 characters"
         );
     }
-    for (tenant, t) in &s.tenant_risk {
+    for (tenant, t) in &s.tenants {
         if tenant.parse::<crate::domain::TenantId>().is_err() {
             anyhow::bail!("tenant_risk: {tenant:?} is not a tenant id");
         }
@@ -285,87 +300,5 @@ pub mod defaults {
     /// `approval_timeout_s`.
     pub fn approval_timeout_s() -> u64 {
         60
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn load(pairs: &[(&str, &str)]) -> anyhow::Result<Settings> {
-        Settings::load_from(
-            None,
-            pairs
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
-        )
-    }
-
-    #[test]
-    fn defaults_hold_the_word_lists_and_the_rules_levels() {
-        let s = load(&[]).unwrap();
-        let p = Policy::from_settings(&s);
-        let r = p.rules("acme");
-        assert!(r.destructive.contains(&"close account".to_owned()));
-        assert!(r.payment.contains(&"place order".to_owned()));
-        assert!(r.sensitive_domains.is_empty());
-        assert_eq!(r.level(Rule::DestructiveClick), Level::High);
-        assert_eq!(r.level(Rule::PaymentClick), Level::Critical);
-        assert_eq!(r.timeout, Duration::from_secs(60));
-        assert!(!r.dry_run);
-    }
-
-    #[test]
-    fn a_tenants_rules_override_the_settings_and_others_keep_them() {
-        let s = load(&[
-            ("CORDON_RISK_SENSITIVE_DOMAINS", "Bank.test, .pay.test"),
-            ("CORDON_RISK_LEVELS", r#"{"destructive_click": "critical"}"#),
-            (
-                "CORDON_TENANT_RISK",
-                r#"{"acme": {"dry_run": true, "approval_timeout_s": 5, "levels": {"payment_click": "medium"}, "payment_words": ["Zahlen"]}}"#,
-            ),
-        ])
-        .unwrap();
-        let p = Policy::from_settings(&s);
-        let other = p.rules("other");
-        assert_eq!(other.sensitive_domains, ["bank.test", "pay.test"]);
-        assert_eq!(other.level(Rule::DestructiveClick), Level::Critical);
-        assert!(!other.dry_run);
-        let acme = p.rules("acme");
-        assert!(acme.dry_run);
-        assert_eq!(acme.timeout, Duration::from_secs(5));
-        assert_eq!(acme.level(Rule::PaymentClick), Level::Medium);
-        assert_eq!(acme.level(Rule::DestructiveClick), Level::Critical);
-        assert_eq!(acme.payment, ["zahlen"]);
-    }
-
-    #[test]
-    fn nonsense_is_refused_naming_the_setting() {
-        for (key, value, starts) in [
-            ("CORDON_APPROVAL_TIMEOUT_S", "0", "approval_timeout_s:"),
-            (
-                "CORDON_TENANT_RISK",
-                r#"{"acme": {"approval_timeout_s": 99999}}"#,
-                "tenant_risk.acme.approval_timeout_s:",
-            ),
-            (
-                "CORDON_TENANT_RISK",
-                r#"{"../x": {"dry_run": true}}"#,
-                "tenant_risk:",
-            ),
-            (
-                "CORDON_TENANT_RISK",
-                r#"{"acme": {"bogus": 1}}"#,
-                "tenant_risk",
-            ),
-            (
-                "CORDON_RISK_LEVELS",
-                r#"{"destructive_click": "huge"}"#,
-                "risk_levels",
-            ),
-        ] {
-            let err = load(&[(key, value)]).unwrap_err().to_string();
-            assert!(err.starts_with(starts), "{value}: {err}");
-        }
     }
 }

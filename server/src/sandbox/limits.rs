@@ -20,6 +20,42 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+/// One tenant's own session limits; those unset are the `session_*` settings.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(deny_unknown_fields)]
+pub struct TenantLimits {
+    /// Memory per session, MiB.
+    pub memory_mb: Option<u64>,
+    /// Processes and threads per session.
+    pub pids_max: Option<u64>,
+    /// CPU weight per session.
+    pub cpu_weight: Option<u64>,
+    /// Disk for the tenant's screenshots, MiB.
+    pub recording_quota_mb: Option<u64>,
+}
+
+impl TenantLimits {
+    /// `base` with this tenant's own values in place.
+    pub fn over(&self, base: Limits) -> Limits {
+        Limits {
+            memory_bytes: self.memory_mb.map_or(base.memory_bytes, |mb| mb << 20),
+            pids: self.pids_max.unwrap_or(base.pids),
+            cpu_weight: self.cpu_weight.unwrap_or(base.cpu_weight),
+            ..base
+        }
+    }
+}
+
 /// The limits every session's sandbox gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {

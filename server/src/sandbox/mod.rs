@@ -186,26 +186,61 @@ pub enum EgressReach {
     Pod,
 }
 
+/// Which sandbox driver runs browsers.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxDriverSetting {
+    /// `bwrap` where it works, else `process`.
+    Auto,
+    /// Plain Chromium processes.
+    Process,
+    /// Chromium inside bubblewrap namespaces.
+    Bwrap,
+    /// External create/destroy commands (`exec_create`, `exec_destroy`).
+    Exec,
+    /// One Kubernetes pod per browser (`kube_*` settings).
+    Kube,
+}
+
+/// What building a driver needs from the settings, built by `config`.
+#[derive(Debug, Clone)]
+pub struct SandboxSettings {
+    /// `sandbox_driver`.
+    pub driver: SandboxDriverSetting,
+    /// `chromium_path`.
+    pub chromium: std::path::PathBuf,
+    /// `exec_create`.
+    pub exec_create: Option<String>,
+    /// `exec_destroy`.
+    pub exec_destroy: Option<String>,
+    /// `bind`: the process driver is refused off loopback.
+    pub bind: SocketAddr,
+    /// `kube_*`.
+    pub kube: kube::KubeSettings,
+}
+
 /// The driver `settings` ask for (`sandbox_driver`): `auto` takes bwrap
 /// when it runs here, else the process driver, which is refused then
 /// unless `bind` is loopback (its DevTools ports take any local client).
-pub async fn build(
-    settings: &crate::config::Settings,
-) -> anyhow::Result<std::sync::Arc<dyn Driver>> {
-    use crate::config::SandboxDriverSetting as Setting;
+pub async fn build(settings: &SandboxSettings) -> anyhow::Result<std::sync::Arc<dyn Driver>> {
+    use SandboxDriverSetting as Setting;
     use anyhow::Context;
-    let chromium = settings.chromium_path.clone();
+    let chromium = settings.chromium.clone();
     let bwrap = || {
         bwrap::BwrapDriver::probe(&chromium)?;
         bwrap::BwrapDriver::new(chromium.clone())
     };
-    Ok(match settings.sandbox_driver {
+    Ok(match settings.driver {
         Setting::Process => std::sync::Arc::new(process::ProcessDriver::new(chromium.clone())),
         Setting::Exec => std::sync::Arc::new(exec::ExecDriver::new(
             settings.exec_create.as_deref().unwrap_or_default(),
             settings.exec_destroy.as_deref().unwrap_or_default(),
         )?),
-        Setting::Kube => std::sync::Arc::new(kube::KubeDriver::from_settings(settings).await?),
+        Setting::Kube => {
+            std::sync::Arc::new(kube::KubeDriver::from_settings(&settings.kube).await?)
+        }
         Setting::Bwrap => std::sync::Arc::new(
             bwrap().context("sandbox_driver = \"bwrap\": bubblewrap cannot run sandboxes here")?,
         ),

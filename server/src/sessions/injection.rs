@@ -16,6 +16,21 @@ use crate::domain::SessionId;
 use crate::store::api_keys::ApiKeyOwner;
 use crate::vault::Origin;
 
+/// A check run after injecting a domain's cookies: load `url` and expect a
+/// status and/or a text, to tell fresh credentials from expired ones.
+#[derive(
+    Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(deny_unknown_fields)]
+pub struct SmokeProbe {
+    /// An http(s) URL on the domain.
+    pub url: String,
+    /// The main document's expected HTTP status.
+    pub expect_status: Option<i64>,
+    /// Text the page must show.
+    pub expect_text: Option<String>,
+}
+
 /// A script that restores one origin's stored localStorage in every new
 /// document of that origin. It holds secrets: no `Debug`, never logged,
 /// wiped on drop.
@@ -220,7 +235,7 @@ const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Loads the probe's URL with the injected cookies and checks status and
 /// text: `ok`, or a short reason (never page content).
-async fn run_probe(page: &chromiumoxide::Page, probe: &crate::config::SmokeProbe) -> String {
+async fn run_probe(page: &chromiumoxide::Page, probe: &SmokeProbe) -> String {
     let nav =
         match crate::cdp::navigate(page, &probe.url, crate::cdp::WaitUntil::Load, PROBE_TIMEOUT)
             .await

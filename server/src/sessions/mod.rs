@@ -27,7 +27,6 @@ use anyhow::Context;
 use chromiumoxide::cdp::browser_protocol::emulation::SetDeviceMetricsOverrideParams;
 
 use crate::audit::Actor;
-use crate::config::Settings;
 use crate::domain::{CloseReason, SessionId, SessionState, TenantId};
 use crate::egress::EgressGuard;
 use crate::recording::Recorder;
@@ -40,12 +39,13 @@ pub use harvest::{
     CookieMeta, CredentialDiff, DomainPreview, DomainSaved, HarvestError, HarvestPreview,
     OriginKeys, SaveReport,
 };
+pub use injection::SmokeProbe;
 pub use live::{ControlHolder, LiveSession, Tabs};
 pub use reaper::ReapReport;
 pub use request::{CredentialMode, DownloadPolicy, OpenRequest, OpenRequestError, Viewport};
 pub use tool::{LiveInput, Tool, ToolCall, ToolError, ToolOutput};
 
-/// Session settings, from [`Settings`].
+/// Session settings, built by `config`.
 #[derive(Debug, Clone)]
 pub struct SessionConfig {
     /// Warm browsers kept ready.
@@ -65,9 +65,9 @@ pub struct SessionConfig {
     /// Bound of one tool call.
     pub tool_timeout: Duration,
     /// Checks run after injecting a domain's cookies.
-    pub smoke_probes: BTreeMap<String, crate::config::SmokeProbe>,
+    pub smoke_probes: BTreeMap<String, SmokeProbe>,
     /// Tenants' own session limits.
-    pub tenant_limits: BTreeMap<String, crate::config::TenantLimits>,
+    pub tenant_limits: BTreeMap<String, crate::sandbox::limits::TenantLimits>,
     /// Largest download kept, bytes.
     pub download_max_bytes: u64,
     /// What one session's downloads may take together, bytes.
@@ -78,32 +78,29 @@ pub struct SessionConfig {
     pub upload_in_page: bool,
 }
 
-impl SessionConfig {
-    /// Reads the session settings.
-    pub fn from_settings(s: &Settings) -> Self {
-        Self {
-            pool_size: s.pool_size as usize,
-            pool_refill_delay: Duration::from_millis(s.pool_refill_delay_ms),
-            deadline_default_s: s.session_deadline_s,
-            deadline_max_s: s.session_deadline_max_s,
-            idle: Duration::from_secs(s.session_idle_s),
-            max_per_tenant: s.max_sessions_per_tenant as usize,
-            max_total: s.max_sessions as usize,
-            tool_timeout: Duration::from_secs(s.tool_timeout_s),
-            smoke_probes: s.smoke_probes.clone(),
-            tenant_limits: s.tenant_limits.clone(),
-            download_max_bytes: s.download_max_mb << 20,
-            download_session_max_bytes: s.download_session_max_mb << 20,
-            upload_max_bytes: s.upload_max_mb << 20,
-            upload_in_page: match s.upload_transfer {
-                crate::config::UploadTransfer::Files => false,
-                crate::config::UploadTransfer::Page => true,
-                crate::config::UploadTransfer::Auto => {
-                    s.sandbox_driver == crate::config::SandboxDriverSetting::Kube
-                }
-            },
-        }
-    }
+/// What starting the engine needs from the settings, built by `config`.
+#[derive(Debug, Clone)]
+pub struct EngineSettings {
+    /// The sandbox driver's.
+    pub sandbox: crate::sandbox::SandboxSettings,
+    /// `session_limits`: enforce per-session limits through cgroups.
+    pub enforce_limits: bool,
+    /// The limits every session's sandbox gets (`session_*`).
+    pub limits: crate::sandbox::limits::Limits,
+    /// `data_dir`.
+    pub data_dir: PathBuf,
+    /// Where screenshots and kept downloads live (`shared_dir` or `data_dir`).
+    pub files_dir: PathBuf,
+    /// Whether `files_dir` is shared by replicas (`shared_dir`).
+    pub shared_files: bool,
+    /// This replica's name.
+    pub replica_name: String,
+    /// `recording_quota_mb`, in bytes.
+    pub recording_quota_bytes: u64,
+    /// The sessions' own settings.
+    pub sessions: SessionConfig,
+    /// The risk gate's.
+    pub risk: crate::policy::RiskSettings,
 }
 
 /// What opening or using a session can fail with.
@@ -303,19 +300,19 @@ impl SessionManager {
     /// Picks the driver, reaps what a previous run left behind, and starts
     /// the warm pool and the lifecycle ticker.
     pub async fn start(
-        settings: &Settings,
+        settings: &EngineSettings,
         store: Store,
         egress: EgressGuard,
         vault: crate::vault::Vault,
     ) -> anyhow::Result<Self> {
-        let driver = crate::sandbox::build(settings).await?;
-        let limits = if settings.session_limits {
+        let driver = crate::sandbox::build(&settings.sandbox).await?;
+        let limits = if settings.enforce_limits {
             crate::sandbox::limits::Enforcer::detect(
-                settings.session_limits(),
+                settings.limits,
                 std::path::Path::new("/sys/fs/cgroup"),
             )
         } else {
-            crate::sandbox::limits::Enforcer::disabled(settings.session_limits())
+            crate::sandbox::limits::Enforcer::disabled(settings.limits)
         };
         let status = limits.status();
         if status.memory && status.pids {
@@ -332,7 +329,7 @@ impl SessionManager {
                  run Cordon where it can create cgroups (root, or a delegated cgroup v2 subtree)"
             );
         }
-        if driver.caps().remote && !settings.tenant_limits.is_empty() {
+        if driver.caps().remote && !settings.sessions.tenant_limits.is_empty() {
             tracing::warn!(
                 driver = driver.kind().as_str(),
                 "tenant_limits do not reach this sandbox driver (exec, kube): its sandboxes get the \
@@ -352,7 +349,7 @@ impl SessionManager {
         std::fs::create_dir_all(&run_dir)
             .with_context(|| format!("data_dir: cannot create {}", run_dir.display()))?;
         // Sessions and sandboxes are recorded under this replica's name.
-        let host = settings.replica_name();
+        let host = settings.replica_name.clone();
         let approvals = crate::policy::Approvals::new(store.changes().clone());
         let inner = Arc::new(Inner {
             store,
@@ -362,24 +359,21 @@ impl SessionManager {
             egress,
             recorder: {
                 let r = Recorder::with_quotas(
-                    settings.files_dir(),
-                    settings.recording_quota_mb << 20,
+                    &settings.files_dir,
+                    settings.recording_quota_bytes,
                     settings
+                        .sessions
                         .tenant_limits
                         .iter()
                         .filter_map(|(t, l)| Some((t.clone(), l.recording_quota_mb? << 20)))
                         .collect(),
                 );
-                if settings.shared_dir.is_some() {
-                    r.shared()
-                } else {
-                    r
-                }
+                if settings.shared_files { r.shared() } else { r }
             },
-            cfg: SessionConfig::from_settings(settings),
+            cfg: settings.sessions.clone(),
             host,
             run_dir,
-            downloads_root: settings.files_dir().join("downloads"),
+            downloads_root: settings.files_dir.join("downloads"),
             live: Default::default(),
             slots: Default::default(),
             known: Default::default(),
@@ -387,7 +381,7 @@ impl SessionManager {
             ending: Default::default(),
             pool: Default::default(),
             shutdown: AtomicBool::new(false),
-            policy: crate::policy::Policy::from_settings(settings),
+            policy: crate::policy::Policy::from_settings(&settings.risk),
             approvals,
         });
         let manager = Self(inner.clone());

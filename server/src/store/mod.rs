@@ -26,7 +26,7 @@ use secrecy::{ExposeSecret, SecretString};
 use sqlx::{AnyPool, Connection};
 use tokio::sync::Mutex;
 
-pub use crate::config::DatabaseKind;
+pub use crate::domain::DatabaseKind;
 
 /// A handle on the database; cheap to clone.
 #[derive(Clone)]

@@ -11,4 +11,4 @@ pub mod prompt;
 pub mod run;
 pub mod uitars;
 
-pub use run::{StepView, TaskDetail, TaskError, TaskRequest, TaskResult, Tasks};
+pub use run::{StepView, TaskDetail, TaskError, TaskRequest, TaskResult, TaskSettings, Tasks};

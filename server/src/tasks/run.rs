@@ -15,7 +15,6 @@ use super::model::{Answer, Message, ModelClient, ModelConfig, ModelError};
 use super::uitars::{self, Action, CoordinateMode, ImageSpace, ScrollDirection};
 use crate::audit::Actor;
 use crate::cdp::{Button, ImageFormat, MouseKind};
-use crate::config::Settings;
 use crate::domain::{TenantId, random_id};
 use crate::recording::RecordMode;
 use crate::sessions::tool::ElementTarget;
@@ -216,21 +215,34 @@ struct Inner {
 #[derive(Clone)]
 pub struct Tasks(Arc<Inner>);
 
+/// The runner's settings (`model_*`, `task_*`), built by `config`.
+#[derive(Debug, Clone)]
+pub struct TaskSettings {
+    /// The model endpoint, if one is configured (else `run_task` answers
+    /// `unconfigured`).
+    pub model: Option<ModelConfig>,
+    /// How the model writes coordinates (`model_coordinates`).
+    pub coordinates: CoordinateMode,
+    /// Screenshots of earlier steps sent again (`task_history_images`).
+    pub history_images: usize,
+    /// How long a step waits for the page's frame (`task_frame_wait_ms`).
+    pub frame_wait: Duration,
+    /// Longest instruction, bytes (`task_instruction_max_bytes`).
+    pub instruction_max: usize,
+    /// Most steps (`task_max_steps`).
+    pub max_steps: u32,
+}
+
 impl Tasks {
     /// From the settings; ends as `aborted` the tasks a previous run of
     /// this host left running.
     pub async fn start(
-        settings: &Settings,
+        settings: &TaskSettings,
         store: Store,
         sessions: SessionManager,
     ) -> anyhow::Result<Self> {
-        let model = match &settings.model_base_url {
-            Some(base) => Some(ModelClient::new(ModelConfig {
-                base_url: base.clone(),
-                model: settings.model_name.clone(),
-                api_key: settings.model_api_key.clone(),
-                timeout: Duration::from_secs(settings.model_timeout_s),
-            })?),
+        let model = match &settings.model {
+            Some(config) => Some(ModelClient::new(config.clone())?),
             None => None,
         };
         let aborted = store.task_abort_running(sessions.host(), now_ms()).await?;
@@ -244,15 +256,11 @@ impl Tasks {
             store,
             sessions,
             model,
-            coordinates: if settings.model_coordinates == "relative1000" {
-                CoordinateMode::Relative1000
-            } else {
-                CoordinateMode::Absolute
-            },
-            history_images: settings.task_history_images as usize,
-            frame_wait: Duration::from_millis(u64::from(settings.task_frame_wait_ms)),
-            instruction_max: settings.task_instruction_max_bytes as usize,
-            max_steps: settings.task_max_steps,
+            coordinates: settings.coordinates,
+            history_images: settings.history_images,
+            frame_wait: settings.frame_wait,
+            instruction_max: settings.instruction_max,
+            max_steps: settings.max_steps,
             running: Mutex::default(),
             waiting: Mutex::default(),
         })))

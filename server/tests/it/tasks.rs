@@ -620,7 +620,7 @@ async fn a_restart_ends_running_tasks_as_aborted_and_keeps_their_trace() {
         .unwrap();
     // What `serve` does at start.
     cordon::tasks::Tasks::start(
-        &app.state.settings,
+        &app.state.settings.task_settings(),
         store.clone(),
         app.state.sessions.clone(),
     )

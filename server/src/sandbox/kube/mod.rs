@@ -47,16 +47,33 @@ pub struct KubeOptions {
     pub backoff: Duration,
 }
 
+/// The `kube_*` settings, built by `config`.
+#[derive(Debug, Clone)]
+pub struct KubeSettings {
+    /// `kube_namespace`.
+    pub namespace: Option<String>,
+    /// `kube_pod_template`.
+    pub pod_template: Option<std::path::PathBuf>,
+    /// `kube_deployment`.
+    pub deployment: String,
+    /// `kube_cdp_port`.
+    pub cdp_port: u16,
+    /// `kube_egress_host`.
+    pub egress_host: Option<IpAddr>,
+    /// `kube_ready_timeout_s`.
+    pub ready_timeout_s: u64,
+}
+
 impl KubeOptions {
     /// The options `settings` ask for.
-    pub fn from_settings(s: &crate::config::Settings) -> anyhow::Result<Self> {
+    pub fn from_settings(s: &KubeSettings) -> anyhow::Result<Self> {
         Ok(Self {
-            deployment: s.kube_deployment.clone(),
-            cdp_port: s.kube_cdp_port,
+            deployment: s.deployment.clone(),
+            cdp_port: s.cdp_port,
             egress_host: s
-                .kube_egress_host
+                .egress_host
                 .context("kube_egress_host: required when sandbox_driver is \"kube\"")?,
-            ready_timeout: Duration::from_secs(s.kube_ready_timeout_s),
+            ready_timeout: Duration::from_secs(s.ready_timeout_s),
             attempts: 4,
             backoff: Duration::from_millis(250),
         })
@@ -83,9 +100,9 @@ impl KubeDriver {
     /// first (a bad one stops the start naming the field), then the client
     /// is configured from the cluster (in-cluster service account) or a
     /// kubeconfig.
-    pub async fn from_settings(s: &crate::config::Settings) -> anyhow::Result<Self> {
+    pub async fn from_settings(s: &KubeSettings) -> anyhow::Result<Self> {
         let path = s
-            .kube_pod_template
+            .pod_template
             .as_deref()
             .context("kube_pod_template: required when sandbox_driver is \"kube\"")?;
         let template = PodTemplate::load(path)?;
@@ -97,12 +114,7 @@ impl KubeDriver {
                  (not in a cluster, and no usable kubeconfig): {e}"
             )
         })?;
-        Ok(Self::new(
-            client,
-            s.kube_namespace.as_deref(),
-            template,
-            opts,
-        ))
+        Ok(Self::new(client, s.namespace.as_deref(), template, opts))
     }
 
     /// A driver over `client`, making pods in `namespace` (default: the

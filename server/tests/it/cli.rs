@@ -699,3 +699,76 @@ fn operator_scope_limits_an_operator_to_tenants_refuses_admins_and_unknown_tenan
         String::from_utf8_lossy(&help.stdout)
     );
 }
+
+#[tokio::test]
+async fn audit_export_writes_json_lines_that_verify_offline_and_a_tampered_file_is_named() {
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        let db = TestDb::new(backend).await;
+        let env = [("CORDON_DATABASE_URL", db.url.as_str())];
+        for t in ["acme", "beta", "gamma"] {
+            let out = cordon(db.dir.path(), &env, &["tenant", "create", t]);
+            assert!(out.status.success(), "{}", stderr(&out));
+        }
+        // To standard output: every event, oldest first, with its hashes.
+        let out = cordon(db.dir.path(), &env, &["audit", "export"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let text = String::from_utf8(out.stdout).unwrap();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("a JSON line"))
+            .collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert_eq!(lines[0]["seq"], 1);
+        assert_eq!(lines[1]["tenant"], "beta");
+        assert_eq!(lines[1]["prev_hash"], lines[0]["hash"]);
+        assert!(lines[2]["time"].as_str().is_some_and(|t| t.ends_with('Z')));
+        // To a new 0600 file, one tenant, by seq: verifies offline.
+        let file = db.dir.path().join("beta.jsonl");
+        let path = file.to_str().unwrap();
+        let out = cordon(
+            db.dir.path(),
+            &env,
+            &["audit", "export", "--tenant", "beta", "--since", "1", "--output", path],
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let out = cordon(db.dir.path(), &env, &["audit", "verify", "--file", path]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(said.contains("intact: 1 events (seq 2..2)"), "{said}");
+        // An existing file is never overwritten.
+        let out = cordon(
+            db.dir.path(),
+            &env,
+            &["audit", "export", "--output", path],
+        );
+        assert_clean_failure(&out, "beta.jsonl");
+        // The export itself is audited (after the rows it wrote).
+        let out = cordon(db.dir.path(), &env, &["audit", "export", "--since", "4"]);
+        let later = String::from_utf8(out.stdout).unwrap();
+        assert!(later.contains("\"action\":\"audit.export\""), "{later}");
+        // The whole log, then one changed field: named by seq, exit 1.
+        let whole = db.dir.path().join("all.jsonl");
+        let whole_path = whole.to_str().unwrap();
+        let out = cordon(db.dir.path(), &env, &["audit", "export", "--output", whole_path]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let out = cordon(db.dir.path(), &env, &["audit", "verify", "--file", whole_path]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let original = std::fs::read_to_string(&whole).unwrap();
+        std::fs::write(&whole, original.replacen("\"beta\"", "\"evil\"", 1)).unwrap();
+        let out = cordon(db.dir.path(), &env, &["audit", "verify", "--file", whole_path]);
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("BROKEN at seq 2"),
+            "{backend:?}"
+        );
+        // Not an export, a bad bound: one line, exit 2.
+        std::fs::write(&whole, "{\"seq\": \"x\"}\n").unwrap();
+        let out = cordon(db.dir.path(), &env, &["audit", "verify", "--file", whole_path]);
+        assert_clean_failure(&out, "line 1");
+        let out = cordon(db.dir.path(), &env, &["audit", "export", "--since", "yesterday"]);
+        assert_clean_failure(&out, "RFC 3339");
+    }
+}

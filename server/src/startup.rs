@@ -407,6 +407,7 @@ fn router(
             )),
         )
         .route("/ui/credentials/export", get(dashboard::export))
+        .route("/ui/audit/export", get(dashboard::audit_export))
         .route("/ui/screenshots/{id}", get(dashboard::screenshot))
         .route(
             "/ui/screenshots/{id}/thumb",

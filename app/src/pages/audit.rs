@@ -9,6 +9,8 @@ use leptos_router::hooks::use_query_map;
 use crate::api::audit::{
     AuditCursor, AuditQuery, AuditRow, AuditVerification, VerifyAudit, query_audit,
 };
+use crate::api::auth::Role;
+use crate::components::layout::Me;
 use crate::components::{ErrorView, on_change};
 
 /// Rows per page.
@@ -48,6 +50,7 @@ pub fn Audit() -> impl IntoView {
     };
     let page = Resource::new(query, query_audit);
     let verify = ServerAction::<VerifyAudit>::new();
+    let me = expect_context::<Me>();
     let (fresh, set_fresh) = signal(false);
     on_change(&["audit"], move || set_fresh.set(true));
     // A link to a page of the same filters.
@@ -83,6 +86,19 @@ pub fn Audit() -> impl IntoView {
                 <ActionForm action=verify>
                     <button type="submit" class="primary" id="verify">"Verify chain"</button>
                 </ActionForm>
+                {move || me.may(Role::Admin).then(|| {
+                    let q = query();
+                    let href = match q.tenant.filter(|t| !t.is_empty()) {
+                        Some(t) => format!("/ui/audit/export?tenant={}", urlencode(&t)),
+                        None => "/ui/audit/export".to_owned(),
+                    };
+                    view! {
+                        <a class="button" id="audit-export" href=href download
+                            title="Every event (or this tenant's) as JSON Lines with its chain hashes; cordon audit verify --file checks it offline">
+                            "Export (JSON Lines)"
+                        </a>
+                    }
+                })}
                 <span id="verify-result" role="status">
                     {move || verify.value().get().map(|res| match res {
                         Ok(v) => view! { <span class:ok=v.intact class:bad=!v.intact>{verification_text(&v)}</span> }.into_any(),

@@ -43,8 +43,8 @@ impl Bound {
         }
         let t = time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
             .map_err(|_| {
-                format!("{text:?} is neither a seq nor an RFC 3339 time (2026-11-26T10:00:00Z)")
-            })?;
+            format!("{text:?} is neither a seq nor an RFC 3339 time (2026-11-26T10:00:00Z)")
+        })?;
         i64::try_from(t.unix_timestamp_nanos() / 1_000_000)
             .map(Self::Time)
             .map_err(|_| format!("{text:?} is out of range"))
@@ -75,6 +75,41 @@ pub struct ExportFilter {
     /// Only this tenant's events.
     pub tenant: Option<String>,
 }
+
+impl ExportFilter {
+    /// Whether `e` belongs in the export.
+    pub fn wants(&self, e: &Event) -> bool {
+        self.since.is_none_or(|b| b.after(e))
+            && self.until.is_none_or(|b| b.before(e))
+            && self
+                .tenant
+                .as_deref()
+                .is_none_or(|t| e.tenant.as_deref() == Some(t))
+    }
+
+    /// Whether `e`, and every event after it, is past the end.
+    pub fn past_end(&self, e: &Event) -> bool {
+        matches!(self.until, Some(Bound::Seq(s)) if e.seq > s)
+    }
+
+    /// The seq the first page starts after.
+    pub fn start_after(&self) -> i64 {
+        match self.since {
+            Some(Bound::Seq(s)) => s.saturating_sub(1).max(0),
+            _ => 0,
+        }
+    }
+}
+
+/// `e` as one exported line, newline included.
+pub fn line(e: Event) -> Vec<u8> {
+    let mut out = serde_json::to_vec(&Line::from(e)).unwrap_or_default();
+    out.push(b'\n');
+    out
+}
+
+/// Rows read per round trip by an export.
+pub const EXPORT_PAGE: i64 = PAGE;
 
 /// One exported line.
 #[derive(Debug, Serialize, Deserialize)]
@@ -130,11 +165,12 @@ impl From<Line> for Event {
 
 /// Writes the events `filter` selects to `out`, one JSON line each, in seq
 /// order; answers how many.
-pub async fn export(store: &Store, filter: &ExportFilter, out: &mut impl Write) -> anyhow::Result<u64> {
-    let mut after = match filter.since {
-        Some(Bound::Seq(s)) => s.saturating_sub(1).max(0),
-        _ => 0,
-    };
+pub async fn export(
+    store: &Store,
+    filter: &ExportFilter,
+    out: &mut impl Write,
+) -> anyhow::Result<u64> {
+    let mut after = filter.start_after();
     let mut written = 0;
     loop {
         let page = store.audit_page(after, PAGE).await?;
@@ -142,19 +178,12 @@ pub async fn export(store: &Store, filter: &ExportFilter, out: &mut impl Write) 
         let mut past_end = false;
         for e in page {
             after = e.seq;
-            if matches!(filter.until, Some(Bound::Seq(s)) if e.seq > s) {
+            if filter.past_end(&e) {
                 past_end = true;
                 break;
             }
-            let wanted = filter.since.is_none_or(|b| b.after(&e))
-                && filter.until.is_none_or(|b| b.before(&e))
-                && filter
-                    .tenant
-                    .as_deref()
-                    .is_none_or(|t| e.tenant.as_deref() == Some(t));
-            if wanted {
-                serde_json::to_writer(&mut *out, &Line::from(e)).context("writing the export")?;
-                out.write_all(b"\n").context("writing the export")?;
+            if filter.wants(&e) {
+                out.write_all(&line(e)).context("writing the export")?;
                 written += 1;
             }
         }
@@ -352,7 +381,10 @@ mod tests {
             Ok(FileVerification::Broken { seq: 1, .. })
         ));
         let err = verify_file(&b"{\"seq\":1}\n"[..]).unwrap_err();
-        assert!(err.starts_with("line 1: not an exported audit event"), "{err}");
+        assert!(
+            err.starts_with("line 1: not an exported audit event"),
+            "{err}"
+        );
         assert!(verify_file(&b"not json\n"[..]).is_err());
     }
 
@@ -363,7 +395,13 @@ mod tests {
             Bound::parse("2023-11-14T22:13:20.123Z"),
             Ok(Bound::Time(1_700_000_000_123))
         );
-        for bad in ["", "yesterday", "-1", "99999999999999999999", "2026-13-01T00:00:00Z"] {
+        for bad in [
+            "",
+            "yesterday",
+            "-1",
+            "99999999999999999999",
+            "2026-13-01T00:00:00Z",
+        ] {
             assert!(Bound::parse(bad).is_err(), "{bad}");
         }
     }

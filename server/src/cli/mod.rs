@@ -375,7 +375,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 audit::verify_file(std::io::BufReader::new(f))
             };
             match result.map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))? {
-                audit::FileVerification::Intact { events, range, gaps } => {
+                audit::FileVerification::Intact {
+                    events,
+                    range,
+                    gaps,
+                } => {
                     let range = range.map_or(String::new(), |(a, b)| format!(" (seq {a}..{b})"));
                     let gaps = if gaps == 0 {
                         String::new()
@@ -430,14 +434,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 None => serde_json::Value::Null,
             };
             store
-                .audit_append(
-                    audit::NewEvent::new(Actor::Cli, "audit.export").params(serde_json::json!({
+                .audit_append(audit::NewEvent::new(Actor::Cli, "audit.export").params(
+                    serde_json::json!({
                         "since": shown(since),
                         "until": shown(until),
                         "tenant": tenant.as_ref().map(|t| t.as_str()),
                         "events": written,
-                    })),
-                )
+                    }),
+                ))
                 .await?;
             store.close().await;
             if output.is_some() {

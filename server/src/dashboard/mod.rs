@@ -6,6 +6,7 @@
 
 mod approvals;
 mod audit;
+mod audit_export;
 mod auth;
 mod credentials;
 mod events;
@@ -24,6 +25,7 @@ use app::error::UiError;
 use crate::audit::Actor;
 use crate::grants::domains_of as json_list;
 
+pub use audit_export::export as audit_export;
 pub use events::events;
 pub use export::export;
 pub use health::LastVerification;

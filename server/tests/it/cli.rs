@@ -728,7 +728,9 @@ async fn audit_export_writes_json_lines_that_verify_offline_and_a_tampered_file_
         let out = cordon(
             db.dir.path(),
             &env,
-            &["audit", "export", "--tenant", "beta", "--since", "1", "--output", path],
+            &[
+                "audit", "export", "--tenant", "beta", "--since", "1", "--output", path,
+            ],
         );
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         use std::os::unix::fs::PermissionsExt;
@@ -739,11 +741,7 @@ async fn audit_export_writes_json_lines_that_verify_offline_and_a_tampered_file_
         let said = String::from_utf8_lossy(&out.stdout);
         assert!(said.contains("intact: 1 events (seq 2..2)"), "{said}");
         // An existing file is never overwritten.
-        let out = cordon(
-            db.dir.path(),
-            &env,
-            &["audit", "export", "--output", path],
-        );
+        let out = cordon(db.dir.path(), &env, &["audit", "export", "--output", path]);
         assert_clean_failure(&out, "beta.jsonl");
         // The export itself is audited (after the rows it wrote).
         let out = cordon(db.dir.path(), &env, &["audit", "export", "--since", "4"]);
@@ -752,13 +750,25 @@ async fn audit_export_writes_json_lines_that_verify_offline_and_a_tampered_file_
         // The whole log, then one changed field: named by seq, exit 1.
         let whole = db.dir.path().join("all.jsonl");
         let whole_path = whole.to_str().unwrap();
-        let out = cordon(db.dir.path(), &env, &["audit", "export", "--output", whole_path]);
+        let out = cordon(
+            db.dir.path(),
+            &env,
+            &["audit", "export", "--output", whole_path],
+        );
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-        let out = cordon(db.dir.path(), &env, &["audit", "verify", "--file", whole_path]);
+        let out = cordon(
+            db.dir.path(),
+            &env,
+            &["audit", "verify", "--file", whole_path],
+        );
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         let original = std::fs::read_to_string(&whole).unwrap();
         std::fs::write(&whole, original.replacen("\"beta\"", "\"evil\"", 1)).unwrap();
-        let out = cordon(db.dir.path(), &env, &["audit", "verify", "--file", whole_path]);
+        let out = cordon(
+            db.dir.path(),
+            &env,
+            &["audit", "verify", "--file", whole_path],
+        );
         assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
         assert!(
             String::from_utf8_lossy(&out.stdout).contains("BROKEN at seq 2"),
@@ -766,9 +776,17 @@ async fn audit_export_writes_json_lines_that_verify_offline_and_a_tampered_file_
         );
         // Not an export, a bad bound: one line, exit 2.
         std::fs::write(&whole, "{\"seq\": \"x\"}\n").unwrap();
-        let out = cordon(db.dir.path(), &env, &["audit", "verify", "--file", whole_path]);
+        let out = cordon(
+            db.dir.path(),
+            &env,
+            &["audit", "verify", "--file", whole_path],
+        );
         assert_clean_failure(&out, "line 1");
-        let out = cordon(db.dir.path(), &env, &["audit", "export", "--since", "yesterday"]);
+        let out = cordon(
+            db.dir.path(),
+            &env,
+            &["audit", "export", "--since", "yesterday"],
+        );
         assert_clean_failure(&out, "RFC 3339");
     }
 }

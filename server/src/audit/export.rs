@@ -102,14 +102,11 @@ impl ExportFilter {
 }
 
 /// `e` as one exported line, newline included.
-pub fn line(e: Event) -> Vec<u8> {
+fn line(e: Event) -> Vec<u8> {
     let mut out = serde_json::to_vec(&Line::from(e)).unwrap_or_default();
     out.push(b'\n');
     out
 }
-
-/// Rows read per round trip by an export.
-pub const EXPORT_PAGE: i64 = PAGE;
 
 /// One exported line.
 #[derive(Debug, Serialize, Deserialize)]
@@ -163,6 +160,53 @@ impl From<Line> for Event {
     }
 }
 
+/// The export's lines, page by page, in seq order: what both the CLI
+/// (`export`) and the dashboard's stream read.
+pub struct Pages<'a> {
+    store: &'a Store,
+    filter: ExportFilter,
+    after: i64,
+    done: bool,
+}
+
+impl<'a> Pages<'a> {
+    /// The pages of `filter`'s events.
+    pub fn new(store: &'a Store, filter: ExportFilter) -> Self {
+        Self {
+            after: filter.start_after(),
+            store,
+            filter,
+            done: false,
+        }
+    }
+
+    /// The next chunk of lines (never empty) and how many events it holds;
+    /// `None` at the end.
+    pub async fn next(&mut self) -> anyhow::Result<Option<(Vec<u8>, u64)>> {
+        while !self.done {
+            let page = self.store.audit_page(self.after, PAGE).await?;
+            self.done = (page.len() as i64) < PAGE;
+            let mut chunk = Vec::new();
+            let mut n = 0;
+            for e in page {
+                self.after = e.seq;
+                if self.filter.past_end(&e) {
+                    self.done = true;
+                    break;
+                }
+                if self.filter.wants(&e) {
+                    chunk.extend(line(e));
+                    n += 1;
+                }
+            }
+            if n > 0 {
+                return Ok(Some((chunk, n)));
+            }
+        }
+        Ok(None)
+    }
+}
+
 /// Writes the events `filter` selects to `out`, one JSON line each, in seq
 /// order; answers how many.
 pub async fn export(
@@ -170,26 +214,11 @@ pub async fn export(
     filter: &ExportFilter,
     out: &mut impl Write,
 ) -> anyhow::Result<u64> {
-    let mut after = filter.start_after();
+    let mut pages = Pages::new(store, filter.clone());
     let mut written = 0;
-    loop {
-        let page = store.audit_page(after, PAGE).await?;
-        let done = (page.len() as i64) < PAGE;
-        let mut past_end = false;
-        for e in page {
-            after = e.seq;
-            if filter.past_end(&e) {
-                past_end = true;
-                break;
-            }
-            if filter.wants(&e) {
-                out.write_all(&line(e)).context("writing the export")?;
-                written += 1;
-            }
-        }
-        if done || past_end {
-            break;
-        }
+    while let Some((chunk, n)) = pages.next().await? {
+        out.write_all(&chunk).context("writing the export")?;
+        written += n;
     }
     out.flush().context("writing the export")?;
     Ok(written)

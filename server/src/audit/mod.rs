@@ -6,7 +6,7 @@ mod export;
 mod verify;
 
 pub use crate::domain::audit::*;
-pub use export::{Bound, EXPORT_PAGE, ExportFilter, FileVerification, export, line, verify_file};
+pub use export::{Bound, ExportFilter, FileVerification, Pages, export, verify_file};
 pub use verify::{Verification, verify};
 
 /// The redaction helpers (a core module; named here too, as before).

@@ -101,33 +101,18 @@ async fn run(state: &AppState, op: &Operator, range: Range) -> Result<Response, 
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
     let store = state.store.clone();
     tokio::spawn(async move {
-        let mut after = filter.start_after();
+        let mut pages = audit::Pages::new(&store, filter);
         loop {
-            let page = match store.audit_page(after, audit::EXPORT_PAGE).await {
-                Ok(p) => p,
+            let chunk = match pages.next().await {
+                Ok(Some((chunk, _))) => Ok(Bytes::from(chunk)),
+                Ok(None) => return,
                 Err(e) => {
                     tracing::error!(error = %format!("{e:#}"), "audit export: reading failed");
-                    let _ = tx.send(Err(std::io::Error::other("reading failed"))).await;
-                    return;
+                    Err(std::io::Error::other("reading failed"))
                 }
             };
-            let done = (page.len() as i64) < audit::EXPORT_PAGE;
-            let mut chunk = Vec::new();
-            let mut past_end = false;
-            for e in page {
-                after = e.seq;
-                if filter.past_end(&e) {
-                    past_end = true;
-                    break;
-                }
-                if filter.wants(&e) {
-                    chunk.extend(audit::line(e));
-                }
-            }
-            if !chunk.is_empty() && tx.send(Ok(Bytes::from(chunk))).await.is_err() {
-                return;
-            }
-            if done || past_end {
+            let failed = chunk.is_err();
+            if tx.send(chunk).await.is_err() || failed {
                 return;
             }
         }

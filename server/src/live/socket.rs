@@ -718,18 +718,7 @@ impl Connection {
                         .await;
                     return;
                 }
-                match calls(input) {
-                    Ok(calls) => {
-                        for call in calls {
-                            if self.input.try_send(call).is_err() {
-                                self.error("busy", "too much input at once; this one was dropped")
-                                    .await;
-                                return;
-                            }
-                        }
-                    }
-                    Err(m) => self.error("bad_message", m).await,
-                }
+                self.queue(input).await;
             }
         }
     }
@@ -779,6 +768,12 @@ impl Connection {
                 .await;
             return;
         }
+        self.queue(msg).await;
+    }
+
+    /// Turns an input message into tool calls and queues them for the
+    /// input worker (a full queue drops the rest, and says so).
+    async fn queue(&mut self, msg: ClientMsg) {
         match calls(msg) {
             Ok(calls) => {
                 for call in calls {

@@ -93,29 +93,27 @@ impl Store {
 
     /// The link whose token hashes to `hash`.
     pub async fn live_link_by_hash(&self, hash: &str) -> anyhow::Result<Option<LiveLinkRow>> {
-        let q = format!(
-            "SELECT {COLUMNS} FROM live_links l LEFT JOIN api_keys k ON k.id = l.key_id \
-             WHERE l.token_hash = $1"
-        );
-        let r = sqlx::query(&q)
-            .bind(hash.to_owned())
-            .fetch_optional(self.pool())
-            .await
-            .context("failed to read a live link")?;
-        r.as_ref()
-            .map(row)
-            .transpose()
-            .context("malformed live link")
+        self.live_link_where("l.token_hash", hash).await
     }
 
     /// The link `id`.
     pub async fn live_link_get(&self, id: &str) -> anyhow::Result<Option<LiveLinkRow>> {
+        self.live_link_where("l.id", id).await
+    }
+
+    /// The one link whose `column` (a unique column, named by the code,
+    /// never by a caller's text) is `value`.
+    async fn live_link_where(
+        &self,
+        column: &'static str,
+        value: &str,
+    ) -> anyhow::Result<Option<LiveLinkRow>> {
         let q = format!(
             "SELECT {COLUMNS} FROM live_links l LEFT JOIN api_keys k ON k.id = l.key_id \
-             WHERE l.id = $1"
+             WHERE {column} = $1"
         );
         let r = sqlx::query(&q)
-            .bind(id.to_owned())
+            .bind(value.to_owned())
             .fetch_optional(self.pool())
             .await
             .context("failed to read a live link")?;

@@ -171,15 +171,20 @@ fn migrate_creates_the_data_dir_and_sqlite_database() {
     assert!(dir.path().join("data/cordon.db").is_file());
 }
 
+/// Creates tenants acme, beta and gamma: three audited events.
+fn three_tenants(db: &TestDb, env: &[(&str, &str)]) {
+    for t in ["acme", "beta", "gamma"] {
+        let out = cordon(db.dir.path(), env, &["tenant", "create", t]);
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+}
+
 #[tokio::test]
 async fn audit_verify_exits_0_when_intact_and_1_naming_the_tampered_seq() {
     for backend in [Backend::Sqlite, Backend::Postgres] {
         let db = TestDb::new(backend).await;
         let env = [("CORDON_DATABASE_URL", db.url.as_str())];
-        for t in ["acme", "beta", "gamma"] {
-            let out = cordon(db.dir.path(), &env, &["tenant", "create", t]);
-            assert!(out.status.success(), "{}", stderr(&out));
-        }
+        three_tenants(&db, &env);
         let out = cordon(db.dir.path(), &env, &["audit", "verify"]);
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         assert!(String::from_utf8_lossy(&out.stdout).contains("intact: 3 events"));
@@ -705,10 +710,7 @@ async fn audit_export_writes_json_lines_that_verify_offline_and_a_tampered_file_
     for backend in [Backend::Sqlite, Backend::Postgres] {
         let db = TestDb::new(backend).await;
         let env = [("CORDON_DATABASE_URL", db.url.as_str())];
-        for t in ["acme", "beta", "gamma"] {
-            let out = cordon(db.dir.path(), &env, &["tenant", "create", t]);
-            assert!(out.status.success(), "{}", stderr(&out));
-        }
+        three_tenants(&db, &env);
         // To standard output: every event, oldest first, with its hashes.
         let out = cordon(db.dir.path(), &env, &["audit", "export"]);
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));

@@ -71,6 +71,32 @@ async fn make_link(agent: &AgentClient, sid: &str, mode: &str) -> (String, Strin
     )
 }
 
+/// A new link of `mode` and a view of it showing the page ("ready"):
+/// (id, page path, view).
+async fn watching(
+    app: &TestApp,
+    agent: &AgentClient,
+    sid: &str,
+    mode: &str,
+) -> (String, String, View) {
+    let (id, page) = make_link(agent, sid, mode).await;
+    let mut view = connect(app, &ws_path(&page), None).await.expect("upgrade");
+    view.wait_title("ready").await;
+    (id, page, view)
+}
+
+/// Revokes link `id` of `sid` through the agent API (204).
+async fn revoke(agent: &AgentClient, sid: &str, id: &str) {
+    let answer = agent
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/api/sessions/{sid}/live_link/{id}"),
+            None,
+        )
+        .await;
+    assert_eq!(answer.0, StatusCode::NO_CONTENT, "{answer:?}");
+}
+
 /// The link's socket path for its page path.
 fn ws_path(page: &str) -> String {
     page.replacen("?link=", "/ws?link=", 1)
@@ -214,9 +240,7 @@ async fn a_view_link_watches_but_never_drives_navigates_or_takes_control() {
         agent,
         sid,
     } = setup("/two-buttons").await;
-    let (link_id, page) = make_link(&agent, &sid, "view").await;
-    let mut view = connect(&app, &ws_path(&page), None).await.expect("upgrade");
-    view.wait_title("ready").await;
+    let (link_id, _, mut view) = watching(&app, &agent, &sid, "view").await;
     view.click(100.0, 400.0).await;
     view.wait_error("view_only").await;
     for msg in [
@@ -249,11 +273,7 @@ async fn a_view_link_watches_but_never_drives_navigates_or_takes_control() {
     assert!(refused[0].params.contains(&link_id));
 
     // A control link drives with pointer and keys only.
-    let (_, control_page) = make_link(&agent, &sid, "control").await;
-    let mut driver = connect(&app, &ws_path(&control_page), None)
-        .await
-        .expect("upgrade");
-    driver.wait_title("ready").await;
+    let (_, _, mut driver) = watching(&app, &agent, &sid, "control").await;
     for msg in [
         json!({ "type": "take_control" }),
         json!({ "type": "navigate", "url": "https://example.com/" }),
@@ -369,17 +389,8 @@ async fn a_revoked_expired_or_keyless_link_ends_its_open_views_and_its_page_says
         sid,
     } = setup("/two-buttons").await;
     // Revoked by the agent.
-    let (id, page) = make_link(&agent, &sid, "control").await;
-    let mut view = connect(&app, &ws_path(&page), None).await.expect("upgrade");
-    view.wait_title("ready").await;
-    let answer = agent
-        .call(
-            reqwest::Method::DELETE,
-            &format!("/api/sessions/{sid}/live_link/{id}"),
-            None,
-        )
-        .await;
-    assert_eq!(answer.0, StatusCode::NO_CONTENT, "{answer:?}");
+    let (id, page, mut view) = watching(&app, &agent, &sid, "control").await;
+    revoke(&agent, &sid, &id).await;
     assert!(
         ended(&mut view).await.contains("revoked"),
         "{:?}",
@@ -411,9 +422,7 @@ async fn a_revoked_expired_or_keyless_link_ends_its_open_views_and_its_page_says
         "revocation is audited"
     );
     // Expired while watching.
-    let (_, page) = make_link(&agent, &sid, "view").await;
-    let mut view = connect(&app, &ws_path(&page), None).await.expect("upgrade");
-    view.wait_title("ready").await;
+    let (_, page, mut view) = watching(&app, &agent, &sid, "view").await;
     app.db
         .raw("UPDATE live_links SET expires_at = 1")
         .await
@@ -425,9 +434,7 @@ async fn a_revoked_expired_or_keyless_link_ends_its_open_views_and_its_page_says
     );
     assert_eq!(app.get(&page).await.status(), StatusCode::GONE);
     // The key that made it revoked: its links stop too.
-    let (_, page) = make_link(&agent, &sid, "view").await;
-    let mut view = connect(&app, &ws_path(&page), None).await.expect("upgrade");
-    view.wait_title("ready").await;
+    let (_, page, mut view) = watching(&app, &agent, &sid, "view").await;
     let key_id: String = {
         let (_, list) = agent.get(&format!("/api/sessions/{sid}/live_link")).await;
         list[0]["key_id"].as_str().unwrap().to_owned()
@@ -450,9 +457,7 @@ async fn an_operator_who_takes_over_stops_a_control_links_input_without_being_na
         agent,
         sid,
     } = setup("/two-buttons").await;
-    let (_, page) = make_link(&agent, &sid, "control").await;
-    let mut link = connect(&app, &ws_path(&page), None).await.expect("upgrade");
-    link.wait_title("ready").await;
+    let (_, _, mut link) = watching(&app, &agent, &sid, "control").await;
     let (_, cookie) = app.operator_session("olive", Role::Operator).await;
     let mut op = open_view(&app, &sid, &cookie).await;
     op.wait_for("control", |v| v["type"] == "control").await;
@@ -548,14 +553,7 @@ async fn a_link_opened_at_another_replica_is_carried_to_the_sessions_one() {
     view.click(100.0, 400.0).await;
     wait_title(&agent, &sid, "next 1").await;
     // Revoked through `b`: the view carried from `a` ends.
-    let answer = agent
-        .call(
-            reqwest::Method::DELETE,
-            &format!("/api/sessions/{sid}/live_link/{id}"),
-            None,
-        )
-        .await;
-    assert_eq!(answer.0, StatusCode::NO_CONTENT, "{answer:?}");
+    revoke(&agent, &sid, &id).await;
     assert!(
         ended(&mut view).await.contains("revoked"),
         "{:?}",
@@ -578,9 +576,7 @@ async fn operators_see_a_sessions_links_and_revoke_one_from_the_dashboard() {
         agent,
         sid,
     } = setup("/two-buttons").await;
-    let (id, page) = make_link(&agent, &sid, "control").await;
-    let mut view = connect(&app, &ws_path(&page), None).await.expect("upgrade");
-    view.wait_title("ready").await;
+    let (id, _, mut view) = watching(&app, &agent, &sid, "control").await;
     let (_, viewer) = app.operator_session("vera", Role::Viewer).await;
     let (status, detail) = app
         .server_fn("get_session", &format!("id={sid}"), Some(&viewer))

@@ -77,43 +77,34 @@ async fn caller(
     }
 }
 
-/// `ws(s)://host[:port]` of an http(s) URL.
-fn ws_of(url: &url::Url) -> String {
-    let scheme = if url.scheme() == "https" { "wss" } else { "ws" };
-    let host = url.host_str().unwrap_or("localhost");
-    let host = if host.contains(':') && !host.starts_with('[') {
-        format!("[{host}]")
-    } else {
-        host.to_owned()
-    };
-    match url.port() {
-        Some(p) => format!("{scheme}://{host}:{p}"),
-        None => format!("{scheme}://{host}"),
-    }
+/// `ws(s)://…` of an `http(s)://…` base.
+fn ws_of(http_base: &str) -> String {
+    http_base.replacen("http", "ws", 1)
 }
 
 /// A session's CDP URL where no request says how clients reach Cordon
 /// (MCP's answer): from the dashboard's public URL.
 pub fn cdp_url_public(state: &AppState, session: &str) -> String {
-    format!("{}/cdp/{session}", ws_of(state.auth.public_url()))
+    let base = state.auth.public_url().origin().ascii_serialization();
+    format!("{}/cdp/{session}", ws_of(&base))
 }
 
-/// The WebSocket URL base (`ws(s)://host[:port]`) clients reach Cordon at:
+/// The base (`http(s)://host[:port]`) clients reach Cordon at:
 /// `public_url` when set, else the request's own Host.
-pub fn ws_base(state: &AppState, headers: &HeaderMap) -> String {
+pub fn http_base(state: &AppState, headers: &HeaderMap) -> String {
     if let Some(url) = state.settings.public_url() {
-        return ws_of(&url);
+        return url.origin().ascii_serialization();
     }
-    let scheme = if state.settings.scheme() == "https" {
-        "wss"
-    } else {
-        "ws"
-    };
     let host = headers
         .get(axum::http::header::HOST)
         .and_then(|h| h.to_str().ok())
         .unwrap_or("localhost");
-    format!("{scheme}://{host}")
+    format!("{}://{host}", state.settings.scheme())
+}
+
+/// The WebSocket URL base (`ws(s)://host[:port]`) clients reach Cordon at.
+pub fn ws_base(state: &AppState, headers: &HeaderMap) -> String {
+    ws_of(&http_base(state, headers))
 }
 
 /// A session's CDP URL (browser level).

@@ -94,6 +94,11 @@ impl Cdp {
             msg["sessionId"] = json!(s);
         }
         self.send_raw(msg.to_string()).await;
+        self.answer_to(id).await
+    }
+
+    /// The answer to command `id` (earlier answers to others are skipped).
+    async fn answer_to(&mut self, id: u64) -> Value {
         loop {
             let v = self.answer().await;
             if v["id"] == id {
@@ -786,25 +791,13 @@ async fn the_risk_gate_holds_a_cdp_press_and_keys_and_control_refuses_cdp_input(
     // A press on "Delete account" waits; the operator denies it: a CDP
     // error, and the button was never pressed.
     let (x, y) = centre(&mut cdp, &tab, "#delete").await;
-    let id = cdp.next;
-    cdp.next += 1;
-    cdp.send_raw(
-        json!({ "id": id, "sessionId": tab, "method": "Input.dispatchMouseEvent",
-                "params": { "type": "mousePressed", "x": x, "y": y, "button": "left", "clickCount": 1 } })
-        .to_string(),
-    )
-    .await;
+    let id = press_async(&mut cdp, &tab, (x, y)).await;
     let approval = crate::gate::one_pending(&app, &cookie, &sid).await;
     assert_eq!(approval["level"], "high", "{approval}");
     let (status, _) =
         crate::gate::decide(&app, &cookie, approval["id"].as_str().unwrap(), false).await;
     assert_eq!(status, StatusCode::OK);
-    let answer = loop {
-        let v = cdp.answer().await;
-        if v["id"] == id {
-            break v;
-        }
-    };
+    let answer = cdp.answer_to(id).await;
     let message = answer["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("denied_by_operator"), "{answer}");
     cdp.ok(
@@ -973,12 +966,7 @@ async fn a_cdp_press_on_a_button_that_swaps_on_hover_waits_whether_or_not_the_cl
         let (status, _) =
             crate::gate::decide(&app, &cookie, waiting["id"].as_str().unwrap(), false).await;
         assert_eq!(status, StatusCode::OK);
-        let answer = loop {
-            let v = cdp.answer().await;
-            if v["id"] == id {
-                break v;
-            }
-        };
+        let answer = cdp.answer_to(id).await;
         assert!(
             answer["error"]["message"]
                 .as_str()

@@ -83,19 +83,6 @@ impl From<LinkError> for ApiError {
     }
 }
 
-/// `http(s)://host[:port]` people reach Cordon at: `public_url` when set,
-/// else the request's own Host.
-fn http_base(state: &AppState, headers: &HeaderMap) -> String {
-    if let Some(url) = state.settings.public_url() {
-        return url.origin().ascii_serialization();
-    }
-    let host = headers
-        .get(axum::http::header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .unwrap_or("localhost");
-    format!("{}://{host}", state.settings.scheme())
-}
-
 /// `POST /api/sessions/{id}/live_link`
 pub async fn create(
     State(state): State<AppState>,
@@ -110,7 +97,10 @@ pub async fn create(
         .get(r.owner.tenant.as_str());
     let (made, token) =
         link::issue(&state.store, &r.owner, id, req.mode, req.ttl_s, policy).await?;
-    let url = format!("{}/embed/{id}?link={token}", http_base(&state, &headers));
+    let url = format!(
+        "{}/embed/{id}?link={token}",
+        crate::api::cdp::http_base(&state, &headers)
+    );
     let info = LinkInfo {
         link: made,
         revoked_at: None,

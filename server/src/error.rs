@@ -312,6 +312,10 @@ impl From<crate::sessions::ToolError> for ApiError {
                 code: "denied_by_policy",
                 message,
             },
+            T::TotpNotGranted(_) => Self::Forbidden {
+                code: "totp_not_granted",
+                message,
+            },
             T::DeniedByOperator(_) => Self::Forbidden {
                 code: "denied_by_operator",
                 message,

@@ -29,6 +29,8 @@ pub struct GrantRequestView {
     /// The agent also asks to drive the session over CDP (its scripts
     /// then read what the page can: localStorage, non-HttpOnly cookies).
     pub cdp: bool,
+    /// Asks Cordon to type TOTP codes from the vault (`type_totp`).
+    pub totp: bool,
 }
 
 /// An issued token (never the token itself).

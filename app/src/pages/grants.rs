@@ -102,6 +102,12 @@ fn PendingCard(
                     " The agent's scripts could read what these sites' pages can (localStorage, cookies without HttpOnly); cookie reads over CDP stay refused."
                 </p>
             })}
+            {req.totp.then(|| view! {
+                <p class="cdp-ask" data-totp="true">
+                    <strong>"Also asks for second-factor codes."</strong>
+                    " Cordon would type the current code of these sites' TOTP seeds into their pages when the agent asks; the agent never sees a code or a seed."
+                </p>
+            })}
             <div class="decide">
                 <ActionForm action=approve attr:class="inline-form">
                     <input type="hidden" name="id" value=id.clone()/>

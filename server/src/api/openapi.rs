@@ -46,6 +46,9 @@ pub const ELEMENT: Errors = &[
     (422, "action_failed"),
 ];
 
+/// `type_totp`.
+pub const TOTP: Errors = &[(403, "totp_not_granted")];
+
 /// One operation: how it is served and how it is documented.
 pub struct Route {
     /// `get`, `post`, `delete`.
@@ -121,9 +124,12 @@ pub fn describe(code: &str) -> &'static str {
             "an operator has taken control of the session from the live view; retry after they hand it back"
         }
         "denied_by_policy" => {
-            "the risk gate refuses this action outright (typing into a password field: credentials come only from the vault)"
+            "the risk gate refuses this action outright (typing into a password field: credentials come only from the vault); type_totp: a clean session, a grant that also allows CDP, a field that is not a text/number/tel/one-time-code input, or a page off the seeds' domains"
         }
         "denied_by_operator" => "the action waited for approval and an operator denied it",
+        "totp_not_granted" => {
+            "type_totp: the session's grant did not ask for second-factor codes (request one with \"totp\": true)"
+        }
         "approval_timed_out" => {
             "the action waited for approval and no operator decided within approval_timeout_s; it did not run"
         }

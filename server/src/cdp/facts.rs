@@ -129,7 +129,7 @@ pub const FACTS_FN: &str = r#"function() {
 
 /// The focused element, followed into open shadow roots and the frames
 /// this world can enter; run in an isolated world of the main frame.
-const FOCUS_EXPR: &str = "(() => { let e = document.activeElement; \
+pub(super) const FOCUS_EXPR: &str = "(() => { let e = document.activeElement; \
   for (let i = 0; e && i < 32; i++) { \
     if (e.shadowRoot && e.shadowRoot.activeElement) { e = e.shadowRoot.activeElement; continue; } \
     if (e.localName === 'iframe' || e.localName === 'frame') { \

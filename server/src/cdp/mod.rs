@@ -10,6 +10,7 @@ mod raw;
 pub mod snapshot;
 mod storage;
 mod tools;
+mod totp;
 mod upload;
 
 use std::sync::Arc;
@@ -34,6 +35,7 @@ pub use navguard::{Paused, hold_documents, release, tab_ids};
 pub use raw::{MAX_BROWSER_MESSAGE, RawReceiver, RawSender, connect_raw, http_base};
 pub use storage::{frame_origins, local_storage};
 pub use tools::*;
+pub use totp::{CodeField, code_field, type_code};
 pub use upload::{FileInput, file_input, set_files, set_files_in_page};
 
 /// What a CDP call can fail with, typed so the API can answer precisely.

@@ -30,8 +30,9 @@ pub(super) async fn grants(
                     format!("\t{}\t{state}", t.jti)
                 });
                 let cdp = if r.cdp { "\tcdp" } else { "" };
+                let totp = if r.totp { "\ttotp" } else { "" };
                 println!(
-                    "{}\t{}\t{}\t{}\t{}{cdp}{tok}",
+                    "{}\t{}\t{}\t{}\t{}{cdp}{totp}{tok}",
                     r.id, r.tenant_id, r.state, r.domains, r.reason
                 );
             }

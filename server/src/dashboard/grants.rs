@@ -45,6 +45,7 @@ fn request_view(r: GrantRequestRow, labels: &HashMap<String, String>) -> GrantRe
         created_at: r.created_at,
         decided_by: r.decided_by,
         cdp: r.cdp,
+        totp: r.totp,
     }
 }
 

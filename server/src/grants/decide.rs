@@ -42,12 +42,13 @@ pub async fn request(
         decided_at: None,
         decided_by: None,
         cdp: req.cdp,
+        totp: req.totp,
     };
     audit(
         store,
         NewEvent::new(Actor::Agent(owner.key_id.clone()), "grant.request")
             .tenant(&owner.tenant)
-            .params(json!({ "request": row.id, "domains": names, "reason_chars": reason.chars().count(), "cdp": row.cdp }))
+            .params(json!({ "request": row.id, "domains": names, "reason_chars": reason.chars().count(), "cdp": row.cdp, "totp": row.totp }))
             .outcome("requested"),
     )
     .await?;
@@ -61,6 +62,7 @@ pub async fn request(
         expires_at: None,
         single_use: None,
         cdp: row.cdp,
+        totp: row.totp,
     })
 }
 
@@ -85,6 +87,7 @@ pub async fn poll(
         expires_at: None,
         single_use: None,
         cdp: row.cdp,
+        totp: row.totp,
     };
     if row.state != GrantState::Approved {
         return Ok(status);

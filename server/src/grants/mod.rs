@@ -123,6 +123,8 @@ pub struct GrantStatus {
     pub single_use: Option<bool>,
     /// Whether CDP access was asked for (and, once approved, granted).
     pub cdp: bool,
+    /// Whether typing TOTP codes was asked for (and, once approved, granted).
+    pub totp: bool,
 }
 
 /// The body of `POST /api/grants/requests`.
@@ -138,6 +140,11 @@ pub struct NewGrantRequest {
     /// scripts read what the page can (localStorage, non-HttpOnly cookies).
     #[serde(default)]
     pub cdp: bool,
+    /// Ask Cordon to type second-factor codes from the vault's TOTP seeds
+    /// for these domains (`type_totp`); the agent never sees a code. The
+    /// operator sees it on the request.
+    #[serde(default)]
+    pub totp: bool,
 }
 
 /// Parses a list of exact hosts: 1 to [`MAX_DOMAINS`], each a [`Domain`].

@@ -91,6 +91,11 @@ pub struct LiveSession {
     pub(super) cdp_clients: std::sync::atomic::AtomicUsize,
     /// Operator mode: the grant allowed CDP (`cdp: true`).
     pub cdp_granted: bool,
+    /// Operator mode: the grant allowed typing TOTP codes (`totp: true`).
+    pub totp_granted: bool,
+    /// Codes `type_totp` typed, kept until they are worthless so that no
+    /// tool answer shows them (`tool/totp.rs`).
+    pub(super) typed_codes: std::sync::Mutex<Vec<super::tool::TypedCodeMark>>,
 }
 
 /// An operator's approval of an agent's raw input at a point, which the
@@ -143,6 +148,8 @@ impl LiveSession {
             allowed_hosts: std::sync::Mutex::default(),
             cdp_clients: std::sync::atomic::AtomicUsize::new(0),
             cdp_granted: req.cdp_granted,
+            totp_granted: req.totp_granted,
+            typed_codes: std::sync::Mutex::new(Vec::new()),
             downloads,
             upload_seq: AtomicU64::new(0),
             upload_in_page,

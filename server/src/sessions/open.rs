@@ -169,12 +169,9 @@ impl SessionManager {
                 let token = req.grant_token.as_deref().unwrap_or_default();
                 let tok = crate::grants::redeem(&self.0.store, owner, id.as_str(), token, &domains)
                     .await?;
-                req.cdp_granted = self
-                    .0
-                    .store
-                    .grant_request_get(&tok.request_id)
-                    .await?
-                    .is_some_and(|r| r.cdp);
+                let asked = self.0.store.grant_request_get(&tok.request_id).await?;
+                req.cdp_granted = asked.as_ref().is_some_and(|r| r.cdp);
+                req.totp_granted = asked.as_ref().is_some_and(|r| r.totp);
             }
             self.open_reserved(&who, &req, &id, deadline_s).await
         }

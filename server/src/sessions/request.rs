@@ -106,6 +106,11 @@ pub struct OpenRequest {
     #[serde(skip)]
     #[schemars(skip)]
     pub cdp_granted: bool,
+    /// Set by Cordon, never by the body: the grant redeemed for an
+    /// operator-mode session allows typing TOTP codes (`totp: true`).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub totp_granted: bool,
 }
 
 impl std::fmt::Debug for OpenRequest {

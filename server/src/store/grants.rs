@@ -31,6 +31,8 @@ pub struct GrantRequestRow {
     pub decided_by: Option<String>,
     /// Whether the agent asked for CDP access with these logins.
     pub cdp: bool,
+    /// Whether the agent asked Cordon to type TOTP codes (`type_totp`).
+    pub totp: bool,
 }
 
 /// A token's row (never the token).
@@ -58,8 +60,7 @@ pub struct GrantTokenRow {
     pub revoked_at: Option<i64>,
 }
 
-const REQ_COLUMNS: &str =
-    "id, tenant_id, api_key_id, domains, reason, state, created_at, decided_at, decided_by, cdp";
+const REQ_COLUMNS: &str = "id, tenant_id, api_key_id, domains, reason, state, created_at, decided_at, decided_by, cdp, totp";
 const TOKEN_COLUMNS: &str = "jti, tenant_id, request_id, allowed_domains, issued_at, expires_at, \
      single_use, delivered_at, consumed_at, revoked_at";
 
@@ -78,6 +79,7 @@ fn req_from(r: &AnyRow) -> Result<GrantRequestRow, sqlx::Error> {
         decided_at: r.try_get("decided_at")?,
         decided_by: r.try_get("decided_by")?,
         cdp: r.try_get::<i64, _>("cdp")? != 0,
+        totp: r.try_get::<i64, _>("totp")? != 0,
     })
 }
 
@@ -100,7 +102,7 @@ impl Store {
     /// Inserts a pending request.
     pub async fn grant_request_insert(&self, r: &GrantRequestRow) -> anyhow::Result<()> {
         sqlx::query(&format!(
-            "INSERT INTO grant_requests ({REQ_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+            "INSERT INTO grant_requests ({REQ_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
         ))
         .bind(r.id.clone())
         .bind(r.tenant_id.clone())
@@ -112,6 +114,7 @@ impl Store {
         .bind(r.decided_at)
         .bind(r.decided_by.clone())
         .bind(i64::from(r.cdp))
+        .bind(i64::from(r.totp))
         .execute(self.pool())
         .await
         .context("failed to insert grant request")?;

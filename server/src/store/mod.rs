@@ -17,6 +17,7 @@ pub mod sessions;
 pub mod tasks;
 pub mod tenants;
 pub mod tickets;
+pub mod totp;
 pub mod vault;
 
 use std::sync::Arc;

@@ -36,6 +36,17 @@ pub struct CredentialInfo {
     pub source: String,
 }
 
+/// What a sealed vault record is bound to (its associated data).
+#[derive(Debug, Clone, Copy)]
+pub struct Bound<'a> {
+    /// Owner tenant.
+    pub tenant: &'a str,
+    /// Its domain.
+    pub domain: &'a str,
+    /// Its id (`v_…`, `tp_…`).
+    pub id: &'a str,
+}
+
 /// A credential with its sealed cookies and localStorage.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CredentialRow {
@@ -271,10 +282,13 @@ impl Store {
         Ok(row.map(|r| r.try_get::<String, _>("id")).transpose()?)
     }
 
-    /// The key ids found on stored credentials, with how many rows carry each.
+    /// The key ids found on stored credentials and TOTP seeds, with how many rows carry each.
     pub async fn vault_key_ids(&self) -> anyhow::Result<Vec<(String, i64)>> {
         let rows = sqlx::query(
-            "SELECT key_id, COUNT(*) AS n FROM vault_credentials GROUP BY key_id ORDER BY key_id",
+            "SELECT key_id, CAST(SUM(n) AS BIGINT) AS n FROM (\
+               SELECT key_id, COUNT(*) AS n FROM vault_credentials GROUP BY key_id \
+               UNION ALL SELECT key_id, COUNT(*) AS n FROM vault_totp GROUP BY key_id\
+             ) k GROUP BY key_id ORDER BY key_id",
         )
         .fetch_all(self.pool())
         .await
@@ -285,13 +299,14 @@ impl Store {
             .context("malformed key id row")
     }
 
-    /// Re-seals every credential with `reseal` in one transaction: either
-    /// every row is rewritten or, if `reseal` fails on any, none is. Writers
-    /// are locked out until it commits. Returns how many rows it rewrote.
+    /// Re-seals every credential and TOTP seed with `reseal` (given what
+    /// the record is bound to) in one transaction: either every row is
+    /// rewritten or, if `reseal` fails on any, none is. Writers are locked
+    /// out until it commits. Returns how many rows it rewrote.
     #[tracing::instrument(skip_all)]
     pub async fn vault_reseal_all<F>(&self, mut reseal: F) -> anyhow::Result<u64>
     where
-        F: FnMut(&CredentialRow) -> anyhow::Result<Sealed>,
+        F: FnMut(Bound<'_>, &Sealed) -> anyhow::Result<Sealed>,
     {
         let mut tx = self
             .pool()
@@ -301,14 +316,19 @@ impl Store {
         // Take the write lock before reading, so no import slips in between
         // the read and the rewrite (SQLite: any write takes the database
         // lock; PostgreSQL: this mode admits readers and nothing else).
-        let lock = match self.kind() {
-            DatabaseKind::Sqlite => "UPDATE vault_credentials SET key_id = key_id",
-            DatabaseKind::Postgres => "LOCK TABLE vault_credentials IN SHARE ROW EXCLUSIVE MODE",
+        let locks: &[&str] = match self.kind() {
+            DatabaseKind::Sqlite => &["UPDATE vault_credentials SET key_id = key_id"],
+            DatabaseKind::Postgres => &[
+                "LOCK TABLE vault_credentials IN SHARE ROW EXCLUSIVE MODE",
+                "LOCK TABLE vault_totp IN SHARE ROW EXCLUSIVE MODE",
+            ],
         };
-        sqlx::query(lock)
-            .execute(&mut *tx)
-            .await
-            .context("failed to lock credentials for key rotation")?;
+        for lock in locks {
+            sqlx::query(lock)
+                .execute(&mut *tx)
+                .await
+                .context("failed to lock credentials for key rotation")?;
+        }
         let rows = sqlx::query(&format!(
             "SELECT {INFO_COLUMNS}, ciphertext, nonce FROM vault_credentials ORDER BY id"
         ))
@@ -318,7 +338,12 @@ impl Store {
         let mut count = 0;
         for r in &rows {
             let row = row_from(r).context("malformed credential row")?;
-            let sealed = reseal(&row)?;
+            let bound = Bound {
+                tenant: &row.info.tenant_id,
+                domain: &row.info.domain,
+                id: &row.info.id,
+            };
+            let sealed = reseal(bound, &row.sealed)?;
             sqlx::query(
                 "UPDATE vault_credentials SET ciphertext = $1, nonce = $2, key_id = $3 WHERE id = $4",
             )
@@ -331,6 +356,7 @@ impl Store {
             .context("failed to rewrite credential")?;
             count += 1;
         }
+        count += super::totp::reseal_all(&mut tx, &mut reseal).await?;
         tx.commit().await.context("failed to commit key rotation")?;
         Ok(count)
     }

@@ -20,6 +20,22 @@ pub enum VaultError {
         /// The domain.
         domain: Domain,
     },
+    /// A TOTP seed was entered wrong (the field and why; never the secret).
+    #[error(transparent)]
+    Totp(super::totp::FieldError),
+    /// No TOTP seed with that id in the tenant.
+    #[error("no TOTP seed {0} in this tenant")]
+    TotpNotFound(String),
+    /// The domain already has a TOTP seed with that label.
+    #[error(
+        "{domain} already has a TOTP seed labelled {label:?}; delete it first or choose another label"
+    )]
+    TotpLabelTaken {
+        /// The domain.
+        domain: Domain,
+        /// The label.
+        label: String,
+    },
     /// The file could not be imported.
     #[error(transparent)]
     Import(#[from] ImportError),
@@ -36,7 +52,9 @@ impl VaultError {
     pub fn code(&self) -> &'static str {
         match self {
             Self::UnknownTenant(_) => "unknown_tenant",
-            Self::NotFound { .. } => "not_found",
+            Self::NotFound { .. } | Self::TotpNotFound(_) => "not_found",
+            Self::Totp(_) => "invalid_totp",
+            Self::TotpLabelTaken { .. } => "conflict",
             Self::Import(e) => e.code(),
             Self::Crypto(CryptoError::WrongKey { .. } | CryptoError::KeyMismatch { .. }) => {
                 "wrong_key"

@@ -1,6 +1,7 @@
 //! The credential vault: site cookies and localStorage per (tenant, domain), sealed at rest
 //! (see [`crate::crypto`]), imported from files or a refresh session,
-//! exported only on explicit request, and decrypted in memory for injection.
+//! exported only on explicit request, and decrypted in memory for injection;
+//! and second-factor seeds ([`totp`]), typed as codes, never shown.
 
 mod diff;
 mod domain;
@@ -11,6 +12,7 @@ mod plaintext;
 pub mod rotate;
 mod select;
 mod service;
+pub mod totp;
 
 pub use crate::domain::{
     Cookie, Origin, PartitionKey, SameSite, StorageItem, StorageState, earliest_expiry,

@@ -22,9 +22,9 @@ use std::path::PathBuf;
 use serde_json::json;
 
 use super::error::VaultError;
-use super::service::{Vault, ad_of};
+use super::service::Vault;
 use crate::audit::{Actor, NewEvent};
-use crate::crypto::{CryptoError, KeyError, KeyId, Keyring, MasterKey, Sealed};
+use crate::crypto::{AssociatedData, CryptoError, KeyError, KeyId, Keyring, MasterKey, Sealed};
 use crate::store::Store;
 
 /// What a rotation did.
@@ -129,9 +129,9 @@ impl Vault {
         .await?;
         let count = self
             .store
-            .vault_reseal_all(|row| -> anyhow::Result<Sealed> {
-                let ad = ad_of(&row.info);
-                let plaintext = self.key.open(&ad, &row.sealed)?;
+            .vault_reseal_all(|bound, sealed| -> anyhow::Result<Sealed> {
+                let ad = AssociatedData::record(bound.tenant, bound.domain, bound.id);
+                let plaintext = self.key.open(&ad, sealed)?;
                 Ok(new.seal(&ad, &plaintext)?)
             })
             .await

@@ -14,14 +14,15 @@ use axum::routing::{delete, get, post};
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 
 use crate::api::json::ApiJson;
-use crate::api::openapi::{self, AUTH, BODY, BROWSER, ELEMENT, Errors, Route, SESSION};
+use crate::api::openapi::{self, AUTH, BODY, BROWSER, ELEMENT, Errors, Route, SESSION, TOTP};
 use crate::sessions::files::{DownloadInfo, Uploaded};
 use crate::sessions::tool::input::{
     ElementReq, NavigateReq, OpenTabReq, PressReq, ReadDomReq, ScreenshotReq, ScrollReq, SelectReq,
-    SnapshotReq, TypeReq, UploadReq, WaitForReq,
+    SnapshotReq, TypeReq, TypeTotpReq, UploadReq, WaitForReq,
 };
 use crate::sessions::tool::output::{
-    Dom, Done, Navigated, Pdf, Screenshot, Selected, SnapshotResult, TabClosed, TabInfo, Waited,
+    Dom, Done, Navigated, Pdf, Screenshot, Selected, SnapshotResult, TabClosed, TabInfo, TypedCode,
+    Waited,
 };
 use crate::sessions::{OpenRequest, SessionInfo, Tool};
 use crate::state::AppState;
@@ -242,6 +243,16 @@ pub fn routes() -> Vec<Route> {
             200,
             Some(s::<Done>),
             &[AUTH, BODY, SESSION, BROWSER, ELEMENT]
+        ),
+        route!(
+            post,
+            "/api/sessions/{id}/type_totp",
+            "Type the current code of a vault TOTP seed into a field (operator-mode sessions whose grant has totp: true); the answer says how many digits, never which",
+            body_tool!(TypeTotpReq, TypeTotpReq::into_call),
+            Some(s::<TypeTotpReq>),
+            200,
+            Some(s::<TypedCode>),
+            &[AUTH, BODY, SESSION, BROWSER, ELEMENT, TOTP]
         ),
         route!(
             post,

@@ -41,6 +41,11 @@ pub(super) fn audit_params(tool: &Tool) -> Value {
             v["submit"] = json!(submit);
             v
         }
+        Tool::TypeTotp { target: t, label } => {
+            let mut v = target(t);
+            v["label"] = json!(label);
+            v
+        }
         // A single printable key is typed text: audited redacted.
         Tool::Press { key } if key.chars().count() == 1 => {
             json!({ "key": redact::typed_text(key) })
@@ -381,7 +386,8 @@ pub(super) async fn run(
                 waited_ms: cdp::wait_for(page, target, timeout).await?,
             }),
             Tool::ReadDom { max_chars } => {
-                let (html, truncated_to) = cdp::read_dom(page, *max_chars, timeout).await?;
+                let (mut html, truncated_to) = cdp::read_dom(page, *max_chars, timeout).await?;
+                session.scrub_codes(&mut html);
                 ToolOutput::Dom(Dom { html, truncated_to })
             }
             Tool::Snapshot(limits) => {
@@ -395,9 +401,11 @@ pub(super) async fn run(
                         ));
                     }
                 };
+                let mut nodes = snap.nodes;
+                session.scrub_snapshot(&mut nodes, &snap.refs);
                 tabs.refs = snap.refs;
                 ToolOutput::Snapshot(SnapshotResult {
-                    nodes: snap.nodes,
+                    nodes,
                     truncated: snap.truncated,
                     count: snap.count,
                 })
@@ -408,6 +416,12 @@ pub(super) async fn run(
             Tool::Input(_) => input(session, page, checked.as_ref().expect("checked")).await?,
             Tool::Upload { files, .. } => {
                 upload(session, page, locator.expect("located"), files, timeout).await?
+            }
+            // Runs through `SessionManager::type_totp`, which needs the vault.
+            Tool::TypeTotp { .. } => {
+                return Err(CdpError::Failed(
+                    "type_totp reached the plain tool runner".into(),
+                ));
             }
             Tool::TabsList
             | Tool::TabOpen { .. }

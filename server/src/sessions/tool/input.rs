@@ -288,6 +288,46 @@ impl TypeReq {
     }
 }
 
+/// Body of `type_totp`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TypeTotpReq {
+    /// The field (exactly one of `selector` and `ref`).
+    pub selector: Option<String>,
+    /// Or this ref.
+    #[serde(rename = "ref")]
+    pub r#ref: Option<String>,
+    /// Which of the domain's seeds (needed when it has several).
+    #[schemars(length(min = 1, max = 100))]
+    pub label: Option<String>,
+    /// Bound in ms (a code with under 3 s left is typed after the next
+    /// period starts: allow for it).
+    pub timeout_ms: Option<u64>,
+}
+
+impl TypeTotpReq {
+    /// The call.
+    pub fn into_call(self) -> Result<ToolCall, ToolError> {
+        let target = TargetSpec::selector_or_ref(self.selector, self.r#ref)
+            .required("the field: a selector or a ref")?;
+        let label = match self.label {
+            Some(l) if l.trim().is_empty() || l.chars().count() > 100 => {
+                return Err(ToolError::Invalid(
+                    "label must be 1 to 100 characters".into(),
+                ));
+            }
+            l => l,
+        };
+        Ok(ToolCall {
+            tool: Tool::TypeTotp {
+                target: Some(target),
+                label,
+            },
+            timeout_ms: self.timeout_ms,
+        })
+    }
+}
+
 /// Body of `press`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -8,6 +8,7 @@ mod exec;
 mod gate;
 pub mod input;
 pub mod output;
+mod totp;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +22,7 @@ use super::{LiveSession, SessionError, SessionManager};
 
 pub use input::TargetSpec;
 pub use output::ToolOutput;
+pub(super) use totp::TypedCodeMark;
 
 /// Where an element tool acts, checked for shape at the edge (the viewport
 /// bound and refs are checked against the session when the call runs).
@@ -118,6 +120,15 @@ pub enum Tool {
         /// Press Enter afterwards.
         submit: bool,
     },
+    /// Type the current code of a TOTP seed from the vault into a field
+    /// (operator-mode sessions whose grant has `totp`); the caller never
+    /// sees the code.
+    TypeTotp {
+        /// The field (`None`: the focused element, for `run_task`).
+        target: Option<ElementTarget>,
+        /// Which of the domain's seeds (optional when it has one).
+        label: Option<String>,
+    },
     /// Press one key.
     Press {
         /// A `KeyboardEvent.key` name.
@@ -193,6 +204,7 @@ impl Tool {
             Self::Click(_) => "tool.click",
             Self::Hover(_) => "tool.hover",
             Self::Type { .. } => "tool.type",
+            Self::TypeTotp { .. } => "tool.type_totp",
             Self::Press { .. } => "tool.press",
             Self::Scroll { .. } => "tool.scroll",
             Self::Select { .. } => "tool.select",
@@ -307,6 +319,9 @@ pub enum ToolError {
     /// The session cannot be used (ended meanwhile).
     #[error(transparent)]
     Session(#[from] SessionError),
+    /// The session's grant did not ask for TOTP codes (`totp: true`).
+    #[error("{0}")]
+    TotpNotGranted(String),
     /// An operator drives the session from the live view; agent calls wait
     /// until they hand control back.
     #[error("operator {0} has taken control of this session; retry after they hand it back")]
@@ -342,6 +357,7 @@ impl ToolError {
             Self::TabNotFound(_) => "tab_not_found",
             Self::LastTab => "last_tab",
             Self::DeniedByPolicy(_) => "denied_by_policy",
+            Self::TotpNotGranted(_) => "totp_not_granted",
             Self::DeniedByOperator(_) => "denied_by_operator",
             Self::ApprovalTimedOut(_) => "approval_timed_out",
             // Handled inside `run_tool`; reaching a caller is a bug.
@@ -468,7 +484,19 @@ impl SessionManager {
             let check = check_click.then(|| self.click_check(session, &tool, approved.as_ref()));
             let res = match tokio::time::timeout(budget, async {
                 let mut tabs = session.tabs.lock().await;
-                exec::run(session, &mut tabs, &tool, timeout, check.as_ref()).await
+                match &tool {
+                    Tool::TypeTotp { target, label } => {
+                        self.type_totp(
+                            session,
+                            &mut tabs,
+                            target.as_ref(),
+                            label.as_deref(),
+                            timeout,
+                        )
+                        .await
+                    }
+                    _ => exec::run(session, &mut tabs, &tool, timeout, check.as_ref()).await,
+                }
             })
             .await
             {

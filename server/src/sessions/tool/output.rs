@@ -36,6 +36,21 @@ pub enum ToolOutput {
     TabClosed(TabClosed),
     /// `upload`.
     Uploaded(crate::sessions::files::Uploaded),
+    /// `type_totp`: how many digits were typed, never which.
+    TypedCode(TypedCode),
+}
+
+/// What `type_totp` reports: that a code was typed, and of which seed.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct TypedCode {
+    /// Always true.
+    pub ok: bool,
+    /// How many digits were typed.
+    pub typed_digits: usize,
+    /// The seed's label.
+    pub label: String,
+    /// The seed's domain.
+    pub domain: String,
 }
 
 /// The main frame's request the egress guard refused.

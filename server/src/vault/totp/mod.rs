@@ -1,0 +1,361 @@
+//! Second-factor seeds (TOTP, RFC 6238) in the vault: entered by an
+//! operator (an `otpauth://` URI, a base32 secret or a QR code image),
+//! sealed like cookies, listed without the secret, and turned into a code
+//! only to be typed into a page of the seed's domain (`type_totp`, the live
+//! view's "Type the code"). No code, secret or remaining validity leaves
+//! the control plane any other way; export gives the URI back to an
+//! operator with a fresh passkey check.
+
+pub mod code;
+pub mod qr;
+pub mod seed;
+
+use serde_json::json;
+use zeroize::Zeroizing;
+
+pub use code::{Code, MIN_VALIDITY_S, Plan, code_at, plan};
+pub use seed::{Algorithm, FieldError, Params, Seed};
+
+use super::domain::Domain;
+use super::error::VaultError;
+use super::service::Vault;
+use crate::audit::{Actor, NewEvent};
+use crate::crypto::AssociatedData;
+use crate::domain::{TenantId, random_id};
+pub use crate::store::totp::TotpInfo;
+use crate::store::totp::TotpRow;
+use crate::time::now_ms;
+
+/// How a seed is entered.
+#[derive(Debug)]
+pub enum SeedSource<'a> {
+    /// An `otpauth://totp/…` URI.
+    Uri(&'a str),
+    /// A base32 secret with its parameters.
+    Base32(&'a str, Params),
+    /// A PNG or JPEG holding the URI as a QR code.
+    QrImage(&'a [u8]),
+}
+
+impl SeedSource<'_> {
+    /// The seed it holds, or the field that is wrong.
+    pub fn seed(&self) -> Result<Seed, FieldError> {
+        match self {
+            Self::Uri(uri) => Seed::from_uri(uri),
+            Self::Base32(secret, params) => Seed::from_base32(secret, *params),
+            Self::QrImage(bytes) => Seed::from_uri(&qr::decode(bytes)?),
+        }
+    }
+
+    fn as_str(&self) -> &'static str {
+        match self {
+            Self::Uri(_) => "uri",
+            Self::Base32(..) => "secret",
+            Self::QrImage(_) => "qr_image",
+        }
+    }
+}
+
+/// The seed chosen for a page, opened.
+pub struct Picked {
+    /// Its metadata.
+    pub info: TotpInfo,
+    /// Its secret and parameters (from the sealed copy).
+    pub seed: Seed,
+}
+
+/// Why no seed was chosen for a page.
+#[derive(Debug, thiserror::Error)]
+pub enum PickError {
+    /// No seed of a granted domain covers the page's host.
+    #[error("no TOTP seed is stored for {host} among the session's domains")]
+    NoSeed {
+        /// The page's host.
+        host: String,
+    },
+    /// Several seeds cover the host and no label was given.
+    #[error("several TOTP seeds match {host}; pass label (one of: {})", .labels.join(", "))]
+    Ambiguous {
+        /// The page's host.
+        host: String,
+        /// Their labels.
+        labels: Vec<String>,
+    },
+    /// No seed with that label covers the host.
+    #[error("no TOTP seed labelled {label:?} for {host} (labels: {})", .labels.join(", "))]
+    UnknownLabel {
+        /// The label asked for.
+        label: String,
+        /// The page's host.
+        host: String,
+        /// The labels there are.
+        labels: Vec<String>,
+    },
+    /// The vault failed.
+    #[error(transparent)]
+    Vault(#[from] VaultError),
+}
+
+/// Whether `host` is `domain` or one of its subdomains.
+pub fn covers(domain: &str, host: &str) -> bool {
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    host == domain
+        || host
+            .strip_suffix(domain)
+            .is_some_and(|rest| rest.ends_with('.'))
+}
+
+fn ad_of(info: &TotpInfo) -> AssociatedData {
+    AssociatedData::record(&info.tenant_id, &info.domain, &info.id)
+}
+
+impl Vault {
+    /// Stores a seed for `tenant` and `domain` under `label`, audited
+    /// (`vault.totp.add`: domain, label, parameters and how it was entered;
+    /// never the secret). Refused with the field at fault for bad input,
+    /// and when the label is taken for that domain.
+    pub async fn totp_add(
+        &self,
+        actor: &Actor,
+        tenant: &TenantId,
+        domain: &Domain,
+        label: &str,
+        source: SeedSource<'_>,
+    ) -> Result<TotpInfo, VaultError> {
+        let label = seed::label(label).map_err(VaultError::Totp)?;
+        let seed = source.seed().map_err(VaultError::Totp)?;
+        self.require_tenant(tenant).await?;
+        let info = TotpInfo {
+            id: random_id("tp_"),
+            tenant_id: tenant.to_string(),
+            domain: domain.to_string(),
+            label: label.clone(),
+            algorithm: seed.params.algorithm.as_str().into(),
+            digits: i64::from(seed.params.digits),
+            period: i64::from(seed.params.period),
+            key_id: self.key.id().as_str().into(),
+            created_at: now_ms(),
+            last_used_at: None,
+        };
+        let params = json!({
+            "totp": info.id,
+            "domain": info.domain,
+            "label": info.label,
+            "algorithm": info.algorithm,
+            "digits": info.digits,
+            "period": info.period,
+            "from": source.as_str(),
+        });
+        self.audit(
+            NewEvent::new(actor.clone(), "vault.totp.add")
+                .tenant(tenant)
+                .params(params.clone())
+                .outcome("requested"),
+        )
+        .await?;
+        let sealed = self.key.seal(&ad_of(&info), &seed.to_plaintext())?;
+        let row = TotpRow {
+            info: info.clone(),
+            sealed,
+        };
+        if !self.store.totp_insert(&row).await? {
+            self.audit(
+                NewEvent::new(actor.clone(), "vault.totp.add")
+                    .tenant(tenant)
+                    .params(params)
+                    .outcome("refused: label taken"),
+            )
+            .await?;
+            return Err(VaultError::TotpLabelTaken {
+                domain: domain.clone(),
+                label,
+            });
+        }
+        self.audit(
+            NewEvent::new(actor.clone(), "vault.totp.add")
+                .tenant(tenant)
+                .params(params),
+        )
+        .await?;
+        Ok(info)
+    }
+
+    /// The tenant's seeds (metadata only).
+    pub async fn totp_list(&self, tenant: &TenantId) -> Result<Vec<TotpInfo>, VaultError> {
+        self.require_tenant(tenant).await?;
+        Ok(self.store.totp_list(Some(tenant)).await?)
+    }
+
+    /// Deletes one of the tenant's seeds, audited (`vault.totp.delete`).
+    pub async fn totp_delete(
+        &self,
+        actor: &Actor,
+        tenant: &TenantId,
+        id: &str,
+    ) -> Result<TotpInfo, VaultError> {
+        self.require_tenant(tenant).await?;
+        let row = self
+            .store
+            .totp_get(tenant, id)
+            .await?
+            .ok_or_else(|| VaultError::TotpNotFound(id.chars().take(64).collect()))?;
+        self.audit(
+            NewEvent::new(actor.clone(), "vault.totp.delete")
+                .tenant(tenant)
+                .params(json!({ "totp": row.info.id, "domain": row.info.domain, "label": row.info.label }))
+                .outcome("requested"),
+        )
+        .await?;
+        self.store
+            .totp_delete(tenant, id)
+            .await?
+            .ok_or_else(|| VaultError::TotpNotFound(id.chars().take(64).collect()))
+    }
+
+    /// One seed as its `otpauth://` URI, for an operator moving it to
+    /// another authenticator; audited (`vault.totp.export`) before anything
+    /// is decrypted. Callers require a fresh passkey check (as for cookies).
+    pub async fn totp_export(
+        &self,
+        actor: &Actor,
+        tenant: &TenantId,
+        id: &str,
+    ) -> Result<(TotpInfo, Zeroizing<String>), VaultError> {
+        self.require_tenant(tenant).await?;
+        let row = self
+            .store
+            .totp_get(tenant, id)
+            .await?
+            .ok_or_else(|| VaultError::TotpNotFound(id.chars().take(64).collect()))?;
+        self.audit(
+            NewEvent::new(actor.clone(), "vault.totp.export")
+                .tenant(tenant)
+                .params(json!({ "totp": row.info.id, "domain": row.info.domain, "label": row.info.label }))
+                .outcome("requested"),
+        )
+        .await?;
+        let seed = self.open_totp(&row)?;
+        let secret = Zeroizing::new(base32_encode(seed.secret()));
+        let enc = |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+        let uri = Zeroizing::new(format!(
+            "otpauth://totp/{}:{}?secret={}&issuer={}&algorithm={}&digits={}&period={}",
+            enc(&row.info.domain),
+            enc(&row.info.label),
+            &*secret,
+            enc(&row.info.domain),
+            seed.params.algorithm,
+            seed.params.digits,
+            seed.params.period
+        ));
+        Ok((row.info, uri))
+    }
+
+    /// The seed for a page of `host`: among the tenant's seeds for
+    /// `domains` (the session's granted domains) that cover `host`, the
+    /// one labelled `label`, or the only one.
+    pub async fn totp_pick(
+        &self,
+        tenant: &TenantId,
+        domains: &[String],
+        host: &str,
+        label: Option<&str>,
+    ) -> Result<Picked, PickError> {
+        let covering: Vec<String> = domains
+            .iter()
+            .filter(|d| covers(d, host))
+            .cloned()
+            .collect();
+        let rows = self
+            .store
+            .totp_for_domains(tenant, &covering)
+            .await
+            .map_err(VaultError::Other)?;
+        let labels = || {
+            rows.iter()
+                .map(|r| r.info.label.clone())
+                .collect::<Vec<_>>()
+        };
+        let row = match label {
+            Some(l) => rows
+                .iter()
+                .find(|r| r.info.label == l.trim())
+                .ok_or_else(|| PickError::UnknownLabel {
+                    label: l.chars().take(100).collect(),
+                    host: host.into(),
+                    labels: labels(),
+                })?,
+            None => match rows.as_slice() {
+                [] => return Err(PickError::NoSeed { host: host.into() }),
+                [one] => one,
+                _ => {
+                    return Err(PickError::Ambiguous {
+                        host: host.into(),
+                        labels: labels(),
+                    });
+                }
+            },
+        };
+        let seed = self.open_totp(row)?;
+        Ok(Picked {
+            info: row.info.clone(),
+            seed,
+        })
+    }
+
+    /// Records that a code of `id` was typed.
+    pub async fn totp_mark_used(&self, id: &str) -> Result<(), VaultError> {
+        Ok(self.store.totp_mark_used(id, now_ms()).await?)
+    }
+
+    fn open_totp(&self, row: &TotpRow) -> Result<Seed, VaultError> {
+        let plaintext = self.key.open(&ad_of(&row.info), &row.sealed)?;
+        Ok(Seed::from_plaintext(&plaintext)?)
+    }
+}
+
+/// RFC 4648 base32 without padding (what authenticator apps read).
+fn base32_encode(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 32] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+    let mut out = String::with_capacity(bytes.len().div_ceil(5) * 8);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for &b in bytes {
+        acc = (acc << 8) | u32::from(b);
+        bits += 8;
+        while bits >= 5 {
+            bits -= 5;
+            out.push(ALPHABET[((acc >> bits) & 31) as usize] as char);
+        }
+        acc &= (1 << bits) - 1;
+    }
+    if bits > 0 {
+        out.push(ALPHABET[((acc << (5 - bits)) & 31) as usize] as char);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_domain_covers_itself_and_its_subdomains_only() {
+        assert!(covers("example.com", "example.com"));
+        assert!(covers("example.com", "login.example.com"));
+        assert!(covers("example.com", "Login.Example.com."));
+        assert!(!covers("example.com", "evilexample.com"));
+        assert!(!covers("example.com", "example.com.evil.net"));
+        assert!(!covers("login.example.com", "example.com"));
+        assert!(!covers("example.com", ""));
+    }
+
+    #[test]
+    fn base32_encoding_round_trips_through_the_parser() {
+        for len in [10usize, 16, 20, 32, 64] {
+            let bytes: Vec<u8> = (0..len).map(|i| (i * 37 + 11) as u8).collect();
+            let enc = base32_encode(&bytes);
+            let seed = Seed::from_base32(&enc, Params::default()).unwrap();
+            assert_eq!(seed.secret(), bytes.as_slice(), "{len}");
+        }
+        assert_eq!(base32_encode(b"Hello!\xde\xad\xbe\xef"), "JBSWY3DPEHPK3PXP");
+    }
+}

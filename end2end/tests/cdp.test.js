@@ -166,7 +166,7 @@ test('on an operator-mode session Playwright cannot read the injected cookies', 
   await page.goto(site.url('/cdp-page'));
   assert.equal(await page.textContent('#who'), `user ${USER}`, 'the page is logged in');
   const refused = await context.cookies().then(() => null, (e) => e.message);
-  // How Playwright reports it (README quotes this).
+  // How Playwright reports it (docs/cdp.md quotes this).
   assert.match(refused ?? 'cookies were returned',
     /Protocol error \(Storage\.getCookies\): Cordon refused Storage\.getCookies \(vault_sealed\)/);
   await browser.close();

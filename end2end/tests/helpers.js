@@ -178,7 +178,7 @@ export async function waitFor(what, check, ms = 30_000) {
   throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(last)}`);
 }
 
-/** Saves `docs/screenshots/<name>.png` for the README's operator guide
+/** Saves `docs/screenshots/<name>.png` for the operators' guide (docs/dashboard.md)
  * when `CORDON_E2E_SCREENSHOTS` is set; otherwise does nothing. */
 export async function shot(page, name, { fullPage = false } = {}) {
   if (!process.env.CORDON_E2E_SCREENSHOTS) return;

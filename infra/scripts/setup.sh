@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building, running and testing Cordon needs, skipping what is
 # already there: Debian packages (Chromium, binaryen, bubblewrap, PostgreSQL,
-# sqlite3, shellcheck, faketime, Node.js, pip), the wasm32 target, rustfmt/clippy, the wasm-bindgen CLI
+# sqlite3, shellcheck, faketime, curl and jq for the docs' examples, Node.js,
+# pip), the wasm32 target, rustfmt/clippy, the wasm-bindgen CLI
 # matching the pinned crate, the end-to-end tests' npm packages, the
 # stock Python MCP client (PyPI `mcp`) the MCP test drives, and browser-use
 # (PyPI, in end2end/.venv) for the CDP endpoint's browser-use test.
@@ -17,7 +18,7 @@ as_root() {
 }
 
 missing=()
-for pkg in chromium binaryen bubblewrap postgresql sqlite3 ca-certificates shellcheck faketime; do
+for pkg in chromium binaryen bubblewrap postgresql sqlite3 ca-certificates shellcheck faketime curl jq; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
 done
 command -v node >/dev/null && command -v npm >/dev/null || missing+=(nodejs npm)

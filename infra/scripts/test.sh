@@ -3,7 +3,8 @@
 # deployment scripts' hostile-input tests), formatting, the layer check (no
 # import runs up a layer; tools/layers), clippy (server and wasm),
 # unit and integration tests against SQLite and a PostgreSQL started here,
-# and the dashboard's end-to-end tests in a real Chromium.
+# the dashboard's end-to-end tests in a real Chromium, and the docs' shell
+# examples run against a live Cordon (end2end/tests/docs_examples.test.js).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -52,6 +53,7 @@ echo "== unit and integration tests (SQLite and PostgreSQL)"
 # Benches are not tests: they run with `cargo bench` (clippy above checks them).
 cargo test --workspace --lib --bins --tests
 
-echo "== end-to-end tests (Playwright + Chromium)"
-# Uses target/debug/cordon, built by the tests above.
+echo "== end-to-end tests (Playwright + Chromium; the docs' examples)"
+# Uses target/debug/cordon, built by the tests above. Every file in
+# end2end/tests/ named *.test.js runs, docs_examples.test.js included.
 (cd end2end && npm test)

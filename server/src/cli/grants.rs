@@ -79,7 +79,7 @@ pub(super) async fn grants(
             .map(|()| println!("grant token {jti} revoked")),
     };
     // A refused step (not found, already decided) is an error like any
-    // other: one line on stderr and exit code 2, as the README promises.
+    // other: one line on stderr and exit code 2, as docs/cli.md promises.
     match outcome {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(GrantError::Internal(e)) => Err(e),

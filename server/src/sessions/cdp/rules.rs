@@ -2,8 +2,8 @@
 //! and parameters alone (no I/O, so every rule has a unit test): forward
 //! it as it is, forward it after the checks of a command that acts,
 //! rewrite it, close the session, or refuse it naming the rule.
-//! `README.md` ("With Playwright, Puppeteer or browser-use") has the same
-//! table in a user's words; keep the two together.
+//! `docs/cdp.md` has the same table in a user's words; keep the two
+//! together.
 
 use serde_json::{Value, json};
 

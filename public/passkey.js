@@ -125,6 +125,14 @@ const flows = {
     const q = new URLSearchParams({ tenant: form.elements.tenant.value, domain: form.elements.domain.value });
     location.assign(`/ui/credentials/export?${q}`);
   },
+  async 'export-totp'(form) {
+    // The same rule as cookies: a fresh passkey check, then the download.
+    const options = await post('/ui/auth/reauth/start', {});
+    const cred = await navigator.credentials.get(requestOptions(options));
+    await post('/ui/auth/reauth/finish', assertion(cred));
+    const q = new URLSearchParams({ tenant: form.elements.tenant.value, id: form.elements.id.value });
+    location.assign(`/ui/credentials/totp/export?${q}`);
+  },
   async add(form) {
     const passkey_name = form.elements.passkey_name.value;
     const options = await post('/ui/auth/passkeys/start', { passkey_name });

@@ -26,6 +26,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <link rel="icon" href="/favicon.svg"/>
                 <script type="module" src="/passkey.js"></script>
                 <script type="module" src="/live.js"></script>
+                <script type="module" src="/totp.js"></script>
                 <HydrationScripts options/>
                 <MetaTags/>
             </head>

@@ -13,7 +13,7 @@ use axum::Router;
 use axum::extract::{MatchedPath, Request};
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::{any, get};
+use axum::routing::{any, get, post};
 use axum::serve::ListenerExt;
 use leptos::config::LeptosOptions;
 use leptos::prelude::provide_context;
@@ -407,6 +407,13 @@ fn router(
             )),
         )
         .route("/ui/credentials/export", get(dashboard::export))
+        .route(
+            "/ui/credentials/totp",
+            post(dashboard::totp_add).layer(axum::extract::DefaultBodyLimit::max(
+                dashboard::TOTP_ADD_BODY_LIMIT,
+            )),
+        )
+        .route("/ui/credentials/totp/export", get(dashboard::totp_export))
         .route("/ui/audit/export", get(dashboard::audit_export))
         .route("/ui/screenshots/{id}", get(dashboard::screenshot))
         .route(

@@ -11,7 +11,7 @@ use leptos::prelude::*;
 use super::approvals::ApprovalsView;
 use super::audit::{AuditPageView, AuditQuery, AuditVerification};
 use super::auth::{Invite, Operator, OperatorInfo, PasskeyInfo, Role};
-use super::credentials::CredentialView;
+use super::credentials::{CredentialView, TotpView};
 use super::grants::GrantsView;
 use super::health::SystemStatus;
 use super::live::{DomainPreviewView, LiveAccess, SavedView};
@@ -121,6 +121,10 @@ pub trait CredentialsBackend {
         tenant: String,
         domain: String,
     ) -> UiResult<()>;
+    /// Every TOTP seed (metadata only).
+    async fn totp_seeds(&self, op: &Operator) -> UiResult<Vec<TotpView>>;
+    /// Deletes one seed.
+    async fn delete_totp(&self, op: &Operator, tenant: String, id: String) -> UiResult<()>;
 }
 
 /// Tenants and API keys.
@@ -205,6 +209,11 @@ pub trait LiveBackend {
         session: String,
         domains: String,
     ) -> UiResult<Vec<SavedView>>;
+    /// The TOTP seeds whose codes can be typed into a refresh session.
+    async fn session_totp(&self, op: &Operator, session: String) -> UiResult<Vec<TotpView>>;
+    /// Types the current code of a seed into the refresh session's focused
+    /// field; answers how many digits.
+    async fn type_totp(&self, op: &Operator, session: String, label: String) -> UiResult<usize>;
 }
 
 /// Tasks and traces.

@@ -1,5 +1,5 @@
-//! The vault's credentials, metadata only: no cookie value ever reaches
-//! the dashboard.
+//! The vault's credentials and TOTP seeds, metadata only: no cookie value,
+//! secret or code ever reaches the dashboard.
 
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -41,4 +41,41 @@ pub async fn list_credentials() -> Result<Vec<CredentialView>, UiError> {
 pub async fn delete_credential(tenant: String, domain: String) -> Result<(), UiError> {
     let (ctl, op) = super::backend::require(Role::Operator, "delete credentials").await?;
     ctl.delete_credential(&op, tenant, domain).await
+}
+
+/// One TOTP seed: never its secret.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TotpView {
+    /// `tp_…`.
+    pub id: String,
+    /// Tenant.
+    pub tenant: String,
+    /// The site whose pages (and subdomains) receive its codes.
+    pub domain: String,
+    /// Which account.
+    pub label: String,
+    /// `SHA1`, `SHA256`, `SHA512`.
+    pub algorithm: String,
+    /// 6–8.
+    pub digits: i64,
+    /// Seconds.
+    pub period: i64,
+    /// Unix ms.
+    pub created_at: i64,
+    /// Unix ms of the last code typed.
+    pub last_used_at: Option<i64>,
+}
+
+/// Every TOTP seed the operator may see.
+#[server(prefix = "/ui/fn", endpoint = "list_totp")]
+pub async fn list_totp() -> Result<Vec<TotpView>, UiError> {
+    let (ctl, op) = super::backend::require(Role::Viewer, "see credentials").await?;
+    ctl.totp_seeds(&op).await
+}
+
+/// Deletes one tenant's TOTP seed.
+#[server(prefix = "/ui/fn", endpoint = "delete_totp")]
+pub async fn delete_totp(tenant: String, id: String) -> Result<(), UiError> {
+    let (ctl, op) = super::backend::require(Role::Operator, "delete credentials").await?;
+    ctl.delete_totp(&op, tenant, id).await
 }

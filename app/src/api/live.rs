@@ -398,6 +398,21 @@ pub async fn start_refresh(
     ctl.start_refresh(&op, tenant, domains, start_url).await
 }
 
+/// The TOTP seeds of a refresh session's domains (labels and parameters).
+#[server(prefix = "/ui/fn", endpoint = "session_totp")]
+pub async fn session_totp(session: String) -> Result<Vec<super::credentials::TotpView>, UiError> {
+    let (ctl, op) = super::backend::require(Role::Operator, "type second-factor codes").await?;
+    ctl.session_totp(&op, session).await
+}
+
+/// Types the current code of the seed `label` into the focused field of a
+/// refresh session's page; answers how many digits (never which).
+#[server(prefix = "/ui/fn", endpoint = "type_totp")]
+pub async fn type_totp(session: String, label: String) -> Result<usize, UiError> {
+    let (ctl, op) = super::backend::require(Role::Operator, "type second-factor codes").await?;
+    ctl.type_totp(&op, session, label).await
+}
+
 /// Hands control of a session back to its agent (whoever holds it).
 #[server(prefix = "/ui/fn", endpoint = "release_control")]
 pub async fn release_control(session: String) -> Result<(), UiError> {

@@ -3,7 +3,9 @@
 use leptos::prelude::*;
 
 use crate::api::auth::Role;
-use crate::api::credentials::{CredentialView, DeleteCredential, list_credentials};
+use crate::api::credentials::{
+    CredentialView, DeleteCredential, DeleteTotp, TotpView, list_credentials, list_totp,
+};
 use crate::api::live::StartRefresh;
 use crate::components::layout::Me;
 use crate::components::time::{now_ms, span, utc};
@@ -55,7 +57,117 @@ pub fn Credentials() -> impl IntoView {
                     Ok(rows) => view! { <Table rows delete refresh may=Signal::derive(move || me.may(Role::Operator))/> }.into_any(),
                 })}
             </Transition>
+            <Seeds may=Signal::derive(move || me.may(Role::Operator))/>
         </section>
+    }
+}
+
+/// Second-factor seeds: add (link, secret or QR image: `totp.js` posts
+/// the form), list, export, delete. Never a secret or a code.
+#[component]
+fn Seeds(may: Signal<bool>) -> impl IntoView {
+    let delete = ServerAction::<DeleteTotp>::new();
+    let list = Resource::new(move || delete.version().get(), |_| list_totp());
+    on_change(&["credentials"], move || list.refetch());
+    // An add (in totp.js) says when it is done.
+    #[cfg(feature = "hydrate")]
+    {
+        use wasm_bindgen::JsCast;
+        use wasm_bindgen::closure::Closure;
+        let cb = Closure::<dyn Fn()>::new(move || list.refetch());
+        let _ = document()
+            .add_event_listener_with_callback("cordon:totp-changed", cb.as_ref().unchecked_ref());
+        cb.forget();
+    }
+    let error = Signal::derive(move || delete.value().get().and_then(Result::err));
+    view! {
+        <h2 id="totp-title">"Second-factor codes (TOTP)"</h2>
+        <p class="muted">"Seeds of authenticator-app codes, sealed like cookies. Cordon types the current code into a page of the seed's domain — for an agent whose grant asks for codes, or for you in a refresh session's live view. Nobody sees a seed or a code here."</p>
+        <ActionError error/>
+        <details class="new-login" id="add-totp">
+            <summary>"Add a seed"</summary>
+            <form data-totp-add class="totp-form" aria-labelledby="totp-title">
+                <div class="inline-form">
+                    <label>"Tenant "<input name="tenant" required placeholder="acme" autocomplete="off"/></label>
+                    <label>"Domain "<input name="domain" required placeholder="app.example.com" autocomplete="off"/></label>
+                    <label>"Label "<input name="label" required maxlength="100" placeholder="admin account" autocomplete="off"/></label>
+                </div>
+                <p class="muted">"Give one of: the set-up link, the secret, or a picture of the QR code (choose a file, or paste a screenshot here)."</p>
+                <label class="wide">"Set-up link "<input name="uri" type="password" placeholder="otpauth://totp/…" autocomplete="off" spellcheck="false"/></label>
+                <fieldset class="secret">
+                    <legend>"or the secret"</legend>
+                    <label>"Secret (base32) "<input name="secret" type="password" placeholder="JBSW Y3DP …" autocomplete="off" spellcheck="false"/></label>
+                    <label>"Algorithm "<select name="algorithm"><option>"SHA1"</option><option>"SHA256"</option><option>"SHA512"</option></select></label>
+                    <label>"Digits "<select name="digits"><option>"6"</option><option>"7"</option><option>"8"</option></select></label>
+                    <label>"Period (s) "<input name="period" type="number" min="10" max="300" value="30"/></label>
+                </fieldset>
+                <label class="wide">"or a QR code image "<input name="image" type="file" accept="image/png,image/jpeg"/></label>
+                <p class="paste-note muted" data-totp-pasted hidden></p>
+                <div class="toolbar">
+                    <button type="submit" class="primary" disabled=move || !may.get()>"Store the seed"</button>
+                    <span class="form-status" role="status" aria-live="polite" data-totp-status></span>
+                </div>
+            </form>
+        </details>
+        <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
+            {move || list.get().map(|r| match r {
+                Err(e) => view! { <ErrorView error=e/> }.into_any(),
+                Ok(rows) if rows.is_empty() => view! {
+                    <p class="empty" id="no-totp">"No second-factor seeds yet. On the site's two-factor set-up page, copy the link or take a screenshot of the QR code, and add it above (or use "<code>"cordon creds totp add"</code>")."</p>
+                }.into_any(),
+                Ok(rows) => view! { <SeedTable rows delete may/> }.into_any(),
+            })}
+        </Transition>
+    }
+}
+
+#[component]
+fn SeedTable(
+    rows: Vec<TotpView>,
+    delete: ServerAction<DeleteTotp>,
+    may: Signal<bool>,
+) -> impl IntoView {
+    view! {
+        <table class="list" id="totp-seeds">
+            <thead><tr>
+                <th>"Tenant"</th><th>"Domain"</th><th>"Label"</th><th>"Algorithm"</th><th>"Digits"</th>
+                <th>"Period"</th><th>"Added"</th><th>"Last used"</th><th><span class="sr-only">"Actions"</span></th>
+            </tr></thead>
+            <tbody>
+                {rows.into_iter().map(|t| {
+                    let delete_label = format!("Delete the seed {} of {} for {}", t.label, t.tenant, t.domain);
+                    let export_label = format!("Export the seed {} of {} (asks for your passkey)", t.label, t.tenant);
+                    let (row_id, export_tenant, export_id) = (t.id.clone(), t.tenant.clone(), t.id.clone());
+                    let (del_tenant, del_id) = (t.tenant.clone(), t.id.clone());
+                    view! {
+                        <tr data-totp=row_id>
+                            <td>{t.tenant.clone()}</td>
+                            <td><code>{t.domain.clone()}</code></td>
+                            <td>{t.label.clone()}</td>
+                            <td>{t.algorithm.clone()}</td>
+                            <td class="num">{t.digits}</td>
+                            <td class="num">{format!("{} s", t.period)}</td>
+                            <td>{utc(t.created_at)}</td>
+                            <td>{t.last_used_at.map_or_else(|| "never".to_owned(), utc)}</td>
+                            <td><div class="row-actions">
+                                <form data-passkey="export-totp" class="export">
+                                    <input type="hidden" name="tenant" value=export_tenant/>
+                                    <input type="hidden" name="id" value=export_id/>
+                                    <button type="submit" disabled=move || !may.get() aria-label=export_label>"Export"</button>
+                                    <span class="form-status" role="status" aria-live="polite" data-passkey-status></span>
+                                </form>
+                                <ActionForm action=delete>
+                                    <input type="hidden" name="tenant" value=del_tenant/>
+                                    <input type="hidden" name="id" value=del_id/>
+                                    <button type="submit" class="danger" disabled=move || !may.get()
+                                        aria-label=delete_label>"Delete"</button>
+                                </ActionForm>
+                            </div></td>
+                        </tr>
+                    }
+                }).collect_view()}
+            </tbody>
+        </table>
     }
 }
 

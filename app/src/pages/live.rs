@@ -6,7 +6,9 @@
 use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
 
-use crate::api::live::{DomainPreviewView, SavedView, refresh_preview, save_refresh};
+use crate::api::live::{
+    DomainPreviewView, SavedView, refresh_preview, save_refresh, session_totp, type_totp,
+};
 use crate::api::sessions::{SessionDetail, get_session};
 use crate::components::time::{span, utc};
 use crate::components::{ActionError, ErrorView};
@@ -37,7 +39,10 @@ pub fn Live() -> impl IntoView {
                 {move || detail.get().and_then(Result::ok).and_then(|d| {
                     let s = d.session;
                     (s.mode == "refresh" && matches!(s.state.as_str(), "starting" | "ready"))
-                        .then(|| view! { <SavePanel id=s.id domains=s.domains/> })
+                        .then(|| view! {
+                            <CodePanel id=s.id.clone()/>
+                            <SavePanel id=s.id domains=s.domains/>
+                        })
                 })}
             </Transition>
         </section>
@@ -127,6 +132,50 @@ fn Viewer(id: String) -> impl IntoView {
             </div>
             <p class="live-error" data-error role="alert" hidden></p>
         </div>
+    }
+}
+
+/// A refresh session's second-factor seeds: "Type the code for <label>"
+/// types the current code into the focused field of the remote page.
+#[component]
+fn CodePanel(id: String) -> impl IntoView {
+    let sid = StoredValue::new(id.clone());
+    let seeds = Resource::new(move || sid.get_value(), session_totp);
+    let typed = Action::new(move |label: &String| {
+        let (s, l) = (sid.get_value(), label.clone());
+        async move { type_totp(s, l).await }
+    });
+    let error = Signal::derive(move || typed.value().get().and_then(Result::err));
+    view! {
+        <Transition fallback=|| ()>
+            {move || seeds.get().and_then(Result::ok).map(|list| if list.is_empty() {
+                view! {
+                    <p class="muted code-note" id="no-codes">"Asked for a one-time code? Add the site's seed on the "<a href="/credentials">"Credentials"</a>" page, then reload this page: Cordon types the code for you."</p>
+                }.into_any()
+            } else {
+                view! {
+                    <section class="code-panel" id="code-panel" aria-labelledby="code-title">
+                        <h2 id="code-title">"One-time codes"</h2>
+                        <p class="muted">"Click into the code field in the browser above, then:"</p>
+                        <div class="toolbar">
+                            {list.into_iter().map(|t| {
+                                let label = t.label.clone();
+                                view! {
+                                    <button type="button" data-type-code=t.label.clone() disabled=move || typed.pending().get()
+                                        on:click=move |_| { typed.dispatch(label.clone()); }>
+                                        {format!("Type the code for {}", t.label)}
+                                    </button>
+                                }
+                            }).collect_view()}
+                            <span class="form-status" role="status" aria-live="polite" id="code-status">
+                                {move || typed.value().get().and_then(Result::ok).map(|n| format!("Typed {n} digits."))}
+                            </span>
+                        </div>
+                        <ActionError error/>
+                    </section>
+                }.into_any()
+            })}
+        </Transition>
     }
 }
 

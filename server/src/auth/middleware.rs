@@ -60,7 +60,7 @@ pub fn session_layer(store: Store, s: SessionSettings) -> SessionManagerLayer<Db
 fn public(path: &str) -> bool {
     matches!(
         path,
-        "/login" | "/enroll" | "/favicon.svg" | "/passkey.js" | "/live.js"
+        "/login" | "/enroll" | "/favicon.svg" | "/passkey.js" | "/live.js" | "/totp.js"
     ) || path.starts_with("/pkg/")
         || path.starts_with("/ui/auth/")
         || crate::edge::outside_dashboard(path)

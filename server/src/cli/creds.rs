@@ -98,11 +98,98 @@ pub(super) async fn creds_with(vault: &Vault, command: CredsCommand) -> anyhow::
                 out.display()
             );
         }
+        CredsCommand::Totp { command } => return totp(vault, command).await,
         CredsCommand::Delete { tenant, domain } => {
             let (tenant, domain) = (tenant_arg(&tenant)?, domain_arg(&domain)?);
             match vault.delete(&Actor::Cli, &tenant, &domain).await {
                 Ok(id) => println!("credential {id} for {domain} (tenant {tenant}) deleted"),
                 Err(e @ VaultError::NotFound { .. }) => {
+                    eprintln!("{e}");
+                    return Ok(ExitCode::from(1));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cordon creds totp …`
+async fn totp(vault: &Vault, command: TotpCommand) -> anyhow::Result<ExitCode> {
+    use crate::vault::totp::{Params, SeedSource};
+    use std::io::Read;
+    let tenant_arg = |t: &str| -> anyhow::Result<TenantId> {
+        t.parse().map_err(|e| anyhow::anyhow!("tenant id: {e}"))
+    };
+    match command {
+        TotpCommand::Add {
+            tenant,
+            domain,
+            label,
+            algorithm,
+            digits,
+            period,
+        } => {
+            let tenant = tenant_arg(&tenant)?;
+            let domain: Domain = domain.parse().map_err(|e| anyhow::anyhow!("domain: {e}"))?;
+            vault.check_keys().await?;
+            // Bounded: a URI is at most 4 KiB.
+            let mut input = zeroize::Zeroizing::new(String::new());
+            std::io::stdin()
+                .take(64 * 1024)
+                .read_to_string(&mut input)
+                .map_err(|_| {
+                    anyhow::anyhow!("stdin: expected an otpauth:// URI or a base32 secret as text")
+                })?;
+            let text = input.trim();
+            let source = if text.to_ascii_lowercase().starts_with("otpauth:") {
+                SeedSource::Uri(text)
+            } else {
+                let params = Params {
+                    algorithm: algorithm.parse()?,
+                    digits,
+                    period,
+                };
+                SeedSource::Base32(text, params)
+            };
+            let info = vault
+                .totp_add(&Actor::Cli, &tenant, &domain, &label, source)
+                .await?;
+            println!(
+                "stored TOTP seed {} for {domain} (tenant {tenant}) labelled {:?}: {}, {} digits, {} s",
+                info.id, info.label, info.algorithm, info.digits, info.period
+            );
+        }
+        TotpCommand::List { tenant } => {
+            let tenant = tenant.as_deref().map(tenant_arg).transpose()?;
+            let rows = match &tenant {
+                Some(t) => vault.totp_list(t).await?,
+                None => vault.totp_list_all().await?,
+            };
+            for t in rows {
+                println!(
+                    "{}\t{}\t{}\t{}\t{}\t{} digits\t{} s\tcreated {}\tused {}",
+                    t.id,
+                    t.tenant_id,
+                    t.domain,
+                    t.label,
+                    t.algorithm,
+                    t.digits,
+                    t.period,
+                    crate::time::rfc3339_ms(t.created_at),
+                    t.last_used_at
+                        .map_or_else(|| "never".to_owned(), crate::time::rfc3339_ms),
+                );
+            }
+        }
+        TotpCommand::Delete { tenant, id } => {
+            let tenant = tenant_arg(&tenant)?;
+            match vault.totp_delete(&Actor::Cli, &tenant, &id).await {
+                Ok(t) => println!(
+                    "TOTP seed {} ({:?} for {}, tenant {tenant}) deleted",
+                    t.id, t.label, t.domain
+                ),
+                Err(e @ VaultError::TotpNotFound(_)) => {
                     eprintln!("{e}");
                     return Ok(ExitCode::from(1));
                 }

@@ -275,6 +275,54 @@ pub enum CredsCommand {
         #[arg(long)]
         domain: String,
     },
+    /// Second-factor (TOTP) seeds: typed as codes into the site's pages,
+    /// never shown.
+    Totp {
+        /// What to do.
+        #[command(subcommand)]
+        command: TotpCommand,
+    },
+}
+
+/// `cordon creds totp …`
+#[derive(Debug, Subcommand)]
+pub enum TotpCommand {
+    /// Store a seed, read from stdin: an otpauth://totp/… URI, or a base32
+    /// secret with --algorithm/--digits/--period. Nothing is echoed.
+    Add {
+        /// The tenant.
+        #[arg(long)]
+        tenant: String,
+        /// The site whose pages (and subdomains) may receive its codes.
+        #[arg(long)]
+        domain: String,
+        /// Which account it is ("admin account"): unique per domain.
+        #[arg(long)]
+        label: String,
+        /// For a base32 secret: SHA1, SHA256 or SHA512.
+        #[arg(long, default_value = "SHA1")]
+        algorithm: String,
+        /// For a base32 secret: 6, 7 or 8.
+        #[arg(long, default_value_t = 6)]
+        digits: u8,
+        /// For a base32 secret: seconds a code lasts (10–300).
+        #[arg(long, default_value_t = 30)]
+        period: u32,
+    },
+    /// List seeds: label, parameters, when made and last used; never a secret.
+    List {
+        /// Only this tenant's.
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+    /// Delete a seed.
+    Delete {
+        /// The tenant.
+        #[arg(long)]
+        tenant: String,
+        /// The seed's id (`tp_…`, from `list`).
+        id: String,
+    },
 }
 
 /// `cordon grants …`

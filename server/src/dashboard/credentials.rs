@@ -2,7 +2,7 @@
 
 use app::api::auth::Operator;
 use app::api::backend::{CredentialsBackend, UiResult};
-use app::api::credentials::CredentialView;
+use app::api::credentials::{CredentialView, TotpView};
 use app::error::UiError;
 
 use super::{actor, internal};
@@ -67,5 +67,39 @@ impl CredentialsBackend for AppState {
         }
         .await;
         super::audited(self, op, "vault.delete", result).await
+    }
+
+    async fn totp_seeds(&self, op: &Operator) -> UiResult<Vec<TotpView>> {
+        Ok(self
+            .vault
+            .totp_list_all()
+            .await
+            .map_err(|e| internal("listing TOTP seeds", anyhow::anyhow!("{e}")))?
+            .into_iter()
+            .filter(|t| op.sees(&t.tenant_id))
+            .map(super::totp::view)
+            .collect())
+    }
+
+    async fn delete_totp(&self, op: &Operator, tenant: String, id: String) -> UiResult<()> {
+        super::in_scope(self, op, "delete a TOTP seed", &tenant, || {
+            UiError::not_found(format!("TOTP seed {id}"))
+        })
+        .await?;
+        let result = async {
+            let tenant: TenantId = tenant.parse().map_err(|e: crate::domain::TenantIdError| {
+                UiError::invalid("tenant", e.to_string())
+            })?;
+            match self.vault.totp_delete(&actor(op), &tenant, &id).await {
+                Ok(_) => Ok(()),
+                Err(VaultError::TotpNotFound(id)) => {
+                    Err(UiError::not_found(format!("TOTP seed {id}")))
+                }
+                Err(VaultError::UnknownTenant(t)) => Err(UiError::not_found(format!("tenant {t}"))),
+                Err(e) => Err(internal("deleting the TOTP seed", anyhow::anyhow!("{e}"))),
+            }
+        }
+        .await;
+        super::audited(self, op, "vault.totp.delete", result).await
     }
 }

@@ -2,6 +2,7 @@
 
 use app::api::auth::{Operator, Role};
 use app::api::backend::{LiveBackend, UiResult};
+use app::api::credentials::TotpView;
 use app::api::live::{CookieRow, DomainPreviewView, LiveAccess, OriginRow, SavedView};
 use app::error::UiError;
 
@@ -246,6 +247,74 @@ impl LiveBackend for AppState {
         }
         .await;
         super::audited(self, op, "session.save", result).await
+    }
+
+    async fn session_totp(&self, op: &Operator, session: String) -> UiResult<Vec<TotpView>> {
+        self.session_in_scope(op, &session, "list a refresh session's TOTP seeds")
+            .await?;
+        let live = self
+            .sessions
+            .find_live(&session)
+            .await
+            .map_err(|e| session_error(&session, "finding the session", e))?;
+        if live.mode != CredentialMode::Refresh {
+            return Ok(Vec::new());
+        }
+        Ok(self
+            .vault
+            .totp_list(&live.tenant)
+            .await
+            .map_err(|e| internal("listing TOTP seeds", anyhow::anyhow!("{e}")))?
+            .into_iter()
+            .filter(|t| {
+                live.domains
+                    .iter()
+                    .any(|d| d.eq_ignore_ascii_case(&t.domain))
+            })
+            .map(super::totp::view)
+            .collect())
+    }
+
+    async fn type_totp(&self, op: &Operator, session: String, label: String) -> UiResult<usize> {
+        self.session_in_scope(op, &session, "type a second-factor code")
+            .await?;
+        let result = async {
+            let live = self
+                .sessions
+                .find_live(&session)
+                .await
+                .map_err(|e| session_error(&session, "finding the session", e))?;
+            if live.mode != CredentialMode::Refresh {
+                return Err(UiError::conflict(
+                    "codes are typed from the live view only into refresh sessions",
+                ));
+            }
+            let call = ToolCall::new(Tool::TypeTotp {
+                target: None,
+                label: Some(label),
+            });
+            match self
+                .sessions
+                .run_tool(&live, actor(op), crate::audit::Surface::Live, call)
+                .await
+            {
+                Ok(crate::sessions::ToolOutput::TypedCode(t)) => Ok(t.typed_digits),
+                Ok(_) => Err(internal(
+                    "typing the code",
+                    anyhow::anyhow!("unexpected answer"),
+                )),
+                Err(e) => Err(match e.code() {
+                    "internal" => internal("typing the code", anyhow::anyhow!("{e}")),
+                    "element_not_found" => UiError::conflict(
+                        "click into the code field of the page first, then type the code",
+                    ),
+                    "bad_request" => UiError::invalid("label", e.public_message()),
+                    _ => UiError::conflict(e.public_message()),
+                }),
+            }
+        }
+        .await;
+        super::audited(self, op, "tool.type_totp", result).await
     }
 }
 

@@ -18,6 +18,7 @@ mod live;
 mod sessions;
 mod tasks;
 mod tenants;
+mod totp;
 
 use app::api::auth::Operator;
 use app::error::UiError;
@@ -30,6 +31,7 @@ pub use events::events;
 pub use export::export;
 pub use health::LastVerification;
 pub use images::{approval as approval_screenshot, full as screenshot, thumb as screenshot_thumb};
+pub use totp::{ADD_BODY_LIMIT as TOTP_ADD_BODY_LIMIT, add as totp_add, export as totp_export};
 
 /// Nothing, if `op` sees `tenant`; otherwise `not_found` (an object of a
 /// tenant outside the operator's scope does not exist for them), audited as

@@ -798,7 +798,7 @@ impl Runner {
             );
         }
         self.acted = tokio::time::Instant::now();
-        let system = super::prompt::system(&self.instruction);
+        let system = super::prompt::system(&self.instruction, self.live.totp_granted);
         // (answer text, screenshot) of earlier steps.
         let mut history: Vec<(String, Vec<u8>)> = Vec::new();
         for n in 1..=i64::from(self.max_steps) {
@@ -1101,13 +1101,28 @@ impl Runner {
                     .await?;
                 }
             }
+            // `{{totp}}` / `{{totp:label}}`: Cordon types the code of the
+            // vault's seed into the focused field; the model never sees it.
             Action::Type { content, submit } => {
-                self.tool(Tool::Type {
-                    text: content.clone(),
-                    target: None,
-                    submit: *submit,
-                })
-                .await?;
+                let tool = match super::prompt::totp_placeholder(content) {
+                    Some(label) => Tool::TypeTotp {
+                        target: None,
+                        label,
+                    },
+                    None => Tool::Type {
+                        text: content.clone(),
+                        target: None,
+                        submit: *submit,
+                    },
+                };
+                let totp = matches!(tool, Tool::TypeTotp { .. });
+                self.tool(tool).await?;
+                if totp && *submit {
+                    self.tool(Tool::Press {
+                        key: "Enter".into(),
+                    })
+                    .await?;
+                }
             }
             Action::Scroll { x, y, direction } => {
                 let (x, y) = at(*x, *y)?;
@@ -1134,6 +1149,13 @@ impl Runner {
 /// The trace's text of an action: the grammar, typed text as its length.
 fn describe(action: &Action) -> String {
     match action {
+        Action::Type { content, submit } if super::prompt::totp_placeholder(content).is_some() => {
+            format!(
+                "type(content='{}'){}",
+                content.trim(),
+                if *submit { " + Enter" } else { "" }
+            )
+        }
         Action::Type { content, submit } => format!(
             "type(content=<{} characters>{})",
             content.chars().count(),

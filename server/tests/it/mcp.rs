@@ -169,6 +169,7 @@ async fn tools_list_shows_every_browser_tool_with_its_input_schema() {
         "browser_screenshot",
         "browser_click",
         "browser_type",
+        "browser_type_totp",
         "browser_press",
         "browser_scroll",
         "browser_hover",

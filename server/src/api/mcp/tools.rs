@@ -21,7 +21,7 @@ use crate::error::ApiError;
 use crate::grants::{self, NewGrantRequest};
 use crate::sessions::tool::input::{
     ElementReq, NavigateReq, PressReq, ReadDomReq, ScreenshotReq, ScrollReq, SelectReq,
-    SnapshotReq, TabsReq, TypeReq, UploadReq, WaitForReq,
+    SnapshotReq, TabsReq, TypeReq, TypeTotpReq, UploadReq, WaitForReq,
 };
 use crate::sessions::{OpenRequest, Tool, ToolCall, ToolError};
 use crate::state::AppState;
@@ -166,6 +166,12 @@ fn table() -> Vec<Entry> {
             tool("/api/sessions/{id}/type"),
             on_session::<TypeReq>,
             session_tool!(TypeReq, TypeReq::into_call),
+        ),
+        e(
+            "browser_type_totp",
+            tool("/api/sessions/{id}/type_totp"),
+            on_session::<TypeTotpReq>,
+            session_tool!(TypeTotpReq, TypeTotpReq::into_call),
         ),
         e(
             "browser_press",

@@ -97,21 +97,25 @@ impl SessionManager {
         label: Option<&str>,
         timeout: Duration,
     ) -> Result<ToolOutput, ToolError> {
-        if session.mode != CredentialMode::Operator {
-            return Err(ToolError::DeniedByPolicy(format!(
-                "type_totp types codes only in operator-mode sessions opened with a grant that has totp: true; this session is {}",
-                session.mode.as_str()
-            )));
-        }
-        if !session.totp_granted {
-            return Err(ToolError::TotpNotGranted(
-                "this session's grant did not ask for second-factor codes: request a grant with \"totp\": true".into(),
-            ));
-        }
-        if session.cdp_granted {
-            return Err(ToolError::DeniedByPolicy(
-                "this session's grant also allows CDP, whose scripts could read a typed code from the page; request a grant with totp and without cdp".into(),
-            ));
+        match session.mode {
+            // Its operator's alone (`run_tool` refuses anyone else).
+            CredentialMode::Refresh => {}
+            CredentialMode::Operator if !session.totp_granted => {
+                return Err(ToolError::TotpNotGranted(
+                    "this session's grant did not ask for second-factor codes: request a grant with \"totp\": true".into(),
+                ));
+            }
+            CredentialMode::Operator if session.cdp_granted => {
+                return Err(ToolError::DeniedByPolicy(
+                    "this session's grant also allows CDP, whose scripts could read a typed code from the page; request a grant with totp and without cdp".into(),
+                ));
+            }
+            CredentialMode::Operator => {}
+            CredentialMode::Clean => {
+                return Err(ToolError::DeniedByPolicy(
+                    "type_totp types codes only in operator-mode sessions opened with a grant that has totp: true; this session is clean".into(),
+                ));
+            }
         }
         let v = session.viewport();
         let locator = target

@@ -186,6 +186,11 @@ impl Vault {
         Ok(self.store.totp_list(Some(tenant)).await?)
     }
 
+    /// Every tenant's seeds (metadata only).
+    pub async fn totp_list_all(&self) -> Result<Vec<TotpInfo>, VaultError> {
+        Ok(self.store.totp_list(None).await?)
+    }
+
     /// Deletes one of the tenant's seeds, audited (`vault.totp.delete`).
     pub async fn totp_delete(
         &self,

@@ -32,4 +32,5 @@ mod storage;
 mod tasks;
 mod tls;
 mod tools;
+mod totp;
 mod vault;

@@ -46,6 +46,18 @@ pub(crate) struct Fake {
     seen: Arc<Mutex<Vec<Seen>>>,
 }
 
+impl Fake {
+    /// Every text the model was sent, in order.
+    pub(crate) fn texts(&self) -> Vec<String> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .flat_map(|s| s.texts.clone())
+            .collect()
+    }
+}
+
 async fn completions(
     State(f): State<Fake>,
     headers: HeaderMap,

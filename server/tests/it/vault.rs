@@ -5,6 +5,7 @@
 
 mod cli;
 mod harvest;
+pub(crate) mod totp;
 
 use cordon::audit::{self, Actor, Verification};
 use cordon::crypto::{CryptoError, Keyring, MasterKey};

@@ -1,0 +1,597 @@
+//! Second-factor codes typed by Cordon into a real Chromium: a loopback
+//! site asks a logged-in user for a fresh code and checks it with its own
+//! RFC 6238 computation (HMAC-SHA-256 from the `hmac`/`sha2` crates, not
+//! Cordon's `totp-rs`). The agent hears how many digits were typed, never
+//! which; the audit log, the snapshot, read_dom and the model's messages
+//! hold no code. Refusals: clean sessions, grants without `totp` or with
+//! `cdp`, fields that are not code inputs, pages off the seeds' domains.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use axum::response::Html;
+use axum::routing::get;
+use cordon::audit::Actor;
+use cordon::vault::ImportOptions;
+use cordon::vault::totp::SeedSource;
+use hmac::{Hmac, Mac};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::helpers::{AgentClient, Backend, TestApp, assert_error, domain, session_app, tenant};
+use crate::vault::totp::{random_secret, seed_bytes};
+
+/// RFC 6238 with HMAC-SHA-256, written here from the RFC: the site's check.
+pub(crate) fn independent_code(secret: &[u8], at_s: u64, digits: u32) -> String {
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(secret).unwrap();
+    mac.update(&(at_s / 30).to_be_bytes());
+    let h = mac.finalize().into_bytes();
+    let o = usize::from(h[h.len() - 1] & 0xf);
+    let bin = (u32::from(h[o]) & 0x7f) << 24
+        | u32::from(h[o + 1]) << 16
+        | u32::from(h[o + 2]) << 8
+        | u32::from(h[o + 3]);
+    format!(
+        "{:0width$}",
+        bin % 10u32.pow(digits),
+        width = digits as usize
+    )
+}
+
+fn now_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// What the site saw.
+#[derive(Clone, Default)]
+struct Seen {
+    /// Every code submitted, with whether it was right.
+    codes: Arc<Mutex<Vec<(String, bool)>>>,
+}
+
+struct Site {
+    addr: SocketAddr,
+    seen: Seen,
+}
+
+impl Site {
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+}
+
+const SESSION: &str = "stepup-session-cookie-value";
+
+fn logged_in(headers: &HeaderMap) -> bool {
+    headers
+        .get("cookie")
+        .and_then(|c| c.to_str().ok())
+        .is_some_and(|c| c.contains(&format!("session={SESSION}")))
+}
+
+/// A step-up page on the logged-in session: a code field (focused), and
+/// fields a code must not go into.
+async fn start_site(secret: Vec<u8>) -> Site {
+    let seen = Seen::default();
+    let app = Router::new()
+        .route(
+            "/stepup",
+            get(|headers: HeaderMap| async move {
+                let who = if logged_in(&headers) { "user alice" } else { "anonymous" };
+                Html(format!(
+                    "<!doctype html><title>Step up</title><p id=who>{who}</p>\
+                     <form action=/verify method=get>\
+                     <label>Code <input id=code name=code autocomplete=one-time-code inputmode=numeric autofocus></label>\
+                     <input id=pw type=password><input id=mail type=email><textarea id=notes></textarea>\
+                     <input id=locked type=text readonly>\
+                     <button id=go>Verify</button></form>"
+                ))
+            }),
+        )
+        .route(
+            "/verify",
+            get(
+                |State((seen, secret)): State<(Seen, Vec<u8>)>,
+                 headers: HeaderMap,
+                 Query(q): Query<std::collections::HashMap<String, String>>| async move {
+                    let code = q.get("code").cloned().unwrap_or_default();
+                    let now = now_s();
+                    let ok = logged_in(&headers)
+                        && [now - 30, now, now + 30]
+                            .iter()
+                            .any(|t| independent_code(&secret, *t, 6) == code);
+                    seen.codes.lock().unwrap().push((code, ok));
+                    Html(format!(
+                        "<!doctype html><title>{}</title>",
+                        if ok { "verified" } else { "rejected" }
+                    ))
+                },
+            ),
+        )
+        .with_state((seen.clone(), secret));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Site { addr, seen }
+}
+
+fn seed_uri(secret: &str) -> String {
+    format!("otpauth://totp/Site:alice?secret={secret}&issuer=Site&algorithm=SHA256&digits=6")
+}
+
+/// The app with the seed and the login stored for 127.0.0.1 in acme.
+async fn app_with_seed(site: &Site, secret: &str, extra: &[(&str, &str)]) -> TestApp {
+    let app = session_app(Backend::Sqlite, &site.addr.to_string(), extra).await;
+    app.state
+        .store
+        .tenant_create(&tenant("acme"), "acme")
+        .await
+        .ok();
+    let cookie = serde_json::to_vec(&json!([{
+        "name": "session", "value": SESSION, "domain": "127.0.0.1", "path": "/",
+        "expires": -1, "httpOnly": true, "secure": false, "sameSite": "Lax"
+    }]))
+    .unwrap();
+    app.state
+        .vault
+        .import(
+            &Actor::Cli,
+            &tenant("acme"),
+            &domain("127.0.0.1"),
+            &cookie,
+            ImportOptions::default(),
+        )
+        .await
+        .unwrap();
+    app.state
+        .vault
+        .totp_add(
+            &Actor::Cli,
+            &tenant("acme"),
+            &domain("127.0.0.1"),
+            "alice",
+            SeedSource::Uri(&seed_uri(secret)),
+        )
+        .await
+        .unwrap();
+    app
+}
+
+/// Asks for a grant (with `extra` fields), approves it, opens an
+/// operator-mode session with it: the session id.
+async fn granted_session(
+    app: &TestApp,
+    agent: &AgentClient,
+    domains: &[&str],
+    extra: Value,
+) -> String {
+    let mut body = json!({ "domains": domains, "reason": "log in with the second factor" });
+    for (k, v) in extra.as_object().unwrap() {
+        body[k] = v.clone();
+    }
+    let (status, req) = agent.post("/api/grants/requests", body).await;
+    assert_eq!(status, StatusCode::CREATED, "{req}");
+    let rid = req["request_id"].as_str().unwrap();
+    cordon::grants::approve(
+        &app.state.store,
+        &Actor::Cli,
+        &rid.parse().unwrap(),
+        15,
+        false,
+    )
+    .await
+    .unwrap();
+    let (_, polled) = agent.get(&format!("/api/grants/requests/{rid}")).await;
+    let token = polled["grant_token"].as_str().expect("a token").to_owned();
+    let (status, opened) = agent
+        .post(
+            "/api/sessions",
+            json!({ "credential_mode": "operator", "domains": domains, "grant_token": token }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{opened}");
+    opened["session_id"].as_str().unwrap().to_owned()
+}
+
+/// Every audit row's action and params, as one text.
+async fn audit_text(app: &TestApp) -> String {
+    app.state
+        .store
+        .audit_page(0, 10_000)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| format!("{} {} {:?}\n", e.action, e.params, e.outcome))
+        .collect()
+}
+
+/// Whether any code of the last minutes around now appears in `text`.
+fn holds_a_code(text: &str, secret: &[u8]) -> bool {
+    let now = now_s();
+    (0..8).any(|i| text.contains(&independent_code(secret, now + 30 - i * 30, 6)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_has_a_fresh_code_typed_that_it_never_sees_and_the_site_accepts_it() {
+    let secret = random_secret();
+    let bytes = seed_bytes(&secret);
+    let site = start_site(bytes.clone()).await;
+    let app = app_with_seed(&site, &secret, &[]).await;
+    let agent = app.agent("acme").await;
+    let sid = granted_session(&app, &agent, &["127.0.0.1"], json!({ "totp": true })).await;
+    let page = agent.navigate_ok(&sid, &site.url("/stepup")).await;
+    assert_eq!(page["title"], "Step up", "{page}");
+
+    let (status, typed) = agent
+        .tool(&sid, "type_totp", json!({ "selector": "#code" }))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{typed}");
+    assert_eq!(
+        typed,
+        json!({ "ok": true, "typed_digits": 6, "label": "alice", "domain": "127.0.0.1" })
+    );
+
+    // Nothing the agent can read shows the code: the snapshot withholds
+    // the field's value, read_dom blanks the code out (and shows the mask).
+    let (status, snap) = agent.tool(&sid, "snapshot", json!({})).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        !holds_a_code(&snap.to_string(), &bytes),
+        "the snapshot shows the code"
+    );
+    let (status, dom) = agent.tool(&sid, "read_dom", json!({})).await;
+    assert_eq!(status, StatusCode::OK);
+    let html = dom["html"].as_str().unwrap();
+    assert!(!holds_a_code(html, &bytes), "read_dom shows the code");
+    assert!(
+        html.contains("-webkit-text-security: disc"),
+        "the field is drawn masked"
+    );
+
+    // The site checks it on the logged-in session and accepts it.
+    let (status, v) = agent
+        .tool(&sid, "click", json!({ "selector": "#go" }))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    crate::helpers::wait_until(
+        "the site's verdict",
+        std::time::Duration::from_secs(20),
+        || async {
+            let codes = site.seen.codes.lock().unwrap().clone();
+            if codes.is_empty() {
+                Err("no code submitted yet".to_owned())
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .await;
+    let codes = site.seen.codes.lock().unwrap().clone();
+    assert_eq!(codes.len(), 1);
+    assert!(codes[0].1, "the site rejected the typed code");
+    assert_eq!(codes[0].0.len(), 6);
+
+    // The audit log holds the call (with its label) and no code; the seed
+    // was marked used.
+    let audit = audit_text(&app).await;
+    assert!(audit.contains("tool.type_totp"), "{audit}");
+    assert!(!holds_a_code(&audit, &bytes), "the audit log holds a code");
+    let seeds = app.state.store.totp_list(None).await.unwrap();
+    assert!(seeds[0].last_used_at.is_some());
+
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn type_totp_is_refused_where_it_is_not_granted_or_a_code_could_leak() {
+    let secret = random_secret();
+    let bytes = seed_bytes(&secret);
+    let site = start_site(bytes.clone()).await;
+    let app = app_with_seed(&site, &secret, &[]).await;
+    // A seed of another site only, for the wrong-domain case.
+    app.state
+        .vault
+        .totp_add(
+            &Actor::Cli,
+            &tenant("acme"),
+            &domain("example.com"),
+            "elsewhere",
+            SeedSource::Uri(&seed_uri(&random_secret())),
+        )
+        .await
+        .unwrap();
+    let agent = app.agent("acme").await;
+    let stepup = site.url("/stepup");
+    let typed = |sid: String, body: Value| {
+        let agent = &agent;
+        async move { agent.tool(&sid, "type_totp", body).await }
+    };
+
+    // A clean session.
+    let (status, opened) = agent.post("/api/sessions", json!({})).await;
+    assert_eq!(status, StatusCode::CREATED, "{opened}");
+    let clean = opened["session_id"].as_str().unwrap().to_owned();
+    agent.navigate_ok(&clean, &stepup).await;
+    let (status, v) = typed(clean.clone(), json!({ "selector": "#code" })).await;
+    assert_error(
+        &(status, v.clone()),
+        StatusCode::FORBIDDEN,
+        "denied_by_policy",
+    );
+
+    // A grant that did not ask for codes.
+    let plain = granted_session(&app, &agent, &["127.0.0.1"], json!({})).await;
+    agent.navigate_ok(&plain, &stepup).await;
+    let (status, v) = typed(plain.clone(), json!({ "selector": "#code" })).await;
+    assert_error(
+        &(status, v.clone()),
+        StatusCode::FORBIDDEN,
+        "totp_not_granted",
+    );
+
+    // A grant with codes and CDP: its scripts could read the field.
+    let both = granted_session(
+        &app,
+        &agent,
+        &["127.0.0.1"],
+        json!({ "totp": true, "cdp": true }),
+    )
+    .await;
+    agent.navigate_ok(&both, &stepup).await;
+    let (status, v) = typed(both.clone(), json!({ "selector": "#code" })).await;
+    assert_error(
+        &(status, v.clone()),
+        StatusCode::FORBIDDEN,
+        "denied_by_policy",
+    );
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("CDP"),
+        "{v}"
+    );
+
+    // Granted, but the fields are not code inputs, or the label is unknown,
+    // or the target is missing.
+    let sid = granted_session(&app, &agent, &["127.0.0.1"], json!({ "totp": true })).await;
+    agent.navigate_ok(&sid, &stepup).await;
+    for field in ["#pw", "#mail", "#notes", "#locked", "#go", "#who"] {
+        let (status, v) = typed(sid.clone(), json!({ "selector": field })).await;
+        assert_error(
+            &(status, v.clone()),
+            StatusCode::FORBIDDEN,
+            "denied_by_policy",
+        );
+    }
+    let (status, v) = typed(
+        sid.clone(),
+        json!({ "selector": "#code", "label": "billing" }),
+    )
+    .await;
+    assert_error(&(status, v.clone()), StatusCode::BAD_REQUEST, "bad_request");
+    for bad in [
+        json!({}),
+        json!({ "x": 1, "y": 2 }),
+        json!({ "selector": "#code", "ref": "e1" }),
+        json!({ "selector": "#code", "label": "x".repeat(101) }),
+        json!({ "selector": "#code", "code": "123456" }),
+    ] {
+        let (status, v) = typed(sid.clone(), bad.clone()).await;
+        assert_error(&(status, v.clone()), StatusCode::BAD_REQUEST, "bad_request");
+    }
+    let (status, v) = typed(
+        sid.clone(),
+        json!({ "selector": "#nothing-here", "timeout_ms": 1500 }),
+    )
+    .await;
+    assert_error(
+        &(status, v.clone()),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "element_not_found",
+    );
+
+    // A session whose grant covers example.com too, on a page of
+    // 127.0.0.1: only example.com has a seed there, so nothing is typed.
+    let off = granted_session(
+        &app,
+        &agent,
+        &["127.0.0.1", "example.com"],
+        json!({ "totp": true }),
+    )
+    .await;
+    app.state
+        .vault
+        .totp_delete(
+            &Actor::Cli,
+            &tenant("acme"),
+            &app.state
+                .store
+                .totp_list(None)
+                .await
+                .unwrap()
+                .iter()
+                .find(|t| t.label == "alice")
+                .unwrap()
+                .id,
+        )
+        .await
+        .unwrap();
+    agent.navigate_ok(&off, &stepup).await;
+    let (status, v) = typed(off.clone(), json!({ "selector": "#code" })).await;
+    assert_error(
+        &(status, v.clone()),
+        StatusCode::FORBIDDEN,
+        "denied_by_policy",
+    );
+
+    // Another tenant's key: the session does not exist for it.
+    let beta = app.agent("beta").await;
+    let (status, v) = beta
+        .tool(&sid, "type_totp", json!({ "selector": "#code" }))
+        .await;
+    assert_error(&(status, v.clone()), StatusCode::NOT_FOUND, "not_found");
+
+    // Nothing was typed anywhere: every field is still empty.
+    for s in [&clean, &plain, &both, &sid, &off] {
+        let (_, dom) = agent.tool(s, "read_dom", json!({})).await;
+        assert!(
+            !holds_a_code(&dom.to_string(), &bytes),
+            "{s}: a code was typed"
+        );
+        assert!(
+            !dom.to_string().contains("text-security"),
+            "{s}: a field was masked"
+        );
+    }
+    assert!(site.seen.codes.lock().unwrap().is_empty());
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_task_types_the_code_for_its_placeholder_and_the_model_never_sees_it() {
+    use crate::tasks::{Reply, fake_model};
+    let secret = random_secret();
+    let bytes = seed_bytes(&secret);
+    let site = start_site(bytes.clone()).await;
+    let (model, fake) = fake_model(vec![
+        // The code field has the focus: the placeholder, then Enter.
+        Reply::Text(
+            "Thought: the site asks for a code.\nAction: type(content='{{totp:alice}}\\n')",
+        ),
+        Reply::Text("Thought: verified.\nAction: finished(content='logged in')"),
+    ])
+    .await;
+    let base = format!("http://{model}/v1");
+    let app = app_with_seed(
+        &site,
+        &secret,
+        &[
+            ("CORDON_MODEL_BASE_URL", &base),
+            ("CORDON_MODEL_API_KEY", "sk-test-model"),
+            ("CORDON_MODEL_TIMEOUT_S", "5"),
+        ],
+    )
+    .await;
+    let agent = app.agent("acme").await;
+    let (status, req) = agent
+        .post(
+            "/api/grants/requests",
+            json!({ "domains": ["127.0.0.1"], "reason": "task", "totp": true }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{req}");
+    let rid = req["request_id"].as_str().unwrap();
+    cordon::grants::approve(
+        &app.state.store,
+        &Actor::Cli,
+        &rid.parse().unwrap(),
+        15,
+        false,
+    )
+    .await
+    .unwrap();
+    let (_, polled) = agent.get(&format!("/api/grants/requests/{rid}")).await;
+    let token = polled["grant_token"].as_str().unwrap();
+    let (status, result) = agent
+        .post(
+            "/api/tasks",
+            json!({
+                "instruction": "log in",
+                "start_url": site.url("/stepup"),
+                "credential_mode": "operator",
+                "domains": ["127.0.0.1"],
+                "grant_token": token,
+                "record": "audit",
+            }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{result}");
+    assert_eq!(result["status"], "finished", "{result}");
+    let codes = site.seen.codes.lock().unwrap().clone();
+    assert_eq!(codes.len(), 1, "{codes:?}");
+    assert!(codes[0].1, "the site rejected the code");
+    // The prompt told the model how; no message to it holds a code; the
+    // trace shows the placeholder.
+    let texts = fake.texts().join("\n");
+    assert!(
+        texts.contains("{{totp}}"),
+        "the prompt names the placeholder"
+    );
+    assert!(!holds_a_code(&texts, &bytes), "the model was sent a code");
+    let id = result["task_id"].as_str().unwrap();
+    let (_, detail) = agent.get(&format!("/api/tasks/{id}")).await;
+    let trace = detail.to_string();
+    assert!(trace.contains("{{totp:alice}}"), "{trace}");
+    assert!(!holds_a_code(&trace, &bytes), "the trace holds a code");
+    assert!(!holds_a_code(&audit_text(&app).await, &bytes));
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_types_a_code_into_a_refresh_session_from_the_live_page() {
+    use app::api::auth::Role;
+    let secret = random_secret();
+    let bytes = seed_bytes(&secret);
+    let site = start_site(bytes.clone()).await;
+    let app = app_with_seed(&site, &secret, &[]).await;
+    let (_, cookie) = app.operator_session("olive", Role::Operator).await;
+    let (_, viewer) = app.operator_session("vera", Role::Viewer).await;
+    let body = format!(
+        "tenant=acme&domains=127.0.0.1&start_url={}",
+        url::form_urlencoded::byte_serialize(site.url("/stepup").as_bytes()).collect::<String>()
+    );
+    let (status, v) = app.server_fn("start_refresh", &body, Some(&cookie)).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let sid = v.as_str().unwrap().to_owned();
+
+    // The page lists the domain's seed: labels and parameters only.
+    let (status, seeds) = app
+        .server_fn("session_totp", &format!("session={sid}"), Some(&cookie))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{seeds}");
+    assert_eq!(seeds[0]["label"], "alice", "{seeds}");
+    assert!(!seeds.to_string().contains(&secret));
+
+    // A viewer may not type; the operator may, into the focused field.
+    let (status, _) = app
+        .server_fn(
+            "type_totp",
+            &format!("session={sid}&label=alice"),
+            Some(&viewer),
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let live = app.state.sessions.find_live(&sid).await.unwrap();
+    crate::helpers::wait_until(
+        "the step-up page",
+        std::time::Duration::from_secs(20),
+        || async {
+            let pages = live.pages().await.map_err(|e| e.to_string())?;
+            let url = match pages.first() {
+                Some(p) => p.url().await.map_err(|e| e.to_string())?,
+                None => None,
+            };
+            match url {
+                Some(u) if u.contains("/stepup") => Ok(()),
+                other => Err(format!("the tab shows {other:?}")),
+            }
+        },
+    )
+    .await;
+    let (status, n) = app
+        .server_fn(
+            "type_totp",
+            &format!("session={sid}&label=alice"),
+            Some(&cookie),
+        )
+        .await;
+    assert_eq!((status, n), (StatusCode::OK, json!(6)));
+    let audit = audit_text(&app).await;
+    assert!(audit.contains("tool.type_totp"), "{audit}");
+    assert!(!holds_a_code(&audit, &bytes), "the audit log holds a code");
+    app.stop().await;
+}

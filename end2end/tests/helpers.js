@@ -76,7 +76,10 @@ export async function startCordon(dataDir, env = {}) {
   const deadline = Date.now() + 5_000;
   while (!/enroll#/.test(stdout) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
   const enrollLink = stdout.match(/http:\/\/\S+\/enroll#\S+/)?.[0];
-  return { url, stop, child, enrollLink };
+  // Everything the server logged (its JSON log and stdout), for tests
+  // that check no secret reached the log.
+  const logs = () => buf + stdout;
+  return { url, stop, child, enrollLink, logs };
 }
 
 /** Launches Debian's Chromium through Playwright. */

@@ -4,15 +4,34 @@
 // logged-in page puts into localStorage. Fixed positions, so a test can
 // click the fields in the streamed canvas.
 import { createServer } from 'node:http';
-import { randomBytes } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 
 export const USER = 'alice';
 export const PASSWORD = 'wonderland-e2e-only';
 
 const style = 'body{margin:0;font:16px sans-serif} input,button{position:absolute;left:20px;width:300px;height:40px;font-size:18px}';
 
+/**
+ * RFC 6238 (HMAC-SHA-1, 30 s steps), written here from the RFC with
+ * Node's own HMAC: the site's check, independent of Cordon's.
+ */
+export function totpCode(secret, atSeconds, digits = 6) {
+  const counter = Buffer.alloc(8);
+  counter.writeBigUInt64BE(BigInt(Math.floor(atSeconds / 30)));
+  const h = createHmac('sha1', secret).update(counter).digest();
+  const o = h[h.length - 1] & 0xf;
+  const bin = ((h[o] & 0x7f) << 24) | (h[o + 1] << 16) | (h[o + 2] << 8) | h[o + 3];
+  return String(bin % 10 ** digits).padStart(digits, '0');
+}
+
 export async function startSite() {
   const sessions = new Map(); // sessionid → user
+  // With a TOTP secret set (`site.requireTotp(secret)`), a password login
+  // asks for a code before /account; /stepup asks again on a logged-in
+  // session. Every code submitted is kept with whether it was right.
+  let totpSecret = null;
+  const unverified = new Set(); // sessionids past the password only
+  const codes = [];
   const server = createServer((req, res) => {
     const url = new URL(req.url, 'http://x');
     const cookies = Object.fromEntries((req.headers.cookie || '').split(/;\s*/).filter(Boolean).map((c) => {
@@ -43,16 +62,36 @@ export async function startSite() {
         if (f.get('user') !== USER || f.get('pass') !== PASSWORD) return html(401, '<title>Wrong password</title>wrong');
         const sid = randomBytes(16).toString('hex');
         sessions.set(sid, USER);
+        if (totpSecret) unverified.add(sid);
         res.writeHead(302, {
-          location: '/account',
+          location: totpSecret ? '/stepup' : '/account',
           'set-cookie': `sessionid=${sid}; Path=/; HttpOnly; Max-Age=86400; SameSite=Lax`,
         });
         res.end();
       });
       return undefined;
     }
+    if (url.pathname === '/stepup') {
+      if (!user) return html(302, '', { location: '/login' });
+      return html(200, `<!doctype html><title>Two-factor check</title><style>${style}</style>
+<p style="position:absolute;left:20px;top:0">Enter the code from your authenticator app</p>
+<form method="get" action="/verify">
+<input id="code" name="code" style="top:60px" autocomplete="one-time-code" inputmode="numeric" autofocus>
+<button id="go" type="submit" style="top:120px">Verify</button>
+</form>`);
+    }
+    if (url.pathname === '/verify') {
+      const code = url.searchParams.get('code') || '';
+      const now = Date.now() / 1000;
+      const ok = !!user && !!totpSecret && [now - 30, now, now + 30].some((t) => totpCode(totpSecret, t) === code);
+      codes.push({ code, ok, user: user || null });
+      if (!ok) return html(401, '<title>Wrong code</title>wrong code');
+      unverified.delete(cookies.sessionid);
+      return html(302, '', { location: '/account' });
+    }
     if (url.pathname === '/account') {
       if (!user) return html(302, '', { location: '/login' });
+      if (unverified.has(cookies.sessionid)) return html(302, '', { location: '/stepup' });
       return html(200, `<!doctype html><title>Account of ${user}</title><p>Logged in as ${user}</p>
 <script>localStorage.setItem('api_token', 'token-of-${user}');</script>`);
     }
@@ -101,6 +140,8 @@ export async function startSite() {
   const { port } = server.address();
   return {
     port,
+    codes,
+    requireTotp: (secret) => { totpSecret = secret; },
     url: (path) => `http://127.0.0.1:${port}${path}`,
     stop: () => new Promise((r) => { server.closeAllConnections?.(); server.close(r); }),
   };

@@ -47,7 +47,9 @@ export async function startCordon(dataDir, env = {}) {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';
+  let stderr = '';
   child.stdout.on('data', (chunk) => { stdout += chunk; });
+  child.stderr.on('data', (chunk) => { stderr += chunk; });
   const url = await new Promise((resolveUrl, reject) => {
     let buf = '';
     // A server that does not start is stopped: nothing it started outlives the test.
@@ -78,7 +80,7 @@ export async function startCordon(dataDir, env = {}) {
   const enrollLink = stdout.match(/http:\/\/\S+\/enroll#\S+/)?.[0];
   // Everything the server logged (its JSON log and stdout), for tests
   // that check no secret reached the log.
-  const logs = () => buf + stdout;
+  const logs = () => stderr + stdout;
   return { url, stop, child, enrollLink, logs };
 }
 

@@ -78,7 +78,6 @@ test('an operator stores a seed from a QR code, logs in with a typed code, and a
   await page.goto(server.url + '/credentials');
   await live(page);
   await page.waitForSelector('#no-totp');
-  await shot(page, 'totp-empty', { fullPage: true });
   await page.click('#add-totp summary');
   const form = page.locator('form[data-totp-add]');
   await form.locator('input[name="tenant"]').fill('acme');

@@ -78,8 +78,13 @@ const FOCUS_FN: &str = r#"function(host) {
   return document.activeElement === this || (this.getRootNode && this.getRootNode().activeElement === this);
 }"#;
 
+/// Draws the field masked, and keeps its text from being copied, cut or
+/// dragged out (into a field that is not masked). Listeners added from
+/// this isolated world run whatever the page's own scripts do.
 const MASK_FN: &str = r#"function() {
   this.style.setProperty('-webkit-text-security', 'disc', 'important');
+  const stop = (e) => { e.preventDefault(); e.stopImmediatePropagation(); };
+  for (const t of ['copy', 'cut', 'dragstart']) this.addEventListener(t, stop, true);
   return true;
 }"#;
 

@@ -53,6 +53,8 @@ fn now_s() -> u64 {
 struct Seen {
     /// Every code submitted, with whether it was right.
     codes: Arc<Mutex<Vec<(String, bool)>>>,
+    /// Every value the notes field reported (as typed or pasted).
+    notes: Arc<Mutex<Vec<String>>>,
 }
 
 struct Site {
@@ -84,13 +86,19 @@ async fn start_site(secret: Vec<u8>) -> Site {
             "/stepup",
             get(|headers: HeaderMap| async move {
                 let who = if logged_in(&headers) { "user alice" } else { "anonymous" };
+                // Fixed places, for `run_task`'s clicks; the notes field
+                // reports what it holds to the site.
                 Html(format!(
-                    "<!doctype html><title>Step up</title><p id=who>{who}</p>\
+                    "<!doctype html><title>Step up</title><style>body{{margin:0}} \
+                     #code,#mail,#notes,#pw,#locked,#go{{position:absolute;left:20px;width:300px;height:40px}}</style>\
+                     <p id=who style='position:absolute;left:20px;top:0'>{who}</p>\
                      <form action=/verify method=get>\
-                     <label>Code <input id=code name=code autocomplete=one-time-code inputmode=numeric autofocus></label>\
-                     <input id=pw type=password><input id=mail type=email><textarea id=notes></textarea>\
-                     <input id=locked type=text readonly>\
-                     <button id=go>Verify</button></form>"
+                     <input id=code name=code autocomplete=one-time-code inputmode=numeric autofocus style='top:60px'>\
+                     <input id=mail type=email style='top:130px'>\
+                     <textarea id=notes style='top:200px' oninput=\"fetch('/note?v='+encodeURIComponent(this.value))\"></textarea>\
+                     <input id=pw type=password style='top:270px'>\
+                     <input id=locked type=text readonly style='top:340px'>\
+                     <button id=go style='top:410px'>Verify</button></form>"
                 ))
             }),
         )
@@ -111,6 +119,19 @@ async fn start_site(secret: Vec<u8>) -> Site {
                         "<!doctype html><title>{}</title>",
                         if ok { "verified" } else { "rejected" }
                     ))
+                },
+            ),
+        )
+        .route(
+            "/note",
+            get(
+                |State((seen, _)): State<(Seen, Vec<u8>)>,
+                 Query(q): Query<std::collections::HashMap<String, String>>| async move {
+                    seen.notes
+                        .lock()
+                        .unwrap()
+                        .push(q.get("v").cloned().unwrap_or_default());
+                    "ok"
                 },
             ),
         )
@@ -593,5 +614,114 @@ async fn an_operator_types_a_code_into_a_refresh_session_from_the_live_page() {
     let audit = audit_text(&app).await;
     assert!(audit.contains("tool.type_totp"), "{audit}");
     assert!(!holds_a_code(&audit, &bytes), "the audit log holds a code");
+    app.stop().await;
+}
+
+/// An agent that tries to copy the typed code out of its field into one
+/// that is not masked (select all, copy, paste into the notes), through
+/// `run_task`'s raw keys: the same gestures copy a plain field's text (the
+/// control), but never the code's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_typed_code_cannot_be_copied_into_another_field() {
+    use crate::tasks::{Reply, fake_model};
+    let secret = random_secret();
+    let bytes = seed_bytes(&secret);
+    let site = start_site(bytes.clone()).await;
+    let at = |x: f64, y: f64| {
+        let (mx, my) = (x * 1288.0 / 1280.0, y * 728.0 / 720.0);
+        format!("Action: click(start_box='({mx:.0},{my:.0})')")
+    };
+    let answers = vec![
+        // The control: a plain field's text can be copied into the notes.
+        at(170.0, 150.0),
+        "Action: type(content='hello')".to_owned(),
+        "Action: hotkey(key='ctrl a')".to_owned(),
+        "Action: hotkey(key='ctrl c')".to_owned(),
+        at(170.0, 220.0),
+        "Action: hotkey(key='ctrl v')".to_owned(),
+        // The attack: the code typed, selected, copied, pasted over the notes.
+        at(170.0, 80.0),
+        "Action: type(content='{{totp}}')".to_owned(),
+        "Action: hotkey(key='ctrl a')".to_owned(),
+        "Action: hotkey(key='ctrl c')".to_owned(),
+        "Action: hotkey(key='ctrl x')".to_owned(),
+        at(170.0, 220.0),
+        "Action: hotkey(key='ctrl a')".to_owned(),
+        "Action: hotkey(key='ctrl v')".to_owned(),
+        "Action: finished(content='done')".to_owned(),
+    ];
+    let (model, _fake) = fake_model(
+        answers
+            .into_iter()
+            .map(|a| Reply::Text(Box::leak(a.into_boxed_str())))
+            .collect(),
+    )
+    .await;
+    let base = format!("http://{model}/v1");
+    let app = app_with_seed(
+        &site,
+        &secret,
+        &[
+            ("CORDON_MODEL_BASE_URL", &base),
+            ("CORDON_MODEL_API_KEY", "sk-test-model"),
+            ("CORDON_MODEL_TIMEOUT_S", "5"),
+        ],
+    )
+    .await;
+    let agent = app.agent("acme").await;
+    let (_, req) = agent
+        .post(
+            "/api/grants/requests",
+            json!({ "domains": ["127.0.0.1"], "reason": "task", "totp": true }),
+        )
+        .await;
+    let rid = req["request_id"].as_str().unwrap();
+    cordon::grants::approve(
+        &app.state.store,
+        &Actor::Cli,
+        &rid.parse().unwrap(),
+        15,
+        false,
+    )
+    .await
+    .unwrap();
+    let (_, polled) = agent.get(&format!("/api/grants/requests/{rid}")).await;
+    let token = polled["grant_token"].as_str().unwrap();
+    let (status, result) = agent
+        .post(
+            "/api/tasks",
+            json!({
+                "instruction": "copy the code",
+                "start_url": site.url("/stepup"),
+                "credential_mode": "operator",
+                "domains": ["127.0.0.1"],
+                "grant_token": token,
+            }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{result}");
+    assert_eq!(result["status"], "finished", "{result}");
+    crate::helpers::wait_until(
+        "the control's paste",
+        std::time::Duration::from_secs(20),
+        || async {
+            let notes = site.seen.notes.lock().unwrap().clone();
+            if notes.iter().any(|n| n.contains("hello")) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{} notes, none with the control's text",
+                    notes.len()
+                ))
+            }
+        },
+    )
+    .await;
+    let notes = site.seen.notes.lock().unwrap().clone();
+    assert!(
+        !notes.iter().any(|n| holds_a_code(n, &bytes)),
+        "the code was copied into the notes ({} notes)",
+        notes.len()
+    );
     app.stop().await;
 }

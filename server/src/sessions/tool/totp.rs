@@ -122,6 +122,23 @@ impl SessionManager {
             .map(|t| exec::locate(t, tabs, (v.width, v.height)))
             .transpose()?;
         let page = session.page(tabs).await?;
+        // The tab's own address, as the browser process knows it (a
+        // renderer cannot make it up): on a granted domain, or nothing is
+        // typed whatever the field's frame says.
+        let top = page
+            .url()
+            .await
+            .ok()
+            .flatten()
+            .and_then(|u| url::Url::parse(&u).ok())
+            .and_then(|u| u.host_str().map(str::to_owned))
+            .unwrap_or_default();
+        if !session.domains.iter().any(|d| totp::covers(d, &top)) {
+            return Err(ToolError::DeniedByPolicy(format!(
+                "the tab is on {top:?}, not on one of the session's domains ({})",
+                session.domains.join(", ")
+            )));
+        }
         let (field, object) = cdp::code_field(&page, locator.as_ref(), timeout).await?;
         if !field.takes_a_code() {
             return Err(ToolError::DeniedByPolicy(format!(

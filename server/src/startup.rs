@@ -408,7 +408,7 @@ fn router(
         )
         .route("/ui/credentials/export", get(dashboard::export))
         .route(
-            "/ui/credentials/totp",
+            dashboard::TOTP_ADD_PATH,
             post(dashboard::totp_add).layer(axum::extract::DefaultBodyLimit::max(
                 dashboard::TOTP_ADD_BODY_LIMIT,
             )),
@@ -489,7 +489,8 @@ fn upload_body_limit(upload_max_mb: u64) -> usize {
 }
 
 /// Bounds every request body: [`MAX_BODY_BYTES`], except the upload
-/// route's own (`upload`, which carries files). A declared length over it is
+/// route's own (`upload`, which carries files) and the TOTP seed form's
+/// (a QR code image). A declared length over it is
 /// refused before the body is read; a longer stream fails when read.
 async fn limit_bodies(
     axum::extract::State(upload_limit): axum::extract::State<usize>,
@@ -497,11 +498,16 @@ async fn limit_bodies(
     next: Next,
 ) -> Response {
     use axum::response::IntoResponse;
-    let upload = req
+    let max = match req
         .extensions()
         .get::<MatchedPath>()
-        .is_some_and(|p| p.as_str() == api::UPLOAD_PATH);
-    let max = if upload { upload_limit } else { MAX_BODY_BYTES };
+        .map(MatchedPath::as_str)
+    {
+        Some(p) if p == api::UPLOAD_PATH => upload_limit,
+        // A QR code image of a second-factor seed, in base64.
+        Some(p) if p == dashboard::TOTP_ADD_PATH => dashboard::TOTP_ADD_BODY_LIMIT,
+        _ => MAX_BODY_BYTES,
+    };
     let declared = req
         .headers()
         .get(axum::http::header::CONTENT_LENGTH)

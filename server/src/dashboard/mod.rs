@@ -31,7 +31,10 @@ pub use events::events;
 pub use export::export;
 pub use health::LastVerification;
 pub use images::{approval as approval_screenshot, full as screenshot, thumb as screenshot_thumb};
-pub use totp::{ADD_BODY_LIMIT as TOTP_ADD_BODY_LIMIT, add as totp_add, export as totp_export};
+pub use totp::{
+    ADD_BODY_LIMIT as TOTP_ADD_BODY_LIMIT, ADD_PATH as TOTP_ADD_PATH, add as totp_add,
+    export as totp_export,
+};
 
 /// Nothing, if `op` sees `tenant`; otherwise `not_found` (an object of a
 /// tenant outside the operator's scope does not exist for them), audited as

@@ -27,6 +27,9 @@ use crate::store::totp::TotpInfo;
 use crate::vault::totp::{Params, SeedSource, qr};
 use crate::vault::{Domain, VaultError};
 
+/// The add route.
+pub const ADD_PATH: &str = "/ui/credentials/totp";
+
 /// Largest body of an add: a 5 MiB image in base64 and the fields.
 pub const ADD_BODY_LIMIT: usize = qr::MAX_IMAGE_BYTES * 4 / 3 + 64 * 1024;
 

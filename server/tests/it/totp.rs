@@ -725,3 +725,334 @@ async fn a_typed_code_cannot_be_copied_into_another_field() {
     );
     app.stop().await;
 }
+
+/// `POST /ui/credentials/totp` as the Credentials page's script sends it.
+async fn add_seed(
+    app: &TestApp,
+    cookie: &str,
+    origin: Option<&str>,
+    body: String,
+) -> (StatusCode, Value) {
+    let mut req = app
+        .http
+        .post(app.url("/ui/credentials/totp"))
+        .header("host", format!("localhost:{}", app.addr.port()))
+        .header("content-type", "application/json")
+        .header("cookie", cookie)
+        .body(body);
+    if let Some(o) = origin {
+        req = req.header("origin", o);
+    }
+    // A body over the route's limit is refused from its declared length;
+    // the server may close before the client has sent it all.
+    let res = match req.send().await {
+        Ok(res) => res,
+        Err(e) if e.is_request() => {
+            return (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                json!({ "cut": e.to_string() }),
+            );
+        }
+        Err(e) => panic!("{e}"),
+    };
+    let status = res.status();
+    let text = res.text().await.unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+/// The dashboard's add route: a QR code image in base64 is read and
+/// stored; viewers, foreign origins, other tenants' operators, bad and
+/// oversized bodies are refused with a field and store nothing; export
+/// needs a fresh passkey check; the list never holds the secret.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_adds_seeds_from_a_qr_image_and_refuses_what_it_must() {
+    use app::api::auth::Role;
+    use base64::Engine;
+    let app = session_app(Backend::Sqlite, "127.0.0.1:9", &[]).await;
+    for t in ["acme", "globex"] {
+        app.state.store.tenant_create(&tenant(t), t).await.unwrap();
+    }
+    let origin = app.origin();
+    let (_, olive) = app.operator_session("olive", Role::Operator).await;
+    let (_, vera) = app.operator_session("vera", Role::Viewer).await;
+    let (sam, sam_cookie) = app.operator_session("sam", Role::Operator).await;
+    let (_, admin) = app.operator_session("ada", Role::Admin).await;
+    let (status, v) = app
+        .server_fn(
+            "set_operator_tenants",
+            &format!("id={sam}&tenants=globex"),
+            Some(&admin),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+
+    let secret = random_secret();
+    let uri = format!("otpauth://totp/Acme:ops?secret={secret}&issuer=Acme");
+    let png = qr_png(&uri);
+    let b64 = base64::engine::general_purpose::STANDARD.encode(&png);
+    let body = |tenant: &str, label: &str, extra: Value| {
+        let mut b = json!({ "tenant": tenant, "domain": "app.example.com", "label": label });
+        for (k, v) in extra.as_object().unwrap() {
+            b[k] = v.clone();
+        }
+        b.to_string()
+    };
+
+    let (status, v) = add_seed(
+        &app,
+        &olive,
+        Some(&origin),
+        body(
+            "acme",
+            "ops",
+            json!({ "image_base64": format!("data:image/png;base64,{b64}") }),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{v}");
+    assert_eq!(
+        (
+            v["label"].as_str(),
+            v["algorithm"].as_str(),
+            v["digits"].as_i64()
+        ),
+        (Some("ops"), Some("SHA1"), Some(6))
+    );
+    let stored = app.state.store.totp_list(None).await.unwrap();
+    assert_eq!(stored.len(), 1);
+    let picked = app
+        .state
+        .vault
+        .totp_pick(
+            &tenant("acme"),
+            &["app.example.com".into()],
+            "app.example.com",
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        picked.seed.secret(),
+        seed_bytes(&secret).as_slice(),
+        "the QR code's secret"
+    );
+
+    // Refusals, each storing nothing.
+    let too_big = "A".repeat(8 * 1024 * 1024);
+    let big_ok = base64::engine::general_purpose::STANDARD.encode(vec![0u8; 2 * 1024 * 1024]);
+    let cases: Vec<(&str, Option<&str>, String, StatusCode, Option<&str>)> = vec![
+        (
+            "viewer",
+            Some(&origin),
+            body("acme", "v", json!({ "uri": uri })),
+            StatusCode::FORBIDDEN,
+            None,
+        ),
+        (
+            "foreign origin",
+            Some("http://evil.example"),
+            body("acme", "o", json!({ "uri": uri })),
+            StatusCode::FORBIDDEN,
+            None,
+        ),
+        (
+            "no origin",
+            None,
+            body("acme", "o", json!({ "uri": uri })),
+            StatusCode::FORBIDDEN,
+            None,
+        ),
+        (
+            "other tenant",
+            Some(&origin),
+            body("acme", "s", json!({ "uri": uri })),
+            StatusCode::NOT_FOUND,
+            None,
+        ),
+        (
+            "not json",
+            Some(&origin),
+            "{\"tenant\":".to_owned(),
+            StatusCode::BAD_REQUEST,
+            Some("body"),
+        ),
+        (
+            "unknown field",
+            Some(&origin),
+            body("acme", "u", json!({ "uri": uri, "code": "123456" })),
+            StatusCode::BAD_REQUEST,
+            Some("body"),
+        ),
+        (
+            "nothing given",
+            Some(&origin),
+            body("acme", "n", json!({})),
+            StatusCode::BAD_REQUEST,
+            Some("uri"),
+        ),
+        (
+            "two given",
+            Some(&origin),
+            body("acme", "t", json!({ "uri": uri, "secret": secret })),
+            StatusCode::BAD_REQUEST,
+            Some("uri"),
+        ),
+        (
+            "not base64",
+            Some(&origin),
+            body("acme", "b", json!({ "image_base64": "%%%" })),
+            StatusCode::BAD_REQUEST,
+            Some("image"),
+        ),
+        (
+            "not a qr",
+            Some(&origin),
+            body(
+                "acme",
+                "q",
+                json!({ "image_base64": base64::engine::general_purpose::STANDARD.encode(b"GIF89a") }),
+            ),
+            StatusCode::BAD_REQUEST,
+            Some("image"),
+        ),
+        (
+            "oversized",
+            Some(&origin),
+            body("acme", "x", json!({ "image_base64": too_big })),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            None,
+        ),
+        (
+            // Over the server's usual 1 MiB, within the route's: read, and
+            // refused as an image.
+            "2 MiB of zeros",
+            Some(&origin),
+            body("acme", "z", json!({ "image_base64": big_ok })),
+            StatusCode::BAD_REQUEST,
+            Some("image"),
+        ),
+        (
+            "bad digits",
+            Some(&origin),
+            body("acme", "d", json!({ "secret": secret, "digits": "20" })),
+            StatusCode::BAD_REQUEST,
+            Some("digits"),
+        ),
+        (
+            "bad period",
+            Some(&origin),
+            body("acme", "p", json!({ "secret": secret, "period": "0" })),
+            StatusCode::BAD_REQUEST,
+            Some("period"),
+        ),
+        (
+            "long label",
+            Some(&origin),
+            body("acme", &"l".repeat(10 * 1024), json!({ "uri": uri })),
+            StatusCode::BAD_REQUEST,
+            Some("label"),
+        ),
+        (
+            "label taken",
+            Some(&origin),
+            body("acme", "ops", json!({ "uri": uri })),
+            StatusCode::CONFLICT,
+            None,
+        ),
+        (
+            "bad domain",
+            Some(&origin),
+            json!({ "tenant": "acme", "domain": "not a domain", "label": "z", "uri": uri })
+                .to_string(),
+            StatusCode::BAD_REQUEST,
+            Some("domain"),
+        ),
+    ];
+    for (what, o, b, want, field) in cases {
+        let cookie = match what {
+            "viewer" => &vera,
+            "other tenant" => &sam_cookie,
+            _ => &olive,
+        };
+        let (status, v) = add_seed(&app, cookie, o, b).await;
+        assert_eq!(status, want, "{what}: {v}");
+        if let Some(f) = field {
+            assert_eq!(v["error"]["field"], f, "{what}: {v}");
+        }
+        assert!(
+            !v.to_string().contains(&secret),
+            "{what}: the answer echoes the secret"
+        );
+    }
+    assert_eq!(
+        app.state.store.totp_list(None).await.unwrap().len(),
+        1,
+        "nothing else stored"
+    );
+
+    // Export: a fresh passkey check first.
+    let id = &stored[0].id;
+    let res = app
+        .http
+        .get(app.url(&format!("/ui/credentials/totp/export?tenant=acme&id={id}")))
+        .header("host", format!("localhost:{}", app.addr.port()))
+        .header("cookie", &olive)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::FORBIDDEN);
+    assert!(!res.text().await.unwrap().contains(&secret));
+
+    // The list: metadata only; a scoped operator sees none of acme's.
+    let (status, list) = app.server_fn("list_totp", "", Some(&olive)).await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    assert_eq!(list.as_array().map(Vec::len), Some(1));
+    assert!(!list.to_string().contains(&secret));
+    let (_, scoped) = app.server_fn("list_totp", "", Some(&sam_cookie)).await;
+    assert_eq!(scoped, json!([]));
+    let (status, _) = app
+        .server_fn(
+            "delete_totp",
+            &format!("tenant=acme&id={id}"),
+            Some(&sam_cookie),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = app
+        .server_fn("delete_totp", &format!("tenant=acme&id={id}"), Some(&vera))
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, v) = app
+        .server_fn("delete_totp", &format!("tenant=acme&id={id}"), Some(&olive))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert!(app.state.store.totp_list(None).await.unwrap().is_empty());
+    let audit = audit_text(&app).await;
+    assert!(!audit.contains(&secret), "the audit log holds the secret");
+    app.stop().await;
+}
+
+/// A PNG of a QR code holding `text`.
+fn qr_png(text: &str) -> Vec<u8> {
+    let code = qrcode::QrCode::new(text.as_bytes()).unwrap();
+    let width = code.width() as u32;
+    let colors = code.to_colors();
+    let scale = 6;
+    let side = (width + 8) * scale;
+    let img = image::GrayImage::from_fn(side, side, |x, y| {
+        let (mx, my) = (x / scale, y / scale);
+        let dark = mx >= 4
+            && my >= 4
+            && mx < width + 4
+            && my < width + 4
+            && colors[((my - 4) * width + (mx - 4)) as usize] == qrcode::Color::Dark;
+        image::Luma([if dark { 0 } else { 255 }])
+    });
+    let mut out = Vec::new();
+    img.write_to(&mut std::io::Cursor::new(&mut out), image::ImageFormat::Png)
+        .unwrap();
+    out
+}

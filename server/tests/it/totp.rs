@@ -843,7 +843,15 @@ async fn the_dashboard_adds_seeds_from_a_qr_image_and_refuses_what_it_must() {
     // Refusals, each storing nothing.
     let too_big = "A".repeat(8 * 1024 * 1024);
     let big_ok = base64::engine::general_purpose::STANDARD.encode(vec![0u8; 2 * 1024 * 1024]);
-    let cases: Vec<(&str, Option<&str>, String, StatusCode, Option<&str>)> = vec![
+    // (what, Origin, body, status, field at fault)
+    type Case<'a> = (
+        &'a str,
+        Option<&'a str>,
+        String,
+        StatusCode,
+        Option<&'a str>,
+    );
+    let cases: Vec<Case<'_>> = vec![
         (
             "viewer",
             Some(&origin),

@@ -8,6 +8,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import QRCode from 'qrcode';
 import {
   shot, agentApi, cordon, enroll, freshDataDir, launchBrowser, live, operatorPage, removeDir,
@@ -128,6 +129,14 @@ test('an operator stores a seed from a QR code, logs in with a typed code, and a
   assert.equal(await page.locator('#totp-seeds tbody tr').count(), 1);
   const listed = await page.textContent('body');
   assert.ok(!listed.includes(base32(secret)), 'the page shows the secret');
+  // Export: a fresh passkey check, then the set-up link as a file.
+  const [download] = await Promise.all([
+    page.waitForEvent('download', { timeout: 30_000 }),
+    page.locator('#totp-seeds tr', { hasText: 'alice' }).locator('form.export button').click(),
+  ]);
+  const link = readFileSync(await download.path(), 'utf8');
+  assert.ok(link.startsWith('otpauth://totp/'), 'the export is a set-up link');
+  assert.ok(link.includes(`secret=${base32(secret)}`), 'the export holds the stored secret');
 
   // Log in through the live view: password, then "Type the code".
   await page.click('.new-login summary');

@@ -374,3 +374,125 @@ async fn a_rotation_reseals_seeds_and_a_moved_ciphertext_does_not_open(backend: 
         "the old key still matches"
     );
 }
+
+/// Runs the real binary in `dir` with `input` on stdin.
+fn cli_with_stdin(dir: &std::path::Path, args: &[&str], input: &str) -> std::process::Output {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cordon"))
+        .current_dir(dir)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .env_remove("CORDON_MASTER_KEY")
+        .env_remove("CORDON_MASTER_KEY_FILE")
+        .env_remove("CORDON_DATA_DIR")
+        .env_remove("CORDON_DATABASE_URL")
+        .env("CORDON_LOG_LEVEL", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cordon runs");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// `cordon creds totp add` reads the link or secret from stdin and echoes
+/// neither; `list` shows metadata only; bad input exits non-zero naming
+/// the field; `delete` removes by id.
+#[test]
+fn the_cli_adds_lists_and_deletes_seeds_without_showing_a_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = crate::helpers::cordon_cli(dir.path(), &[], &["tenant", "create", "acme"]);
+    assert!(out.status.success());
+    let secret = random_secret();
+    let text = |o: &std::process::Output| {
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    };
+    let add = |label: &str, input: &str, extra: &[&str]| {
+        let mut args = vec![
+            "creds",
+            "totp",
+            "add",
+            "--tenant",
+            "acme",
+            "--domain",
+            "example.com",
+            "--label",
+            label,
+        ];
+        args.extend_from_slice(extra);
+        cli_with_stdin(dir.path(), &args, input)
+    };
+    let out = add("admin", &format!("{}\n", uri(&secret)), &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("SHA256, 8 digits, 30 s"),
+        "{}",
+        text(&out)
+    );
+    let out = add(
+        "billing",
+        &random_secret(),
+        &["--digits", "7", "--period", "60"],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    for (input, extra, field) in [
+        ("not base32!", &[][..], "secret"),
+        ("otpauth://hotp/x?secret=JBSWY3DPEHPK3PXP", &[][..], "uri"),
+        (secret.as_str(), &["--digits", "20"][..], "digits"),
+        (secret.as_str(), &["--period", "0"][..], "period"),
+        (secret.as_str(), &["--algorithm", "MD5"][..], "algorithm"),
+    ] {
+        let out = add("bad", input, extra);
+        assert!(!out.status.success(), "{field}: accepted");
+        assert!(text(&out).contains(field), "{field}: {}", text(&out));
+        assert!(!text(&out).contains(&secret), "{field}: echoes the secret");
+    }
+    let out = add("admin", &uri(&random_secret()), &[]);
+    assert!(!out.status.success(), "a taken label was accepted");
+    assert!(text(&out).contains("already has"), "{}", text(&out));
+
+    let out = crate::helpers::cordon_cli(
+        dir.path(),
+        &[],
+        &["creds", "totp", "list", "--tenant", "acme"],
+    );
+    let listed = text(&out);
+    assert!(out.status.success(), "{listed}");
+    assert_eq!(listed.lines().count(), 2, "{listed}");
+    assert!(
+        listed.contains("admin") && listed.contains("7 digits\t60 s"),
+        "{listed}"
+    );
+    assert!(!listed.contains(&secret));
+    let id = listed
+        .lines()
+        .find(|l| l.contains("\tadmin\t"))
+        .and_then(|l| l.split('\t').next())
+        .unwrap()
+        .to_owned();
+    let out = crate::helpers::cordon_cli(
+        dir.path(),
+        &[],
+        &["creds", "totp", "delete", "--tenant", "acme", &id],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let out = crate::helpers::cordon_cli(
+        dir.path(),
+        &[],
+        &["creds", "totp", "delete", "--tenant", "acme", &id],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let out = crate::helpers::cordon_cli(dir.path(), &[], &["creds", "totp", "list"]);
+    assert_eq!(text(&out).lines().count(), 1);
+}

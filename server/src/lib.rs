@@ -14,6 +14,7 @@ pub mod edge;
 pub mod egress;
 pub mod error;
 pub mod events;
+pub mod fix;
 pub mod grants;
 pub mod housekeeping;
 pub mod ids;

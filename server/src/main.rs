@@ -16,8 +16,9 @@ fn main() -> ExitCode {
     match runtime.block_on(cordon::cli::run(cli)) {
         Ok(code) => code,
         Err(e) => {
-            // One line, the whole cause chain, no backtrace.
-            eprintln!("error: {e:#}");
+            // One line, the whole cause chain, no backtrace; then what to
+            // do about it, when the error says.
+            eprintln!("error: {}", cordon::fix::render(&e));
             ExitCode::from(2)
         }
     }

@@ -1,5 +1,6 @@
 //! Building the application and running it until a shutdown signal.
 
+use crate::fix::WithFix;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
@@ -76,14 +77,20 @@ impl Application {
         // leave the warm pool's browsers behind.
         let listener = TcpListener::bind(settings.bind)
             .await
-            .with_context(|| format!("bind: cannot listen on {}", settings.bind))?;
+            .with_context(|| format!("bind: cannot listen on {}", settings.bind))
+            .fix(format!(
+                "another process holds the port (`ss -ltnp 'sport = :{}'` names it, an earlier \
+                 Cordon?): stop it, or set bind (CORDON_BIND) to another address; port 0 takes any \
+                 free one",
+                settings.bind.port()
+            ))?;
         let bound = listener
             .local_addr()
             .context("bind: the listener has no address")?;
         let store = Store::connect(&settings.database_url()).await?;
         // The vault's key is checked at start: a key file readable by others
         // or a key that did not seal the stored credentials stops startup.
-        let keyring = Keyring::load(&settings.key_settings())?;
+        let keyring = Keyring::load(&settings.key_settings()).map_err(key_fix)?;
         // Joining the replicas on this database (one, on SQLite) checks the
         // name, schema and key against the running ones, then migrates.
         let cluster = crate::cluster::Cluster::join(
@@ -348,13 +355,44 @@ pub(crate) fn prepare_shared_dir(dir: &Path) -> anyhow::Result<()> {
     prepare_dir("shared_dir", "screenshots and downloads", dir)
 }
 
+/// A master key that cannot be used, with what to do about it.
+fn key_fix(e: crate::crypto::KeyError) -> anyhow::Error {
+    use crate::crypto::KeyError;
+    let fix = match &e {
+        KeyError::MalformedSetting | KeyError::MalformedFile(_) => Some(
+            "a key is 32 random bytes as 64 hex digits or base64 (`openssl rand -hex 32`); \
+             give the key that sealed the stored logins, or, on a first start, remove the \
+             setting or the file and Cordon makes one",
+        ),
+        KeyError::Permissions { .. } => Some("chmod 600 the file (it must be the owner's alone)"),
+        KeyError::Io { .. } => Some(
+            "let the user Cordon runs as read (and on a first start, create) the key file, \
+             or set master_key_file (CORDON_MASTER_KEY_FILE) elsewhere",
+        ),
+        KeyError::SameKey(_) => None,
+    };
+    match fix {
+        Some(f) => anyhow::Error::new(e).context(crate::fix::Fix(f.into())),
+        None => e.into(),
+    }
+}
+
+fn dir_fix(setting: &str) -> String {
+    format!(
+        "make the directory (and its parents) belong to the user Cordon runs as \
+         (`chown -R <user>: <dir>`), or set {setting} (CORDON_{}) to a directory it may write",
+        setting.to_ascii_uppercase()
+    )
+}
+
 fn prepare_dir(setting: &str, holds: &str, dir: &Path) -> anyhow::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .with_context(|| format!("{setting}: cannot create {}", dir.display()))?;
+        .with_context(|| format!("{setting}: cannot create {}", dir.display()))
+        .fix(dir_fix(setting))?;
     let mode = std::fs::metadata(dir)
         .with_context(|| format!("{setting}: cannot read {}", dir.display()))?
         .permissions()
@@ -369,7 +407,8 @@ fn prepare_dir(setting: &str, holds: &str, dir: &Path) -> anyhow::Result<()> {
     // Named per process: replicas sharing the directory probe at once.
     let probe = dir.join(format!(".cordon-write-test-{}", std::process::id()));
     std::fs::write(&probe, b"")
-        .with_context(|| format!("{setting}: {} is not writable", dir.display()))?;
+        .with_context(|| format!("{setting}: {} is not writable", dir.display()))
+        .fix(dir_fix(setting))?;
     let _ = std::fs::remove_file(probe);
     Ok(())
 }

@@ -15,6 +15,7 @@ pub mod routes;
 mod session_store;
 mod throttle;
 
+use crate::fix::WithFix;
 use std::sync::Arc;
 
 use app::api::auth::Role;
@@ -220,10 +221,15 @@ impl Auth {
             .host_str()
             .ok_or_else(|| anyhow::anyhow!("public_url: has no host"))?;
         if host.parse::<std::net::IpAddr>().is_ok() || host.starts_with('[') {
-            tracing::warn!(
-                public_url = %public_url,
-                "public_url names an IP address; passkeys need a host name (use localhost or a DNS name), so operators cannot log in"
-            );
+            return Err(anyhow::anyhow!(
+                "public_url: {public_url} names an IP address, and passkeys are bound to a host name: operators could not log in"
+            ))
+            .fix(format!(
+                "set public_url to the address operators type, with a host name: \
+                 http://localhost:{} on this machine, or a DNS name (over https when bind is not \
+                 loopback)",
+                public_url.port_or_known_default().unwrap_or(8080)
+            ));
         }
         let webauthn = WebauthnBuilder::new(host, public_url)
             .map_err(|e| anyhow::anyhow!("public_url: not usable for passkeys: {e}"))?

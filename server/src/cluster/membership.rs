@@ -2,6 +2,7 @@
 //! (the replica's name, the housekeeping leader), and ending the sessions
 //! of replicas that were lost.
 
+use crate::fix::WithFix;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -74,9 +75,13 @@ impl Cluster {
                     .await
                     .context("cannot open the replica's lock connection")?;
                 if !try_lock(&mut conn, LOCK_NAME, &name).await? {
-                    bail!(
-                        "replica_name: {name:?} is in use by a running replica on this database \
-                         (give each replica its own name)"
+                    return Err(anyhow::anyhow!(
+                        "replica_name: {name:?} is in use by a running replica on this database"
+                    ))
+                    .fix(
+                        "give each replica a name of its own: set replica_name \
+                         (CORDON_REPLICA_NAME; the default is the host name, which two processes \
+                         on one host share)",
                     );
                 }
                 Some(conn)
@@ -105,6 +110,15 @@ impl Cluster {
             for r in store.replicas_up().await? {
                 if r.name == name || now - r.heartbeat_at > lost_after_ms {
                     continue;
+                }
+                if settings.cluster_secret.is_none() {
+                    tracing::warn!(
+                        replica = %r.name,
+                        "another replica runs on this database, but this one has no \
+                         cluster_secret: calls for sessions the other runs will answer 503 \
+                         replica_unreachable. Fix: set the same cluster_secret (32–512 \
+                         characters, `openssl rand -hex 32`) on every replica"
+                    );
                 }
                 if r.schema_version != known {
                     bail!(

@@ -64,7 +64,9 @@ impl Cluster {
         }
         if self.0.secret.is_none() {
             return Ok(Peer::Unreachable(
-                "this replica has no cluster_secret to reach the others with".into(),
+                "this replica has no cluster_secret to reach the others with (fix: set the same \
+                 cluster_secret, 32–512 characters, on every replica)"
+                    .into(),
             ));
         }
         match row.advertise_url {

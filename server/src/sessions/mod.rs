@@ -325,8 +325,9 @@ impl SessionManager {
             tracing::warn!(
                 cgroups = status.cgroups,
                 reason = status.reason.as_deref().unwrap_or_default(),
-                "PER-SESSION LIMITS ARE NOT ENFORCED: one page can take this host's memory; \
-                 run Cordon where it can create cgroups (root, or a delegated cgroup v2 subtree)"
+                "PER-SESSION LIMITS ARE NOT ENFORCED: one page can take this host's memory. \
+                 Fix: run Cordon where it can create cgroups (the shipped systemd unit with \
+                 Delegate=yes, root, or a container that owns its cgroup v2 subtree)"
             );
         }
         if driver.caps().remote && !settings.sessions.tenant_limits.is_empty() {

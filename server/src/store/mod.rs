@@ -20,6 +20,7 @@ pub mod tickets;
 pub mod totp;
 pub mod vault;
 
+use crate::fix::WithFix;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -54,7 +55,13 @@ impl Store {
             // the server refuses, which hides the reason.
             let conn = sqlx::AnyConnection::connect(raw)
                 .await
-                .with_context(|| format!("cannot connect to database {shown}"))?;
+                .with_context(|| format!("cannot connect to database {shown}"))
+                .fix(
+                    "check that PostgreSQL runs and listens where database_url says \
+                     (`pg_isready -h <host> -p <port>`), that its user and database exist \
+                     (`createuser cordon && createdb -O cordon cordon`), and that pg_hba.conf \
+                     lets this host in",
+                )?;
             let _ = conn.close().await;
         }
         let pool = match kind {

@@ -54,14 +54,32 @@ pub fn server_config(cert: &Path, key: &Path) -> anyhow::Result<Arc<ServerConfig
 /// One line for a PEM file that could not be read or holds no `what`.
 fn pem_error(setting: &str, path: &Path, err: pem::Error, what: &str) -> anyhow::Error {
     let path = path.display();
-    match err {
-        pem::Error::Io(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            anyhow!("{setting}: {path} does not exist")
-        }
-        pem::Error::Io(e) => anyhow!("{setting}: cannot read {path}: {e}"),
-        pem::Error::NoItemsFound => anyhow!("{setting}: {path} holds no PEM {what}"),
-        other => anyhow!("{setting}: {path} is not valid PEM: {other}"),
-    }
+    let upper = setting.to_ascii_uppercase();
+    let (e, fix) = match err {
+        pem::Error::Io(e) if e.kind() == std::io::ErrorKind::NotFound => (
+            anyhow!("{setting}: {path} does not exist"),
+            format!(
+                "set {setting} (CORDON_{upper}) to the {what}'s PEM file (Let's Encrypt: \
+                 fullchain.pem and privkey.pem), or unset tls_cert and tls_key to serve plain \
+                 HTTP on loopback"
+            ),
+        ),
+        pem::Error::Io(e) => (
+            anyhow!("{setting}: cannot read {path}: {e}"),
+            "let the user Cordon runs as read the file (Let's Encrypt's keys are root's: copy \
+             them with that user as owner, or give it a group that may read them)"
+                .to_owned(),
+        ),
+        pem::Error::NoItemsFound => (
+            anyhow!("{setting}: {path} holds no PEM {what}"),
+            format!("point {setting} at the PEM file of the {what} (-----BEGIN …-----)"),
+        ),
+        other => (
+            anyhow!("{setting}: {path} is not valid PEM: {other}"),
+            format!("point {setting} at the PEM file of the {what}"),
+        ),
+    };
+    e.context(crate::fix::Fix(fix))
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ mod dashboard;
 mod egress;
 mod exec;
 mod files;
+mod first_start;
 mod gate;
 mod grants;
 mod hostile;

@@ -36,6 +36,7 @@
 //! chromiumoxide ─► host 127.0.0.1:<port> (driver) ─► runtime_dir/cdp.sock ═ relay's stdin (listener) ─► (relay) ─► 127.0.0.1:9222 (Chromium)
 //! ```
 
+use crate::fix::WithFix;
 use std::collections::HashMap;
 use std::io::Read;
 use std::net::Ipv4Addr;
@@ -159,7 +160,14 @@ impl BwrapDriver {
     pub fn probe(chromium: &Path) -> anyhow::Result<()> {
         let bwrap = find_bwrap()?;
         if !super::chromium_runnable(chromium) {
-            bail!("{} is not an executable file", chromium.display());
+            return Err(anyhow::anyhow!(
+                "{} is not an executable file",
+                chromium.display()
+            ))
+            .fix(
+                "install Debian's chromium package (infra/scripts/setup.sh does), or set \
+                 chromium_path (CORDON_CHROMIUM_PATH) to the browser's binary",
+            );
         }
         let relay = open_relay(&relay_binary()?)?;
         let dir = std::env::temp_dir().join(format!(
@@ -218,9 +226,15 @@ impl BwrapDriver {
             if let Some(mut e) = child.stderr.take() {
                 let _ = e.read_to_string(&mut err);
             }
-            bail!(
+            return Err(anyhow::anyhow!(
                 "bwrap cannot create the sandbox's namespaces here ({status}): {}",
                 err.trim()
+            ))
+            .fix(
+                "allow user namespaces where Cordon runs (sysctl user.max_user_namespaces above 0; \
+                 in Docker, a seccomp profile that allows them and --security-opt \
+                 systempaths=unconfined; under systemd, the shipped unit), or set \
+                 sandbox_driver = \"process\" on a host without other local users",
             );
         }
         Ok(())

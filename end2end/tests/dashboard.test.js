@@ -71,7 +71,11 @@ test('an operator ends a session from its page, audited with their id', async ()
   await page.click('#end-session');
   await waitFor('the session to end', async () =>
     /closed|closing/.test(await page.textContent('#session-state')));
-  const after = await agentApi(server.url, key, 'GET', `/api/sessions/${id}`);
+  // "closing" comes before the reason is written: wait for the end.
+  const after = await waitFor('the session closed with its reason', async () => {
+    const r = await agentApi(server.url, key, 'GET', `/api/sessions/${id}`);
+    return r.json.state === 'closed' ? r : null;
+  });
   assert.equal(after.json.close_reason, 'operator', JSON.stringify(after.json));
   await page.waitForSelector('#session-audit');
   const trail = await page.textContent('#session-audit');

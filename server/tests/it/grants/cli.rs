@@ -20,6 +20,7 @@ async fn the_cli_lists_approves_denies_and_revokes() {
         domains: domains.iter().map(|d| (*d).to_owned()).collect(),
         reason: reason.into(),
         cdp: reason == "first",
+        totp: false,
     };
     let first = cordon::grants::request(&store, &owner, &ask("first", &["127.0.0.1", "localhost"]))
         .await
@@ -184,6 +185,7 @@ async fn approval_without_an_expiry_uses_the_tenants_setting() {
                 domains: vec!["127.0.0.1".into()],
                 reason: "r".into(),
                 cdp: false,
+                totp: false,
             };
             cordon::grants::request(&store, &owner, &req)
                 .await

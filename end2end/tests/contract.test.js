@@ -65,14 +65,17 @@ before(async () => {
   server = await startCordon(dataDir, {
     CORDON_EGRESS_ALLOW: `127.0.0.1:${site.port}`,
     CORDON_MODEL_BASE_URL: model.url,
-    // Bounds that keep generated calls short: a tool waits at most 3 s,
-    // a session lives at most a minute, a tenant holds at most 4.
+    // Bounds that keep generated calls short: a tool waits at most 3 s, a
+    // session lives at most 20 s, a tenant holds at most 4, and an action
+    // the risk gate holds for an operator (a task's start page off its
+    // domains) waits 2 s for one.
     CORDON_TOOL_TIMEOUT_S: '3',
-    CORDON_SESSION_DEADLINE_S: '60',
-    CORDON_SESSION_DEADLINE_MAX_S: '60',
+    CORDON_SESSION_DEADLINE_S: '20',
+    CORDON_SESSION_DEADLINE_MAX_S: '20',
+    CORDON_REFRESH_DEADLINE_S: '20',
     CORDON_MAX_SESSIONS_PER_TENANT: '4',
+    CORDON_APPROVAL_TIMEOUT_S: '2',
     CORDON_TASK_MAX_STEPS: '3',
-    CORDON_LOG_LEVEL: 'warn',
   });
 });
 
@@ -88,9 +91,9 @@ const base = () => server.url.replace('localhost', '127.0.0.1');
 
 test('schemathesis finds nothing: every check, positive and negative data, stateful links', { timeout: 300_000 }, async () => {
   const res = await run(join(venv, 'bin', 'st'), [
+    '--config-file', join(here, 'schemathesis.toml'),
     'run', `${base()}/api/openapi.json`,
     '--url', base(),
-    '--config-file', join(here, 'schemathesis.toml'),
     '-H', `Authorization: Bearer ${key}`,
     '--checks', 'all',
     '--max-examples', examples,

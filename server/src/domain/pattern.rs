@@ -14,6 +14,12 @@ use regex::Regex;
 /// leading zeros. (Length, at most 253, is checked apart.)
 pub const HOST_PATTERN: &str = r"^(([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?|(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(\.(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3})$";
 
+/// An http(s) URL as agents give one to `navigate`, a new tab or a task:
+/// the scheme, a host as [`HOST_PATTERN`] says, an optional port
+/// (0–65535), then a path, query or fragment without spaces or control
+/// characters. (Credentials in it, and its length, are refused apart.)
+pub const URL_PATTERN: &str = r"^[Hh][Tt][Tt][Pp][Ss]?://(([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?|(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(\.(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3})(:([0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?([/?#][^\x00-\x20\x7f]*)?$";
+
 /// The longest host name, in characters (ASCII only, so also bytes).
 pub const MAX_HOST: usize = 253;
 
@@ -22,11 +28,17 @@ pub const MAX_HOST: usize = 253;
 pub const NOT_BLANK: &str = r"[^\t\n\f\r ]";
 
 static HOST: LazyLock<Regex> = LazyLock::new(|| Regex::new(HOST_PATTERN).expect("HOST_PATTERN"));
+static URL: LazyLock<Regex> = LazyLock::new(|| Regex::new(URL_PATTERN).expect("URL_PATTERN"));
 static NOT_BLANK_RE: LazyLock<Regex> = LazyLock::new(|| Regex::new(NOT_BLANK).expect("NOT_BLANK"));
 
 /// Whether `s` is a host as [`HOST_PATTERN`] and [`MAX_HOST`] say.
 pub fn is_host(s: &str) -> bool {
     s.len() <= MAX_HOST && HOST.is_match(s)
+}
+
+/// Whether `s` is an http(s) URL as [`URL_PATTERN`] says.
+pub fn is_http_url(s: &str) -> bool {
+    URL.is_match(s)
 }
 
 /// Whether `s` holds something besides ASCII whitespace ([`NOT_BLANK`]).
@@ -72,6 +84,33 @@ mod tests {
             assert!(!is_host(bad), "{bad:?}");
         }
         assert!(!is_host(&format!("{}.com", "a.".repeat(130))));
+    }
+
+    #[test]
+    fn urls_are_http_with_a_host_name_or_ipv4_and_no_spaces() {
+        for ok in [
+            "http://example.com",
+            "https://example.com/a?b=c#d",
+            "HTTPS://EXAMPLE.COM",
+            "http://127.0.0.1:65535/x y".split(' ').next().unwrap(),
+            "https://de.wikipedia.org/wiki/Ü",
+        ] {
+            assert!(is_http_url(ok), "{ok}");
+            // Every URL the pattern admits parses as a target.
+            assert!(crate::domain::TargetUrl::parse(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "0",
+            " http://example.com",
+            "http://example.com/ x",
+            "http://example.com:65536/",
+            "ftp://example.com/",
+            "http://[::1]/",
+            "http://u:p@example.com/",
+            "http://example.com\n",
+        ] {
+            assert!(!is_http_url(bad), "{bad:?}");
+        }
     }
 
     #[test]

@@ -15,7 +15,7 @@ use super::model::{Answer, Message, ModelClient, ModelConfig, ModelError};
 use super::uitars::{self, Action, CoordinateMode, ImageSpace, ScrollDirection};
 use crate::audit::Actor;
 use crate::cdp::{Button, ImageFormat, MouseKind};
-use crate::domain::pattern::{HOST_PATTERN, MAX_HOST, NOT_BLANK, is_not_blank};
+use crate::domain::pattern::{HOST_PATTERN, MAX_HOST, NOT_BLANK, URL_PATTERN, is_not_blank};
 use crate::domain::{MAX_URL_LEN, TenantId, random_id};
 use crate::recording::RecordMode;
 use crate::sessions::request::MAX_DOMAINS;
@@ -82,7 +82,7 @@ pub struct TaskRequest {
     pub instruction: String,
     /// Where to start (default: `https://` + the first domain).
     #[serde(default)]
-    #[schemars(length(min = 1, max = MAX_URL_LEN))]
+    #[schemars(length(min = 1, max = MAX_URL_LEN), pattern(URL_PATTERN))]
     pub start_url: Option<String>,
     /// `clean` (default) or `operator` (with `grant_token`).
     #[serde(default)]
@@ -331,7 +331,7 @@ impl Tasks {
                 ));
             }
         };
-        let start = crate::domain::TargetUrl::parse(&start)
+        let start = crate::sessions::tool::input::agent_url(&start)
             .map_err(|e| TaskError::Invalid(format!("start_url: {e}")))?;
         // Input first: a malformed request is told so even where no model is set.
         let model = self.0.model.clone().ok_or(TaskError::Unconfigured)?;

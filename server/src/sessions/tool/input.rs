@@ -6,7 +6,7 @@ use serde::Deserialize;
 
 use super::{ElementTarget, Tool, ToolCall, ToolError};
 use crate::cdp::{ImageFormat, WaitTarget, WaitUntil, snapshot};
-use crate::domain::pattern::NOT_BLANK;
+use crate::domain::pattern::{NOT_BLANK, URL_PATTERN};
 use crate::domain::schema::one_group_of;
 use crate::domain::{FileName, MAX_FILE_NAME, MAX_URL_LEN, TargetUrl, TargetUrlError};
 use crate::sessions::files::UploadFile;
@@ -105,6 +105,18 @@ fn url_error(e: TargetUrlError) -> ToolError {
     }
 }
 
+/// An agent's URL: a [`TargetUrl`] that also matches [`URL_PATTERN`] (what
+/// the schema says).
+pub fn agent_url(raw: &str) -> Result<TargetUrl, ToolError> {
+    let url = TargetUrl::parse(raw).map_err(url_error)?;
+    if !crate::domain::pattern::is_http_url(raw) {
+        return Err(ToolError::Invalid(
+            "url must be http(s)://host[:port][/path]: a host name or IPv4 address, no spaces or control characters".into(),
+        ));
+    }
+    Ok(url)
+}
+
 /// Where an element tool acts: exactly one of a point, a selector or a ref.
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 pub struct TargetSpec {
@@ -178,7 +190,7 @@ impl TargetSpec {
 #[serde(deny_unknown_fields)]
 pub struct NavigateReq {
     /// An http or https URL.
-    #[schemars(length(min = 1, max = MAX_URL_LEN))]
+    #[schemars(length(min = 1, max = MAX_URL_LEN), pattern(URL_PATTERN))]
     pub url: String,
     /// When the navigation counts as done.
     #[serde(default)]
@@ -191,7 +203,7 @@ pub struct NavigateReq {
 impl NavigateReq {
     /// The call.
     pub fn into_call(self) -> Result<ToolCall, ToolError> {
-        let url = TargetUrl::parse(&self.url).map_err(url_error)?;
+        let url = agent_url(&self.url)?;
         Ok(ToolCall {
             tool: Tool::Navigate {
                 url,
@@ -634,19 +646,14 @@ impl SnapshotReq {
 #[serde(deny_unknown_fields)]
 pub struct OpenTabReq {
     /// Load this http(s) URL in it.
-    #[schemars(length(min = 1, max = MAX_URL_LEN))]
+    #[schemars(length(min = 1, max = MAX_URL_LEN), pattern(URL_PATTERN))]
     pub url: Option<String>,
 }
 
 impl OpenTabReq {
     /// The call.
     pub fn into_call(self) -> Result<ToolCall, ToolError> {
-        let url = self
-            .url
-            .as_deref()
-            .map(TargetUrl::parse)
-            .transpose()
-            .map_err(url_error)?;
+        let url = self.url.as_deref().map(agent_url).transpose()?;
         Ok(ToolCall::new(Tool::TabOpen { url }))
     }
 }

@@ -243,6 +243,7 @@ async fn operator_rounds(
             domains: vec!["127.0.0.1".into()],
             reason: "bench".into(),
             cdp: false,
+            totp: false,
         };
         let asked = cordon::grants::request(&state.store, &owner, &req)
             .await

@@ -191,13 +191,12 @@ pub fn document(routes: &[Route]) -> Value {
         op.insert("summary".into(), json!(r.summary));
         op.insert("operationId".into(), json!(operation_id(r)));
         op.insert("security".into(), json!([{ "bearer": [] }]));
-        let params: Vec<Value> = r
+        let mut params: Vec<Value> = r
             .path
             .split('/')
             .filter_map(|seg| seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
             .map(|name| json!({ "name": name, "in": "path", "required": true, "schema": { "type": "string" } }))
             .collect();
-        let mut params = params;
         match r.request {
             Some(req) if r.method == "get" => params.extend(query_parameters(&mut generator, req)),
             Some(req) => {

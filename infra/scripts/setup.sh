@@ -4,13 +4,17 @@
 # sqlite3, shellcheck, faketime, curl and jq for the docs' examples, Node.js,
 # pip), the wasm32 target, rustfmt/clippy, the wasm-bindgen CLI
 # matching the pinned crate, the end-to-end tests' npm packages, the
-# stock Python MCP client (PyPI `mcp`) the MCP test drives, and browser-use
-# (PyPI, in end2end/.venv) for the CDP endpoint's browser-use test.
+# stock Python MCP client (PyPI `mcp`) the MCP test drives, browser-use
+# (PyPI, in end2end/.venv) for the CDP endpoint's browser-use test, and
+# schemathesis and openapi-python-client (PyPI, in end2end/.venv-contract)
+# for the API contract test (end2end/tests/contract.test.js).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 WASM_BINDGEN_VERSION=0.2.105
 MCP_PY_VERSION=2.3.0
 BROWSER_USE_VERSION=0.13.14
+SCHEMATHESIS_VERSION=4.32.5
+OPENAPI_PYTHON_CLIENT_VERSION=0.29.1
 python=${CORDON_TEST_PYTHON:-python3}
 
 as_root() {
@@ -60,4 +64,15 @@ if ! "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.vers
   echo "setup: installing browser-use==$BROWSER_USE_VERSION into end2end/.venv (a minute, once)"
   "$python" -m venv "$venv"
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "browser-use==$BROWSER_USE_VERSION"
+fi
+
+# The contract test's tools in a venv of their own (schemathesis pins
+# hypothesis and friends; the generated client needs httpx and attrs,
+# which come with them).
+venv="$root/end2end/.venv-contract"
+if ! "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('schemathesis') != '$SCHEMATHESIS_VERSION' or m.version('openapi-python-client') != '$OPENAPI_PYTHON_CLIENT_VERSION')" 2>/dev/null; then
+  echo "setup: installing schemathesis==$SCHEMATHESIS_VERSION and openapi-python-client==$OPENAPI_PYTHON_CLIENT_VERSION into end2end/.venv-contract (a minute, once)"
+  "$python" -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+    "schemathesis==$SCHEMATHESIS_VERSION" "openapi-python-client==$OPENAPI_PYTHON_CLIENT_VERSION"
 fi

@@ -3,8 +3,10 @@
 # deployment scripts' hostile-input tests), formatting, the layer check (no
 # import runs up a layer; tools/layers), clippy (server and wasm),
 # unit and integration tests against SQLite and a PostgreSQL started here,
-# the dashboard's end-to-end tests in a real Chromium, and the docs' shell
-# examples run against a live Cordon (end2end/tests/docs_examples.test.js).
+# the dashboard's end-to-end tests in a real Chromium, the docs' shell
+# examples run against a live Cordon (end2end/tests/docs_examples.test.js),
+# and the API contract: schemathesis and a generated client against a live
+# Cordon (end2end/tests/contract.test.js, about 50 s).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -55,5 +57,7 @@ cargo test --workspace --lib --bins --tests
 
 echo "== end-to-end tests (Playwright + Chromium; the docs' examples)"
 # Uses target/debug/cordon, built by the tests above. Every file in
-# end2end/tests/ named *.test.js runs, docs_examples.test.js included.
+# end2end/tests/ named *.test.js runs, docs_examples.test.js and
+# contract.test.js (schemathesis; its tuned checks are named with their
+# reasons in end2end/schemathesis.toml) included.
 (cd end2end && npm test)

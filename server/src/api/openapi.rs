@@ -48,6 +48,22 @@ pub const ELEMENT: Errors = &[
 
 /// `type_totp`.
 pub const TOTP: Errors = &[(403, "totp_not_granted")];
+/// Routes served by the replica that owns the resource (several
+/// replicas): it cannot be reached now, or a forged internal hop.
+pub const FORWARDED: Errors = &[(503, "replica_unreachable"), (401, "hop_refused")];
+
+/// Stateful links (OpenAPI `links`, what schemathesis follows): an
+/// operation's answer names a resource that other operations take as a
+/// path parameter. (source operation, parameter, JSON pointer into its
+/// answer); every operation whose path has the parameter (and whose other
+/// parameters the source's own path has) is linked.
+const LINKS: &[(&str, &str, &str, &str)] = &[
+    ("post", "/api/sessions", "id", "/session_id"),
+    ("post", "/api/sessions/{id}/tabs", "tab", "/tab_id"),
+    ("post", "/api/sessions/{id}/live_link", "link", "/id"),
+    ("post", "/api/grants/requests", "id", "/request_id"),
+    ("post", "/api/tasks", "id", "/task_id"),
+];
 
 /// One operation: how it is served and how it is documented.
 pub struct Route {
@@ -57,7 +73,7 @@ pub struct Route {
     pub path: &'static str,
     /// One line for the docs.
     pub summary: &'static str,
-    /// The JSON body, if any.
+    /// The JSON body, if any; for a `get`, the query string's fields.
     pub request: Option<SchemaFn>,
     /// The success status.
     pub success: u16,
@@ -134,7 +150,9 @@ pub fn describe(code: &str) -> &'static str {
             "the action waited for approval and no operator decided within approval_timeout_s; it did not run"
         }
         "too_many_requests" => "a session limit is reached; see Retry-After",
-        "unavailable" => "the browser could not be started; retry later",
+        "unavailable" => {
+            "the browser could not be started, retry later; POST /api/tasks: no model is configured on this server (model_base_url), so tasks cannot run here"
+        }
         "already_decided" => "the grant request was already decided",
         "grant_required" => "operator mode needs a grant token",
         "grant_unknown" => "no such grant token",
@@ -156,6 +174,11 @@ pub fn describe(code: &str) -> &'static str {
 /// Builds the OpenAPI 3.0 document for `routes`.
 pub fn document(routes: &[Route]) -> Value {
     let mut generator = SchemaGenerator::new(SchemaSettings::openapi3());
+    // Answers are what the server serializes: a field it skips when empty
+    // (`skip_serializing_if`) is optional there, though required in a body.
+    let mut answers = SchemaGenerator::new(
+        SchemaSettings::openapi3().with(|s| s.contract = schemars::generate::Contract::Serialize),
+    );
     let error = json!({
         "type": "object",
         "required": ["error"],
@@ -166,34 +189,29 @@ pub fn document(routes: &[Route]) -> Value {
     for r in routes {
         let mut op = Map::new();
         op.insert("summary".into(), json!(r.summary));
-        op.insert(
-            "operationId".into(),
-            json!(format!(
-                "{}_{}",
-                r.method,
-                r.path
-                    .trim_start_matches("/api/")
-                    .replace(['/', '{', '}'], "_")
-            )),
-        );
+        op.insert("operationId".into(), json!(operation_id(r)));
         op.insert("security".into(), json!([{ "bearer": [] }]));
-        let params: Vec<Value> = r
+        let mut params: Vec<Value> = r
             .path
             .split('/')
             .filter_map(|seg| seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
             .map(|name| json!({ "name": name, "in": "path", "required": true, "schema": { "type": "string" } }))
             .collect();
+        match r.request {
+            Some(req) if r.method == "get" => params.extend(query_parameters(&mut generator, req)),
+            Some(req) => {
+                let schema = req(&mut generator);
+                op.insert("requestBody".into(), json!({ "required": true, "content": { "application/json": { "schema": schema } } }));
+            }
+            None => {}
+        }
         if !params.is_empty() {
             op.insert("parameters".into(), Value::Array(params));
-        }
-        if let Some(req) = r.request {
-            let schema = req(&mut generator);
-            op.insert("requestBody".into(), json!({ "required": true, "content": { "application/json": { "schema": schema } } }));
         }
         let mut responses = Map::new();
         let ok = match r.response {
             Some(res) => {
-                json!({ "description": "success", "content": { "application/json": { "schema": res(&mut generator) } } })
+                json!({ "description": "success", "content": { "application/json": { "schema": res(&mut answers) } } })
             }
             None => json!({ "description": "success" }),
         };
@@ -230,6 +248,12 @@ pub fn document(routes: &[Route]) -> Value {
                 }),
             );
         }
+        for (status, res) in responses.iter_mut() {
+            let h = headers(status.parse().unwrap_or_default());
+            if h.as_object().is_some_and(|h| !h.is_empty()) {
+                res["headers"] = h;
+            }
+        }
         op.insert("responses".into(), Value::Object(responses));
         paths
             .entry(r.path.to_owned())
@@ -238,7 +262,19 @@ pub fn document(routes: &[Route]) -> Value {
             .expect("path item")
             .insert(r.method.into(), Value::Object(op));
     }
+    add_links(&mut paths, routes);
     let mut schemas = generator.take_definitions(true);
+    for (name, schema) in answers.take_definitions(true) {
+        // A type both read and written has one schema under its name; the
+        // unit tests build this document, so a difference fails there.
+        if let Some(read) = schemas.get(&name) {
+            assert_eq!(
+                read, &schema,
+                "{name} reads and writes differently; give the answer its own type"
+            );
+        }
+        schemas.insert(name, schema);
+    }
     schemas.insert("Error".into(), error);
     json!({
         "openapi": "3.0.3",
@@ -253,6 +289,155 @@ pub fn document(routes: &[Route]) -> Value {
             "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer", "description": "a per-tenant API key (`cordon apikey create`)" } }
         }
     })
+}
+
+/// The headers an error answer of `status` carries.
+fn headers(status: u16) -> Value {
+    let retry = |required: bool| {
+        json!({ "Retry-After": {
+            "description": "seconds until a retry may succeed",
+            "required": required,
+            "schema": { "type": "integer", "minimum": 0 }
+        } })
+    };
+    match status {
+        429 => retry(true),
+        // `replica_unreachable` says when to retry; `unavailable` does not.
+        503 => retry(false),
+        401 => json!({ "WWW-Authenticate": {
+            "description": "`Bearer` (for `unauthorized`)",
+            "schema": { "type": "string" }
+        } }),
+        _ => json!({}),
+    }
+}
+
+/// A `get`'s query parameters: the fields of its query type, optional.
+fn query_parameters(generator: &mut SchemaGenerator, query: SchemaFn) -> Vec<Value> {
+    let schema = query(generator);
+    let name = schema
+        .get("$ref")
+        .and_then(Value::as_str)
+        .and_then(|r| r.rsplit('/').next())
+        .unwrap_or_default()
+        .to_owned();
+    let resolved = generator
+        .definitions()
+        .get(&name)
+        .cloned()
+        .unwrap_or_else(|| schema.as_value().clone());
+    let required: Vec<&str> = resolved["required"]
+        .as_array()
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    resolved["properties"]
+        .as_object()
+        .map(|props| {
+            props
+                .iter()
+                .map(|(field, s)| {
+                    let mut s = s.clone();
+                    let description = s
+                        .as_object_mut()
+                        .and_then(|o| o.remove("description"))
+                        .unwrap_or(Value::Null);
+                    // A query string has no null: absent is the default.
+                    if let Some(o) = s.as_object_mut() {
+                        o.remove("nullable");
+                        if let Some(Value::Array(types)) = o.get("type") {
+                            let types: Vec<Value> =
+                                types.iter().filter(|t| *t != "null").cloned().collect();
+                            if let [one] = types.as_slice() {
+                                o.insert("type".into(), one.clone());
+                            }
+                        }
+                    }
+                    json!({
+                        "name": field,
+                        "in": "query",
+                        "required": required.contains(&field.as_str()),
+                        "description": description,
+                        "schema": s
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Adds [`LINKS`] to the success answers of their source operations.
+fn add_links(paths: &mut Map<String, Value>, routes: &[Route]) {
+    let params = |path: &str| -> Vec<String> {
+        path.split('/')
+            .filter_map(|s| s.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
+            .map(str::to_owned)
+            .collect()
+    };
+    for (method, source, param, pointer) in LINKS {
+        let Some(from) = routes
+            .iter()
+            .find(|r| r.method == *method && r.path == *source)
+        else {
+            continue;
+        };
+        let known = params(source);
+        let mut links = Map::new();
+        for to in routes {
+            let wanted = params(to.path);
+            if !wanted.iter().any(|p| p == param)
+                || !wanted.iter().all(|p| p == param || known.contains(p))
+            {
+                continue;
+            }
+            let op_id = operation_id(to);
+            let mut parameters = Map::new();
+            for p in wanted {
+                let value = if p == *param {
+                    format!("$response.body#{pointer}")
+                } else {
+                    format!("$request.path.{p}")
+                };
+                parameters.insert(p, json!(value));
+            }
+            links.insert(
+                op_id.clone(),
+                json!({ "operationId": op_id, "parameters": parameters }),
+            );
+        }
+        if let Some(ok) = paths
+            .get_mut(from.path)
+            .and_then(|item| item.get_mut(from.method))
+            .and_then(|op| op.get_mut("responses"))
+            .and_then(|res| res.get_mut(from.success.to_string()))
+            .and_then(Value::as_object_mut)
+        {
+            ok.insert("links".into(), Value::Object(links));
+        }
+    }
+}
+
+/// The operation's id: method and path (`post_sessions__id__navigate`).
+fn operation_id(r: &Route) -> String {
+    format!(
+        "{}_{}",
+        r.method,
+        r.path
+            .trim_start_matches("/api/")
+            .replace(['/', '{', '}'], "_")
+    )
+}
+
+/// Fills in limits that are settings rather than constants: for each
+/// (schema, property, keyword, value), the property's keyword.
+pub fn set_limits(doc: &mut Value, limits: &[(&str, &str, &str, u64)]) {
+    for (schema, property, keyword, value) in limits {
+        if let Some(p) = doc["components"]["schemas"][*schema]["properties"]
+            .get_mut(*property)
+            .and_then(Value::as_object_mut)
+        {
+            p.insert((*keyword).into(), json!(value));
+        }
+    }
 }
 
 /// The handler serving a prebuilt document.

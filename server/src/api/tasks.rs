@@ -24,9 +24,11 @@ pub async fn run(
 }
 
 /// The list's query.
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 pub struct ListQuery {
+    /// At most this many (1–500, default 50).
     #[serde(default)]
+    #[schemars(range(min = 1, max = crate::api::sessions::MAX_LIST))]
     limit: Option<i64>,
 }
 
@@ -37,7 +39,7 @@ pub async fn list(
     Query(q): Query<ListQuery>,
 ) -> Result<Json<Vec<TaskResult>>, ApiError> {
     let limit = q.limit.unwrap_or(50);
-    if !(1..=500).contains(&limit) {
+    if !(1..=crate::api::sessions::MAX_LIST).contains(&limit) {
         return Err(ApiError::BadRequest("limit must be 1..500".into()));
     }
     Ok(Json(state.tasks.list(&agent.0.tenant, limit).await?))
@@ -102,7 +104,7 @@ pub fn routes() -> Vec<Route> {
             method: "get",
             path: "/api/tasks",
             summary: "This tenant's tasks, newest first (?limit=1..500)",
-            request: None,
+            request: Some(s::<ListQuery>),
             success: 200,
             response: Some(s::<Vec<TaskResult>>),
             errors: &[AUTH, &[(400, "bad_request")]],

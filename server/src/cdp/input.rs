@@ -67,6 +67,17 @@ pub fn is_known_key(key: &str) -> bool {
     get_key_definition(key).is_some()
 }
 
+/// The schema of a key name [`is_known_key`] accepts: one of them.
+pub fn key_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let mut keys: Vec<&str> = chromiumoxide::keys::USKEYBOARD_LAYOUT
+        .iter()
+        .map(|k| k.key)
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    schemars::json_schema!({ "type": "string", "enum": keys })
+}
+
 /// The message for a key `press` cannot send.
 pub fn unknown_key(key: &str) -> String {
     format!(

@@ -6,6 +6,8 @@ mod database_kind;
 mod download_guid;
 mod file_name;
 mod grant_state;
+pub mod pattern;
+pub mod schema;
 mod session_id;
 mod session_state;
 mod target_url;

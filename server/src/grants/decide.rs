@@ -24,12 +24,14 @@ pub async fn request(
     req: &NewGrantRequest,
 ) -> Result<GrantStatus, GrantError> {
     let domains = parse_domains(&req.domains)?;
-    let reason = req.reason.trim();
-    if reason.is_empty() || reason.chars().count() > MAX_REASON {
+    // The schema's rule (`maxLength`, the `NOT_BLANK` pattern), on the text as sent.
+    if !crate::domain::pattern::is_not_blank(&req.reason) || req.reason.chars().count() > MAX_REASON
+    {
         return Err(GrantError::Invalid(format!(
-            "reason: 1 to {MAX_REASON} characters"
+            "reason: 1 to {MAX_REASON} characters, not blank"
         )));
     }
+    let reason = req.reason.trim();
     let names: Vec<String> = domains.iter().map(|d| d.as_str().to_owned()).collect();
     let row = GrantRequestRow {
         id: random_id(crate::ids::GRANT_REQUEST),

@@ -12,6 +12,7 @@ mod decide;
 mod redeem;
 
 use crate::audit::NewEvent;
+use crate::domain::pattern::{HOST_PATTERN, MAX_HOST, NOT_BLANK, is_host};
 use crate::store::Store;
 use crate::vault::Domain;
 
@@ -131,9 +132,12 @@ pub struct GrantStatus {
 #[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewGrantRequest {
-    /// Exact hosts whose credentials are wanted.
+    /// Exact hosts whose credentials are wanted (host names or IPv4
+    /// addresses).
+    #[schemars(length(min = 1, max = MAX_DOMAINS), inner(length(min = 1, max = MAX_HOST), pattern(HOST_PATTERN)))]
     pub domains: Vec<String>,
-    /// Why, for the operator.
+    /// Why, for the operator (not blank).
+    #[schemars(length(min = 1, max = MAX_REASON), pattern(NOT_BLANK))]
     pub reason: String,
     /// Ask to drive the session over CDP too (`/cdp/{id}`): the operator
     /// sees it on the request. Cookie reads stay refused, but a client's
@@ -147,7 +151,8 @@ pub struct NewGrantRequest {
     pub totp: bool,
 }
 
-/// Parses a list of exact hosts: 1 to [`MAX_DOMAINS`], each a [`Domain`].
+/// Parses a list of exact hosts: 1 to [`MAX_DOMAINS`], each a host as
+/// [`HOST_PATTERN`] says, as a [`Domain`].
 pub fn parse_domains(domains: &[String]) -> Result<Vec<Domain>, GrantError> {
     if domains.is_empty() || domains.len() > MAX_DOMAINS {
         return Err(GrantError::Invalid(format!(
@@ -157,6 +162,12 @@ pub fn parse_domains(domains: &[String]) -> Result<Vec<Domain>, GrantError> {
     let mut out: Vec<Domain> = domains
         .iter()
         .map(|d| {
+            if !is_host(d) {
+                return Err(GrantError::Invalid(format!(
+                    "domains: {:?} is not a host name or IPv4 address",
+                    d.chars().take(64).collect::<String>()
+                )));
+            }
             d.parse::<Domain>()
                 .map_err(|e| GrantError::Invalid(format!("domains: {e}")))
         })

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::domain::pattern::{HOST_PATTERN, MAX_HOST, is_host};
 use crate::recording::RecordMode;
 
 /// Whether stored credentials are injected.
@@ -59,13 +60,22 @@ impl DownloadPolicy {
     }
 }
 
+/// The narrowest and lowest viewport.
+pub const MIN_VIEWPORT: u32 = 200;
+/// The widest viewport.
+pub const MAX_VIEWPORT_WIDTH: u32 = 3840;
+/// The tallest viewport.
+pub const MAX_VIEWPORT_HEIGHT: u32 = 2160;
+
 /// Viewport size in CSS pixels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Viewport {
     /// 200–3840.
+    #[schemars(range(min = MIN_VIEWPORT, max = MAX_VIEWPORT_WIDTH))]
     pub width: u32,
     /// 200–2160.
+    #[schemars(range(min = MIN_VIEWPORT, max = MAX_VIEWPORT_HEIGHT))]
     pub height: u32,
 }
 
@@ -78,20 +88,54 @@ impl Default for Viewport {
     }
 }
 
+/// `credential_mode`'s rules, for the schema: `clean` (or absent) takes
+/// no grant token; `operator` needs one and at least one domain.
+/// (`deadline_s`'s maximum is the server's `session_deadline_max_s`,
+/// filled in when the document is served.)
+pub fn credential_rules(schema: &mut schemars::Schema) {
+    let [clean, operator] = credential_branches();
+    crate::domain::schema::one_of(schema, vec![clean, operator]);
+}
+
+/// The `clean` and the `operator` branch of [`credential_rules`].
+pub fn credential_branches() -> [serde_json::Value; 2] {
+    [
+        serde_json::json!({
+            "properties": {
+                "credential_mode": { "type": "string", "enum": ["clean"], "default": "clean" },
+                "grant_token": { "nullable": true, "enum": [null] }
+            }
+        }),
+        serde_json::json!({
+            "required": ["credential_mode", "grant_token", "domains"],
+            "properties": {
+                "credential_mode": { "type": "string", "enum": ["operator"] },
+                "grant_token": { "type": "string", "minLength": 1 },
+                "domains": { "minItems": 1 }
+            }
+        }),
+    ]
+}
+
 /// The body of `POST /api/sessions`. `Debug` never shows the grant token.
 #[derive(Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(transform = credential_rules)]
 pub struct OpenRequest {
     /// `clean` (default) or `operator`.
     #[serde(default)]
     pub credential_mode: CredentialMode,
-    /// Hosts whose credentials an operator session wants.
+    /// Hosts whose credentials an operator session wants (host names or
+    /// IPv4 addresses).
     #[serde(default)]
+    #[schemars(length(max = MAX_DOMAINS), inner(length(min = 1, max = MAX_HOST), pattern(HOST_PATTERN)))]
     pub domains: Vec<String>,
     /// `off`, `transient` (default) or `audit`.
     #[serde(default)]
     pub record: RecordMode,
-    /// Lifetime in seconds (default from settings).
+    /// Lifetime in seconds (default from settings; at most
+    /// `session_deadline_max_s`).
+    #[schemars(range(min = 1))]
     pub deadline_s: Option<u64>,
     /// Viewport (default 1280×720).
     #[serde(default)]
@@ -161,7 +205,9 @@ impl OpenRequest {
         max_deadline: u64,
     ) -> Result<u64, OpenRequestError> {
         let Viewport { width, height } = self.viewport;
-        if !(200..=3840).contains(&width) || !(200..=2160).contains(&height) {
+        if !(MIN_VIEWPORT..=MAX_VIEWPORT_WIDTH).contains(&width)
+            || !(MIN_VIEWPORT..=MAX_VIEWPORT_HEIGHT).contains(&height)
+        {
             return Err(OpenRequestError::Viewport);
         }
         let deadline = self.deadline_s.unwrap_or(default_deadline);
@@ -172,14 +218,7 @@ impl OpenRequest {
             return Err(OpenRequestError::Domains(format!("at most {MAX_DOMAINS}")));
         }
         for d in &self.domains {
-            let ok = !d.is_empty()
-                && d.len() <= 253
-                && d.split('.').all(|l| {
-                    !l.is_empty()
-                        && l.len() <= 63
-                        && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-                });
-            if !ok {
+            if !is_host(d) {
                 return Err(OpenRequestError::Domains(format!(
                     "{:?} is not a host name",
                     d.chars().take(64).collect::<String>()

@@ -15,8 +15,10 @@ use super::model::{Answer, Message, ModelClient, ModelConfig, ModelError};
 use super::uitars::{self, Action, CoordinateMode, ImageSpace, ScrollDirection};
 use crate::audit::Actor;
 use crate::cdp::{Button, ImageFormat, MouseKind};
-use crate::domain::{TenantId, random_id};
+use crate::domain::pattern::{HOST_PATTERN, MAX_HOST, NOT_BLANK, URL_PATTERN, is_not_blank};
+use crate::domain::{MAX_URL_LEN, TenantId, random_id};
 use crate::recording::RecordMode;
+use crate::sessions::request::MAX_DOMAINS;
 use crate::sessions::tool::ElementTarget;
 use crate::sessions::{
     CredentialMode, LiveInput, LiveSession, OpenRequest, SessionError, SessionManager, Tool,
@@ -37,20 +39,57 @@ const FIRST_FRAME_WAIT: Duration = Duration::from_secs(1);
 /// JPEG quality of the step's picture.
 const QUALITY: u8 = 80;
 
+/// The task's rules for the schema: the session's (`credential_mode`),
+/// and a place to start: `start_url`, or at least one domain. (The
+/// maxima of `instruction`, `max_steps` and `deadline_s` are the
+/// server's settings, filled in when the document is served.)
+fn task_rules(schema: &mut schemars::Schema) {
+    let [clean, operator] = crate::sessions::request::credential_branches();
+    // Clean: from `start_url`, or else from the first domain.
+    let mut from_url = clean.clone();
+    from_url["required"] = serde_json::json!(["start_url"]);
+    from_url["properties"]["start_url"] = serde_json::json!({ "type": "string" });
+    let mut from_domain = clean;
+    from_domain["required"] = serde_json::json!(["domains"]);
+    from_domain["properties"]["start_url"] =
+        serde_json::json!({ "nullable": true, "enum": [null] });
+    from_domain["properties"]["domains"] = serde_json::json!({ "minItems": 1 });
+    crate::domain::schema::one_of(schema, vec![from_url, from_domain, operator]);
+}
+
+/// The steps a task may take: as asked (1 to `max`), else the default
+/// within `max`.
+fn steps(asked: Option<u32>, max: u32) -> Result<u32, TaskError> {
+    match asked {
+        // A server whose `task_max_steps` is under the default still runs
+        // a task that names no count (schemathesis found it refused).
+        None => Ok(DEFAULT_MAX_STEPS.min(max)),
+        Some(n) if (1..=max).contains(&n) => Ok(n),
+        Some(_) => Err(TaskError::Invalid(format!(
+            "max_steps must be between 1 and {max}"
+        ))),
+    }
+}
+
 /// What an agent asks for (`POST /api/tasks`, MCP `browser_run_task`).
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(transform = task_rules)]
 pub struct TaskRequest {
-    /// What to do, in words (at most `task_instruction_max_bytes`).
+    /// What to do, in words (not blank; at most
+    /// `task_instruction_max_bytes` bytes).
+    #[schemars(length(min = 1), pattern(NOT_BLANK))]
     pub instruction: String,
     /// Where to start (default: `https://` + the first domain).
     #[serde(default)]
+    #[schemars(length(min = 1, max = MAX_URL_LEN), pattern(URL_PATTERN))]
     pub start_url: Option<String>,
     /// `clean` (default) or `operator` (with `grant_token`).
     #[serde(default)]
     pub credential_mode: CredentialMode,
     /// Hosts whose logins an operator session gets.
     #[serde(default)]
+    #[schemars(length(max = MAX_DOMAINS), inner(length(min = 1, max = MAX_HOST), pattern(HOST_PATTERN)))]
     pub domains: Vec<String>,
     /// The operator grant token (operator mode).
     #[serde(default)]
@@ -58,11 +97,13 @@ pub struct TaskRequest {
     /// `off`, `transient` (default) or `audit`.
     #[serde(default)]
     pub record: RecordMode,
-    /// Most model steps (default 15).
+    /// Most model steps (default 15; at most `task_max_steps`).
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub max_steps: Option<u32>,
     /// The session's lifetime, and so the task's, in seconds.
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub deadline_s: Option<u64>,
 }
 
@@ -274,20 +315,13 @@ impl Tasks {
         owner: &ApiKeyOwner,
         req: TaskRequest,
     ) -> Result<TaskResult, TaskError> {
-        let model = self.0.model.clone().ok_or(TaskError::Unconfigured)?;
         if req.instruction.len() > self.0.instruction_max {
             return Err(TaskError::TooLarge(self.0.instruction_max));
         }
-        if req.instruction.trim().is_empty() {
-            return Err(TaskError::Invalid("instruction must not be empty".into()));
+        if !is_not_blank(&req.instruction) {
+            return Err(TaskError::Invalid("instruction must not be blank".into()));
         }
-        let max_steps = req.max_steps.unwrap_or(DEFAULT_MAX_STEPS);
-        if max_steps == 0 || max_steps > self.0.max_steps {
-            return Err(TaskError::Invalid(format!(
-                "max_steps must be between 1 and {}",
-                self.0.max_steps
-            )));
-        }
+        let max_steps = steps(req.max_steps, self.0.max_steps)?;
         let start = match (&req.start_url, req.domains.first()) {
             (Some(u), _) => u.clone(),
             (None, Some(d)) => format!("https://{d}/"),
@@ -297,8 +331,10 @@ impl Tasks {
                 ));
             }
         };
-        let start = crate::domain::TargetUrl::parse(&start)
+        let start = crate::sessions::tool::input::agent_url(&start)
             .map_err(|e| TaskError::Invalid(format!("start_url: {e}")))?;
+        // Input first: a malformed request is told so even where no model is set.
+        let model = self.0.model.clone().ok_or(TaskError::Unconfigured)?;
         let id = random_id("t_");
         let row = TaskRow {
             id: id.clone(),
@@ -1246,6 +1282,15 @@ fn modifier_bit(k: &str) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_task_without_max_steps_runs_when_the_servers_limit_is_under_the_default() {
+        assert_eq!(steps(None, 3).unwrap(), 3);
+        assert_eq!(steps(None, 50).unwrap(), DEFAULT_MAX_STEPS);
+        assert_eq!(steps(Some(3), 3).unwrap(), 3);
+        assert!(matches!(steps(Some(4), 3), Err(TaskError::Invalid(_))));
+        assert!(matches!(steps(Some(0), 3), Err(TaskError::Invalid(_))));
+    }
 
     #[test]
     fn hotkey_names_become_keyboard_event_keys() {

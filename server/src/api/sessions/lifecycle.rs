@@ -69,11 +69,15 @@ pub async fn cdp_token(
     ))
 }
 
+/// The most rows one list answers.
+pub const MAX_LIST: i64 = 500;
+
 /// Query of `GET /api/sessions`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
     /// At most this many (1–500, default 50).
+    #[schemars(range(min = 1, max = MAX_LIST))]
     pub limit: Option<i64>,
 }
 
@@ -84,7 +88,7 @@ pub async fn list(
     Query(q): Query<ListQuery>,
 ) -> Result<Json<Vec<SessionInfo>>, ApiError> {
     let limit = q.limit.unwrap_or(50);
-    if !(1..=500).contains(&limit) {
+    if !(1..=MAX_LIST).contains(&limit) {
         return Err(ApiError::BadRequest(
             "limit must be between 1 and 500".into(),
         ));

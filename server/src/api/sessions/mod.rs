@@ -14,7 +14,9 @@ use axum::routing::{delete, get, post};
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 
 use crate::api::json::ApiJson;
-use crate::api::openapi::{self, AUTH, BODY, BROWSER, ELEMENT, Errors, Route, SESSION, TOTP};
+use crate::api::openapi::{
+    self, AUTH, BODY, BROWSER, ELEMENT, Errors, FORWARDED, Route, SESSION, TOTP,
+};
 use crate::sessions::files::{DownloadInfo, Uploaded};
 use crate::sessions::tool::input::{
     ElementReq, NavigateReq, OpenTabReq, PressReq, ReadDomReq, ScreenshotReq, ScrollReq, SelectReq,
@@ -26,6 +28,7 @@ use crate::sessions::tool::output::{
 };
 use crate::sessions::{OpenRequest, SessionInfo, Tool};
 use crate::state::AppState;
+pub use lifecycle::MAX_LIST;
 use session_ref::SessionRef;
 
 fn s<T: JsonSchema>(g: &mut SchemaGenerator) -> Schema {
@@ -123,7 +126,7 @@ pub fn routes() -> Vec<Route> {
             "/api/sessions",
             "List this tenant's sessions, newest first (?limit=1..500)",
             lifecycle::list,
-            None,
+            Some(s::<lifecycle::ListQuery>),
             200,
             Some(list_of::<SessionInfo>),
             &[AUTH, LIST]
@@ -136,7 +139,7 @@ pub fn routes() -> Vec<Route> {
             None,
             200,
             Some(s::<SessionInfo>),
-            &[AUTH, &[(404, "not_found")]]
+            &[AUTH, &[(404, "not_found")], FORWARDED]
         ),
         route!(
             delete,
@@ -438,7 +441,37 @@ pub fn routes() -> Vec<Route> {
 /// The session routes and `/api/openapi.json`.
 pub fn router(state: &AppState) -> Router<AppState> {
     let routes = routes();
-    let doc = openapi::document(&routes);
+    let mut doc = openapi::document(&routes);
+    let s = &state.settings;
+    openapi::set_limits(
+        &mut doc,
+        &[
+            (
+                "OpenRequest",
+                "deadline_s",
+                "maximum",
+                s.session_deadline_max_s,
+            ),
+            (
+                "TaskRequest",
+                "deadline_s",
+                "maximum",
+                s.session_deadline_max_s,
+            ),
+            (
+                "TaskRequest",
+                "max_steps",
+                "maximum",
+                u64::from(s.task_max_steps),
+            ),
+            (
+                "TaskRequest",
+                "instruction",
+                "maxLength",
+                u64::from(s.task_instruction_max_bytes),
+            ),
+        ],
+    );
     let router = Router::new().route("/api/openapi.json", openapi::serve(doc));
     // A session's routes may belong to another replica: a hop arriving is
     // checked first, then a call for another replica's session goes there.
@@ -476,7 +509,7 @@ mod tests {
             assert!(op.is_object(), "{} {} missing", r.method, r.path);
             assert_eq!(
                 op["requestBody"].is_object(),
-                r.request.is_some(),
+                r.request.is_some() && r.method != "get",
                 "{} {}",
                 r.method,
                 r.path

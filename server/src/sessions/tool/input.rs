@@ -6,15 +6,97 @@ use serde::Deserialize;
 
 use super::{ElementTarget, Tool, ToolCall, ToolError};
 use crate::cdp::{ImageFormat, WaitTarget, WaitUntil, snapshot};
-use crate::domain::{FileName, TargetUrl, TargetUrlError};
+use crate::domain::pattern::{NOT_BLANK, URL_PATTERN};
+use crate::domain::schema::one_group_of;
+use crate::domain::{FileName, MAX_FILE_NAME, MAX_URL_LEN, TargetUrl, TargetUrlError};
 use crate::sessions::files::UploadFile;
 
-/// The longest selector accepted.
+// Every limit below is checked by the parse functions and stated in the
+// schema (schemars attributes naming the same constant), so the OpenAPI
+// document and MCP's tool schemas say what is refused. Lengths count
+// characters, as JSON Schema's `maxLength` does.
+
+/// The longest selector accepted, in characters.
 pub const MAX_SELECTOR: usize = 2048;
 /// The longest text `type` accepts, in characters.
 pub const MAX_TYPE_CHARS: usize = 64 * 1024;
-/// The longest ref accepted.
-const MAX_REF: usize = 16;
+/// The longest ref accepted, in characters.
+pub const MAX_REF: usize = 16;
+/// The longest text `wait_for` looks for, in characters.
+pub const MAX_WAIT_TEXT: usize = 4096;
+/// The most values one `select` chooses.
+pub const MAX_SELECT_VALUES: usize = 100;
+/// The longest value `select` accepts, in characters.
+pub const MAX_SELECT_VALUE: usize = 1024;
+/// The largest scroll in either direction, in pixels.
+pub const MAX_SCROLL: f64 = 100_000.0;
+/// The longest `timeout_ms` accepted (a day; `tool_timeout_s` caps it anyway).
+pub const MAX_TIMEOUT_MS: u64 = 86_400_000;
+/// `read_dom`'s largest `max_chars`.
+pub const MAX_DOM_CHARS: usize = 1_000_000;
+/// `snapshot`'s deepest `max_depth`.
+pub const MAX_SNAPSHOT_DEPTH: usize = 200;
+/// `snapshot`'s largest `max_nodes`.
+pub const MAX_SNAPSHOT_NODES: usize = 20_000;
+/// The longest TOTP seed label, in characters.
+pub const MAX_TOTP_LABEL: usize = 100;
+/// A file name as [`FileName`] takes it: no `/`, `\` or control character
+/// (`.` and `..` are refused apart). Its length limit is 255 bytes.
+pub const FILE_NAME_PATTERN: &str = r"^[^/\\\x00-\x1f\x7f-\x9f]+$";
+
+/// Standard base64 as the upload decoder takes it: padded, and the last
+/// symbol carrying no stray bits.
+pub const BASE64_PATTERN: &str =
+    "^([A-Za-z0-9+/]{4})*([A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)?$";
+
+fn chars(s: &str) -> usize {
+    s.chars().count()
+}
+
+/// `{x, y}`, `selector` or `ref`: exactly one.
+fn point_selector_or_ref(schema: &mut schemars::Schema) {
+    one_group_of(
+        schema,
+        &[
+            &[("x", "number"), ("y", "number")],
+            &[("selector", "string")],
+            &[("ref", "string")],
+        ],
+        false,
+    );
+}
+
+/// `selector` or `ref`: exactly one.
+fn selector_or_ref(schema: &mut schemars::Schema) {
+    one_group_of(
+        schema,
+        &[&[("selector", "string")], &[("ref", "string")]],
+        false,
+    );
+}
+
+/// `selector` or `ref`: at most one.
+fn selector_or_ref_or_none(schema: &mut schemars::Schema) {
+    one_group_of(
+        schema,
+        &[&[("selector", "string")], &[("ref", "string")]],
+        true,
+    );
+}
+
+/// `text` or `selector`: exactly one.
+fn text_or_selector(schema: &mut schemars::Schema) {
+    one_group_of(
+        schema,
+        &[&[("text", "string")], &[("selector", "string")]],
+        false,
+    );
+}
+
+/// A file name is never `.` or `..`.
+fn not_dot(schema: &mut schemars::Schema) {
+    schema.insert("not".into(), serde_json::json!({ "enum": [".", ".."] }));
+}
 
 fn url_error(e: TargetUrlError) -> ToolError {
     match e {
@@ -23,17 +105,33 @@ fn url_error(e: TargetUrlError) -> ToolError {
     }
 }
 
+/// An agent's URL: a [`TargetUrl`] that also matches [`URL_PATTERN`] (what
+/// the schema says).
+pub fn agent_url(raw: &str) -> Result<TargetUrl, ToolError> {
+    let url = TargetUrl::parse(raw).map_err(url_error)?;
+    if !crate::domain::pattern::is_http_url(raw) {
+        return Err(ToolError::Invalid(
+            "url must be http(s)://host[:port][/path]: a host name or IPv4 address, no spaces or control characters".into(),
+        ));
+    }
+    Ok(url)
+}
+
 /// Where an element tool acts: exactly one of a point, a selector or a ref.
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 pub struct TargetSpec {
     /// Viewport x (with `y`).
+    #[schemars(range(min = 0))]
     pub x: Option<f64>,
     /// Viewport y (with `x`).
+    #[schemars(range(min = 0))]
     pub y: Option<f64>,
     /// CSS selector.
+    #[schemars(length(min = 1, max = MAX_SELECTOR))]
     pub selector: Option<String>,
     /// Ref from the last snapshot (`e12`).
     #[serde(rename = "ref")]
+    #[schemars(length(min = 1, max = MAX_REF))]
     pub r#ref: Option<String>,
 }
 
@@ -51,17 +149,17 @@ impl TargetSpec {
                 Ok(Some(ElementTarget::Point(x, y)))
             }
             (None, None, Some(sel), None) => {
-                if sel.is_empty() || sel.len() > MAX_SELECTOR {
+                if sel.is_empty() || chars(&sel) > MAX_SELECTOR {
                     return Err(ToolError::Invalid(format!(
-                        "selector must be 1 to {MAX_SELECTOR} bytes"
+                        "selector must be 1 to {MAX_SELECTOR} characters"
                     )));
                 }
                 Ok(Some(ElementTarget::Selector(sel)))
             }
             (None, None, None, Some(r)) => {
-                if r.is_empty() || r.len() > MAX_REF {
+                if r.is_empty() || chars(&r) > MAX_REF {
                     return Err(ToolError::Invalid(format!(
-                        "ref must be 1 to {MAX_REF} bytes, as a snapshot gave it (e12)"
+                        "ref must be 1 to {MAX_REF} characters, as a snapshot gave it (e12)"
                     )));
                 }
                 Ok(Some(ElementTarget::Ref(r)))
@@ -92,18 +190,20 @@ impl TargetSpec {
 #[serde(deny_unknown_fields)]
 pub struct NavigateReq {
     /// An http or https URL.
+    #[schemars(length(min = 1, max = MAX_URL_LEN), pattern(URL_PATTERN))]
     pub url: String,
     /// When the navigation counts as done.
     #[serde(default)]
     pub wait: WaitUntil,
     /// Bound in ms (capped by the server's `tool_timeout_s`).
+    #[schemars(range(min = 1, max = MAX_TIMEOUT_MS))]
     pub timeout_ms: Option<u64>,
 }
 
 impl NavigateReq {
     /// The call.
     pub fn into_call(self) -> Result<ToolCall, ToolError> {
-        let url = TargetUrl::parse(&self.url).map_err(url_error)?;
+        let url = agent_url(&self.url)?;
         Ok(ToolCall {
             tool: Tool::Navigate {
                 url,
@@ -125,6 +225,7 @@ pub struct ScreenshotReq {
     #[serde(default)]
     pub format: ImageFormat,
     /// JPEG quality, 1–100.
+    #[schemars(range(min = 1, max = 100))]
     pub quality: Option<i64>,
 }
 
@@ -147,11 +248,13 @@ impl ScreenshotReq {
 /// Body of element tools (`click`, `hover`).
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(transform = point_selector_or_ref)]
 pub struct ElementReq {
     /// Exactly one of {x, y}, selector or ref.
     #[serde(flatten)]
     pub target: TargetSpec,
     /// Bound in ms.
+    #[schemars(range(min = 1, max = MAX_TIMEOUT_MS))]
     pub timeout_ms: Option<u64>,
 }
 
@@ -185,9 +288,11 @@ pub const MAX_UPLOAD_FILES: usize = 32;
 #[serde(deny_unknown_fields)]
 pub struct UploadFileReq {
     /// Its name as the page sees it: no path separators or control
-    /// characters, at most 255 bytes.
+    /// characters, not `.` or `..`, at most 255 bytes.
+    #[schemars(length(min = 1, max = MAX_FILE_NAME), pattern(FILE_NAME_PATTERN), transform = not_dot)]
     pub name: String,
     /// Its content, standard base64 (never logged or audited).
+    #[schemars(pattern(BASE64_PATTERN))]
     pub content_base64: String,
 }
 
@@ -203,15 +308,20 @@ impl std::fmt::Debug for UploadFileReq {
 /// Body of `upload`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(transform = selector_or_ref)]
 pub struct UploadReq {
     /// The `<input type=file>` by CSS selector.
+    #[schemars(length(min = 1, max = MAX_SELECTOR))]
     pub selector: Option<String>,
     /// Or by ref.
     #[serde(rename = "ref")]
+    #[schemars(length(min = 1, max = MAX_REF))]
     pub r#ref: Option<String>,
     /// 1 to 32 files, in total at most `upload_max_mb`.
+    #[schemars(length(min = 1, max = MAX_UPLOAD_FILES))]
     pub files: Vec<UploadFileReq>,
     /// Bound in ms.
+    #[schemars(range(min = 1, max = MAX_TIMEOUT_MS))]
     pub timeout_ms: Option<u64>,
 }
 
@@ -253,18 +363,23 @@ impl UploadReq {
 /// Body of `type`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(transform = selector_or_ref_or_none)]
 pub struct TypeReq {
     /// The text (never logged; audited as its length).
+    #[schemars(length(max = MAX_TYPE_CHARS))]
     pub text: String,
     /// Focus this element first.
+    #[schemars(length(min = 1, max = MAX_SELECTOR))]
     pub selector: Option<String>,
     /// Or this ref.
     #[serde(rename = "ref")]
+    #[schemars(length(min = 1, max = MAX_REF))]
     pub r#ref: Option<String>,
     /// Press Enter afterwards.
     #[serde(default)]
     pub submit: bool,
     /// Bound in ms.
+    #[schemars(range(min = 1, max = MAX_TIMEOUT_MS))]
     pub timeout_ms: Option<u64>,
 }
 
@@ -291,17 +406,21 @@ impl TypeReq {
 /// Body of `type_totp`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(transform = selector_or_ref)]
 pub struct TypeTotpReq {
     /// The field (exactly one of `selector` and `ref`).
+    #[schemars(length(min = 1, max = MAX_SELECTOR))]
     pub selector: Option<String>,
     /// Or this ref.
     #[serde(rename = "ref")]
+    #[schemars(length(min = 1, max = MAX_REF))]
     pub r#ref: Option<String>,
-    /// Which of the domain's seeds (needed when it has several).
-    #[schemars(length(min = 1, max = 100))]
+    /// Which of the domain's seeds (needed when it has several; not blank).
+    #[schemars(length(min = 1, max = MAX_TOTP_LABEL), pattern(NOT_BLANK))]
     pub label: Option<String>,
     /// Bound in ms (a code with under 3 s left is typed after the next
     /// period starts: allow for it).
+    #[schemars(range(min = 1, max = MAX_TIMEOUT_MS))]
     pub timeout_ms: Option<u64>,
 }
 
@@ -311,10 +430,10 @@ impl TypeTotpReq {
         let target = TargetSpec::selector_or_ref(self.selector, self.r#ref)
             .required("the field: a selector or a ref")?;
         let label = match self.label {
-            Some(l) if l.trim().is_empty() || l.chars().count() > 100 => {
-                return Err(ToolError::Invalid(
-                    "label must be 1 to 100 characters".into(),
-                ));
+            Some(l) if !crate::domain::pattern::is_not_blank(&l) || chars(&l) > MAX_TOTP_LABEL => {
+                return Err(ToolError::Invalid(format!(
+                    "label must be 1 to {MAX_TOTP_LABEL} characters, not blank"
+                )));
             }
             l => l,
         };
@@ -333,6 +452,7 @@ impl TypeTotpReq {
 #[serde(deny_unknown_fields)]
 pub struct PressReq {
     /// A `KeyboardEvent.key` name: `Enter`, `Tab`, `ArrowDown`, `a` …
+    #[schemars(schema_with = "crate::cdp::key_schema")]
     pub key: String,
 }
 
@@ -352,28 +472,33 @@ impl PressReq {
 /// Body of `scroll`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(transform = selector_or_ref_or_none)]
 pub struct ScrollReq {
     /// Horizontal pixels.
     #[serde(default)]
+    #[schemars(range(min = -MAX_SCROLL, max = MAX_SCROLL))]
     pub dx: f64,
     /// Vertical pixels.
     #[serde(default)]
+    #[schemars(range(min = -MAX_SCROLL, max = MAX_SCROLL))]
     pub dy: f64,
     /// Scroll at this element (else the viewport centre).
+    #[schemars(length(min = 1, max = MAX_SELECTOR))]
     pub selector: Option<String>,
     /// Or this ref.
     #[serde(rename = "ref")]
+    #[schemars(length(min = 1, max = MAX_REF))]
     pub r#ref: Option<String>,
 }
 
 impl ScrollReq {
     /// The call.
     pub fn into_call(self) -> Result<ToolCall, ToolError> {
-        let ok = |d: f64| d.is_finite() && d.abs() <= 100_000.0;
+        let ok = |d: f64| d.is_finite() && d.abs() <= MAX_SCROLL;
         if !ok(self.dx) || !ok(self.dy) {
-            return Err(ToolError::Invalid(
-                "dx and dy must be finite and at most 100000 in size".into(),
-            ));
+            return Err(ToolError::Invalid(format!(
+                "dx and dy must be finite and at most {MAX_SCROLL} in size"
+            )));
         }
         let target = TargetSpec::selector_or_ref(self.selector, self.r#ref).parse()?;
         Ok(ToolCall::new(Tool::Scroll {
@@ -387,15 +512,20 @@ impl ScrollReq {
 /// Body of `select`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(transform = selector_or_ref)]
 pub struct SelectReq {
     /// The `<select>` by CSS selector.
+    #[schemars(length(min = 1, max = MAX_SELECTOR))]
     pub selector: Option<String>,
     /// Or by ref.
     #[serde(rename = "ref")]
+    #[schemars(length(min = 1, max = MAX_REF))]
     pub r#ref: Option<String>,
     /// Option values or visible texts.
+    #[schemars(length(min = 1, max = MAX_SELECT_VALUES), inner(length(max = MAX_SELECT_VALUE)))]
     pub values: Vec<String>,
     /// Bound in ms.
+    #[schemars(range(min = 1, max = MAX_TIMEOUT_MS))]
     pub timeout_ms: Option<u64>,
 }
 
@@ -403,12 +533,12 @@ impl SelectReq {
     /// The call.
     pub fn into_call(self) -> Result<ToolCall, ToolError> {
         if self.values.is_empty()
-            || self.values.len() > 100
-            || self.values.iter().any(|v| v.len() > 1024)
+            || self.values.len() > MAX_SELECT_VALUES
+            || self.values.iter().any(|v| chars(v) > MAX_SELECT_VALUE)
         {
-            return Err(ToolError::Invalid(
-                "values must hold 1 to 100 strings of at most 1024 bytes".into(),
-            ));
+            return Err(ToolError::Invalid(format!(
+                "values must hold 1 to {MAX_SELECT_VALUES} strings of at most {MAX_SELECT_VALUE} characters"
+            )));
         }
         let target = TargetSpec::selector_or_ref(self.selector, self.r#ref)
             .required("a selector or a ref")?;
@@ -425,12 +555,16 @@ impl SelectReq {
 /// Body of `wait_for`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(transform = text_or_selector)]
 pub struct WaitForReq {
     /// Text anywhere in the page.
+    #[schemars(length(min = 1, max = MAX_WAIT_TEXT))]
     pub text: Option<String>,
     /// Or an element matching this selector.
+    #[schemars(length(min = 1, max = MAX_SELECTOR))]
     pub selector: Option<String>,
     /// Bound in ms (default 5000).
+    #[schemars(range(min = 1, max = MAX_TIMEOUT_MS))]
     pub timeout_ms: Option<u64>,
 }
 
@@ -438,12 +572,14 @@ impl WaitForReq {
     /// The call.
     pub fn into_call(self) -> Result<ToolCall, ToolError> {
         let target = match (self.text, self.selector) {
-            (Some(t), None) if !t.is_empty() && t.len() <= 4096 => WaitTarget::Text(t),
-            (None, Some(s)) if !s.is_empty() && s.len() <= MAX_SELECTOR => WaitTarget::Selector(s),
+            (Some(t), None) if !t.is_empty() && chars(&t) <= MAX_WAIT_TEXT => WaitTarget::Text(t),
+            (None, Some(s)) if !s.is_empty() && chars(&s) <= MAX_SELECTOR => {
+                WaitTarget::Selector(s)
+            }
             _ => {
-                return Err(ToolError::Invalid(
-                    "give exactly one of text (1–4096 bytes) or selector".into(),
-                ));
+                return Err(ToolError::Invalid(format!(
+                    "give exactly one of text (1–{MAX_WAIT_TEXT} characters) or selector (1–{MAX_SELECTOR})"
+                )));
             }
         };
         Ok(ToolCall {
@@ -458,6 +594,7 @@ impl WaitForReq {
 #[serde(deny_unknown_fields)]
 pub struct ReadDomReq {
     /// Cut the HTML to this many characters (1–1000000, default 20000).
+    #[schemars(range(min = 1, max = MAX_DOM_CHARS))]
     pub max_chars: Option<usize>,
 }
 
@@ -465,10 +602,10 @@ impl ReadDomReq {
     /// The call.
     pub fn into_call(self) -> Result<ToolCall, ToolError> {
         let max_chars = self.max_chars.unwrap_or(20_000);
-        if !(1..=1_000_000).contains(&max_chars) {
-            return Err(ToolError::Invalid(
-                "max_chars must be between 1 and 1000000".into(),
-            ));
+        if !(1..=MAX_DOM_CHARS).contains(&max_chars) {
+            return Err(ToolError::Invalid(format!(
+                "max_chars must be between 1 and {MAX_DOM_CHARS}"
+            )));
         }
         Ok(ToolCall::new(Tool::ReadDom { max_chars }))
     }
@@ -479,8 +616,10 @@ impl ReadDomReq {
 #[serde(deny_unknown_fields)]
 pub struct SnapshotReq {
     /// Deepest level kept (1–200, default 40).
+    #[schemars(range(min = 1, max = MAX_SNAPSHOT_DEPTH))]
     pub max_depth: Option<usize>,
     /// Most nodes kept (1–20000, default 1500).
+    #[schemars(range(min = 1, max = MAX_SNAPSHOT_NODES))]
     pub max_nodes: Option<usize>,
 }
 
@@ -491,10 +630,12 @@ impl SnapshotReq {
             max_depth: self.max_depth.unwrap_or(40),
             max_nodes: self.max_nodes.unwrap_or(1500),
         };
-        if !(1..=200).contains(&limits.max_depth) || !(1..=20_000).contains(&limits.max_nodes) {
-            return Err(ToolError::Invalid(
-                "max_depth must be 1–200 and max_nodes 1–20000".into(),
-            ));
+        if !(1..=MAX_SNAPSHOT_DEPTH).contains(&limits.max_depth)
+            || !(1..=MAX_SNAPSHOT_NODES).contains(&limits.max_nodes)
+        {
+            return Err(ToolError::Invalid(format!(
+                "max_depth must be 1–{MAX_SNAPSHOT_DEPTH} and max_nodes 1–{MAX_SNAPSHOT_NODES}"
+            )));
         }
         Ok(ToolCall::new(Tool::Snapshot(limits)))
     }
@@ -505,18 +646,14 @@ impl SnapshotReq {
 #[serde(deny_unknown_fields)]
 pub struct OpenTabReq {
     /// Load this http(s) URL in it.
+    #[schemars(length(min = 1, max = MAX_URL_LEN), pattern(URL_PATTERN))]
     pub url: Option<String>,
 }
 
 impl OpenTabReq {
     /// The call.
     pub fn into_call(self) -> Result<ToolCall, ToolError> {
-        let url = self
-            .url
-            .as_deref()
-            .map(TargetUrl::parse)
-            .transpose()
-            .map_err(url_error)?;
+        let url = self.url.as_deref().map(agent_url).transpose()?;
         Ok(ToolCall::new(Tool::TabOpen { url }))
     }
 }
@@ -583,6 +720,37 @@ pub fn tab_id(raw: String) -> Result<String, ToolError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_base64_pattern_admits_exactly_what_the_upload_decodes() {
+        use base64::Engine;
+        let pattern = regex::Regex::new(BASE64_PATTERN).unwrap();
+        let alphabet = b"AQgw+/=9z";
+        // Every string of up to 4 symbols from a small alphabet, and a few longer.
+        let mut cases: Vec<String> = vec![
+            String::new(),
+            "aGVsbG8=".into(),
+            "aGVsbA==".into(),
+            "aGVsbB==".into(),
+        ];
+        for n in 1..=4u32 {
+            for i in 0..alphabet.len().pow(n) {
+                let mut k = i;
+                let s: String = (0..n)
+                    .map(|_| {
+                        let c = alphabet[k % alphabet.len()] as char;
+                        k /= alphabet.len();
+                        c
+                    })
+                    .collect();
+                cases.push(s);
+            }
+        }
+        for c in cases {
+            let decodes = base64::engine::general_purpose::STANDARD.decode(&c).is_ok();
+            assert_eq!(pattern.is_match(&c), decodes, "{c:?}");
+        }
+    }
 
     fn upload(files: serde_json::Value) -> Result<ToolCall, ToolError> {
         serde_json::from_value::<UploadReq>(serde_json::json!({ "selector": "#f", "files": files }))

@@ -582,7 +582,10 @@ impl SessionManager {
         let max = self.tool_timeout();
         match timeout_ms {
             None => Ok(max),
-            Some(0) => Err(ToolError::Invalid("timeout_ms must be positive".into())),
+            Some(ms) if ms == 0 || ms > input::MAX_TIMEOUT_MS => Err(ToolError::Invalid(format!(
+                "timeout_ms must be between 1 and {}",
+                input::MAX_TIMEOUT_MS
+            ))),
             Some(ms) => Ok(Duration::from_millis(ms).min(max)),
         }
     }

@@ -2,6 +2,7 @@
 //! the egress guard → database state, on pages served on 127.0.0.1.
 
 mod bad_input;
+mod contract;
 mod flow;
 mod isolation;
 mod lifecycle;

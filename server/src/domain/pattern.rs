@@ -61,8 +61,6 @@ mod tests {
             "xn--bcher-kva.example",
         ] {
             assert!(is_host(ok), "{ok}");
-            // Every host the pattern admits is a vault domain too.
-            assert!(ok.parse::<crate::vault::Domain>().is_ok(), "{ok}");
         }
         for bad in [
             "",

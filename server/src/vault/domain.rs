@@ -150,6 +150,24 @@ impl fmt::Display for Domain {
 
 #[cfg(test)]
 mod tests {
+
+    /// Every host the OpenAPI document's host pattern admits is a vault
+    /// domain too (the pattern lives in `domain::pattern`, below this layer).
+    #[test]
+    fn every_host_the_document_admits_is_a_domain() {
+        for ok in [
+            "example.com",
+            "localhost",
+            "a-b.c0",
+            "127.0.0.1",
+            "10.0.0.255",
+            "xn--bcher-kva.example",
+        ] {
+            assert!(crate::domain::pattern::is_host(ok), "{ok}");
+            assert!(ok.parse::<Domain>().is_ok(), "{ok}");
+        }
+    }
+
     use super::*;
 
     fn d(s: &str) -> Domain {

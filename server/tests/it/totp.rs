@@ -192,6 +192,25 @@ async fn granted_session(
     domains: &[&str],
     extra: Value,
 ) -> String {
+    let token = granted_token(app, agent, domains, extra).await;
+    let (status, opened) = agent
+        .post(
+            "/api/sessions",
+            json!({ "credential_mode": "operator", "domains": domains, "grant_token": token }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{opened}");
+    opened["session_id"].as_str().unwrap().to_owned()
+}
+
+/// Asks for a grant of `domains` (with `extra` fields) and approves it:
+/// the token.
+async fn granted_token(
+    app: &TestApp,
+    agent: &AgentClient,
+    domains: &[&str],
+    extra: Value,
+) -> String {
     let mut body = json!({ "domains": domains, "reason": "log in with the second factor" });
     for (k, v) in extra.as_object().unwrap() {
         body[k] = v.clone();
@@ -209,15 +228,22 @@ async fn granted_session(
     .await
     .unwrap();
     let (_, polled) = agent.get(&format!("/api/grants/requests/{rid}")).await;
-    let token = polled["grant_token"].as_str().expect("a token").to_owned();
-    let (status, opened) = agent
-        .post(
-            "/api/sessions",
-            json!({ "credential_mode": "operator", "domains": domains, "grant_token": token }),
-        )
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{opened}");
-    opened["session_id"].as_str().unwrap().to_owned()
+    polled["grant_token"].as_str().expect("a token").to_owned()
+}
+
+/// The app with the seed, the login and `run_task`'s model at `model`.
+async fn task_app(site: &Site, secret: &str, model: SocketAddr) -> TestApp {
+    let base = format!("http://{model}/v1");
+    app_with_seed(
+        site,
+        secret,
+        &[
+            ("CORDON_MODEL_BASE_URL", &base),
+            ("CORDON_MODEL_API_KEY", "sk-test-model"),
+            ("CORDON_MODEL_TIMEOUT_S", "5"),
+        ],
+    )
+    .await
 }
 
 /// Every audit row's action and params, as one text.
@@ -486,37 +512,9 @@ async fn run_task_types_the_code_for_its_placeholder_and_the_model_never_sees_it
         Reply::Text("Thought: verified.\nAction: finished(content='logged in')"),
     ])
     .await;
-    let base = format!("http://{model}/v1");
-    let app = app_with_seed(
-        &site,
-        &secret,
-        &[
-            ("CORDON_MODEL_BASE_URL", &base),
-            ("CORDON_MODEL_API_KEY", "sk-test-model"),
-            ("CORDON_MODEL_TIMEOUT_S", "5"),
-        ],
-    )
-    .await;
+    let app = task_app(&site, &secret, model).await;
     let agent = app.agent("acme").await;
-    let (status, req) = agent
-        .post(
-            "/api/grants/requests",
-            json!({ "domains": ["127.0.0.1"], "reason": "task", "totp": true }),
-        )
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{req}");
-    let rid = req["request_id"].as_str().unwrap();
-    cordon::grants::approve(
-        &app.state.store,
-        &Actor::Cli,
-        &rid.parse().unwrap(),
-        15,
-        false,
-    )
-    .await
-    .unwrap();
-    let (_, polled) = agent.get(&format!("/api/grants/requests/{rid}")).await;
-    let token = polled["grant_token"].as_str().unwrap();
+    let token = granted_token(&app, &agent, &["127.0.0.1"], json!({ "totp": true })).await;
     let (status, result) = agent
         .post(
             "/api/tasks",
@@ -657,36 +655,9 @@ async fn a_typed_code_cannot_be_copied_into_another_field() {
             .collect(),
     )
     .await;
-    let base = format!("http://{model}/v1");
-    let app = app_with_seed(
-        &site,
-        &secret,
-        &[
-            ("CORDON_MODEL_BASE_URL", &base),
-            ("CORDON_MODEL_API_KEY", "sk-test-model"),
-            ("CORDON_MODEL_TIMEOUT_S", "5"),
-        ],
-    )
-    .await;
+    let app = task_app(&site, &secret, model).await;
     let agent = app.agent("acme").await;
-    let (_, req) = agent
-        .post(
-            "/api/grants/requests",
-            json!({ "domains": ["127.0.0.1"], "reason": "task", "totp": true }),
-        )
-        .await;
-    let rid = req["request_id"].as_str().unwrap();
-    cordon::grants::approve(
-        &app.state.store,
-        &Actor::Cli,
-        &rid.parse().unwrap(),
-        15,
-        false,
-    )
-    .await
-    .unwrap();
-    let (_, polled) = agent.get(&format!("/api/grants/requests/{rid}")).await;
-    let token = polled["grant_token"].as_str().unwrap();
+    let token = granted_token(&app, &agent, &["127.0.0.1"], json!({ "totp": true })).await;
     let (status, result) = agent
         .post(
             "/api/tasks",

@@ -198,19 +198,8 @@ impl Vault {
         tenant: &TenantId,
         id: &str,
     ) -> Result<TotpInfo, VaultError> {
-        self.require_tenant(tenant).await?;
-        let row = self
-            .store
-            .totp_get(tenant, id)
-            .await?
-            .ok_or_else(|| VaultError::TotpNotFound(id.chars().take(64).collect()))?;
-        self.audit(
-            NewEvent::new(actor.clone(), "vault.totp.delete")
-                .tenant(tenant)
-                .params(json!({ "totp": row.info.id, "domain": row.info.domain, "label": row.info.label }))
-                .outcome("requested"),
-        )
-        .await?;
+        self.requested(actor, tenant, id, "vault.totp.delete")
+            .await?;
         self.store
             .totp_delete(tenant, id)
             .await?
@@ -226,19 +215,9 @@ impl Vault {
         tenant: &TenantId,
         id: &str,
     ) -> Result<(TotpInfo, Zeroizing<String>), VaultError> {
-        self.require_tenant(tenant).await?;
         let row = self
-            .store
-            .totp_get(tenant, id)
-            .await?
-            .ok_or_else(|| VaultError::TotpNotFound(id.chars().take(64).collect()))?;
-        self.audit(
-            NewEvent::new(actor.clone(), "vault.totp.export")
-                .tenant(tenant)
-                .params(json!({ "totp": row.info.id, "domain": row.info.domain, "label": row.info.label }))
-                .outcome("requested"),
-        )
-        .await?;
+            .requested(actor, tenant, id, "vault.totp.export")
+            .await?;
         let seed = self.open_totp(&row)?;
         let secret = Zeroizing::new(base32_encode(seed.secret()));
         let enc = |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
@@ -305,6 +284,31 @@ impl Vault {
             info: row.info.clone(),
             seed,
         })
+    }
+
+    /// The tenant's seed `id`, once `action` on it is audited as requested
+    /// (by id, domain and label); `TotpNotFound` if there is none.
+    async fn requested(
+        &self,
+        actor: &Actor,
+        tenant: &TenantId,
+        id: &str,
+        action: &str,
+    ) -> Result<TotpRow, VaultError> {
+        self.require_tenant(tenant).await?;
+        let row = self
+            .store
+            .totp_get(tenant, id)
+            .await?
+            .ok_or_else(|| VaultError::TotpNotFound(id.chars().take(64).collect()))?;
+        self.audit(
+            NewEvent::new(actor.clone(), action)
+                .tenant(tenant)
+                .params(json!({ "totp": row.info.id, "domain": row.info.domain, "label": row.info.label }))
+                .outcome("requested"),
+        )
+        .await?;
+        Ok(row)
     }
 
     /// Records that a code of `id` was typed.

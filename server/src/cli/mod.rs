@@ -211,6 +211,10 @@ pub enum ConfigCommand {
     /// Print the settings in force as TOML (secrets shown as ***), after
     /// checking them as `serve` would (with the `kube` driver, its pod template too).
     Show,
+    /// Print the reference table of every setting (key, environment
+    /// variable, default, what it does) as Markdown, from the settings'
+    /// own doc comments: docs/configuration.md holds it.
+    Docs,
 }
 
 /// `cordon tenant …`
@@ -382,6 +386,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     if let Some(Command::Relay(args)) = cli.command {
         return crate::sandbox::relay::run(args).await;
     }
+    // The reference is the declaration's, whatever the settings in force.
+    if let Some(Command::Config {
+        command: ConfigCommand::Docs,
+    }) = &cli.command
+    {
+        print!("{}", crate::config::reference());
+        return Ok(ExitCode::SUCCESS);
+    }
     let settings = Settings::load(cli.config.as_deref())?;
     telemetry::init_tracing(settings.log_format, &settings.log_level);
     match cli.command.unwrap_or(Command::Serve) {
@@ -510,6 +522,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             }
         }
+        Command::Config {
+            command: ConfigCommand::Docs,
+        } => unreachable!("answered before the settings load"),
         Command::Config {
             command: ConfigCommand::Show,
         } => {

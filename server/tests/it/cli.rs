@@ -793,3 +793,27 @@ async fn audit_export_writes_json_lines_that_verify_offline_and_a_tampered_file_
         assert_clean_failure(&out, "RFC 3339");
     }
 }
+
+/// docs/configuration.md's reference is `cordon config docs`' output: a
+/// setting added, removed or re-documented in the code fails here until
+/// the page is regenerated.
+#[test]
+fn the_configuration_page_holds_the_generated_reference() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = cordon(dir.path(), &[], &["config", "docs"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let generated = String::from_utf8(out.stdout).unwrap();
+    assert!(generated.lines().count() > 50, "{generated}");
+    let page = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/configuration.md"),
+    )
+    .unwrap();
+    let begin = "<!-- settings:begin -->\n";
+    let start = page.find(begin).expect("the begin marker") + begin.len();
+    let end = page.find("<!-- settings:end -->").expect("the end marker");
+    assert!(
+        page[start..end] == generated,
+        "docs/configuration.md's reference differs from the code: regenerate it with \
+         `cargo run -p cordon -- config docs` and paste it between the markers"
+    );
+}

@@ -1,22 +1,46 @@
-//! What a person can do about a failure: a [`Fix`] attached to an error
-//! (outermost) travels with it and is printed on its own line after the
-//! cause, so a first start that fails says why and what to change.
+//! What a person can do about a failure: an error made [`Fixed`] carries
+//! its remedy, and the command line prints it on its own line after the
+//! cause, so a first start that fails says why and what to change. The
+//! error reads as before everywhere else (`to_string`, `{:#}`, logs).
 
 use std::fmt;
 
-/// The remedy of a failure, for a person.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Fix(pub String);
+/// An error with its remedy. Displays as the error (its source chain
+/// unchanged); the remedy is read with [`render`] or [`fix_of`].
+pub struct Fixed {
+    cause: anyhow::Error,
+    fix: String,
+}
 
-impl fmt::Display for Fix {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+impl Fixed {
+    /// `cause`, carrying `fix`.
+    pub fn new(cause: impl Into<anyhow::Error>, fix: impl Into<String>) -> anyhow::Error {
+        anyhow::Error::new(Self {
+            cause: cause.into(),
+            fix: fix.into(),
+        })
     }
 }
 
-impl std::error::Error for Fix {}
+impl fmt::Display for Fixed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.cause, f)
+    }
+}
 
-/// Attaches a [`Fix`] to an error.
+impl fmt::Debug for Fixed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?} (fix: {})", self.cause, self.fix)
+    }
+}
+
+impl std::error::Error for Fixed {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.cause.source()
+    }
+}
+
+/// Attaches a remedy to an error.
 pub trait WithFix<T> {
     /// The error, with `fix` as what to do about it.
     fn fix(self, fix: impl Into<String>) -> anyhow::Result<T>;
@@ -24,22 +48,21 @@ pub trait WithFix<T> {
 
 impl<T, E: Into<anyhow::Error>> WithFix<T> for Result<T, E> {
     fn fix(self, fix: impl Into<String>) -> anyhow::Result<T> {
-        self.map_err(|e| e.into().context(Fix(fix.into())))
+        self.map_err(|e| Fixed::new(e, fix))
     }
+}
+
+/// The remedy an error carries, wherever in its chain.
+pub fn fix_of(e: &anyhow::Error) -> Option<&str> {
+    e.downcast_ref::<Fixed>().map(|f| f.fix.as_str())
 }
 
 /// The error as the command line prints it: the cause chain on one line
 /// (`a: b: c`), then `fix: …` on the next when the error carries one.
 pub fn render(e: &anyhow::Error) -> String {
-    let fix = e.downcast_ref::<Fix>().map(|f| f.0.clone());
-    let chain: Vec<String> = e
-        .chain()
-        .map(ToString::to_string)
-        .filter(|s| Some(s) != fix.as_ref())
-        .collect();
-    match fix {
-        Some(f) => format!("{}\nfix: {f}", chain.join(": ")),
-        None => chain.join(": "),
+    match fix_of(e) {
+        Some(f) => format!("{e:#}\nfix: {f}"),
+        None => format!("{e:#}"),
     }
 }
 
@@ -53,10 +76,17 @@ mod tests {
         let e: anyhow::Result<()> = Err(std::io::Error::other("Address already in use"))
             .context("bind: cannot listen on 127.0.0.1:8080")
             .fix("stop the other process, or set bind to another port");
+        let e = e.unwrap_err();
         assert_eq!(
-            render(&e.unwrap_err()),
+            render(&e),
             "bind: cannot listen on 127.0.0.1:8080: Address already in use\n\
              fix: stop the other process, or set bind to another port"
+        );
+        // Everywhere else the error reads as before.
+        assert_eq!(e.to_string(), "bind: cannot listen on 127.0.0.1:8080");
+        assert_eq!(
+            format!("{e:#}"),
+            "bind: cannot listen on 127.0.0.1:8080: Address already in use"
         );
         let plain = anyhow::anyhow!("inner").context("outer");
         assert_eq!(render(&plain), "outer: inner");
@@ -67,5 +97,6 @@ mod tests {
         let e: anyhow::Result<()> = Err(anyhow::anyhow!("root cause")).fix("do this");
         let e = e.context("while starting").unwrap_err();
         assert_eq!(render(&e), "while starting: root cause\nfix: do this");
+        assert_eq!(fix_of(&e), Some("do this"));
     }
 }

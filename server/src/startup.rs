@@ -372,7 +372,7 @@ fn key_fix(e: crate::crypto::KeyError) -> anyhow::Error {
         KeyError::SameKey(_) => None,
     };
     match fix {
-        Some(f) => anyhow::Error::new(e).context(crate::fix::Fix(f.into())),
+        Some(f) => crate::fix::Fixed::new(e, f),
         None => e.into(),
     }
 }

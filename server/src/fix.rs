@@ -14,7 +14,7 @@ pub struct Fixed {
 
 impl Fixed {
     /// `cause`, carrying `fix`.
-    pub fn new(cause: impl Into<anyhow::Error>, fix: impl Into<String>) -> anyhow::Error {
+    pub fn error(cause: impl Into<anyhow::Error>, fix: impl Into<String>) -> anyhow::Error {
         anyhow::Error::new(Self {
             cause: cause.into(),
             fix: fix.into(),
@@ -48,7 +48,7 @@ pub trait WithFix<T> {
 
 impl<T, E: Into<anyhow::Error>> WithFix<T> for Result<T, E> {
     fn fix(self, fix: impl Into<String>) -> anyhow::Result<T> {
-        self.map_err(|e| Fixed::new(e, fix))
+        self.map_err(|e| Fixed::error(e, fix))
     }
 }
 

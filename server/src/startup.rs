@@ -372,7 +372,7 @@ fn key_fix(e: crate::crypto::KeyError) -> anyhow::Error {
         KeyError::SameKey(_) => None,
     };
     match fix {
-        Some(f) => crate::fix::Fixed::new(e, f),
+        Some(f) => crate::fix::Fixed::error(e, f),
         None => e.into(),
     }
 }

@@ -79,7 +79,7 @@ fn pem_error(setting: &str, path: &Path, err: pem::Error, what: &str) -> anyhow:
             format!("point {setting} at the PEM file of the {what}"),
         ),
     };
-    crate::fix::Fixed::new(e, fix)
+    crate::fix::Fixed::error(e, fix)
 }
 
 #[cfg(test)]

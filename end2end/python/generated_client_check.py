@@ -78,9 +78,8 @@ with client as c:
         n for n in refs(snap.nodes) if n.role == "button" and isinstance(n.ref, str)
     )
     seen["button"] = button.name
-    clicked = post_sessions_id_click.sync_detailed(sid, client=c, body=ElementReqType2(ref=button.ref))
-    seen["click"] = clicked.status_code.value
-
+    # A selector that matches nothing, while the page is still (the button
+    # below submits its form and replaces the document).
     missing = expect(
         post_sessions_id_click.sync(
             sid, client=c, body=ElementReqType1(selector="#nope", timeout_ms=2000)
@@ -89,6 +88,8 @@ with client as c:
         "click on nothing",
     )
     seen["missing"] = missing.error.code
+    clicked = post_sessions_id_click.sync_detailed(sid, client=c, body=ElementReqType2(ref=button.ref))
+    seen["click"] = clicked.status_code.value
 
     asked = post_grants_requests.sync_detailed(
         client=c,

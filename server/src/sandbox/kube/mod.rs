@@ -479,7 +479,7 @@ impl Driver for KubeDriver {
     async fn start(&self, spec: SandboxSpec) -> anyhow::Result<Sandbox> {
         // Nothing of the browser lives here; the directory only keeps the
         // layout the other drivers have (uploads and downloads cannot reach
-        // a pod: see ARCHITECTURE.md).
+        // a pod: see docs/internals/kubernetes.md).
         tokio::fs::create_dir_all(&spec.runtime_dir)
             .await
             .with_context(|| format!("cannot create {}", spec.runtime_dir.display()))?;

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use app::api::DashboardHandle;
@@ -246,8 +246,11 @@ impl Application {
         self.state.clone()
     }
 
-    /// Serves until `shutdown` resolves, then finishes in-flight requests and
-    /// closes the database.
+    /// Serves until `shutdown` resolves, then stops within [`STOP_BUDGET`]:
+    /// every browser first (at once, whatever the database does), in-flight
+    /// requests meanwhile (cut after [`DRAIN`]), then the database's
+    /// bookkeeping for the time that is left. An orchestrator's grace (30 s
+    /// by Kubernetes' default) is never what ends it.
     pub async fn run_until(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
@@ -259,31 +262,98 @@ impl Application {
         // client would hold it forever.
         let changes = self.state.store.changes().clone();
         let mcp = self.mcp_shutdown.clone();
+        let sessions = self.state.sessions.clone();
+        let Self {
+            listener,
+            tls: tls_config,
+            router,
+            state,
+            dashboard_url,
+            ..
+        } = self;
+        let (began_tx, mut began) = tokio::sync::watch::channel(None::<tokio::time::Instant>);
         let shutdown = async move {
             shutdown.await;
+            let t0 = tokio::time::Instant::now();
+            let _ = began_tx.send(Some(t0));
             changes.stop();
             mcp.cancel();
         };
-        tracing::info!(%addr, https, dashboard = %self.dashboard_url, "cordon listening; dashboard at {}", self.dashboard_url);
-        match self.tls {
-            Some(config) => tls::serve(self.listener, config, self.router, shutdown).await,
-            None => axum::serve(
-                self.listener.tap_io(no_delay),
-                self.router
-                    .into_make_service_with_connect_info::<std::net::SocketAddr>(),
-            )
-            .with_graceful_shutdown(shutdown)
+        tracing::info!(%addr, https, dashboard = %dashboard_url, "cordon listening; dashboard at {dashboard_url}");
+        let serve = async {
+            match tls_config {
+                Some(config) => {
+                    tls::serve(listener, config, router, shutdown).await;
+                    Ok(())
+                }
+                None => axum::serve(
+                    listener.tap_io(no_delay),
+                    router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+                )
+                .with_graceful_shutdown(shutdown)
+                .await
+                .context("server failed"),
+            }
+        };
+        let mut cut_rx = began.clone();
+        let cut = async move {
+            let began = cut_rx.wait_for(Option::is_some).await.ok().and_then(|t| *t);
+            // None: the server ended on its own (an error), nothing to cut.
+            let Some(t0) = began else {
+                return std::future::pending().await;
+            };
+            tokio::time::sleep_until(t0 + DRAIN).await;
+        };
+        let served = async {
+            tokio::select! {
+                r = serve => r,
+                () = cut => {
+                    tracing::warn!(drain_s = DRAIN.as_secs(), "shutdown: in-flight requests cut");
+                    Ok(())
+                }
+            }
+        };
+        // The browsers go first, at the signal, while requests drain.
+        let browsers = async {
+            let t0 = began
+                .wait_for(Option::is_some)
+                .await
+                .ok()
+                .and_then(|t| *t)
+                .unwrap_or_else(tokio::time::Instant::now);
+            sessions.shutdown(t0 + SESSIONS_BUDGET).await;
+            t0
+        };
+        let (served, t0) = tokio::join!(served, browsers);
+        state.housekeeping.stop();
+        if tokio::time::timeout_at(t0 + LEAVE_BUDGET, state.cluster.leave())
             .await
-            .context("server failed")?,
+            .is_err()
+        {
+            tracing::warn!("shutdown: could not mark this replica stopped in time");
         }
-        self.state.housekeeping.stop();
-        self.state.sessions.shutdown().await;
-        self.state.cluster.leave().await;
-        self.state.store.close().await;
-        tracing::info!("cordon stopped");
-        Ok(())
+        let close_by =
+            (t0 + STOP_BUDGET).max(tokio::time::Instant::now() + Duration::from_millis(100));
+        if tokio::time::timeout_at(close_by, state.store.close())
+            .await
+            .is_err()
+        {
+            tracing::warn!("shutdown: the database did not close in time");
+        }
+        tracing::info!(took_ms = t0.elapsed().as_millis(), "cordon stopped");
+        served
     }
 }
+
+/// The whole stop, from the signal to the end of [`Application::run_until`]
+/// (an orchestrator's grace is 30 s by default; systemd's 90 s).
+pub const STOP_BUDGET: Duration = Duration::from_secs(9);
+/// In-flight requests get this long once a stop begins.
+const DRAIN: Duration = Duration::from_secs(3);
+/// Browsers stopped and sessions' rows written by then.
+const SESSIONS_BUDGET: Duration = Duration::from_secs(6);
+/// This replica marked stopped by then.
+const LEAVE_BUDGET: Duration = Duration::from_millis(7500);
 
 /// Sends each write at once. An answer written in several pieces (an MCP
 /// result on its SSE stream: an event, then the end of the stream) would

@@ -1,5 +1,5 @@
 //! Tenants and their agent API keys: created and revoked only through
-//! here (the CLI today, the dashboard's admin pages next), each change
+//! here (the CLI and the dashboard's Tenants page), each change
 //! audited before it is made. Keys are shown once; only their hash is kept.
 
 use serde_json::json;

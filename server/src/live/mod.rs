@@ -2,7 +2,7 @@
 //! WebSocket (`/live/{session}`), and an operator's input sent back through
 //! the one tool pipeline.
 //!
-//! - `ticket.rs`: single-use tickets (≤ 60 s) bound to one operator and one
+//! - `ticket.rs`: single-use tickets (valid 30 s) bound to one operator and one
 //!   session, handed out by a server function; only their hash is kept.
 //! - `socket.rs`: the upgrade (ticket and dashboard cookie both checked,
 //!   refusals audited) and the connection: messages in, page state and

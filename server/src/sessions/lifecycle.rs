@@ -63,6 +63,13 @@ impl SessionManager {
             return;
         };
         let failed = error.is_some();
+        // While the replica stops, the browser goes first: a database that
+        // is gone must not keep it running (each write would wait out the
+        // pool's timeout before the stop).
+        let browser_first = inner.shutting_down();
+        if browser_first {
+            self.teardown(&live).await;
+        }
         if let Err(e) = inner.store.session_closing(id.as_str()).await {
             tracing::error!(error = %format!("{e:#}"), "failed to mark a session closing");
         }
@@ -79,24 +86,8 @@ impl SessionManager {
         {
             tracing::error!(error = %format!("{e:#}"), "failed to audit a session close");
         }
-        // Wait for a running tool call to let go of the tabs, but not forever.
-        let _tabs = tokio::time::timeout(Duration::from_secs(2), live.tabs.lock()).await;
-        if let Some(downloads) = &live.downloads {
-            downloads.stop_watching();
-        }
-        if let Err(e) = inner.driver.stop(&live.sandbox).await {
-            tracing::error!(error = %format!("{e:#}"), sandbox.id = %live.sandbox.id, "failed to stop a sandbox");
-        }
-        if let Some(limits) = &live.sandbox.limits {
-            limits.remove().await;
-        }
-        inner
-            .known
-            .lock()
-            .expect("known lock")
-            .remove(&live.sandbox.id);
-        if let Some(egress) = live.egress.lock().await.take() {
-            egress.close().await;
+        if !browser_first {
+            self.teardown(&live).await;
         }
         if let Err(e) = inner.store.sandbox_stopped(&live.sandbox.id).await {
             tracing::error!(error = %format!("{e:#}"), sandbox.id = %live.sandbox.id, "failed to record a sandbox's stop");
@@ -137,6 +128,30 @@ impl SessionManager {
             self.release(&live.tenant);
         }
         metrics::counter!("cordon_sessions_closed_total", "reason" => reason.as_str()).increment(1);
+    }
+
+    /// Stops a session's browser and what runs beside it (limits, egress).
+    async fn teardown(&self, live: &LiveSession) {
+        let inner = &self.0;
+        // Wait for a running tool call to let go of the tabs, but not forever.
+        let _tabs = tokio::time::timeout(Duration::from_secs(2), live.tabs.lock()).await;
+        if let Some(downloads) = &live.downloads {
+            downloads.stop_watching();
+        }
+        if let Err(e) = inner.driver.stop(&live.sandbox).await {
+            tracing::error!(error = %format!("{e:#}"), sandbox.id = %live.sandbox.id, "failed to stop a sandbox");
+        }
+        if let Some(limits) = &live.sandbox.limits {
+            limits.remove().await;
+        }
+        inner
+            .known
+            .lock()
+            .expect("known lock")
+            .remove(&live.sandbox.id);
+        if let Some(egress) = live.egress.lock().await.take() {
+            egress.close().await;
+        }
     }
 
     /// Closes sessions past their deadline or idle timeout and fails those
@@ -203,8 +218,11 @@ impl SessionManager {
         out
     }
 
-    /// Stops everything: open sessions (reason `shutdown`) and the warm pool.
-    pub async fn shutdown(&self) {
+    /// Stops everything: open sessions (reason `shutdown`) and the warm
+    /// pool, by `deadline`. Every browser is stopped first and all at once;
+    /// the database's bookkeeping follows for what time is left (what it
+    /// cuts, the reaper finishes at the next start).
+    pub async fn shutdown(&self, deadline: tokio::time::Instant) {
         self.stop_accepting();
         let ids: Vec<SessionId> = self
             .0
@@ -214,17 +232,32 @@ impl SessionManager {
             .keys()
             .cloned()
             .collect();
-        for id in ids {
-            self.end(&id, CloseReason::Shutdown, None, Actor::System)
+        let ends = futures::future::join_all(
+            ids.iter()
+                .map(|id| self.end(id, CloseReason::Shutdown, None, Actor::System)),
+        );
+        let pool = async {
+            // Let browsers that are still starting finish, then stop them too.
+            while self.0.pool.starting() > 0 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            futures::future::join_all(self.0.pool.drain().into_iter().map(|w| self.0.dispose(w)))
                 .await;
-        }
-        // Let browsers that are still starting finish, then stop them too.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while self.0.pool.starting() > 0 && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        for warm in self.0.pool.drain() {
-            self.0.dispose(warm).await;
+        };
+        if tokio::time::timeout_at(deadline, futures::future::join(ends, pool))
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                sessions = ids.len(),
+                "shutdown: time is up; the next start's reaper finishes the bookkeeping"
+            );
+            // Whatever is left (a browser still starting): stop it now.
+            for sb in self.sandboxes() {
+                if let Some(pid) = sb.pid {
+                    crate::sandbox::kill_group(pid, &sb.marker, Duration::ZERO).await;
+                }
+            }
         }
     }
 }

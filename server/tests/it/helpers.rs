@@ -167,7 +167,11 @@ impl TestApp {
 
     /// With extra `CORDON_*` settings.
     pub async fn spawn_with(backend: Backend, extra: &[(&str, &str)]) -> Self {
-        let db = TestDb::new(backend).await;
+        Self::spawn_on(TestDb::new(backend).await, extra).await
+    }
+
+    /// On a database of the caller's (one reached through a proxy).
+    pub async fn spawn_on(db: TestDb, extra: &[(&str, &str)]) -> Self {
         let tls = tls_cert_in(extra);
         let app = Application::build(test_settings(&db, extra))
             .await
@@ -278,6 +282,17 @@ impl TestApp {
     }
 
     /// Stops the server gracefully and waits for it; the database outlives it.
+    /// Stops the server and answers how its `run_until` ended.
+    pub async fn stop_raw(&mut self) -> anyhow::Result<()> {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        match self.task.take() {
+            Some(task) => task.await.expect("server task"),
+            None => Ok(()),
+        }
+    }
+
     pub async fn stop(mut self) -> TestDb {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());

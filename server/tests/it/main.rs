@@ -29,6 +29,7 @@ mod replicas;
 mod scope;
 mod sessions;
 mod site;
+mod stop;
 mod storage;
 mod tasks;
 mod tls;

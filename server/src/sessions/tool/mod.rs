@@ -1,5 +1,5 @@
-//! The one path every tool call takes, whoever asks (the HTTP API and MCP
-//! today; `run_task` and an operator's live input next): bound → control →
+//! The one path every tool call takes, whoever asks (the HTTP API, MCP,
+//! `run_task`, the live view and live links): bound → control →
 //! risk gate (`gate.rs`) → audit → tab lock → CDP, with a crashed tab answered at once → a dead
 //! browser fails the session → recording → result. Callers only parse their
 //! input into a [`ToolCall`] and shape the [`ToolOutput`].

@@ -84,6 +84,19 @@ export async function startCordon(dataDir, env = {}) {
   return { url, stop, child, enrollLink, logs };
 }
 
+/** Runs `body`; when it fails, prints the last lines of the server's log
+ * first (which requests arrived, and how they ended) so a failure in CI can
+ * be read without a rerun. The log holds no secret (tests check that). */
+export async function withServerLog(server, body, lines = 80) {
+  try {
+    return await body();
+  } catch (e) {
+    const tail = server.logs().trimEnd().split('\n').slice(-lines).join('\n');
+    console.log(`--- the server's last ${lines} log lines ---\n${tail}\n--- end of the server's log ---`);
+    throw e;
+  }
+}
+
 /** Launches Debian's Chromium through Playwright. */
 export async function launchBrowser() {
   return chromium.launch({

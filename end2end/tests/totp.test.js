@@ -12,7 +12,7 @@ import { readFileSync } from 'node:fs';
 import QRCode from 'qrcode';
 import {
   shot, agentApi, cordon, enroll, freshDataDir, launchBrowser, live, operatorPage, removeDir,
-  serverFn, startCordon, waitFor,
+  serverFn, startCordon, waitFor, withServerLog,
 } from './helpers.js';
 import { PASSWORD, USER, startSite, totpCode } from './site.js';
 
@@ -72,7 +72,7 @@ async function at(page, x, y, width = 1280) {
   return [box.x + x * scale, box.y + y * scale];
 }
 
-test('an operator stores a seed from a QR code, logs in with a typed code, and an agent passes a step-up prompt without seeing a code', async () => {
+test('an operator stores a seed from a QR code, logs in with a typed code, and an agent passes a step-up prompt without seeing a code', () => withServerLog(server, async () => {
   const { page, errors } = admin;
 
   // The seed, from a QR code image on the Credentials page.
@@ -166,6 +166,8 @@ test('an operator stores a seed from a QR code, logs in with a typed code, and a
   assert.deepEqual(site.codes.map((c) => c.ok), [true]);
   await page.click('#save-login');
   await page.waitForSelector('#save-diff', { timeout: 30_000 });
+  // Leave the live page once its view has seen the end (as live.test.js does).
+  await waitFor('the view to say the session ended', async () => (await viewState(page))?.state === 'ended', 30_000);
 
   // The agent asks for codes; the Grants page says so; approved.
   const asked = await agentApi(server.url, key, 'POST', '/api/grants/requests',
@@ -215,4 +217,4 @@ test('an operator stores a seed from a QR code, logs in with a typed code, and a
   assert.ok(!holdsACode(server.logs()), 'the server log holds a code');
   assert.ok(!server.logs().includes(base32(secret)), 'the server log holds the secret');
   assert.deepEqual(errors, []);
-});
+}));

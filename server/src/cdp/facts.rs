@@ -18,10 +18,10 @@
 //!   element it belongs to, generated content included;
 //! - a hit on an `<iframe>` whose frame runs out of process (cross-site,
 //!   a payment provider's) is followed into that frame through its own
-//!   target (`frames.rs`), up to `frames::MAX_DEPTH` frames deep;
+//!   target (`frames.rs`), up to `frames::MAX_DEPTH` frames deep, and so
+//!   is a focus held inside such a frame (what a key or typed text acts on);
 //! - what cannot be seen (a frame that cannot be followed, a canvas, a
-//!   plugin, a focus inside a closed shadow root or an out-of-process
-//!   frame) is reported as `unknown` with the reason: the gate never takes
+//!   plugin, a focus inside a closed shadow root) is reported as `unknown` with the reason: the gate never takes
 //!   it for harmless.
 //!
 //! Read-only, but for the pointer: the page is neither scrolled nor
@@ -456,10 +456,13 @@ pub(super) fn unknown_at(why: &str) -> Value {
 }
 
 /// The facts of `object` (in the isolated world), with the accessibility
-/// tree's names; `Null` for no object.
-async fn object_facts(page: &Page, object: Option<RemoteObjectId>) -> Result<Value, CdpError> {
+/// tree's names, and its node; `Null` for no object.
+async fn object_facts(
+    page: &Page,
+    object: Option<RemoteObjectId>,
+) -> Result<(Value, Option<BackendNodeId>), CdpError> {
     let Some(object) = object else {
-        return Ok(Value::Null);
+        return Ok((Value::Null, None));
     };
     let described = page
         .execute(
@@ -486,7 +489,7 @@ async fn object_facts(page: &Page, object: Option<RemoteObjectId>) -> Result<Val
             Value::String("inside a closed shadow root the gate cannot enter".into()),
         );
     }
-    Ok(facts)
+    Ok((facts, Some(backend)))
 }
 
 /// A left click whose target is judged where the button will go down:
@@ -576,11 +579,28 @@ pub async fn element_facts(
             }
             Some(other) => {
                 let object = super::tools::object_for(page, other).await?;
-                object_facts(page, object).await?
+                object_facts(page, object).await?.0
             }
             None => {
                 let (object, _) = evaluate_isolated(page, FOCUS_EXPR).await?;
-                object_facts(page, object).await?
+                let (facts, node) = object_facts(page, object).await?;
+                // The focus is in a frame this world cannot enter (out of
+                // process): read it there, through the frame's own target.
+                let reach = Reach::new(browser, timeout);
+                if facts["frame"].as_bool().unwrap_or(false)
+                    && let (Some(browser), Some(node)) = (reach.browser, node)
+                {
+                    let follow = super::frames::focus_in_frame(page, browser, node);
+                    match tokio::time::timeout(reach.bound, follow).await {
+                        Ok(Ok(inside)) => return Ok(inside),
+                        // The `<iframe>`'s own facts stay: unknown.
+                        Ok(Err(e)) => {
+                            tracing::debug!(error = %e, "cannot follow the focus into its frame");
+                        }
+                        Err(_) => tracing::debug!("following the focus into its frame timed out"),
+                    }
+                }
+                facts
             }
         };
         let host = facts

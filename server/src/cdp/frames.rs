@@ -1,4 +1,5 @@
-//! A click's hit test followed into out-of-process frames.
+//! A click's hit test, and a key's focus, followed into out-of-process
+//! frames.
 //!
 //! With site isolation, a cross-site `<iframe>` (a payment provider's)
 //! runs in a renderer of its own: the tab's hit test stops at the
@@ -267,6 +268,157 @@ pub(super) async fn facts_in_frame(
         "a click's hit test followed into its frame"
     );
     res
+}
+
+/// The focused element inside the out-of-process frame of the tab's
+/// `<iframe>` `iframe` (the element that holds the tab's focus), followed
+/// into frames in it [`MAX_DEPTH`] deep, with the host of its frame: what
+/// a key pressed or text typed now acts on. Errors leave the caller's
+/// facts (the `<iframe>`'s: unknown) as they were.
+pub(super) async fn focus_in_frame(
+    page: &Page,
+    ws_url: &str,
+    iframe: BackendNodeId,
+) -> Result<(String, Value), CdpError> {
+    let (described, opened) = futures::join!(
+        page.execute(
+            DescribeNodeParams::builder()
+                .backend_node_id(iframe)
+                .depth(0)
+                .build()
+        ),
+        async {
+            let mut client = Client::open(ws_url).await?;
+            match targets(&mut client).await {
+                Ok(t) => Ok((client, t)),
+                Err(e) => {
+                    client.close().await;
+                    Err(e)
+                }
+            }
+        }
+    );
+    let (mut client, targets) = opened?;
+    let res = async {
+        let described = serde_json::to_value(&described?.result)
+            .map_err(|e| CdpError::Protocol(e.to_string()))?;
+        let mut frame_id = frame_of(&described)?;
+        let mut depth = 1;
+        loop {
+            let session = attach(&mut client, &targets, &frame_id).await?;
+            let (facts, node) = focus_at(&mut client, &session, &frame_id).await?;
+            if facts["frame"].as_bool().unwrap_or(false) && depth < MAX_DEPTH {
+                let inner = client
+                    .call(
+                        Some(&session),
+                        "DOM.describeNode",
+                        json!({ "backendNodeId": node, "depth": 0 }),
+                    )
+                    .await?;
+                frame_id = frame_of(&inner)?;
+                depth += 1;
+                continue;
+            }
+            let host = facts["host"].as_str().unwrap_or_default().to_owned();
+            return Ok((host, facts));
+        }
+    }
+    .await;
+    client.close().await;
+    res
+}
+
+/// The id of the frame a described `<iframe>` shows.
+fn frame_of(described: &Value) -> Result<String, CdpError> {
+    described["node"]["frameId"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| CdpError::Failed("the frame element shows no frame".into()))
+}
+
+/// The focused element of the frame of `session` (its own document's
+/// focus, followed into open shadow roots and frames of its process), its
+/// facts with the accessibility tree's names, and its node.
+async fn focus_at(
+    client: &mut Client,
+    session: &str,
+    frame_id: &str,
+) -> Result<(Value, i64), CdpError> {
+    let s = Some(session);
+    let world = client
+        .call(
+            s,
+            "Page.createIsolatedWorld",
+            json!({ "frameId": frame_id, "worldName": super::facts::WORLD }),
+        )
+        .await?;
+    let ctx = world["executionContextId"]
+        .as_i64()
+        .ok_or_else(|| CdpError::Failed("no isolated world in the frame".into()))?;
+    let focused = client
+        .call(
+            s,
+            "Runtime.evaluate",
+            json!({ "expression": super::facts::FOCUS_EXPR, "contextId": ctx }),
+        )
+        .await?;
+    if focused.get("exceptionDetails").is_some() {
+        return Err(CdpError::Failed("script error".into()));
+    }
+    let object = focused["result"]["objectId"]
+        .as_str()
+        .ok_or_else(|| CdpError::Failed("nothing has the frame's focus".into()))?
+        .to_owned();
+    let described = client
+        .call(
+            s,
+            "DOM.describeNode",
+            json!({ "objectId": object, "depth": 0, "pierce": true }),
+        )
+        .await?;
+    let node = described["node"]["backendNodeId"]
+        .as_i64()
+        .ok_or_else(|| CdpError::Failed("the focused node cannot be read".into()))?;
+    let closed = described["node"]["shadowRoots"]
+        .as_array()
+        .is_some_and(|roots| roots.iter().any(|r| r["shadowRootType"] == "closed"));
+    let tree = client
+        .send(
+            s,
+            "Accessibility.getPartialAXTree",
+            json!({ "backendNodeId": node, "fetchRelatives": true }),
+        )
+        .await?;
+    let res = client
+        .call(
+            s,
+            "Runtime.callFunctionOn",
+            json!({
+                "objectId": object,
+                "functionDeclaration": super::facts::FACTS_FN,
+                "returnByValue": true,
+            }),
+        )
+        .await?;
+    let facts = match res.get("exceptionDetails") {
+        None if res["result"]["value"].is_object() => res["result"]["value"].clone(),
+        _ => super::facts::unknown_at("the focused element cannot be read"),
+    };
+    let nodes: Vec<AxNode> = client
+        .answer(tree)
+        .await
+        .ok()
+        .and_then(|mut t| serde_json::from_value(t["nodes"].take()).ok())
+        .unwrap_or_default();
+    let (role, ax) = super::facts::pick_names(&nodes, BackendNodeId::new(node));
+    let mut facts = super::facts::merge(facts, role, ax);
+    if closed && let Some(obj) = facts.as_object_mut() {
+        obj.insert(
+            "unknown".into(),
+            Value::String("inside a closed shadow root the gate cannot enter".into()),
+        );
+    }
+    Ok((facts, node))
 }
 
 async fn follow(

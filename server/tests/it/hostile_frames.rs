@@ -23,6 +23,10 @@ const NEXT: (f64, f64) = (205.0, 195.0);
 const NESTED_DELETE: (f64, f64) = (225.0, 105.0);
 const NESTED_NEXT: (f64, f64) = (225.0, 205.0);
 
+/// The fields of `oopif-login.html` in the tab: user name above password.
+const USER_FIELD: (f64, f64) = DELETE;
+const PASSWORD_FIELD: (f64, f64) = NEXT;
+
 fn at((x, y): (f64, f64)) -> Value {
     json!({ "x": x, "y": y })
 }
@@ -123,6 +127,49 @@ async fn a_destructive_button_in_an_out_of_process_frame_waits_and_a_harmless_on
         p50(&mut times[1]),
         p50(&mut times[2])
     );
+    on.stop().await;
+}
+
+#[tokio::test]
+async fn keys_on_a_focus_inside_an_out_of_process_frame_are_judged_by_the_focused_button() {
+    // "Next" on top, "Delete repository" below it.
+    let on = open_on("frame-oopif.html?inner=oopif-inner.html%3Fnext-first").await;
+    framed_out_of_process(&on, 1).await;
+    // A click on "Next" runs, and leaves the focus on it, in the frame.
+    runs(&on, DELETE, "NEXT").await;
+    // Enter on it runs at once: the focus is read in the frame (before,
+    // the tab's focus read as the `<iframe>`, unknown, and waited).
+    on.ok("press", json!({ "key": "Enter" })).await;
+    // Tab moves the focus to "Delete repository", still in the frame.
+    on.ok("press", json!({ "key": "Tab" })).await;
+    for key in ["Enter", " "] {
+        let waiting = on
+            .waits_and_denied("press", json!({ "key": key }), &["Delete repository"])
+            .await;
+        judged_by_name(&waiting);
+    }
+    on.stop().await;
+}
+
+#[tokio::test]
+async fn typing_into_a_password_field_inside_an_out_of_process_frame_is_refused() {
+    let on = open_on("frame-oopif.html?inner=oopif-login.html").await;
+    framed_out_of_process(&on, 1).await;
+    // The user name field: typing there runs at once.
+    on.ok("click", at(USER_FIELD)).await;
+    on.ok("type", json!({ "text": "alice" })).await;
+    wait_title(&on.agent, &on.sid, "user 5 pw 0").await;
+    // The password field: refused, as in the tab, by text and by key.
+    on.ok("click", at(PASSWORD_FIELD)).await;
+    let typed = on
+        .agent
+        .tool(&on.sid, "type", json!({ "text": "pw-canary-0f5e" }))
+        .await;
+    crate::helpers::assert_error(&typed, reqwest::StatusCode::FORBIDDEN, "denied_by_policy");
+    let key = on.agent.tool(&on.sid, "press", json!({ "key": "p" })).await;
+    crate::helpers::assert_error(&key, reqwest::StatusCode::FORBIDDEN, "denied_by_policy");
+    // Nothing reached the field (the page reports each input's length).
+    assert_eq!(crate::gate::title(&on.agent, &on.sid).await, "user 5 pw 0");
     on.stop().await;
 }
 

@@ -90,14 +90,6 @@ impl Cluster {
         };
         let known = store.schema_known();
         let applied = store.schema_applied().await?;
-        if let Some(applied) = applied
-            && applied > known
-        {
-            bail!(
-                "schema version: the database is at migration {applied}, this binary knows only \
-                 {known} (run the newer binary)"
-            );
-        }
         let offset = match store.clock_offset_ms().await? {
             Some(o) => {
                 warn_skew(&name, o);
@@ -105,6 +97,7 @@ impl Cluster {
             }
             None => 0,
         };
+        let mut running: Vec<(String, i64)> = Vec::new();
         if applied.is_some_and(|a| a >= 10) {
             let now = now_ms() + offset;
             for r in store.replicas_up().await? {
@@ -120,14 +113,6 @@ impl Cluster {
                          characters, `openssl rand -hex 32`) on every replica"
                     );
                 }
-                if r.schema_version != known {
-                    bail!(
-                        "schema version: running replica {:?} has schema {} and this binary {known}; \
-                         stop every replica before an upgrade that changes the schema",
-                        r.name,
-                        r.schema_version
-                    );
-                }
                 if r.key_id != key_id {
                     bail!(
                         "master key: this replica's key id {key_id} differs from running replica \
@@ -136,7 +121,16 @@ impl Cluster {
                         r.key_id
                     );
                 }
+                running.push((r.name, r.schema_version));
             }
+        }
+        // Expand-then-contract: replicas of two releases share the database
+        // when every migration between their schemas is expand-only.
+        let applied_list = store.migrations_applied().await?;
+        match crate::store::schema::may_join(&store.migrations_known(), &applied_list, &running) {
+            Ok(Some(note)) => tracing::warn!("{note}"),
+            Ok(None) => {}
+            Err(why) => bail!("{why}"),
         }
         store.migrate().await?;
         let deployment = store

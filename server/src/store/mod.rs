@@ -13,6 +13,7 @@ pub mod grants;
 pub mod live_links;
 pub mod operators;
 pub mod replicas;
+pub mod schema;
 pub mod sessions;
 pub mod tasks;
 pub mod tenants;
@@ -82,6 +83,16 @@ impl Store {
         let migrator = match self.kind {
             DatabaseKind::Sqlite => sqlite::migrator(),
             DatabaseKind::Postgres => postgres::migrator(),
+        };
+        // Migrations the database has and this binary does not are a newer
+        // release's, which `cluster::Cluster::join` has checked are expand
+        // (`schema::rolling`): this binary runs on that schema. The static
+        // migrator is copied to say so (its fields are sqlx's, pinned).
+        let migrator = sqlx::migrate::Migrator {
+            migrations: migrator.migrations.clone(),
+            ignore_missing: true,
+            locking: migrator.locking,
+            no_tx: migrator.no_tx,
         };
         migrator
             .run(&self.pool)

@@ -88,6 +88,44 @@ impl Store {
             .context("cannot read the database's migrations")
     }
 
+    /// The migrations this binary carries, oldest first.
+    pub fn migrations_known(&self) -> Vec<super::schema::Migration> {
+        let migrator = match self.kind {
+            DatabaseKind::Sqlite => super::sqlite::migrator(),
+            DatabaseKind::Postgres => super::postgres::migrator(),
+        };
+        migrator
+            .iter()
+            .map(|m| super::schema::Migration {
+                version: m.version,
+                description: m.description.to_string(),
+            })
+            .collect()
+    }
+
+    /// The migrations the database records as applied, oldest first
+    /// (empty on a new database).
+    pub async fn migrations_applied(&self) -> anyhow::Result<Vec<super::schema::Migration>> {
+        if self.schema_applied().await?.is_none() {
+            return Ok(Vec::new());
+        }
+        let rows = sqlx::query(
+            "SELECT version, description FROM _sqlx_migrations WHERE success ORDER BY version",
+        )
+        .fetch_all(self.pool())
+        .await
+        .context("cannot read the database's migrations")?;
+        rows.iter()
+            .map(|r| {
+                Ok(super::schema::Migration {
+                    version: r.try_get("version")?,
+                    description: r.try_get("description")?,
+                })
+            })
+            .collect::<Result<_, sqlx::Error>>()
+            .context("malformed migration row")
+    }
+
     /// The deployment row, made with `new_id` and `key_id` if missing (and
     /// its key id recorded if it had none).
     pub async fn deployment_ensure(

@@ -560,6 +560,99 @@ async fn a_replica_with_a_taken_name_another_key_or_another_schema_is_refused() 
     drop(a);
 }
 
+/// A rolling upgrade's middle: a newer release has migrated the database
+/// (expand only) while a replica of this one runs. That replica keeps
+/// serving sessions, and another replica of this release starts on the
+/// newer schema (as a restarted pod of the old ReplicaSet does); across a
+/// contract migration one is refused, naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_replica_runs_on_a_newer_expand_only_schema_and_not_across_a_contract() {
+    let db = TestDb::new(Backend::Postgres).await;
+    let root = db.dir.path();
+    let key = key_text();
+    cli(root, &db.url, &key, &["tenant", "create", "acme"]);
+    let agent = cli(
+        root,
+        &db.url,
+        &key,
+        &["apikey", "create", "--tenant", "acme"],
+    );
+    let extra = [("CORDON_SANDBOX_DRIVER", "process")];
+    let a = Replica::start(&root.join("a"), &db.url, &key, "a", &extra);
+    // The newer release's migration: a column on a table this one writes,
+    // and a table of its own.
+    db.raw(
+        "ALTER TABLE sessions ADD COLUMN rolling_note TEXT; \
+         ALTER TABLE grant_requests ADD COLUMN rolling_flag BIGINT NOT NULL DEFAULT 0; \
+         CREATE TABLE rolling_probe (id TEXT PRIMARY KEY); \
+         INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
+         VALUES (9001, 'rolling probe', TRUE, '\\x00'::bytea, 0)",
+    )
+    .await
+    .unwrap();
+    let b = Replica::start(&root.join("b"), &db.url, &key, "b", &extra);
+    // Both serve: a session opens and closes on each (rows written across
+    // the newer columns).
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    for r in [&a, &b] {
+        let ready = http.get(r.url("/readyz")).send().await.unwrap();
+        assert_eq!(ready.status(), StatusCode::OK, "{} not ready", r.name);
+        let (st, body) = call(
+            &http,
+            &agent,
+            reqwest::Method::POST,
+            r.url("/api/sessions"),
+            Some(json!({})),
+        )
+        .await;
+        assert_eq!(
+            st,
+            StatusCode::CREATED,
+            "open on {}: {body}\n{}",
+            r.name,
+            r.warnings()
+        );
+        let sid = body["session_id"].as_str().unwrap().to_owned();
+        let (st, body) = call(
+            &http,
+            &agent,
+            reqwest::Method::DELETE,
+            r.url(&format!("/api/sessions/{sid}")),
+            None,
+        )
+        .await;
+        assert!(st.is_success(), "close on {}: {st} {body}", r.name);
+    }
+    // A contract migration in the gap: refused at start, naming it.
+    db.raw(
+        "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
+         VALUES (9002, 'contract drop probe', TRUE, '\\x00'::bytea, 0)",
+    )
+    .await
+    .unwrap();
+    let out = std::process::Command::new("timeout")
+        .args(["60", env!("CARGO_BIN_EXE_cordon"), "serve"])
+        .current_dir(root)
+        .env_remove("RUST_LOG")
+        .env("CORDON_LOG_LEVEL", "warn")
+        .env("CORDON_DATABASE_URL", &db.url)
+        .env("CORDON_MASTER_KEY", &key)
+        .env("CORDON_REPLICA_NAME", "c")
+        .env("CORDON_CLUSTER_SECRET", SECRET)
+        .env("CORDON_BIND", "127.0.0.1:0")
+        .env("CORDON_POOL_SIZE", "0")
+        .env("CORDON_SITE_ROOT", crate::helpers::site_root())
+        .output()
+        .expect("cordon runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "started: {err}");
+    assert!(
+        err.contains("migration 9002 (contract drop probe) is not expand-only"),
+        "{err}"
+    );
+    drop((a, b));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_change_on_one_replica_reaches_the_others_dashboard_streams_once() {
     use cordon::events::{Changes, Topic};

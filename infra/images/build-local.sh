@@ -28,8 +28,8 @@
 # Builds run with --network host (apt inside the build reaches the mirror
 # the way this host does; no bridge network or CNI plugin needed).
 # Work files: CORDON_IMAGE_WORK (default /var/tmp/cordon-images).
-# Measured on 2 cores: base ~2 min, browser image ~3 min (see
-# docs/deployment.md, "Building and running the images here").
+# Took on 2 cores: the base 45-70 s, the browser image about 50 s (see
+# docs/deployment.md, "Run here").
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)

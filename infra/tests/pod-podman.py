@@ -143,11 +143,11 @@ class Plan:
         uid, gid = sc("runAsUser"), sc("runAsGroup")
         if uid is not None:
             args += ["--user", f"{uid}:{gid}" if gid is not None else str(uid)]
-        if sc("runAsNonRoot"):
-            if uid is None:
-                self.check_image_user = True
-            elif int(uid) == 0:
-                raise Refused("securityContext.runAsNonRoot with runAsUser 0")
+        # runAsNonRoot without runAsUser: the image's user must be a numeric
+        # uid other than 0, as a kubelet checks (see check_image_user).
+        self.check_image_user = bool(sc("runAsNonRoot")) and uid is None
+        if sc("runAsNonRoot") and uid is not None and int(uid) == 0:
+            raise Refused("securityContext.runAsNonRoot with runAsUser 0")
         fs_group = psc.get("fsGroup")
         if fs_group is not None:
             args += ["--group-add", str(fs_group)]
@@ -209,10 +209,9 @@ class Plan:
                 opts.append(f"size={size}")
             if m.get("readOnly"):
                 opts[0] = "ro"
+            # (A kubelet also makes it group-owned by fsGroup; mode 0777
+            # lets that group, and any other, write it here.)
             args += ["--tmpfs", f"{m['mountPath']}:{','.join(opts)}"]
-            if fs_group is not None:
-                # A kubelet makes an emptyDir group-owned by fsGroup.
-                pass
 
         # Environment: the template's, then what the kube driver sets.
         env = {}
@@ -263,6 +262,16 @@ class Plan:
 
 def podman(*args, check=True):
     return subprocess.run(["podman", *args], capture_output=True, text=True, check=check)
+
+
+def check_image_user(plan):
+    user = podman("image", "inspect", "-f", "{{.Config.User}}", plan.image).stdout.strip()
+    uid = user.split(":", 1)[0]
+    if not uid.isdigit() or int(uid) == 0:
+        raise Refused(
+            f"securityContext.runAsNonRoot: the image's user {user!r} is not a numeric "
+            "non-root uid, and the template sets no runAsUser"
+        )
 
 
 def probe_once(plan, probe, pid):
@@ -369,6 +378,8 @@ def main():
             for u in plan.unenforced:
                 print(f"# not enforced by podman: resources.{u}", file=sys.stderr)
             return 0
+        if plan.check_image_user:
+            check_image_user(plan)
         r = subprocess.run(plan.command(), capture_output=True, text=True)
         if r.returncode != 0:
             podman("rm", "--force", "--ignore", name, check=False)

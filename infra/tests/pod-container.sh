@@ -90,6 +90,7 @@ cleanup() {
   exit "$status"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 leftovers() { podman ps -a --filter label=cordon.dev/sandbox --format '{{.Names}}' | sort | comm -13 <(echo "$before") -; }
 
 step "the template as podman flags (pod-podman.py args)"

@@ -173,9 +173,21 @@ cleanup() {
     kill -KILL "$nspawn_pid" 2>/dev/null || true
     wait "$nspawn_pid" 2>/dev/null || true
   fi
-  local cg
+  # A container whose nspawn ended first (killed mid-boot) would live on
+  # without it: its init, and with it its pid namespace, is ended too.
+  if [ -n "$leader" ] && kill -0 "$leader" 2>/dev/null; then
+    kill -KILL "$leader" 2>/dev/null || true
+  fi
+  local cg pids
   for cg in "${own_cgroups[@]}"; do
-    if [ -d "$cg" ]; then find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null || true; fi
+    [ -d "$cg" ] || continue
+    pids=$(find "$cg" -name cgroup.procs -exec cat {} + 2>/dev/null || true)
+    if [ -n "$pids" ]; then
+      # shellcheck disable=SC2086 # one pid a word
+      kill -KILL $pids 2>/dev/null || true
+      sleep 1
+    fi
+    find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null || true
   done
   if [ "$status" != 0 ]; then
     echo "systemd check: the journal of cordon.service (enrollment links left out):" >&2
@@ -185,6 +197,7 @@ cleanup() {
   exit "$status"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 # Persistent journal, so the check can read it after the container ends.
 mkdir -p "$rootfs/var/log/journal"
 rm -rf "${rootfs:?}/var/log/journal/"*

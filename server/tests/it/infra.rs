@@ -690,6 +690,31 @@ fn the_browser_pod_template_is_locked_down() {
         "{what}: no CDP port 9222: {:?}",
         browser["ports"]
     );
+    // Ready when Chromium answers through the relay, not when the relay
+    // listens: a tcpSocket probe passed before Chromium was up (seen running
+    // the template under podman, infra/tests/pod-container.sh).
+    let probe = &browser["readinessProbe"]["httpGet"];
+    assert_eq!(
+        probe["path"].as_str(),
+        Some("/json/version"),
+        "{what}: readinessProbe is {:?}, not httpGet /json/version",
+        browser["readinessProbe"]
+    );
+    let probe_port = match &probe["port"] {
+        Value::Number(n) => n.as_u64(),
+        Value::String(name) => browser["ports"].as_sequence().and_then(|p| {
+            p.iter()
+                .find(|p| p["name"].as_str() == Some(name.as_str()))
+                .and_then(|p| p["containerPort"].as_u64())
+        }),
+        _ => None,
+    };
+    assert_eq!(
+        probe_port,
+        Some(9222),
+        "{what}: the readiness probe's port {:?} is not the CDP port",
+        probe["port"]
+    );
 }
 
 #[test]

@@ -11,7 +11,7 @@ pub mod error;
 mod pages;
 
 use leptos::prelude::*;
-use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
+use leptos_meta::{MetaTags, Title, provide_meta_context};
 use leptos_router::components::{ParentRoute, Route, Router, Routes};
 use leptos_router::{ParamSegment, StaticSegment};
 
@@ -24,6 +24,9 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta charset="utf-8"/>
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
                 <link rel="icon" href="/favicon.svg"/>
+                // The build's assets are linked under its version (cached
+                // for good; see the server's `dashboard::assets`).
+                <link rel="stylesheet" id="cordon" href=format!("/{}/cordon.css", options.site_pkg_dir)/>
                 <script type="module" src="/passkey.js"></script>
                 <script type="module" src="/live.js"></script>
                 <script type="module" src="/totp.js"></script>
@@ -43,7 +46,6 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
 pub fn App() -> impl IntoView {
     provide_meta_context();
     view! {
-        <Stylesheet id="cordon" href="/pkg/cordon.css"/>
         <Title text="Cordon"/>
         <Router>
             <Routes fallback=|| view! { <pages::NotFound/> }>

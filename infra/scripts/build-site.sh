@@ -30,4 +30,15 @@ if [ "$profile" = release ] && command -v wasm-opt >/dev/null; then
 fi
 cp style/cordon.css "$site/pkg/cordon.css"
 cp -R public/. "$site/"
+# The build's version (pages link its assets under it, cached for good) and
+# each asset precompressed (the server answers the best the client accepts;
+# nothing is compressed per request). brotli comes from Debian's `brotli`
+# (setup.sh); without it, gzip alone.
+(cd "$site/pkg" && cat cordon.js cordon_bg.wasm cordon.css | sha256sum | cut -c1-16 >version)
+for f in "$site/pkg/cordon.js" "$site/pkg/cordon_bg.wasm" "$site/pkg/cordon.css"; do
+  gzip -9 -k -f "$f"
+  if command -v brotli >/dev/null; then
+    brotli -f -k -q "$([ "$profile" = release ] && echo 11 || echo 5)" "$f"
+  fi
+done
 echo "site built in $site ($profile)"

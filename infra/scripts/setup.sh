@@ -22,7 +22,7 @@ as_root() {
 }
 
 missing=()
-for pkg in chromium binaryen bubblewrap postgresql sqlite3 ca-certificates shellcheck faketime curl jq; do
+for pkg in chromium binaryen brotli bubblewrap postgresql sqlite3 ca-certificates shellcheck faketime curl jq; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
 done
 command -v node >/dev/null && command -v npm >/dev/null || missing+=(nodejs npm)

@@ -172,7 +172,7 @@ impl Application {
         let leptos = LeptosOptions::builder()
             .output_name("cordon")
             .site_root(settings.site_root.display().to_string())
-            .site_pkg_dir("pkg")
+            .site_pkg_dir(dashboard::assets::Assets::new(&settings.site_root).pkg_dir())
             .site_addr(settings.bind)
             .build();
         let days = |d: u64| std::time::Duration::from_secs(d * 24 * 3600);
@@ -502,6 +502,7 @@ fn router(
     let routes = generate_route_list(App);
     let dashboard: DashboardHandle = Arc::new(state.clone());
     let leptos = state.leptos.clone();
+    let assets = dashboard::assets::Assets::new(std::path::Path::new(&*leptos.site_root));
     // The dashboard: its sessions and the operator check wrap only these
     // routes (and the fallback), so agent API and MCP requests never pay
     // for a dashboard session.
@@ -524,6 +525,10 @@ fn router(
         )
         .route("/ui/credentials/totp/export", get(dashboard::totp_export))
         .route("/ui/audit/export", get(dashboard::audit_export))
+        .route(
+            "/pkg/{*path}",
+            get(move |req: Request| dashboard::assets::serve(assets.clone(), req)),
+        )
         .route("/ui/screenshots/{id}", get(dashboard::screenshot))
         .route(
             "/ui/screenshots/{id}/thumb",

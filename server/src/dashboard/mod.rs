@@ -5,6 +5,7 @@
 //! audited with `actor = operator:<id>` by the domain service it calls.
 
 mod approvals;
+pub mod assets;
 mod audit;
 mod audit_export;
 mod auth;

@@ -58,7 +58,7 @@ pub fn may_join(
     running: &[(String, i64)],
 ) -> Result<Option<String>, String> {
     let mine = known.last().map_or(0, |m| m.version);
-    let mut note = None;
+    let mut notes = Vec::new();
     let newer: Vec<Migration> = applied
         .iter()
         .filter(|m| m.version > mine)
@@ -72,7 +72,7 @@ pub fn may_join(
                 last.version, m.version, m.description
             ));
         }
-        note = Some(format!(
+        notes.push(format!(
             "the database is at migration {}, this binary knows up to {mine}: it runs on the \
              newer release's schema (expand-only) until it is upgraded too",
             last.version
@@ -110,12 +110,12 @@ pub fn may_join(
         if gap.is_empty() {
             return Err(refused("the database does not hold its migrations".into()));
         }
-        note = Some(format!(
+        notes.push(format!(
             "rolling upgrade: replica {name:?} runs schema {theirs}, this one {mine} \
              (expand-only migrations between them)"
         ));
     }
-    Ok(note)
+    Ok((!notes.is_empty()).then(|| notes.join("; ")))
 }
 
 /// The statements of `sql` that a binary which does not know the
@@ -230,7 +230,11 @@ mod tests {
         );
         // The older binary restarts while a newer replica runs.
         let new = vec![("b".to_owned(), 17)];
-        assert!(may_join(&n, &n1, &new).is_ok());
+        let both = may_join(&n, &n1, &new).unwrap().unwrap();
+        assert!(
+            both.contains("knows up to 16") && both.contains("replica \"b\""),
+            "{both}"
+        );
         assert!(may_join(&n, &n1c, &new).is_err());
         // A running replica's migrations missing from the database: refused.
         assert!(

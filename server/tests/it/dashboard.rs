@@ -778,3 +778,111 @@ async fn anonymous_passkey_calls_are_throttled_per_client_and_store_nothing_when
     assert_eq!(retry_after, Some(1), "{retry_after:?}");
     app.stop().await;
 }
+
+/// `bytes` through `tool -dc` (the Debian `gzip` and `brotli` commands).
+fn decompressed(tool: &str, bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut child = std::process::Command::new(tool)
+        .arg("-dc")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{tool}: {e} (infra/scripts/setup.sh installs it)"));
+    let mut stdin = child.stdin.take().unwrap();
+    let input = bytes.to_vec();
+    let writer = std::thread::spawn(move || stdin.write_all(&input));
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    assert!(out.status.success(), "{tool} -dc failed");
+    out.stdout
+}
+
+#[tokio::test]
+async fn the_dashboards_assets_are_served_compressed_and_cached_under_the_builds_version() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let pkg = crate::helpers::site_root().join("pkg");
+    let version = std::fs::read_to_string(pkg.join("version"))
+        .expect("infra/scripts/build-site.sh writes pkg/version")
+        .trim()
+        .to_owned();
+    // Pages link the build's assets under its version.
+    let page = app.get("/login").await.text().await.unwrap();
+    for asset in ["cordon.css", "cordon.js", "cordon_bg.wasm"] {
+        assert!(
+            page.contains(&format!("/pkg/{version}/{asset}")),
+            "/login does not link {asset} under {version}"
+        );
+    }
+    let wasm = std::fs::read(pkg.join("cordon_bg.wasm")).unwrap();
+    let path = format!("/pkg/{version}/cordon_bg.wasm");
+    for (accept, encoding) in [
+        ("gzip, deflate, br", Some("br")),
+        ("gzip", Some("gzip")),
+        ("identity", None),
+    ] {
+        let res = app
+            .http
+            .get(app.url(&path))
+            .header("accept-encoding", accept)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK, "{accept}");
+        let h = res.headers().clone();
+        assert_eq!(
+            h["cache-control"], "public, max-age=31536000, immutable",
+            "{accept}"
+        );
+        assert_eq!(h["content-type"], "application/wasm", "{accept}");
+        assert_eq!(
+            h.get("content-encoding").map(|v| v.to_str().unwrap()),
+            encoding,
+            "{accept}"
+        );
+        let body = res.bytes().await.unwrap();
+        let plain = match encoding {
+            Some("br") => decompressed("brotli", &body),
+            Some(_) => decompressed("gzip", &body),
+            None => body.to_vec(),
+        };
+        assert!(plain == wasm, "{accept}: the body is not the built file");
+        if encoding.is_some() {
+            assert!(
+                body.len() * 2 < wasm.len(),
+                "{accept}: {} bytes for {}",
+                body.len(),
+                wasm.len()
+            );
+        }
+    }
+    // Without the version, or under another build's: revalidated, never
+    // cached as this build's.
+    for path in ["/pkg/cordon.css", "/pkg/0123456789abcdef/cordon.css"] {
+        let res = app.get(path).await;
+        assert_eq!(res.status(), StatusCode::OK, "{path}");
+        assert_eq!(res.headers()["cache-control"], "no-cache", "{path}");
+    }
+    // Not assets: the version file, the precompressed files by name, paths
+    // that climb out (encoded, so no client resolves them first).
+    for path in [
+        "/pkg/version".to_owned(),
+        "/pkg/cordon.css.br".to_owned(),
+        format!("/pkg/{version}/cordon.js.gz"),
+        format!("/pkg/{version}/%2e%2e%2f..%2fCargo.toml"),
+        "/pkg/..%2f..%2fCargo.toml".to_owned(),
+        "/pkg/".to_owned(),
+    ] {
+        let res = app.get(&path).await;
+        let status = res.status();
+        let body = res.text().await.unwrap();
+        assert!(
+            status == StatusCode::NOT_FOUND || status == StatusCode::BAD_REQUEST,
+            "{path}: {status}"
+        );
+        assert!(
+            !body.contains("[package]"),
+            "{path} served a file outside pkg/"
+        );
+    }
+    app.stop().await;
+}

@@ -9,12 +9,10 @@
 // infra/scripts/build-site.sh, debug or release); BENCH_LOADS (default 5
 // per binary). Prints, per binary, the p50 and each load's time and the
 // bytes that crossed the link; BENCHMARKS.md keeps the figures.
-import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
+import { enroll, freshDataDir, operatorPage, removeDir, startCordon } from '../tests/helpers.js';
 
 const root = resolve(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
 const site = process.env.CORDON_SITE_ROOT || join(root, 'target', 'site');
@@ -24,62 +22,19 @@ const loads = Number(process.env.BENCH_LOADS || 5);
 const mbit = Number(process.env.BENCH_MBIT || 10);
 const rtt = Number(process.env.BENCH_RTT_MS || 40);
 
-/** `cordon serve` from `bin` on a fresh data dir; its URL and enrollment link. */
+/** `cordon serve` from `bin` on a fresh data dir, serving `siteRoot`. */
 async function serve(bin, siteRoot) {
-  const dataDir = mkdtempSync(join(tmpdir(), 'cordon-bench-'));
-  const child = spawn(bin, ['serve'], {
-    cwd: root,
-    env: {
-      ...process.env,
-      CORDON_DATA_DIR: dataDir,
-      CORDON_BIND: '127.0.0.1:0',
-      CORDON_LOG_FORMAT: 'json',
-      CORDON_LOG_LEVEL: 'info',
-      CORDON_EGRESS_RESOLVER: 'loopback-only',
-      CORDON_POOL_SIZE: '0',
-      CORDON_SITE_ROOT: siteRoot,
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  let err = '';
-  child.stdout.on('data', (d) => { out += d; });
-  child.stderr.on('data', (d) => { if (err.length < 1_000_000) err += d; });
-  const deadline = Date.now() + 60_000;
-  let url = null;
-  while (!url || !/enroll#/.test(out)) {
-    if (Date.now() > deadline) throw new Error(`${bin} did not start: ${err.slice(-500)}`);
-    for (const line of err.split('\n')) {
-      try {
-        const ev = JSON.parse(line);
-        if (ev.addr && String(ev.message).includes('listening')) url = `http://localhost:${ev.addr.split(':').pop()}`;
-      } catch { /* partial line */ }
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  const link = out.match(/http:\/\/\S+\/enroll#\S+/)[0];
-  const stop = async () => {
-    const exited = new Promise((r) => child.once('exit', r));
-    child.kill('SIGTERM');
-    await exited;
-    rmSync(dataDir, { recursive: true, force: true });
-  };
-  return { url, link, stop };
+  const dataDir = freshDataDir();
+  const server = await startCordon(dataDir, { CORDON_SITE_ROOT: siteRoot, CORDON_POOL_SIZE: '0' }, bin);
+  const stop = server.stop;
+  server.stop = async () => { await stop(); removeDir(dataDir); };
+  return server;
 }
 
 /** An admin's dashboard cookies, from a passkey enrollment in a virtual authenticator. */
 async function login(browser, server) {
-  const context = await browser.newContext();
-  const page = await context.newPage();
-  const cdp = await context.newCDPSession(page);
-  await cdp.send('WebAuthn.enable');
-  await cdp.send('WebAuthn.addVirtualAuthenticator', {
-    options: { protocol: 'ctap2', transport: 'internal', hasResidentKey: true, hasUserVerification: true, isUserVerified: true },
-  });
-  await page.goto(server.link);
-  await page.click('#enroll-submit');
-  await page.waitForURL(`${server.url}/`, { timeout: 60_000 });
-  await page.waitForSelector('#whoami', { timeout: 60_000 });
+  const { context, page } = await operatorPage(browser);
+  await enroll(page, server.enrollLink, server.url);
   const cookies = await context.cookies();
   await context.close();
   return cookies;

@@ -28,9 +28,10 @@ export function freshDataDir() {
 
 /** Starts the server; resolves with `{ url, enrollLink, stop }` once it
  * listens. `url` uses `localhost` (passkeys need a host name); `enrollLink`
- * is the first admin's one-time link `serve` printed, if it printed one. */
-export async function startCordon(dataDir, env = {}) {
-  const child = spawn(cordonBin, ['serve'], {
+ * is the first admin's one-time link `serve` printed, if it printed one.
+ * `bin`: another build's binary (the benches compare two). */
+export async function startCordon(dataDir, env = {}, bin = cordonBin) {
+  const child = spawn(bin, ['serve'], {
     cwd: root,
     env: {
       ...process.env,

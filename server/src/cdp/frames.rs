@@ -203,6 +203,18 @@ async fn targets(client: &mut Client) -> Result<Vec<Value>, CdpError> {
     })
 }
 
+/// The gate's own connection to the browser, and the browser's targets.
+async fn open_listed(ws_url: &str) -> Result<(Client, Vec<Value>), CdpError> {
+    let mut client = Client::open(ws_url).await?;
+    match targets(&mut client).await {
+        Ok(t) => Ok((client, t)),
+        Err(e) => {
+            client.close().await;
+            Err(e)
+        }
+    }
+}
+
 /// A session attached to the out-of-process frame `frame_id`, one of
 /// `targets` (its frame id is its target id; a frame in its parent's
 /// process is not a target).
@@ -246,16 +258,7 @@ pub(super) async fn facts_in_frame(
     let started = std::time::Instant::now();
     // The `<iframe>`'s box on the tab's connection while the gate's own
     // connection opens and lists the targets.
-    let (first, opened) = futures::join!(frame_box_in_tab(page, iframe), async {
-        let mut client = Client::open(ws_url).await?;
-        match targets(&mut client).await {
-            Ok(t) => Ok((client, t)),
-            Err(e) => {
-                client.close().await;
-                Err(e)
-            }
-        }
-    });
+    let (first, opened) = futures::join!(frame_box_in_tab(page, iframe), open_listed(ws_url));
     let (mut client, targets) = opened?;
     let res = match first {
         Ok(first) => follow(&mut client, &targets, first, point).await,
@@ -287,16 +290,7 @@ pub(super) async fn focus_in_frame(
                 .depth(0)
                 .build()
         ),
-        async {
-            let mut client = Client::open(ws_url).await?;
-            match targets(&mut client).await {
-                Ok(t) => Ok((client, t)),
-                Err(e) => {
-                    client.close().await;
-                    Err(e)
-                }
-            }
-        }
+        open_listed(ws_url)
     );
     let (mut client, targets) = opened?;
     let res = async {
@@ -382,36 +376,15 @@ async fn focus_at(
     let closed = described["node"]["shadowRoots"]
         .as_array()
         .is_some_and(|roots| roots.iter().any(|r| r["shadowRootType"] == "closed"));
-    let tree = client
-        .send(
-            s,
-            "Accessibility.getPartialAXTree",
-            json!({ "backendNodeId": node, "fetchRelatives": true }),
-        )
-        .await?;
-    let res = client
-        .call(
-            s,
-            "Runtime.callFunctionOn",
-            json!({
-                "objectId": object,
-                "functionDeclaration": super::facts::FACTS_FN,
-                "returnByValue": true,
-            }),
-        )
-        .await?;
-    let facts = match res.get("exceptionDetails") {
-        None if res["result"]["value"].is_object() => res["result"]["value"].clone(),
-        _ => super::facts::unknown_at("the focused element cannot be read"),
-    };
-    let nodes: Vec<AxNode> = client
-        .answer(tree)
-        .await
-        .ok()
-        .and_then(|mut t| serde_json::from_value(t["nodes"].take()).ok())
-        .unwrap_or_default();
-    let (role, ax) = super::facts::pick_names(&nodes, BackendNodeId::new(node));
-    let mut facts = super::facts::merge(facts, role, ax);
+    let tree = ask_names(client, s, node).await?;
+    let mut facts = with_names(
+        client,
+        s,
+        Ok(object),
+        (node, tree),
+        "the focused element cannot be read",
+    )
+    .await;
     if closed && let Some(obj) = facts.as_object_mut() {
         obj.insert(
             "unknown".into(),
@@ -492,15 +465,9 @@ async fn read_at(
             json!({ "frameId": frame_id, "worldName": super::facts::WORLD }),
         )
         .await?;
-    let tree = client
-        .send(
-            s,
-            "Accessibility.getPartialAXTree",
-            json!({ "backendNodeId": node, "fetchRelatives": true }),
-        )
-        .await?;
+    let tree = ask_names(client, s, node).await?;
     let world = client.answer(world).await?;
-    let script = async {
+    let object = async {
         let ctx = world["executionContextId"]
             .as_i64()
             .ok_or_else(|| CdpError::Failed("no isolated world in the frame".into()))?;
@@ -511,11 +478,48 @@ async fn read_at(
                 json!({ "backendNodeId": node, "executionContextId": ctx }),
             )
             .await?;
-        let object = object["object"]["objectId"]
+        object["object"]["objectId"]
             .as_str()
-            .ok_or_else(|| CdpError::Failed("the node at that point cannot be read".into()))?
-            .to_owned();
-        let res = client
+            .map(str::to_owned)
+            .ok_or_else(|| CdpError::Failed("the node at that point cannot be read".into()))
+    }
+    .await;
+    let facts = with_names(
+        client,
+        s,
+        object,
+        (node, tree),
+        "the node at that point cannot be read",
+    )
+    .await;
+    Ok((facts, node))
+}
+
+/// Asks the frame's accessibility tree around `node` (answered later, by
+/// [`with_names`]).
+async fn ask_names(client: &mut Client, s: Option<&str>, node: i64) -> Result<i64, CdpError> {
+    client
+        .send(
+            s,
+            "Accessibility.getPartialAXTree",
+            json!({ "backendNodeId": node, "fetchRelatives": true }),
+        )
+        .await
+}
+
+/// The facts script's answer on `object` in the isolated world, merged
+/// with the names of the tree [`ask_names`] asked for (`tree`, the
+/// request's id, about `node`); `unknown` saying `unreadable` when the
+/// object or the script failed.
+async fn with_names(
+    client: &mut Client,
+    s: Option<&str>,
+    object: Result<String, CdpError>,
+    (node, tree): (i64, i64),
+    unreadable: &str,
+) -> Value {
+    let facts = match object {
+        Ok(object) => client
             .call(
                 s,
                 "Runtime.callFunctionOn",
@@ -525,17 +529,14 @@ async fn read_at(
                     "returnByValue": true,
                 }),
             )
-            .await?;
-        if res.get("exceptionDetails").is_some() {
-            return Err(CdpError::Failed("script error".into()));
-        }
-        Ok(res["result"]["value"].clone())
-    }
-    .await;
-    let facts = match script {
-        Ok(f) if f.is_object() => f,
-        Ok(_) | Err(_) => super::facts::unknown_at("the node at that point cannot be read"),
+            .await
+            .ok()
+            .filter(|res| res.get("exceptionDetails").is_none())
+            .map(|res| res["result"]["value"].clone())
+            .filter(Value::is_object),
+        Err(_) => None,
     };
+    let facts = facts.unwrap_or_else(|| super::facts::unknown_at(unreadable));
     let nodes: Vec<AxNode> = client
         .answer(tree)
         .await
@@ -543,7 +544,7 @@ async fn read_at(
         .and_then(|mut t| serde_json::from_value(t["nodes"].take()).ok())
         .unwrap_or_default();
     let (role, ax) = super::facts::pick_names(&nodes, BackendNodeId::new(node));
-    Ok((super::facts::merge(facts, role, ax), node))
+    super::facts::merge(facts, role, ax)
 }
 
 #[cfg(test)]

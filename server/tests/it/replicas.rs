@@ -176,6 +176,27 @@ async fn readyz(http: &reqwest::Client, r: &Replica) -> Value {
         .unwrap()
 }
 
+/// Opens a session on `r` as `agent` (201, or the test fails with `r`'s
+/// warnings); its id.
+async fn open_on(http: &reqwest::Client, agent: &str, r: &Replica) -> String {
+    let (st, body) = call(
+        http,
+        agent,
+        reqwest::Method::POST,
+        r.url("/api/sessions"),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(
+        st,
+        StatusCode::CREATED,
+        "open on {}: {body}\n{}",
+        r.name,
+        r.warnings()
+    );
+    body["session_id"].as_str().unwrap().to_owned()
+}
+
 async fn leaders(http: &reqwest::Client, replicas: &[&Replica]) -> Vec<String> {
     let mut out = Vec::new();
     for r in replicas {
@@ -245,22 +266,7 @@ async fn replicas_answer_for_each_other_and_a_killed_one_is_declared_lost() {
     // One session opened on each replica.
     let mut sessions = Vec::new();
     for r in [&a, &b, &c] {
-        let (st, body) = call(
-            &http,
-            &agent,
-            reqwest::Method::POST,
-            r.url("/api/sessions"),
-            Some(json!({})),
-        )
-        .await;
-        assert_eq!(
-            st,
-            StatusCode::CREATED,
-            "open on {}: {body}\n{}",
-            r.name,
-            r.warnings()
-        );
-        sessions.push(body["session_id"].as_str().unwrap().to_owned());
+        sessions.push(open_on(&http, &agent, r).await);
     }
     // The tenant's limit (3) counts all three replicas' sessions.
     for r in [&a, &b, &c] {
@@ -597,22 +603,7 @@ async fn an_older_replica_runs_on_a_newer_expand_only_schema_and_not_across_a_co
     for r in [&a, &b] {
         let ready = http.get(r.url("/readyz")).send().await.unwrap();
         assert_eq!(ready.status(), StatusCode::OK, "{} not ready", r.name);
-        let (st, body) = call(
-            &http,
-            &agent,
-            reqwest::Method::POST,
-            r.url("/api/sessions"),
-            Some(json!({})),
-        )
-        .await;
-        assert_eq!(
-            st,
-            StatusCode::CREATED,
-            "open on {}: {body}\n{}",
-            r.name,
-            r.warnings()
-        );
-        let sid = body["session_id"].as_str().unwrap().to_owned();
+        let sid = open_on(&http, &agent, r).await;
         let (st, body) = call(
             &http,
             &agent,

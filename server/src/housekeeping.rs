@@ -1,5 +1,6 @@
 //! The periodic jobs, in one place: the orphan reaper and grant GC every
-//! minute, screenshot GC, egress-log pruning and expired dashboard sessions every hour. Each runs in its
+//! minute, screenshot GC, egress-log pruning, expired dashboard sessions and
+//! live links a day after they ended every hour. Each runs in its
 //! own task, logs what it removed (and its failures) once, and stops when
 //! the server does.
 //!
@@ -47,6 +48,8 @@ pub struct Parts {
 
 const MINUTE: Duration = Duration::from_secs(60);
 const HOUR: Duration = Duration::from_secs(3600);
+/// How long an ended live link's row is kept (the session page lists it).
+const DAY_MS: i64 = 24 * 3600 * 1000;
 
 impl Housekeeping {
     /// Starts every job. The reaper's first pass already ran when the
@@ -86,8 +89,11 @@ impl Housekeeping {
             Arc::new(move || {
                 let store = store.clone();
                 Box::pin(async move {
-                    let n = store.dashboard_session_gc(crate::time::now_ms()).await?;
-                    Ok(usize::try_from(n).unwrap_or(usize::MAX))
+                    let now = crate::time::now_ms();
+                    let n = store.dashboard_session_gc(now).await?;
+                    // Live links a day after they ended (their audit rows stay).
+                    let links = store.live_links_prune(now.saturating_sub(DAY_MS)).await?;
+                    Ok(usize::try_from(n.saturating_add(links)).unwrap_or(usize::MAX))
                 })
             })
         };
@@ -119,7 +125,13 @@ impl Housekeeping {
             ("grant gc", MINUTE, false, true, grants),
             ("screenshot gc", HOUR, true, shared_files, recording),
             ("egress log pruning", HOUR, true, true, egress),
-            ("dashboard session gc", HOUR, true, true, dashboard),
+            (
+                "dashboard session and live link gc",
+                HOUR,
+                true,
+                true,
+                dashboard,
+            ),
         ] {
             let leader = leader_only.then(|| leader.clone());
             tokio::spawn(run(

@@ -1,5 +1,5 @@
 //! Live links (both backends): issued, looked up by token hash or id,
-//! listed per session, revoked.
+//! listed per session, revoked, and pruned a day after they ended.
 
 use anyhow::Context;
 use sqlx::Row;
@@ -167,5 +167,17 @@ impl Store {
         .await
         .context("failed to revoke a live link")?;
         Ok(done.rows_affected() > 0)
+    }
+
+    /// Removes the links that ended (expired or revoked) before `cutoff`:
+    /// they open nothing, and their issue and revocation stay in the audit
+    /// log. Answers how many went.
+    pub async fn live_links_prune(&self, cutoff: i64) -> anyhow::Result<u64> {
+        let done = sqlx::query("DELETE FROM live_links WHERE expires_at < $1 OR revoked_at < $1")
+            .bind(cutoff)
+            .execute(self.pool())
+            .await
+            .context("failed to prune live links")?;
+        Ok(done.rows_affected())
     }
 }

@@ -16,7 +16,51 @@ both_backends!(
     verify_finds_a_removed_middle_event,
     verify_finds_a_removed_last_event,
     tenants_are_created_once_and_listed,
+    live_links_are_pruned_a_day_after_they_end,
 );
+
+async fn live_links_are_pruned_a_day_after_they_end(backend: Backend) {
+    use cordon::store::live_links::NewLiveLink;
+    let db = TestDb::new(backend).await;
+    let store = db.store().await;
+    let acme: TenantId = "acme".parse().unwrap();
+    store.tenant_create(&acme, "Acme").await.unwrap();
+    let day = 24 * 3600 * 1000;
+    let now = 100 * day;
+    // (id, expires_at, revoked_at)
+    let links = [
+        ("llk_live", now + 600_000, None),
+        ("llk_expired_today", now - 3_600_000, None),
+        ("llk_expired_long_ago", now - 2 * day, None),
+        ("llk_revoked_today", now + 600_000, Some(now - 60_000)),
+        ("llk_revoked_long_ago", now + 600_000, Some(now - 3 * day)),
+    ];
+    for (id, expires_at, revoked) in links {
+        store
+            .live_link_insert(&NewLiveLink {
+                id,
+                token_hash: &format!("hash-{id}"),
+                tenant_id: "acme",
+                session_id: "s_1",
+                key_id: "k_1",
+                mode: "view",
+                created_at: now - 4 * day,
+                expires_at,
+            })
+            .await
+            .unwrap();
+        if let Some(at) = revoked {
+            assert!(store.live_link_revoke("acme", "s_1", id, at).await.unwrap());
+        }
+    }
+    assert_eq!(store.live_links_prune(now - day).await.unwrap(), 2);
+    for (id, _, _) in links {
+        let kept = store.live_link_get(id).await.unwrap().is_some();
+        assert_eq!(kept, !id.ends_with("long_ago"), "{id}");
+    }
+    // Running it again removes nothing more.
+    assert_eq!(store.live_links_prune(now - day).await.unwrap(), 0);
+}
 
 fn event(n: usize) -> NewEvent {
     NewEvent::new(Actor::System, "test.event")

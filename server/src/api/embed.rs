@@ -145,7 +145,7 @@ fn refusal(e: &LinkError) -> (StatusCode, &'static str, String) {
             "This link was revoked",
             "Whoever shared it has stopped it. Ask for a new one if you still need to see the browser.".into(),
         ),
-        LinkError::BadTtl(_) | LinkError::Internal(_) => (
+        LinkError::BadTtl(_) | LinkError::TooMany | LinkError::Internal(_) => (
             StatusCode::SERVICE_UNAVAILABLE,
             "The live view is unavailable",
             "Cordon could not check the link just now. Reload in a moment.".into(),

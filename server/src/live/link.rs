@@ -213,6 +213,12 @@ pub enum LinkError {
     /// A lifetime out of range.
     #[error("{0}")]
     BadTtl(String),
+    /// The session already has [`MAX_ACTIVE_PER_SESSION`] links that work.
+    #[error(
+        "this session already has {MAX_ACTIVE_PER_SESSION} live links that work; revoke one \
+         (DELETE /api/sessions/{{id}}/live_link/{{link}}) or wait for one to expire"
+    )]
+    TooMany,
     /// No such link (or not for this session).
     #[error("the live link is unknown")]
     Unknown,
@@ -234,6 +240,7 @@ impl LinkError {
             Self::Disabled => "live_links_disabled",
             Self::ControlDisabled => "live_link_control_disabled",
             Self::BadTtl(_) => "bad_request",
+            Self::TooMany => "too_many_requests",
             Self::Unknown => "link_unknown",
             Self::Expired => "link_expired",
             Self::Revoked => "link_revoked",
@@ -241,6 +248,10 @@ impl LinkError {
         }
     }
 }
+
+/// Links that work (not expired, not revoked) one session may have at
+/// once: bounds what a key gone rogue can write for a running session.
+pub const MAX_ACTIVE_PER_SESSION: i64 = 20;
 
 /// The longest token looked at; anything longer is unknown.
 const MAX_TOKEN_LEN: usize = 128;
@@ -267,8 +278,11 @@ pub async fn issue(
             "ttl_s must be between {MIN_TTL_S} and {max} (this tenant's max_ttl_s)"
         )));
     }
-    let token = secret_token(TOKEN_PREFIX);
     let now = now_ms();
+    if store.live_links_active(session_id, now).await? >= MAX_ACTIVE_PER_SESSION {
+        return Err(LinkError::TooMany);
+    }
+    let token = secret_token(TOKEN_PREFIX);
     let link = Link {
         id: random_id(ID_PREFIX),
         tenant: owner.tenant.clone(),

@@ -169,6 +169,19 @@ impl Store {
         Ok(done.rows_affected() > 0)
     }
 
+    /// How many links of `session` work at `now` (not expired, not revoked).
+    pub async fn live_links_active(&self, session: &str, now: i64) -> anyhow::Result<i64> {
+        sqlx::query_scalar(
+            "SELECT COUNT(*) FROM live_links WHERE session_id = $1 AND revoked_at IS NULL \
+             AND expires_at > $2",
+        )
+        .bind(session.to_owned())
+        .bind(now)
+        .fetch_one(self.pool())
+        .await
+        .context("failed to count a session's live links")
+    }
+
     /// Removes the links that ended (expired or revoked) before `cutoff`:
     /// they open nothing, and their issue and revocation stay in the audit
     /// log. Answers how many went.

@@ -630,3 +630,38 @@ async fn operators_see_a_sessions_links_and_revoke_one_from_the_dashboard() {
     agent.close(&sid).await;
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_has_a_bounded_number_of_working_links_and_a_revoked_one_frees_a_place() {
+    let Setup {
+        site: _site,
+        app,
+        agent,
+        sid,
+    } = setup("/two-buttons").await;
+    let cap = cordon::live::link::MAX_ACTIVE_PER_SESSION;
+    let mut ids = Vec::new();
+    for _ in 0..cap {
+        ids.push(make_link(&agent, &sid, "view").await.0);
+    }
+    let path = format!("/api/sessions/{sid}/live_link");
+    let over = agent.post(&path, json!({ "mode": "view" })).await;
+    assert_error(&over, StatusCode::TOO_MANY_REQUESTS, "too_many_requests");
+    assert!(
+        over.1["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("revoke one"),
+        "{over:?}"
+    );
+    // A revoked link no longer counts; the cap holds again after.
+    revoke(&agent, &sid, &ids[0]).await;
+    make_link(&agent, &sid, "control").await;
+    let over = agent.post(&path, json!({ "mode": "view" })).await;
+    assert_error(&over, StatusCode::TOO_MANY_REQUESTS, "too_many_requests");
+    let (_, list) = agent.get(&path).await;
+    let listed = list["links"].as_array().or(list.as_array()).unwrap().len();
+    assert_eq!(i64::try_from(listed).unwrap(), cap + 1, "{list}");
+    agent.close(&sid).await;
+    app.stop().await;
+}

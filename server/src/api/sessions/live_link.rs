@@ -76,6 +76,10 @@ impl From<LinkError> for ApiError {
                 message: e.to_string(),
             },
             LinkError::BadTtl(m) => ApiError::BadRequest(m),
+            LinkError::TooMany => ApiError::TooManyRequests {
+                message: e.to_string(),
+                retry_after_s: 60,
+            },
             LinkError::Unknown => ApiError::NotFound("live link"),
             LinkError::Expired | LinkError::Revoked => ApiError::Gone(e.to_string()),
             LinkError::Internal(e) => ApiError::Internal(e),

@@ -63,6 +63,7 @@ const DOWNLOAD: Errors = &[(400, "invalid_file_name"), (404, "download_not_found
 const LIVE_LINK: Errors = &[
     (403, "live_links_disabled"),
     (403, "live_link_control_disabled"),
+    (429, "too_many_requests"),
 ];
 
 /// The one route whose body may exceed the server's default limit (its

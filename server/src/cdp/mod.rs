@@ -2,6 +2,7 @@
 
 mod cookies;
 mod downloads;
+mod error;
 mod facts;
 mod frames;
 mod input;
@@ -9,6 +10,7 @@ mod navguard;
 mod raw;
 pub mod snapshot;
 mod storage;
+mod tab_events;
 mod tools;
 mod totp;
 mod upload;
@@ -27,6 +29,8 @@ use futures::StreamExt;
 
 pub use cookies::{cookie_param, vault_cookie};
 pub use downloads::{DownloadEvent, DownloadState};
+pub use error::CdpError;
+use error::error_kind;
 pub use facts::{FACTS_FN, click_checked, element_facts, facts_under_pointer};
 pub use input::{
     Button, MouseKind, insert_text, is_known_key, key_event, key_schema, mouse_event, unknown_key,
@@ -35,61 +39,10 @@ pub use input::{
 pub use navguard::{Paused, hold_documents, release, tab_ids};
 pub use raw::{MAX_BROWSER_MESSAGE, RawReceiver, RawSender, connect_raw, http_base};
 pub use storage::{frame_origins, local_storage};
+pub use tab_events::TabEvents;
 pub use tools::*;
 pub use totp::{CodeField, code_field, type_code};
 pub use upload::{FileInput, file_input, set_files, set_files_in_page};
-
-/// What a CDP call can fail with, typed so the API can answer precisely.
-#[derive(Debug, thiserror::Error)]
-pub enum CdpError {
-    /// The call did not finish within its bound.
-    #[error("{0} timed out after {1} ms")]
-    Timeout(&'static str, u64),
-    /// A selector or ref matched no element.
-    #[error("{0}")]
-    NotFound(String),
-    /// A CSS selector the browser cannot parse.
-    #[error("{0}")]
-    InvalidSelector(String),
-    /// A key name the keyboard does not know.
-    #[error("{0}")]
-    UnknownKey(String),
-    /// No tab has this id.
-    #[error("{0}")]
-    TabNotFound(String),
-    /// The tab's renderer crashed while the call ran (the browser lives on).
-    #[error("the tab's renderer crashed")]
-    TabCrashed,
-    /// The navigation turned into a download, which is refused.
-    #[error("the URL is a download, and downloads are refused")]
-    DownloadRefused,
-    /// The target of an `upload` is not an `<input type=file>`.
-    #[error("{0}")]
-    NotAFileInput(String),
-    /// The page refused or failed the action (navigation error, bad input).
-    #[error("{0}")]
-    Failed(String),
-    /// The browser is gone (crashed or killed).
-    #[error("the browser is gone")]
-    BrowserGone,
-    /// Anything else from the protocol layer.
-    #[error("browser protocol error: {0}")]
-    Protocol(String),
-}
-
-impl From<chromiumoxide::error::CdpError> for CdpError {
-    fn from(e: chromiumoxide::error::CdpError) -> Self {
-        use chromiumoxide::error::CdpError as E;
-        match e {
-            E::Ws(_) | E::Io(_) | E::ChannelSendError(_) | E::NoResponse => Self::BrowserGone,
-            // chromiumoxide's own bound on one CDP request: the call ran out
-            // of time, whichever bound was hit first.
-            E::Timeout => Self::Timeout("the browser call", REQUEST_TIMEOUT_MS),
-            E::ChromeMessage(m) => Self::Failed(m),
-            other => Self::Protocol(other.to_string()),
-        }
-    }
-}
 
 /// chromiumoxide's bound on one CDP request, in ms: above the longest tool
 /// bound (`tool_timeout_s` ≤ 300), so a tool's own bound fires first.
@@ -106,61 +59,6 @@ pub struct BrowserConn {
     watcher: tokio::task::JoinHandle<()>,
     /// Tabs already told to let their workers start ([`release_new_targets`]).
     released: std::sync::Mutex<std::collections::HashSet<String>>,
-}
-
-/// Tabs one kind of event happened to (their renderer crashed; a download
-/// they started was refused), with a notification at each.
-#[derive(Clone, Default)]
-pub struct TabEvents(Arc<TabEventState>);
-
-#[derive(Default)]
-struct TabEventState {
-    tabs: std::sync::Mutex<std::collections::HashSet<String>>,
-    notify: tokio::sync::Notify,
-}
-
-impl TabEvents {
-    fn note(&self, target: String) {
-        self.0.tabs.lock().expect("tab events lock").insert(target);
-        self.0.notify.notify_waiters();
-    }
-
-    /// Whether it happened to tab `target` (and was not cleared since).
-    pub fn happened_to(&self, target: &str) -> bool {
-        self.0
-            .tabs
-            .lock()
-            .expect("tab events lock")
-            .contains(target)
-    }
-
-    /// Forgets it for `target` (a new navigation, a fresh tab).
-    pub fn clear(&self, target: &str) {
-        self.0.tabs.lock().expect("tab events lock").remove(target);
-    }
-
-    /// Runs `fut`, but answers `then()` at once when it happens to tab
-    /// `target` meanwhile.
-    pub async fn guard<T>(
-        &self,
-        target: &str,
-        then: fn() -> CdpError,
-        fut: impl Future<Output = Result<T, CdpError>>,
-    ) -> Result<T, CdpError> {
-        let happened = async {
-            loop {
-                let notified = self.0.notify.notified();
-                if self.happened_to(target) {
-                    return;
-                }
-                notified.await;
-            }
-        };
-        tokio::select! {
-            res = fut => res,
-            () = happened => Err(then()),
-        }
-    }
 }
 
 impl BrowserConn {
@@ -336,20 +234,6 @@ pub async fn release_new_targets(page: &Page) -> Result<(), CdpError> {
     })
     .await?;
     Ok(())
-}
-
-/// A CDP error's variant name, safe to log.
-fn error_kind(e: &chromiumoxide::error::CdpError) -> &'static str {
-    use chromiumoxide::error::CdpError as E;
-    match e {
-        E::Ws(_) => "websocket",
-        E::Io(_) => "io",
-        E::Serde(_) | E::InvalidMessage(..) => "unparsed message",
-        E::Timeout => "timeout",
-        E::NoResponse => "no response",
-        E::ChromeMessage(_) => "chrome message",
-        _ => "other",
-    }
 }
 
 impl Drop for BrowserConn {

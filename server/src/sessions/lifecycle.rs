@@ -1,4 +1,5 @@
-//! The end of sessions: closing one, the ticker (deadlines, idle, dead
+//! The end of sessions: closing one (at its owner's or an operator's
+//! request, after a save, on a failure), the ticker (deadlines, idle, dead
 //! browsers), and shutdown.
 
 use std::sync::Arc;
@@ -7,12 +8,58 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{LiveSession, SessionManager, TICK};
+use super::{LiveSession, SessionError, SessionInfo, SessionManager, TICK};
 use crate::audit::{Actor, NewEvent};
 use crate::domain::{CloseReason, SessionId};
+use crate::store::api_keys::ApiKeyOwner;
 use crate::time::now_ms;
 
 impl SessionManager {
+    /// Closes a session at its owner's request.
+    pub async fn close(&self, owner: &ApiKeyOwner, id: &str) -> Result<SessionInfo, SessionError> {
+        let live = self.get(&owner.tenant, id).await?;
+        self.end(
+            &live.id,
+            CloseReason::Client,
+            None,
+            Actor::Agent(owner.key_id.clone()),
+        )
+        .await;
+        self.info(&owner.tenant, id).await
+    }
+
+    /// Ends a running session of any tenant at an operator's request
+    /// (dashboard). `NotFound` if it never existed, `Gone` if it has ended
+    /// or runs on another control plane.
+    pub async fn end_by_operator(&self, id: &str, operator: &str) -> Result<(), SessionError> {
+        let live = self.find_live(id).await?;
+        self.end(
+            &live.id,
+            CloseReason::Operator,
+            None,
+            Actor::Operator(operator.to_owned()),
+        )
+        .await;
+        Ok(())
+    }
+
+    /// Ends a refresh session whose login was saved (dashboard).
+    pub async fn end_saved(&self, live: &LiveSession, operator: &str) {
+        self.end(
+            &live.id,
+            CloseReason::Saved,
+            None,
+            Actor::Operator(operator.to_owned()),
+        )
+        .await;
+    }
+
+    /// Marks a session failed because its browser is gone, and stops it.
+    pub async fn fail(&self, id: &SessionId, reason: CloseReason, error: &str) {
+        self.end(id, reason, Some(error.to_owned()), Actor::System)
+            .await;
+    }
+
     /// Ends a live session: audit, stop the sandbox, keep or drop screenshots,
     /// record the outcome. Safe to call twice (the second does nothing).
     pub(super) async fn end(

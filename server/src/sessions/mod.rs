@@ -1,12 +1,18 @@
 //! The session engine: registry, warm pool, lifecycle state machine
 //! (starting → ready → closing → closed | failed), deadlines, idle timeout,
 //! per-tenant and per-host limits, and the orphan reaper.
+//!
+//! `mod.rs` holds `SessionManager`, its registry and lookup; `start.rs`
+//! starts it, `settings.rs` its settings, `error.rs` `SessionError`,
+//! `info.rs` `SessionInfo`, `lifecycle.rs` closing and the ticker.
 
 pub mod cdp;
 mod codes;
 mod control;
+mod error;
 pub mod files;
 pub mod harvest;
+mod info;
 mod injection;
 mod lifecycle;
 mod live;
@@ -15,215 +21,36 @@ mod open;
 mod pool;
 mod reaper;
 pub mod request;
+mod settings;
+mod start;
 pub mod tool;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use anyhow::Context;
 use chromiumoxide::cdp::browser_protocol::emulation::SetDeviceMetricsOverrideParams;
 
-use crate::audit::Actor;
-use crate::domain::{CloseReason, SessionId, SessionState, TenantId};
+use crate::domain::{SessionId, TenantId};
 use crate::egress::EgressGuard;
 use crate::recording::Recorder;
 use crate::sandbox::{Driver, DriverKind};
 use crate::store::Store;
-use crate::store::api_keys::ApiKeyOwner;
-use crate::store::sessions::SessionRow;
 
+pub use error::SessionError;
 pub use harvest::{
     CookieMeta, CredentialDiff, DomainPreview, DomainSaved, HarvestError, HarvestPreview,
     OriginKeys, SaveReport,
 };
+pub use info::SessionInfo;
 pub use injection::SmokeProbe;
 pub use live::{ControlHolder, LiveSession, Tabs};
 pub use reaper::ReapReport;
 pub use request::{CredentialMode, DownloadPolicy, OpenRequest, OpenRequestError, Viewport};
+pub use settings::{EngineSettings, SessionConfig};
 pub use tool::{LiveInput, Tool, ToolCall, ToolError, ToolOutput};
-
-/// Session settings, built by `config`.
-#[derive(Debug, Clone)]
-pub struct SessionConfig {
-    /// Warm browsers kept ready.
-    pub pool_size: usize,
-    /// Pause between a take and the replacement's start.
-    pub pool_refill_delay: Duration,
-    /// Default lifetime.
-    pub deadline_default_s: u64,
-    /// Longest lifetime.
-    pub deadline_max_s: u64,
-    /// Idle timeout.
-    pub idle: Duration,
-    /// Open sessions per tenant.
-    pub max_per_tenant: usize,
-    /// Open sessions on this host.
-    pub max_total: usize,
-    /// Bound of one tool call.
-    pub tool_timeout: Duration,
-    /// Checks run after injecting a domain's cookies.
-    pub smoke_probes: BTreeMap<String, SmokeProbe>,
-    /// Tenants' own session limits.
-    pub tenant_limits: BTreeMap<String, crate::sandbox::limits::TenantLimits>,
-    /// Largest download kept, bytes.
-    pub download_max_bytes: u64,
-    /// What one session's downloads may take together, bytes.
-    pub download_session_max_bytes: u64,
-    /// Largest total of one `upload` call, bytes.
-    pub upload_max_bytes: u64,
-    /// `upload` sends its files through the page, not the upload directory.
-    pub upload_in_page: bool,
-}
-
-/// What starting the engine needs from the settings, built by `config`.
-#[derive(Debug, Clone)]
-pub struct EngineSettings {
-    /// The sandbox driver's.
-    pub sandbox: crate::sandbox::SandboxSettings,
-    /// `session_limits`: enforce per-session limits through cgroups.
-    pub enforce_limits: bool,
-    /// The limits every session's sandbox gets (`session_*`).
-    pub limits: crate::sandbox::limits::Limits,
-    /// `data_dir`.
-    pub data_dir: PathBuf,
-    /// Where screenshots and kept downloads live (`shared_dir` or `data_dir`).
-    pub files_dir: PathBuf,
-    /// Whether `files_dir` is shared by replicas (`shared_dir`).
-    pub shared_files: bool,
-    /// This replica's name.
-    pub replica_name: String,
-    /// `recording_quota_mb`, in bytes.
-    pub recording_quota_bytes: u64,
-    /// The sessions' own settings.
-    pub sessions: SessionConfig,
-    /// The risk gate's.
-    pub risk: crate::policy::RiskSettings,
-}
-
-/// What opening or using a session can fail with.
-#[derive(Debug, thiserror::Error)]
-pub enum SessionError {
-    /// No such session for this tenant.
-    #[error("session not found")]
-    NotFound,
-    /// The session has ended.
-    #[error("session is {state} ({})", reason.map_or("closing", CloseReason::as_str))]
-    Gone {
-        /// `closing`, `closed` or `failed`.
-        state: SessionState,
-        /// Why (none while it is still closing).
-        reason: Option<CloseReason>,
-    },
-    /// A limit is reached.
-    #[error("{message}")]
-    Limit {
-        /// Which.
-        message: String,
-        /// Seconds until a retry may succeed.
-        retry_after_s: u64,
-    },
-    /// The request is invalid.
-    #[error(transparent)]
-    Invalid(#[from] OpenRequestError),
-    /// The operator grant token was refused.
-    #[error(transparent)]
-    Grant(#[from] crate::grants::GrantError),
-    /// The browser could not be started.
-    #[error("the browser could not be started")]
-    StartFailed(#[source] anyhow::Error),
-    /// Anything else.
-    #[error(transparent)]
-    Internal(#[from] anyhow::Error),
-}
-
-/// The public face of a session.
-#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
-pub struct SessionInfo {
-    /// Id.
-    pub session_id: String,
-    /// State.
-    pub state: SessionState,
-    /// `clean` or `operator`.
-    pub credential_mode: String,
-    /// Domains asked for.
-    pub domains: Vec<String>,
-    /// Recording mode.
-    pub record: String,
-    /// Viewport.
-    pub viewport: Viewport,
-    /// RFC 3339.
-    pub created_at: String,
-    /// RFC 3339.
-    pub deadline_at: String,
-    /// RFC 3339, once ended.
-    pub closed_at: Option<String>,
-    /// Why it ended.
-    pub close_reason: Option<CloseReason>,
-    /// A failure's message.
-    pub error: Option<String>,
-    /// Whether it came from the warm pool (only on open).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub from_pool: Option<bool>,
-    /// Whether its browser may download files (on open, and while it runs).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub downloads: Option<DownloadPolicy>,
-    /// Operator mode, on open only: cookies injected per domain (counts,
-    /// never values).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub injected: Option<BTreeMap<String, usize>>,
-    /// Operator mode, on open only: localStorage items installed per
-    /// domain (counts, never keys or values).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub injected_storage: Option<BTreeMap<String, usize>>,
-    /// Operator mode, on open only: each configured smoke probe's result
-    /// (`ok`, or what failed) for the injected domains.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub smoke: Option<BTreeMap<String, String>>,
-    /// Operator mode, on open only: domains asked for that the tenant has
-    /// no stored credential for, so nothing was injected for them (present
-    /// only when there are some).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub missing_credentials: Vec<String>,
-    /// The session's CDP WebSocket URL (`ws(s)://…/cdp/{id}`; send the
-    /// API key as `Authorization: Bearer`, or get a single-use URL from
-    /// `POST /api/sessions/{id}/cdp_token`), while it is open. Set by the
-    /// web layer, which knows the address clients reach Cordon at.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cdp_url: Option<String>,
-}
-
-impl SessionInfo {
-    /// From a stored row.
-    pub fn from_row(r: &SessionRow) -> Self {
-        use crate::time::rfc3339_ms;
-        Self {
-            session_id: r.id.clone(),
-            state: r.state,
-            credential_mode: r.credential_mode.clone(),
-            domains: serde_json::from_str(&r.domains).unwrap_or_default(),
-            record: r.record.clone(),
-            viewport: Viewport {
-                width: u32::try_from(r.viewport_w).unwrap_or_default(),
-                height: u32::try_from(r.viewport_h).unwrap_or_default(),
-            },
-            created_at: rfc3339_ms(r.created_at),
-            deadline_at: rfc3339_ms(r.deadline_at),
-            closed_at: r.closed_at.map(rfc3339_ms),
-            close_reason: r.close_reason,
-            error: r.error.clone(),
-            from_pool: None,
-            downloads: None,
-            injected: None,
-            injected_storage: None,
-            smoke: None,
-            missing_credentials: Vec::new(),
-            cdp_url: None,
-        }
-    }
-}
 
 #[derive(Default)]
 struct Slots {
@@ -297,104 +124,6 @@ pub struct SessionManager(Arc<Inner>);
 const TICK: Duration = Duration::from_millis(500);
 
 impl SessionManager {
-    /// Picks the driver, reaps what a previous run left behind, and starts
-    /// the warm pool and the lifecycle ticker.
-    pub async fn start(
-        settings: &EngineSettings,
-        store: Store,
-        egress: EgressGuard,
-        vault: crate::vault::Vault,
-    ) -> anyhow::Result<Self> {
-        let driver = crate::sandbox::build(&settings.sandbox).await?;
-        let limits = if settings.enforce_limits {
-            crate::sandbox::limits::Enforcer::detect(
-                settings.limits,
-                std::path::Path::new("/sys/fs/cgroup"),
-            )
-        } else {
-            crate::sandbox::limits::Enforcer::disabled(settings.limits)
-        };
-        let status = limits.status();
-        if status.memory && status.pids {
-            tracing::info!(
-                cgroups = status.cgroups,
-                cpu = status.cpu,
-                "per-session limits enforced"
-            );
-        } else {
-            tracing::warn!(
-                cgroups = status.cgroups,
-                reason = status.reason.as_deref().unwrap_or_default(),
-                "PER-SESSION LIMITS ARE NOT ENFORCED: one page can take this host's memory. \
-                 Fix: run Cordon where it can create cgroups (the shipped systemd unit with \
-                 Delegate=yes, root, or a container that owns its cgroup v2 subtree)"
-            );
-        }
-        if driver.caps().remote && !settings.sessions.tenant_limits.is_empty() {
-            tracing::warn!(
-                driver = driver.kind().as_str(),
-                "tenant_limits do not reach this sandbox driver (exec, kube): its sandboxes get the \
-                 default limits (CORDON_LIMIT_*, a pod's memory limit), since warm sandboxes are made \
-                 before their tenant is known"
-            );
-        }
-        if driver.caps().devtools_open_locally {
-            tracing::warn!(
-                driver = driver.kind().as_str(),
-                "sandbox driver \"process\": each browser's DevTools port is open to every local \
-                 process, which could drive it and read an operator session's cookies; use bwrap \
-                 on a shared host"
-            );
-        }
-        let run_dir = settings.data_dir.join("run");
-        std::fs::create_dir_all(&run_dir)
-            .with_context(|| format!("data_dir: cannot create {}", run_dir.display()))?;
-        // Sessions and sandboxes are recorded under this replica's name.
-        let host = settings.replica_name.clone();
-        let approvals = crate::policy::Approvals::new(store.changes().clone());
-        let inner = Arc::new(Inner {
-            store,
-            vault,
-            driver,
-            limits,
-            egress,
-            recorder: {
-                let r = Recorder::with_quotas(
-                    &settings.files_dir,
-                    settings.recording_quota_bytes,
-                    settings
-                        .sessions
-                        .tenant_limits
-                        .iter()
-                        .filter_map(|(t, l)| Some((t.clone(), l.recording_quota_mb? << 20)))
-                        .collect(),
-                );
-                if settings.shared_files { r.shared() } else { r }
-            },
-            cfg: settings.sessions.clone(),
-            host,
-            run_dir,
-            downloads_root: settings.files_dir.join("downloads"),
-            live: Default::default(),
-            slots: Default::default(),
-            known: Default::default(),
-            opening: Default::default(),
-            ending: Default::default(),
-            pool: Default::default(),
-            shutdown: AtomicBool::new(false),
-            policy: crate::policy::Policy::from_settings(&settings.risk),
-            approvals,
-        });
-        let manager = Self(inner.clone());
-        let report = manager.reap().await?;
-        if report.sessions_closed + report.sandboxes_killed > 0 {
-            tracing::info!(?report, "reaper: cleaned up after a previous run");
-        }
-        tokio::spawn(pool::refill_loop(inner.clone()));
-        tokio::spawn(manager.clone().ticker());
-        Ok(manager)
-    }
-
     /// This control plane's host name (sessions and tasks are recorded
     /// with it).
     pub fn host(&self) -> &str {
@@ -512,50 +241,5 @@ impl SessionManager {
                 None => DownloadPolicy::Deny,
             });
         Ok(info)
-    }
-
-    /// Closes a session at its owner's request.
-    pub async fn close(&self, owner: &ApiKeyOwner, id: &str) -> Result<SessionInfo, SessionError> {
-        let live = self.get(&owner.tenant, id).await?;
-        self.end(
-            &live.id,
-            CloseReason::Client,
-            None,
-            Actor::Agent(owner.key_id.clone()),
-        )
-        .await;
-        self.info(&owner.tenant, id).await
-    }
-
-    /// Ends a running session of any tenant at an operator's request
-    /// (dashboard). `NotFound` if it never existed, `Gone` if it has ended
-    /// or runs on another control plane.
-    pub async fn end_by_operator(&self, id: &str, operator: &str) -> Result<(), SessionError> {
-        let live = self.find_live(id).await?;
-        self.end(
-            &live.id,
-            CloseReason::Operator,
-            None,
-            Actor::Operator(operator.to_owned()),
-        )
-        .await;
-        Ok(())
-    }
-
-    /// Ends a refresh session whose login was saved (dashboard).
-    pub async fn end_saved(&self, live: &LiveSession, operator: &str) {
-        self.end(
-            &live.id,
-            CloseReason::Saved,
-            None,
-            Actor::Operator(operator.to_owned()),
-        )
-        .await;
-    }
-
-    /// Marks a session failed because its browser is gone, and stops it.
-    pub async fn fail(&self, id: &SessionId, reason: CloseReason, error: &str) {
-        self.end(id, reason, Some(error.to_owned()), Actor::System)
-            .await;
     }
 }

@@ -1,0 +1,230 @@
+//! `SessionManager::run_tool`, the pipeline itself: the call's bound,
+//! control, the risk gate, the audit row, the tab lock, the CDP calls
+//! (`exec.rs`), a dead browser failing the session, recording, the result.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{LiveInput, Tool, ToolCall, ToolError, ToolOutput, exec, gate, input};
+use crate::audit::{Actor, NewEvent};
+use crate::recording::RecordError;
+use crate::sessions::{LiveSession, SessionError, SessionManager};
+
+/// Time a call may take past its bound for the steps around the bounded
+/// one (reading the title, resetting a tab) before it is cut off.
+const OVERRUN: Duration = Duration::from_secs(5);
+
+impl SessionManager {
+    /// Runs one tool call on `session` as `actor`: the only way a tool
+    /// reaches a browser. The audit row is written before anything is sent
+    /// to the browser; tool calls on one session run one at a time.
+    #[tracing::instrument(skip_all, fields(session.id = %session.id, tool = call.tool.action()))]
+    pub async fn run_tool(
+        &self,
+        session: &Arc<LiveSession>,
+        actor: Actor,
+        via: crate::audit::Surface,
+        call: ToolCall,
+    ) -> Result<ToolOutput, ToolError> {
+        // A refresh session is its operator's alone, whatever path an
+        // agent's call took to get here.
+        if session.mode == crate::sessions::CredentialMode::Refresh
+            && !matches!(actor, Actor::Operator(_))
+        {
+            return Err(ToolError::Session(SessionError::NotFound));
+        }
+        let timeout = self.bound(call.timeout_ms)?;
+        let tool = call.tool;
+        // Over the cap, nothing is audited as requested or written.
+        if let Tool::Upload { files, .. } = &tool {
+            let total: u64 = files.iter().map(|f| f.bytes.len() as u64).sum();
+            let max = self.0.cfg.upload_max_bytes;
+            if total > max {
+                return Err(ToolError::TooLarge(format!(
+                    "the files hold {total} bytes; an upload may hold at most {max} (upload_max_mb)"
+                )));
+            }
+        }
+        let mut params = exec::audit_params(&tool);
+        params["via"] = serde_json::json!(via.as_str());
+        let event = NewEvent::new(actor.clone(), tool.action())
+            .tenant(&session.tenant)
+            .session(session.id.as_str())
+            .params(params);
+        // Whoever does not hold control while an operator does is refused,
+        // and the refusal is audited.
+        if let Some(holder) = session.control()
+            && !matches!(&actor, Actor::Operator(id) if *id == holder.operator_id)
+        {
+            self.0
+                .store
+                .audit_append(event.outcome("refused: operator_has_control"))
+                .await?;
+            return Err(ToolError::OperatorHasControl(holder.name));
+        }
+        // The risk gate: may wait for an operator's decision, which is not
+        // part of the call's own bound. A click is checked at its target,
+        // inside the click (below).
+        let mut check_click =
+            self.gate(session, &actor, &tool, &event, timeout).await? == gate::Gate::AtClick;
+        // Pointer moves are audited one a second at most; every other
+        // input is.
+        let sampled_out = matches!(
+            tool,
+            Tool::Input(LiveInput::Mouse {
+                kind: crate::cdp::MouseKind::Move,
+                ..
+            })
+        ) && !session.sample_move();
+        if !sampled_out {
+            self.0
+                .store
+                .audit_append(event.clone().outcome("requested"))
+                .await?;
+        }
+        let refusals = session.refusals.mark();
+        // The whole call, waiting for the tab lock included, is bounded: a
+        // step without a bound of its own (a title read on a page whose
+        // script never yields, say) cannot hold the session past it.
+        let budget = timeout + OVERRUN;
+        let mut approved = None;
+        let res = loop {
+            session.touch();
+            let check = check_click.then(|| self.click_check(session, &tool, approved.as_ref()));
+            let res = match tokio::time::timeout(budget, async {
+                let mut tabs = session.tabs.lock().await;
+                match &tool {
+                    Tool::TypeTotp { target, label } => {
+                        self.type_totp(
+                            session,
+                            &mut tabs,
+                            target.as_ref(),
+                            label.as_deref(),
+                            timeout,
+                        )
+                        .await
+                    }
+                    _ => exec::run(session, &mut tabs, &tool, timeout, check.as_ref()).await,
+                }
+            })
+            .await
+            {
+                Ok(res) => res,
+                Err(_) => Err(ToolError::Timeout(format!(
+                    "{} did not finish within {} ms",
+                    tool.action(),
+                    budget.as_millis()
+                ))),
+            };
+            drop(check);
+            match res {
+                // Held at the target: the decision, then the click again,
+                // looked up and judged anew: if the page changed what is
+                // under the pointer while the approval waited, it waits
+                // again (a dry run only records, and clicks).
+                Err(ToolError::Held(held)) => {
+                    approved = self.hold(session, &actor, &tool, &event, *held).await?;
+                    check_click = approved.is_some();
+                }
+                res => break res,
+            }
+        };
+        session.touch();
+        let out = match res {
+            Ok(out) => out,
+            Err(e) => return Err(self.map_failure(session, e).await),
+        };
+        let out = match out {
+            ToolOutput::Navigated(mut nav) => {
+                nav.note_refusals(session.refusals.since(refusals));
+                if let Some(failure) = nav.failure.take()
+                    && nav.egress_refused.is_none()
+                {
+                    return Err(ToolError::ActionFailed(failure));
+                }
+                ToolOutput::Navigated(nav)
+            }
+            ToolOutput::Screenshot(mut shot) => {
+                let seq = session.next_screenshot_seq();
+                let saved = self
+                    .recorder()
+                    .save(
+                        session.record,
+                        session.tenant.as_str(),
+                        session.id.as_str(),
+                        seq,
+                        shot.format.extension(),
+                        &shot.bytes,
+                    )
+                    .await;
+                shot.persisted_path = match saved {
+                    Ok(path) => path.map(|p| p.display().to_string()),
+                    Err(RecordError::QuotaFull { used_mb, quota_mb }) => {
+                        self.0
+                            .store
+                            .audit_append(
+                                NewEvent::new(Actor::System, "recording.refused")
+                                    .tenant(&session.tenant)
+                                    .session(session.id.as_str())
+                                    .params(serde_json::json!({
+                                        "used_mb": used_mb,
+                                        "quota_mb": quota_mb,
+                                    }))
+                                    .outcome("quota_full"),
+                            )
+                            .await?;
+                        return Err(ToolError::RecordingQuotaFull(
+                            RecordError::QuotaFull { used_mb, quota_mb }.to_string(),
+                        ));
+                    }
+                    Err(RecordError::Io(e)) => return Err(ToolError::Internal(e)),
+                };
+                ToolOutput::Screenshot(shot)
+            }
+            other => other,
+        };
+        Ok(out)
+    }
+
+    /// A tool call's bound: the caller's `timeout_ms` or the server's, whichever is smaller.
+    fn bound(&self, timeout_ms: Option<u64>) -> Result<Duration, ToolError> {
+        let max = self.tool_timeout();
+        match timeout_ms {
+            None => Ok(max),
+            Some(ms) if ms == 0 || ms > input::MAX_TIMEOUT_MS => Err(ToolError::Invalid(format!(
+                "timeout_ms must be between 1 and {}",
+                input::MAX_TIMEOUT_MS
+            ))),
+            Some(ms) => Ok(Duration::from_millis(ms).min(max)),
+        }
+    }
+
+    /// A dead browser fails the session, whatever the call reported.
+    async fn map_failure(&self, session: &LiveSession, e: ToolError) -> ToolError {
+        // A page that ran into its limits crashed its tab (or the browser):
+        // the session ends now, and the agent hears why.
+        if let Some(limits) = &session.sandbox.limits
+            && let Some(breach) = limits.breach()
+        {
+            let why = breach.describe(&limits.limits());
+            tracing::warn!(reason = %why, "tool failed: a resource limit was hit");
+            self.fail(&session.id, crate::domain::CloseReason::ResourceLimit, &why)
+                .await;
+            return ToolError::Session(SessionError::Gone {
+                state: crate::domain::SessionState::Failed,
+                reason: Some(crate::domain::CloseReason::ResourceLimit),
+            });
+        }
+        if matches!(e, ToolError::BrowserFailed) || session.browser_gone() {
+            tracing::warn!(error = %e, "tool failed: the browser is gone");
+            self.fail(
+                &session.id,
+                crate::domain::CloseReason::BrowserExited,
+                "the browser exited unexpectedly",
+            )
+            .await;
+            return ToolError::BrowserFailed;
+        }
+        e
+    }
+}

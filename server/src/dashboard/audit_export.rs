@@ -9,8 +9,7 @@ use app::error::UiError;
 use axum::Extension;
 use axum::body::{Body, Bytes};
 use axum::extract::{Query, State};
-use axum::http::header;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde::Deserialize;
 
 use super::{actor, internal};
@@ -118,19 +117,14 @@ async fn run(state: &AppState, op: &Operator, range: Range) -> Result<Response, 
         }
     });
     let name = format!(
-        "attachment; filename=\"cordon-audit-{}.jsonl\"",
+        "cordon-audit-{}.jsonl",
         crate::time::rfc3339_ms(crate::time::now_ms()).replace(':', "-")
     );
-    Ok((
-        [
-            (header::CONTENT_TYPE, "application/x-ndjson".to_owned()),
-            (header::CONTENT_DISPOSITION, name),
-            (header::CACHE_CONTROL, "no-store".to_owned()),
-            (header::X_CONTENT_TYPE_OPTIONS, "nosniff".to_owned()),
-        ],
+    Ok(super::attachment(
+        "application/x-ndjson",
+        &name,
         Body::from_stream(futures::stream::unfold(rx, |mut rx| async move {
             rx.recv().await.map(|chunk| (chunk, rx))
         })),
-    )
-        .into_response())
+    ))
 }

@@ -7,13 +7,11 @@ use app::api::auth::{Operator, Role};
 use app::error::UiError;
 use axum::Extension;
 use axum::extract::{Query, State};
-use axum::http::header;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde::Deserialize;
 use tower_sessions::Session;
 
 use super::{actor, internal};
-use crate::auth::routes::take_fresh;
 use crate::domain::TenantId;
 use crate::state::AppState;
 use crate::vault::{Domain, VaultError};
@@ -71,11 +69,7 @@ async fn run(
     .await?;
     // After the scope: another tenant's credential does not use up the
     // operator's passkey check.
-    if !take_fresh(session).await? {
-        return Err(UiError::forbidden(
-            "exporting a credential needs a fresh passkey check: use the Export button",
-        ));
-    }
+    super::fresh_for_export(session).await?;
     let doc = match state.vault.export(&actor(op), &tenant, &domain).await {
         Ok(doc) => doc,
         Err(VaultError::NotFound { .. } | VaultError::UnknownTenant(_)) => {
@@ -88,16 +82,5 @@ async fn run(
     let body =
         serde_json::to_vec_pretty(&doc).map_err(|e| internal("exporting the credential", e))?;
     let filename = format!("{tenant}-{domain}.storage-state.json");
-    Ok((
-        [
-            (header::CONTENT_TYPE, "application/json".to_owned()),
-            (
-                header::CONTENT_DISPOSITION,
-                format!("attachment; filename=\"{filename}\""),
-            ),
-            (header::CACHE_CONTROL, "no-store".to_owned()),
-        ],
-        body,
-    )
-        .into_response())
+    Ok(super::attachment("application/json", &filename, body))
 }

@@ -54,6 +54,43 @@ async fn in_scope(
     Err(not_found())
 }
 
+/// Nothing, if the operator's dashboard session proved presence with a
+/// passkey in the last five minutes (the proof is used up); otherwise
+/// `forbidden`. Every export of a secret asks it.
+async fn fresh_for_export(session: &tower_sessions::Session) -> Result<(), UiError> {
+    if crate::auth::routes::take_fresh(session).await? {
+        Ok(())
+    } else {
+        Err(UiError::forbidden(
+            "exporting a credential needs a fresh passkey check: use the Export button",
+        ))
+    }
+}
+
+/// A file handed to the operator: an attachment named `filename`, never
+/// cached, never sniffed.
+fn attachment(
+    content_type: &str,
+    filename: &str,
+    body: impl axum::response::IntoResponse,
+) -> axum::response::Response {
+    use axum::http::header;
+    use axum::response::IntoResponse;
+    (
+        [
+            (header::CONTENT_TYPE, content_type.to_owned()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"{filename}\""),
+            ),
+            (header::CACHE_CONTROL, "no-store".to_owned()),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff".to_owned()),
+        ],
+        body,
+    )
+        .into_response()
+}
+
 /// The audit actor of an operator.
 fn actor(op: &Operator) -> Actor {
     Actor::Operator(op.id.clone())

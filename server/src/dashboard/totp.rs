@@ -11,7 +11,7 @@ use app::error::UiError;
 use axum::Extension;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Json, Query, State};
-use axum::http::{StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use serde::Deserialize;
@@ -20,7 +20,6 @@ use tower_sessions::Session;
 use zeroize::Zeroizing;
 
 use super::{actor, internal};
-use crate::auth::routes::take_fresh;
 use crate::domain::TenantId;
 use crate::state::AppState;
 use crate::store::totp::TotpInfo;
@@ -255,11 +254,7 @@ pub async fn export(
             .tenant
             .parse()
             .map_err(|e: crate::domain::TenantIdError| UiError::invalid("tenant", e.to_string()))?;
-        if !take_fresh(&session).await? {
-            return Err(UiError::forbidden(
-                "exporting a credential needs a fresh passkey check: use the Export button",
-            ));
-        }
+        super::fresh_for_export(&session).await?;
         match state
             .vault
             .totp_export(&actor(&op), &tenant, &which.id)
@@ -278,18 +273,11 @@ pub async fn export(
                 .chars()
                 .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
                 .collect();
-            (
-                [
-                    (header::CONTENT_TYPE, "text/plain; charset=utf-8".to_owned()),
-                    (
-                        header::CONTENT_DISPOSITION,
-                        format!("attachment; filename=\"{name}\""),
-                    ),
-                    (header::CACHE_CONTROL, "no-store".to_owned()),
-                ],
+            super::attachment(
+                "text/plain; charset=utf-8",
+                &name,
                 format!("{}\n", uri.as_str()),
             )
-                .into_response()
         }
         Err(e) => crate::auth::middleware::ui_error(&e),
     }

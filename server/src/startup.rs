@@ -169,10 +169,11 @@ impl Application {
         let tasks =
             crate::tasks::Tasks::start(&settings.task_settings(), store.clone(), sessions.clone())
                 .await?;
+        let assets = dashboard::assets::Assets::new(&settings.site_root);
         let leptos = LeptosOptions::builder()
             .output_name("cordon")
             .site_root(settings.site_root.display().to_string())
-            .site_pkg_dir(dashboard::assets::Assets::new(&settings.site_root).pkg_dir())
+            .site_pkg_dir(assets.pkg_dir())
             .site_addr(settings.bind)
             .build();
         let days = |d: u64| std::time::Duration::from_secs(d * 24 * 3600);
@@ -188,6 +189,7 @@ impl Application {
             settings,
             store,
             leptos,
+            assets,
             metrics: telemetry::metrics_handle(),
             egress,
             sessions,
@@ -502,7 +504,7 @@ fn router(
     let routes = generate_route_list(App);
     let dashboard: DashboardHandle = Arc::new(state.clone());
     let leptos = state.leptos.clone();
-    let assets = dashboard::assets::Assets::new(std::path::Path::new(&*leptos.site_root));
+    let assets = state.assets.clone();
     // The dashboard: its sessions and the operator check wrap only these
     // routes (and the fallback), so agent API and MCP requests never pay
     // for a dashboard session.

@@ -24,6 +24,8 @@ pub struct Inner {
     pub store: Store,
     /// Where the dashboard's assets are and how they are named.
     pub leptos: LeptosOptions,
+    /// The dashboard's built assets (`/pkg/`), read once at start.
+    pub assets: crate::dashboard::assets::Assets,
     /// Renders `/metrics`.
     pub metrics: PrometheusHandle,
     /// The forward proxy every browser must use.

@@ -162,6 +162,12 @@ fn cli(dir: &Path, db: &str, key: &str, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
+/// Tenant `acme` and an API key of it (the key's text), made with the CLI.
+fn tenant_and_key(dir: &Path, db: &str, key: &str) -> String {
+    cli(dir, db, key, &["tenant", "create", "acme"]);
+    cli(dir, db, key, &["apikey", "create", "--tenant", "acme"])
+}
+
 fn key_text() -> String {
     hex::encode(rand::random::<[u8; 32]>())
 }
@@ -232,13 +238,7 @@ async fn replicas_answer_for_each_other_and_a_killed_one_is_declared_lost() {
     let db = TestDb::new(Backend::Postgres).await;
     let root = db.dir.path();
     let key = key_text();
-    cli(root, &db.url, &key, &["tenant", "create", "acme"]);
-    let agent = cli(
-        root,
-        &db.url,
-        &key,
-        &["apikey", "create", "--tenant", "acme"],
-    );
+    let agent = tenant_and_key(root, &db.url, &key);
     let site = crate::site::start().await;
     let allow = site.allow();
     let extra = [
@@ -576,13 +576,7 @@ async fn an_older_replica_runs_on_a_newer_expand_only_schema_and_not_across_a_co
     let db = TestDb::new(Backend::Postgres).await;
     let root = db.dir.path();
     let key = key_text();
-    cli(root, &db.url, &key, &["tenant", "create", "acme"]);
-    let agent = cli(
-        root,
-        &db.url,
-        &key,
-        &["apikey", "create", "--tenant", "acme"],
-    );
+    let agent = tenant_and_key(root, &db.url, &key);
     let extra = [("CORDON_SANDBOX_DRIVER", "process")];
     let a = Replica::start(&root.join("a"), &db.url, &key, "a", &extra);
     // The newer release's migration: a column on a table this one writes,
@@ -674,13 +668,7 @@ async fn a_task_is_aborted_through_any_replica_and_its_loop_stops() {
     let db = TestDb::new(Backend::Postgres).await;
     let root = db.dir.path();
     let key = key_text();
-    cli(root, &db.url, &key, &["tenant", "create", "acme"]);
-    let agent = cli(
-        root,
-        &db.url,
-        &key,
-        &["apikey", "create", "--tenant", "acme"],
-    );
+    let agent = tenant_and_key(root, &db.url, &key);
     // A model that thinks for two minutes: the task is running while it
     // is aborted.
     let (model, _fake) =

@@ -68,6 +68,8 @@ fi
 
 # shellcheck source=infra/images/podman-env.sh
 . "$root/infra/images/podman-env.sh"
+# shellcheck source=infra/images/debian-root.sh
+. "$root/infra/images/debian-root.sh"
 podman_env_setup debootstrap
 echo "build-local: podman $(podman --version | awk '{print $3}'), runtime $PODMAN_ENV_RUNTIME"
 
@@ -78,28 +80,9 @@ if [ "$rebuild_base" = 1 ] || ! podman image exists "$base_image"; then
   echo "-- base image $base_image: debootstrap bookworm (minbase) from $mirror"
   mkdir -p "$work"
   rootfs="$work/rootfs"
-  rm -rf "$rootfs"
-  debootstrap --variant=minbase bookworm "$rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 || {
-    tail -n 20 "$work/debootstrap.log" >&2
-    echo "build-local: debootstrap failed (log: $work/debootstrap.log)" >&2
-    exit 1
-  }
-  # The apt sources of debian:bookworm-slim (updates and security too),
-  # and its container settings: no recommends, no apt caches kept.
-  rm -f "$rootfs/etc/apt/sources.list"
-  cat >"$rootfs/etc/apt/sources.list.d/debian.sources" <<EOF
-Types: deb
-URIs: $mirror
-Suites: bookworm bookworm-updates
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-
-Types: deb
-URIs: $security_mirror
-Suites: bookworm-security
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-EOF
+  debian_root "$rootfs" "$mirror" "$security_mirror" "$work/debootstrap.log" || exit 1
+  # debian:bookworm-slim's container settings: no recommends, no apt
+  # caches kept.
   cat >"$rootfs/etc/apt/apt.conf.d/docker-clean" <<'EOF'
 DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
 APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };

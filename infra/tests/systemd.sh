@@ -29,6 +29,8 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
+# shellcheck source=infra/images/debian-root.sh
+. "$root/infra/images/debian-root.sh"
 rebuild=0
 for arg in "$@"; do
   case $arg in
@@ -95,27 +97,8 @@ fi
 # ------------------------------------------------------------ the root
 if [ "$rebuild" = 1 ] || [ ! -e "$rootfs/.cordon-root-ready" ]; then
   step "making the root in $rootfs (debootstrap minbase + systemd, Chromium, bubblewrap)"
-  rm -rf "$rootfs"
-  mkdir -p "$(dirname "$rootfs")"
-  debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus bookworm "$rootfs" "$mirror" \
-    >"$rootfs.debootstrap.log" 2>&1 || {
-    tail -n 20 "$rootfs.debootstrap.log" >&2
-    fail "debootstrap (log: $rootfs.debootstrap.log)"
-  }
-  rm -f "$rootfs/etc/apt/sources.list"
-  cat >"$rootfs/etc/apt/sources.list.d/debian.sources" <<EOF
-Types: deb
-URIs: $mirror
-Suites: bookworm bookworm-updates
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-
-Types: deb
-URIs: $security_mirror
-Suites: bookworm-security
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-EOF
+  debian_root "$rootfs" "$mirror" "$security_mirror" "$rootfs.debootstrap.log" \
+    --include=systemd,systemd-sysv,dbus || fail "debootstrap"
   echo "$machine" >"$rootfs/etc/hostname"
   touch "$rootfs/.cordon-root-ready"
 fi

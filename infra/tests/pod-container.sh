@@ -15,7 +15,9 @@
 #     made with the CLI, a session opened (one container per browser), a
 #     page served on the host's loopback navigated through Cordon's egress
 #     guard, a snapshot and a screenshot, the live view's first frame over
-#     a live link, the session closed (its container removed), and SIGTERM
+#     a live link, a download taken over CDP (download_transfer = "cdp":
+#     the container shares no folder with Cordon) fetched byte-identical,
+#     the session closed (its container removed), and SIGTERM
 #     to Cordon removing the warm pool's containers: none left.
 #
 # Usage (as root, from a clone): bash infra/tests/pod-container.sh [--no-cordon]
@@ -198,6 +200,8 @@ cat >"$work/page/index.html" <<'EOF'
 <h1>Served on the host's loopback</h1><p>through Cordon's egress guard</p>
 <button>Go</button>
 EOF
+# text/csv: a type the browser saves rather than shows.
+"$py" -c 'import os,sys; open(sys.argv[1],"wb").write(os.urandom(300000))' "$work/page/report.csv"
 (cd "$work/page" && exec "$py" -m http.server --bind 127.0.0.1 "$page_port" >"$work/page.log" 2>&1) &
 page_pid=$!
 
@@ -211,6 +215,7 @@ exec_create = "$py $root/infra/tests/pod-podman.py create --template $template -
 exec_destroy = "$py $root/infra/tests/pod-podman.py destroy --template $template"
 egress_allow = ["127.0.0.1:$page_port"]
 pool_size = 1
+download_transfer = "cdp"
 [tenant_live_links.acme]
 frame_ancestors = []
 EOF
@@ -254,7 +259,7 @@ for k in sys.argv[1].split("."): v=v[k]
 print(v)' "$1"; }
 
 t0=$(date +%s%N)
-sid=$(api POST /api/sessions '{}' | jget session_id)
+sid=$(api POST /api/sessions '{"downloads":"allow"}' | jget session_id)
 echo "session $sid opened in $((($(date +%s%N) - t0) / 1000000)) ms"
 api POST "/api/sessions/$sid/navigate" "{\"url\":\"http://127.0.0.1:$page_port/\"}" >"$work/navigate.json"
 api POST "/api/sessions/$sid/snapshot" '{}' >"$work/snapshot.json"
@@ -291,6 +296,17 @@ link=$(api POST "/api/sessions/$sid/live_link" '{"mode":"view","ttl_s":60}' | jg
 ws=${link/http:/ws:}
 ws=${ws/\?/\/ws?}
 node "$root/infra/tests/pod-drive.js" live "$ws" "$work/live.jpg"
+api POST "/api/sessions/$sid/navigate" "{\"url\":\"http://127.0.0.1:$page_port/report.csv\"}" >"$work/download-nav.json"
+grep -q '"download_started":true' "$work/download-nav.json" || fail "the navigation did not start a download: $(head -c 400 "$work/download-nav.json")"
+for _ in $(seq 1 60); do
+  api GET "/api/sessions/$sid/downloads" >"$work/downloads.json"
+  grep -q '"state":"completed"' "$work/downloads.json" && break
+  sleep 0.5
+done
+grep -q '"name":"report.csv"' "$work/downloads.json" || fail "no completed report.csv: $(head -c 400 "$work/downloads.json")"
+curl -fsS -H "@$work/auth" -o "$work/report.got" "$url/api/sessions/$sid/downloads/report.csv"
+cmp -s "$work/page/report.csv" "$work/report.got" || fail "the downloaded bytes differ"
+echo "a 300 kB download taken over CDP from the container, fetched byte-identical"
 container=$(podman ps --filter label=cordon.dev/sandbox --format '{{.Names}}' | sort | comm -13 <(echo "$before") - | tr '\n' ' ')
 api DELETE "/api/sessions/$sid" >/dev/null
 echo "session closed; containers before the close: $container"

@@ -67,6 +67,25 @@ pub enum UploadTransfer {
     Page,
 }
 
+/// How a session that allows downloads gets their bytes.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum DownloadTransfer {
+    /// `cdp` with the `kube` driver (a pod shares no directory with
+    /// Cordon), `files` with the others.
+    #[default]
+    Auto,
+    /// The browser saves them in the sandbox's download directory, and
+    /// Cordon copies each finished one.
+    Files,
+    /// Taken from the browser over CDP (`Fetch` at the response stage):
+    /// nothing is shared on disk; a `blob:` or `data:` download is
+    /// refused (`not_taken`).
+    Cdp,
+}
+
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -196,6 +215,12 @@ pub struct Settings {
     /// that share no directory with Cordon: `kube`, a remote `exec`).
     #[serde(default)]
     pub upload_transfer: UploadTransfer,
+    /// How a session's downloads reach Cordon: `auto`, `files` (saved in
+    /// the sandbox's download directory) or `cdp` (read from the browser
+    /// over CDP, for engines that share no directory with Cordon: `kube`,
+    /// a remote `exec`; `blob:` and `data:` downloads are refused).
+    #[serde(default)]
+    pub download_transfer: DownloadTransfer,
     /// Days `audit` screenshots are kept.
     #[serde(default = "d::recording_retention_days")]
     pub recording_retention_days: u64,
@@ -1169,6 +1194,11 @@ impl Settings {
                 UploadTransfer::Page => true,
                 UploadTransfer::Auto => self.sandbox_driver == SandboxDriverSetting::Kube,
             },
+            download_over_cdp: match self.download_transfer {
+                DownloadTransfer::Files => false,
+                DownloadTransfer::Cdp => true,
+                DownloadTransfer::Auto => self.sandbox_driver == SandboxDriverSetting::Kube,
+            },
         }
     }
 
@@ -1626,6 +1656,30 @@ mod tests {
             .map(|e| format!("{e:#}"))
             .unwrap_or_default();
         assert!(err.starts_with("upload_transfer"), "{err}");
+    }
+
+    #[test]
+    fn downloads_are_taken_over_cdp_with_kube_unless_told_otherwise() {
+        let over_cdp = |vars: &[(&str, &str)]| {
+            let s = Settings::load_from(None, env(vars)).unwrap();
+            s.session_config().download_over_cdp
+        };
+        let kube = [
+            ("CORDON_SANDBOX_DRIVER", "kube"),
+            ("CORDON_KUBE_POD_TEMPLATE", "/etc/cordon/browser-pod.yaml"),
+            ("CORDON_KUBE_EGRESS_HOST", "10.1.2.3"),
+        ];
+        assert!(!over_cdp(&[]), "a local browser saves into the folder");
+        assert!(over_cdp(&kube), "a pod shares no directory");
+        assert!(over_cdp(&[("CORDON_DOWNLOAD_TRANSFER", "cdp")]));
+        let mut files = kube.to_vec();
+        files.push(("CORDON_DOWNLOAD_TRANSFER", "files"));
+        assert!(!over_cdp(&files), "the operator's word wins");
+        let err = Settings::load_from(None, env(&[("CORDON_DOWNLOAD_TRANSFER", "ftp")]))
+            .err()
+            .map(|e| format!("{e:#}"))
+            .unwrap_or_default();
+        assert!(err.starts_with("download_transfer"), "{err}");
     }
 
     #[test]

@@ -23,6 +23,8 @@ pub enum DownloadEvent {
         guid: String,
         /// The site's name for the file.
         suggested: String,
+        /// Where it comes from (`blob:` and `data:` included).
+        url: String,
     },
     /// Progress, or its end.
     Progress {
@@ -116,6 +118,19 @@ impl BrowserConn {
             .map_err(CdpError::Protocol)?;
         self.browser.execute(params).await?;
         Ok(events)
+    }
+
+    /// The browser's download events, its downloads still refused (a
+    /// session whose downloads are taken over CDP hears of those the
+    /// browser refused: ones that never reached the network).
+    pub fn download_events(&self) -> mpsc::UnboundedReceiver<DownloadEvent> {
+        self.download_feed.subscribe()
+    }
+
+    /// Notes that a tab's navigation turned into a download taken over
+    /// CDP, as the browser's own event does for one it saves.
+    pub fn note_download(&self, frame: &str) {
+        self.downloads.note(frame.to_owned());
     }
 
     /// Cancels a download in progress (Chromium removes its partial file).

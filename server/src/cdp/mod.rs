@@ -1,5 +1,6 @@
 //! Everything Cordon says to Chromium, over CDP (chromiumoxide).
 
+mod capture;
 mod cookies;
 mod downloads;
 mod error;
@@ -27,6 +28,7 @@ use chromiumoxide::handler::HandlerConfig;
 use chromiumoxide::{Browser, Page};
 use futures::StreamExt;
 
+pub use capture::{Capture, Download, Response as HeldResponse};
 pub use cookies::{cookie_param, vault_cookie};
 pub use downloads::{DownloadEvent, DownloadState};
 pub use error::CdpError;
@@ -125,6 +127,7 @@ impl BrowserConn {
                         feed.send(DownloadEvent::Began {
                             guid: ev.guid.clone(),
                             suggested: ev.suggested_filename.clone(),
+                            url: ev.url.clone(),
                         });
                     }
                     Some(ev) = progress.next() => {

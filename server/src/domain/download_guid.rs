@@ -17,6 +17,21 @@ pub struct DownloadGuid(String);
 pub struct DownloadGuidError;
 
 impl DownloadGuid {
+    /// A fresh id of the same shape, for a download Cordon takes over CDP
+    /// itself (the browser never names those).
+    pub fn generate() -> Self {
+        let b: [u8; 16] = rand::random();
+        let hex = hex::encode(b);
+        Self(format!(
+            "{}-{}-{}-{}-{}",
+            &hex[..8],
+            &hex[8..12],
+            &hex[12..16],
+            &hex[16..20],
+            &hex[20..]
+        ))
+    }
+
     /// Checks `raw`'s shape.
     pub fn parse(raw: &str) -> Result<Self, DownloadGuidError> {
         let groups: Vec<&str> = raw.split('-').collect();
@@ -46,6 +61,13 @@ impl fmt::Display for DownloadGuid {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_generated_id_has_chromiums_shape_and_differs() {
+        let (a, b) = (DownloadGuid::generate(), DownloadGuid::generate());
+        assert_eq!(DownloadGuid::parse(a.as_str()), Ok(a.clone()));
+        assert_ne!(a, b);
+    }
 
     #[test]
     fn only_chromiums_lowercase_uuids_are_download_ids() {

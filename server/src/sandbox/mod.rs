@@ -127,7 +127,8 @@ impl Sandbox {
             // show its browser the same directories at the same paths.
             // A pod shares no directory with the control plane: its
             // browser cannot reach these (uploads go through the page,
-            // `upload_transfer`; downloads are refused at open).
+            // `upload_transfer`; downloads are taken over CDP,
+            // `download_transfer`).
             DriverKind::Process | DriverKind::Exec | DriverKind::Kube => host.clone(),
         };
         SharedDir { host, inside }
@@ -166,8 +167,9 @@ pub struct Caps {
     pub remote: bool,
     /// How its browsers reach their egress listener.
     pub egress: EgressReach,
-    /// Whether its browsers share a download folder with this host (a
-    /// session may then allow downloads).
+    /// Whether its browsers share a download folder with this host
+    /// (`download_transfer = "files"` needs it; without it downloads are
+    /// taken over CDP).
     pub downloads: bool,
     /// Whether every local process can drive its browsers' DevTools port.
     pub devtools_open_locally: bool,

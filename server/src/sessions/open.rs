@@ -114,7 +114,10 @@ impl SessionManager {
         let checked = async {
             let deadline_s =
                 req.validate(self.0.cfg.deadline_default_s, self.0.cfg.deadline_max_s)?;
-            if req.downloads == super::DownloadPolicy::Allow && !self.0.driver.caps().downloads {
+            if req.downloads == super::DownloadPolicy::Allow
+                && !self.0.cfg.download_over_cdp
+                && !self.0.driver.caps().downloads
+            {
                 return Err(OpenRequestError::DownloadsUnsupported.into());
             }
             if self.0.shutting_down() {
@@ -344,12 +347,13 @@ impl SessionManager {
             };
             tokio::try_join!(assign, viewport)?;
             if req.downloads == DownloadPolicy::Allow {
+                let over_cdp = inner.cfg.download_over_cdp;
                 let shared = warm.sandbox.downloads();
                 let downloads = Downloads::create(
                     &inner.downloads_root,
                     who.tenant,
                     id,
-                    shared.host,
+                    (!over_cdp).then_some(shared.host),
                     (
                         inner.cfg.download_max_bytes,
                         inner.cfg.download_session_max_bytes,
@@ -359,13 +363,23 @@ impl SessionManager {
                 // Set up before the browser is told, so a failure leaves
                 // the folder to be removed with the session.
                 allowed = Some((downloads, None));
-                let events = warm
-                    .conn
-                    .allow_downloads(&shared.inside)
-                    .await
-                    .context("failed to allow downloads")?;
+                let feed = if over_cdp {
+                    // The browser still refuses them; its own connection
+                    // takes them (and its events say what it refused).
+                    let (capture, held) = crate::cdp::Capture::start(&warm.sandbox.cdp_url)
+                        .await
+                        .context("failed to take downloads over CDP")?;
+                    DownloadFeed::Taken(capture, held, warm.conn.download_events())
+                } else {
+                    DownloadFeed::Saved(
+                        warm.conn
+                            .allow_downloads(&shared.inside)
+                            .await
+                            .context("failed to allow downloads")?,
+                    )
+                };
                 if let Some((_, slot)) = &mut allowed {
-                    *slot = Some(events);
+                    *slot = Some(feed);
                 }
             }
             let injected = match (req.credential_mode, who.agent) {
@@ -391,8 +405,20 @@ impl SessionManager {
             downloads,
             inner.cfg.upload_in_page,
         ));
-        if let (Some(downloads), Some(Some(events))) = (&live.downloads, events) {
-            downloads.watch(Arc::downgrade(&live), inner.store.clone(), events);
+        match (&live.downloads, events) {
+            (Some(downloads), Some(Some(DownloadFeed::Saved(events)))) => {
+                downloads.watch(Arc::downgrade(&live), inner.store.clone(), events);
+            }
+            (Some(downloads), Some(Some(DownloadFeed::Taken(capture, held, refused)))) => {
+                downloads.capture(
+                    Arc::downgrade(&live),
+                    inner.store.clone(),
+                    capture,
+                    held,
+                    refused,
+                );
+            }
+            _ => {}
         }
         inner
             .live
@@ -441,4 +467,16 @@ impl SessionManager {
         }
         Ok(info)
     }
+}
+
+/// Where a session's downloads come from.
+enum DownloadFeed {
+    /// The browser's events for files it saves in the shared folder.
+    Saved(tokio::sync::mpsc::UnboundedReceiver<crate::cdp::DownloadEvent>),
+    /// Responses held for taking over CDP, and the browser's refusals.
+    Taken(
+        crate::cdp::Capture,
+        tokio::sync::mpsc::UnboundedReceiver<crate::cdp::HeldResponse>,
+        tokio::sync::mpsc::UnboundedReceiver<crate::cdp::DownloadEvent>,
+    ),
 }

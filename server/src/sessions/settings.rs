@@ -38,6 +38,8 @@ pub struct SessionConfig {
     pub upload_max_bytes: u64,
     /// `upload` sends its files through the page, not the upload directory.
     pub upload_in_page: bool,
+    /// Downloads are taken over CDP, not from the sandbox's folder.
+    pub download_over_cdp: bool,
 }
 
 /// What starting the engine needs from the settings, built by `config`.

@@ -499,6 +499,148 @@ async fn downloads_and_uploads_work_with_the_process_and_exec_drivers_too() {
     }
 }
 
+/// `download_transfer = "cdp"` (what the `kube` driver uses: a pod shares
+/// no directory with Cordon): the same downloads arrive over CDP, with the
+/// same listing, bytes, hashes, caps and audit; the page's own name for an
+/// `<a download>` is kept; a hostile name stays in the session's folder; a
+/// `blob:` download (which never reaches the network) is listed as refused;
+/// nothing is written to the sandbox's download directory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn downloads_taken_over_cdp_are_kept_capped_named_and_audited_like_saved_ones() {
+    let site = site::start().await;
+    let app = session_app(
+        Backend::Sqlite,
+        &site.allow(),
+        &[
+            ("CORDON_DOWNLOAD_TRANSFER", "cdp"),
+            ("CORDON_DOWNLOAD_MAX_MB", "1"),
+            ("CORDON_DOWNLOAD_SESSION_MAX_MB", "1"),
+            // An `<a download>` link waits for an operator by default;
+            // the gate is not what this test is about.
+            ("CORDON_RISK_LEVELS", r#"{"download": "medium"}"#),
+        ],
+    )
+    .await;
+    let agent = app.agent("acme").await;
+    let sid = agent
+        .open(json!({ "downloads": "allow", "record": "off" }))
+        .await;
+    let content = vec![7u8; 4096];
+
+    // A navigation that turns into a download answers as one.
+    let nav = agent
+        .navigate_ok(&sid, &site.url("/download?name=direct.bin"))
+        .await;
+    assert_eq!(nav["download_started"], true, "{nav}");
+    let direct = wait_download(&agent, &sid, "direct.bin", "completed").await;
+    assert_eq!(direct["size"], 4096, "{direct}");
+    assert_eq!(direct["sha256"], sha(&content), "{direct}");
+    let res = fetch(&agent, &sid, "direct.bin").await;
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(res.bytes().await.unwrap().as_ref(), content.as_slice());
+
+    // Links: an attachment, an `<a download="…">` of a text the browser
+    // would show, and a `blob:` one.
+    agent.navigate_ok(&sid, &site.url("/files")).await;
+    for id in ["#dl", "#named", "#blob"] {
+        let (status, clicked) = agent.tool(&sid, "click", json!({ "selector": id })).await;
+        assert_eq!(status, StatusCode::OK, "{id}: {clicked}");
+    }
+    wait_download(&agent, &sid, "report one.bin", "completed").await;
+    let named = wait_download(&agent, &sid, "page name.txt", "completed").await;
+    assert_eq!(named["sha256"], sha(b"plain words"), "{named}");
+    let blob = wait_download(&agent, &sid, "made.txt", "refused").await;
+    assert_eq!(blob["reason"], "not_taken", "{blob}");
+    // The page is still the page: a download does not navigate.
+    let (_, tabs) = agent.get(&format!("/api/sessions/{sid}/tabs")).await;
+    assert!(tabs.to_string().contains("/files"), "{tabs}");
+
+    // Past the file cap: refused, nothing kept.
+    agent
+        .tool(&sid, "click", json!({ "selector": "#big" }))
+        .await;
+    let big = wait_download(&agent, &sid, "big.bin", "refused").await;
+    assert_eq!(big["reason"], "too_large", "{big}");
+    // Each within the file cap, but together past the session's.
+    agent
+        .navigate_ok(&sid, &site.url("/mid-download?name=a.bin"))
+        .await;
+    wait_download(&agent, &sid, "a.bin", "completed").await;
+    agent
+        .navigate_ok(&sid, &site.url("/mid-download?name=b.bin"))
+        .await;
+    let b = wait_download(&agent, &sid, "b.bin", "refused").await;
+    assert_eq!(b["reason"], "session_full", "{b}");
+
+    // A name that climbs out is made safe: every file stays in the
+    // session's own folder, and none in the sandbox's.
+    agent
+        .navigate_ok(&sid, &site.url("/download?name=..%2F..%2Fescape.bin"))
+        .await;
+    wait_until(
+        "the climbing name to be kept, made safe",
+        PATIENCE,
+        || async {
+            let (_, list) = agent.get(&format!("/api/sessions/{sid}/downloads")).await;
+            let kept = list.as_array().map_or(0, |l| {
+                l.iter()
+                    .filter(|d| {
+                        d["state"] == "completed"
+                            && d["name"].as_str().is_some_and(|n| n.contains("escape"))
+                    })
+                    .count()
+            });
+            if kept == 1 {
+                Ok(())
+            } else {
+                Err(list.to_string())
+            }
+        },
+    )
+    .await;
+    let root = app.state.settings.data_dir.join("downloads");
+    let folder = root.join("acme").join(&sid);
+    let files = crate::helpers::walk(&root);
+    assert!(
+        files.iter().all(|f| f.parent() == Some(folder.as_path())),
+        "{files:?}"
+    );
+    let mut names: Vec<String> = files
+        .iter()
+        .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 5, "no half-taken file is left: {names:?}");
+    assert!(
+        crate::helpers::walk(&sandbox_dir(&app, &sid, "downloads").await).is_empty(),
+        "the browser saved nothing itself"
+    );
+    let events = audit(&app).await;
+    let completed = events
+        .iter()
+        .filter(|e| e.action == "download.completed" && e.session.as_deref() == Some(&sid))
+        .count();
+    assert_eq!(completed, 5);
+    for outcome in [
+        "refused: too_large",
+        "refused: session_full",
+        "refused: not_taken",
+    ] {
+        assert!(
+            events
+                .iter()
+                .any(|e| e.action == "download.refused" && e.outcome == outcome),
+            "{outcome}"
+        );
+    }
+    agent.close(&sid).await;
+    assert!(
+        !folder.exists(),
+        "a session that does not record takes its downloads along"
+    );
+    app.stop().await;
+}
+
 /// `upload_transfer = "page"` (what the `kube` driver uses: a pod shares no
 /// directory with Cordon): the bytes go over CDP and the page gets the same
 /// files (names, sizes, types, identical bytes), nothing is written to the

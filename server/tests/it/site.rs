@@ -84,6 +84,8 @@ const COLOURS: &str = r#"<!doctype html><html><head><title>Colours</title></head
 const FILES: &str = r#"<!doctype html><html><head><title>Files</title></head><body>
 <a id="dl" href="/download?name=report%20one.bin">report</a>
 <a id="big" href="/big-download">big</a>
+<a id="named" href="/plain-file" download="page name.txt">named by the page</a>
+<button id="blob" onclick="const a = document.createElement('a'); a.href = window.URL.createObjectURL(new Blob(['made here'])); a.download = 'made.txt'; a.click()">blob</button>
 </body></html>"#;
 
 /// A file input that shows what the page can read of the chosen files
@@ -348,6 +350,10 @@ pub async fn start() -> Site {
         )
         .route("/links", get(|| async { Html(LINKS) }))
         .route("/files", get(|| async { Html(FILES) }))
+        .route(
+            "/plain-file",
+            get(|| async { ([(header::CONTENT_TYPE, "text/plain")], "plain words") }),
+        )
         .route("/upload", get(|| async { Html(UPLOAD) }))
         .route(
             "/mid-download",

@@ -91,6 +91,8 @@ impl SessionManager {
                 download_dir: session
                     .downloads
                     .as_ref()
+                    // Taken over CDP, they stay refused in the browser.
+                    .filter(|d| d.shares_folder())
                     .map(|_| session.sandbox.downloads().inside.display().to_string()),
             },
             actor: Actor::Agent(owner.key_id.clone()),

@@ -12,6 +12,12 @@
 //! ([`crate::nofollow`]); its bytes are copied from that open handle into
 //! a file Cordon creates (never renamed out of the sandbox's folder), and
 //! the caps are checked on the bytes copied.
+//!
+//! A browser that shares no folder with Cordon (`download_transfer`:
+//! `cdp`) has its downloads taken over CDP instead ([`capture`]): the
+//! same entries, caps, names and audit, the bytes read from the response.
+
+mod capture;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
@@ -59,9 +65,11 @@ pub struct DownloadInfo {
     pub created_at: String,
     /// Why it was refused: `too_large` (over `download_max_mb`),
     /// `session_full` (the session's downloads would pass
-    /// `download_session_max_mb`) or `not_a_file` (the browser left
+    /// `download_session_max_mb`), `not_a_file` (the browser left
     /// something other than a regular file, a symbolic link say, under
-    /// the download's id).
+    /// the download's id) or `not_taken` (downloads taken over CDP: the
+    /// browser refused one that never reached the network, a `blob:` or
+    /// `data:` URL, or one Cordon did not recognise as a download).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
@@ -92,22 +100,27 @@ pub struct Downloads {
     /// Finished files: `<data_dir>/downloads/<tenant>/<session>/`.
     dir: PathBuf,
     /// The sandbox's download directory on this host (GUID-named files
-    /// while they arrive; removed with the sandbox).
-    incoming: PathBuf,
+    /// while they arrive; removed with the sandbox); `None` when they are
+    /// taken over CDP.
+    incoming: Option<PathBuf>,
     max_bytes: u64,
     /// What all of its downloads may take together.
     session_max_bytes: u64,
     entries: Mutex<Vec<Entry>>,
     watcher: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Downloads taken over CDP: what was taken and what the browser said.
+    taken: capture::Seen,
 }
 
 impl Downloads {
-    /// Creates the session's folder under `root` (`<data_dir>/downloads`).
+    /// Creates the session's folder under `root` (`<data_dir>/downloads`);
+    /// `incoming` is the sandbox's download folder, or `None` when the
+    /// downloads are taken over CDP.
     pub(crate) async fn create(
         root: &Path,
         tenant: &TenantId,
         session: &SessionId,
-        incoming: PathBuf,
+        incoming: Option<PathBuf>,
         (max_bytes, session_max_bytes): (u64, u64),
     ) -> anyhow::Result<Arc<Self>> {
         use anyhow::Context;
@@ -128,12 +141,19 @@ impl Downloads {
             session_max_bytes,
             entries: Mutex::default(),
             watcher: Mutex::default(),
+            taken: capture::Seen::default(),
         }))
     }
 
     /// A session's folder under `root`.
     pub fn folder(root: &Path, tenant: &TenantId, session: &SessionId) -> PathBuf {
         root.join(tenant.as_str()).join(session.as_str())
+    }
+
+    /// Whether the browser saves them in a folder shared with Cordon
+    /// (else they are taken over CDP).
+    pub fn shares_folder(&self) -> bool {
+        self.incoming.is_some()
     }
 
     /// Where its finished files are.
@@ -207,6 +227,11 @@ impl Downloads {
     pub(crate) async fn finish(&self, keep: bool) {
         self.stop_watching();
         if keep {
+            // A download taken over CDP that the close cut short is not
+            // kept half-read.
+            if !self.shares_folder() {
+                capture::remove_partial(&self.dir).await;
+            }
             return;
         }
         match tokio::fs::remove_dir_all(&self.dir).await {
@@ -220,7 +245,9 @@ impl Downloads {
 
     async fn on_event(&self, session: &Weak<LiveSession>, store: &Store, event: DownloadEvent) {
         match event {
-            DownloadEvent::Began { guid, suggested } => {
+            DownloadEvent::Began {
+                guid, suggested, ..
+            } => {
                 let name = FileName::sanitize(&suggested);
                 let Ok(guid) = DownloadGuid::parse(&guid) else {
                     // Not an id Chromium makes: it could name a path
@@ -229,17 +256,7 @@ impl Downloads {
                     self.audit_refused_id(store, &name).await;
                     return;
                 };
-                self.entries.lock().expect("downloads lock").push(Entry {
-                    guid,
-                    info: DownloadInfo {
-                        name: name.to_string(),
-                        size: 0,
-                        sha256: None,
-                        state: DownloadStatus::InProgress,
-                        created_at: crate::time::rfc3339_ms(crate::time::now_ms()),
-                        reason: None,
-                    },
-                });
+                self.begin(guid, &name);
             }
             DownloadEvent::Progress {
                 guid,
@@ -289,6 +306,21 @@ impl Downloads {
                 }
             }
         }
+    }
+
+    /// A new entry, in progress.
+    fn begin(&self, guid: DownloadGuid, name: &FileName) {
+        self.entries.lock().expect("downloads lock").push(Entry {
+            guid,
+            info: DownloadInfo {
+                name: name.to_string(),
+                size: 0,
+                sha256: None,
+                state: DownloadStatus::InProgress,
+                created_at: crate::time::rfc3339_ms(crate::time::now_ms()),
+                reason: None,
+            },
+        });
     }
 
     fn state_of(&self, guid: &DownloadGuid) -> Option<DownloadStatus> {
@@ -349,7 +381,10 @@ impl Downloads {
 
     /// Copies a finished download into the session's folder, hashed.
     async fn complete(&self, store: &Store, guid: &DownloadGuid) {
-        let from = self.incoming.join(guid.as_str());
+        let Some(incoming) = &self.incoming else {
+            return;
+        };
+        let from = incoming.join(guid.as_str());
         // The event may come a moment before the file has its final name.
         // (Whatever stands there, a link included, ends the wait; only a
         // regular file is kept.)
@@ -424,7 +459,10 @@ impl Downloads {
     /// Removes a download's partial or finished file from the sandbox's
     /// directory (Chromium may add a suffix while it writes).
     async fn remove_incoming(&self, guid: &DownloadGuid) {
-        let Ok(mut entries) = tokio::fs::read_dir(&self.incoming).await else {
+        let Some(incoming) = &self.incoming else {
+            return;
+        };
+        let Ok(mut entries) = tokio::fs::read_dir(incoming).await else {
             return;
         };
         while let Ok(Some(e)) = entries.next_entry().await {
@@ -619,7 +657,7 @@ mod tests {
             &tmp.path().join("data/downloads"),
             &tenant,
             &SessionId::generate(),
-            incoming.clone(),
+            Some(incoming.clone()),
             (MAX, MAX),
         )
         .await
@@ -641,6 +679,7 @@ mod tests {
                 DownloadEvent::Began {
                     guid: guid.into(),
                     suggested: "report.pdf".into(),
+                    url: "https://a.example/report.pdf".into(),
                 },
                 DownloadEvent::Progress {
                     guid: guid.into(),

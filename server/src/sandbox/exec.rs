@@ -146,6 +146,10 @@ impl Driver for ExecDriver {
                 )
             }
         });
+        let endpoint = match endpoint {
+            Ok(url) if url.starts_with("http://") => websocket_of(&url).await,
+            other => other,
+        };
         match endpoint {
             Ok(cdp_url) => Ok(Sandbox { cdp_url, ..sandbox }),
             Err(e) => {
@@ -171,6 +175,30 @@ impl Driver for ExecDriver {
         let _ = tokio::fs::remove_dir_all(&sandbox.runtime_dir).await;
         res
     }
+}
+
+/// The browser's WebSocket URL behind an `http://host:port` endpoint,
+/// with that host and port (what the browser names for itself may be its
+/// own loopback inside a container): every CDP connection of Cordon's,
+/// the raw ones included, needs the WebSocket URL.
+async fn websocket_of(endpoint: &str) -> anyhow::Result<String> {
+    let url =
+        url::Url::parse(endpoint).with_context(|| format!("bad CDP endpoint {endpoint:?}"))?;
+    let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
+        bail!("the CDP endpoint {endpoint:?} names no host and port");
+    };
+    let addr = url
+        .socket_addrs(|| None)
+        .ok()
+        .and_then(|a| a.into_iter().next())
+        .with_context(|| format!("cannot resolve the CDP endpoint {endpoint:?}"))?;
+    let path = tokio::time::timeout(Duration::from_secs(5), super::devtools::browser_path(addr))
+        .await
+        .map_err(|_| {
+            anyhow::anyhow!("the browser at {endpoint} did not answer /json/version within 5 s")
+        })?
+        .with_context(|| format!("cannot ask the browser at {endpoint} for its WebSocket URL"))?;
+    Ok(format!("ws://{host}:{port}{path}"))
 }
 
 #[cfg(test)]
@@ -203,6 +231,49 @@ mod tests {
         let sb = d.start(spec(dir.path())).await.unwrap();
         assert_eq!(sb.cdp_url, "ws://127.0.0.1:9/devtools/browser/x");
         d.stop(&sb).await.unwrap();
+        assert!(!dir.path().join("b_test").exists());
+    }
+
+    /// An engine that prints `http://host:port` (a container whose
+    /// browser names its own loopback port) gets the WebSocket URL at that
+    /// host and port: raw CDP connections (the CDP endpoint, the gate's
+    /// frames, downloads over CDP) need it. One that never answers is an
+    /// error, and the sandbox is stopped.
+    #[tokio::test]
+    async fn an_http_endpoint_is_resolved_to_its_websocket_url() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf).await;
+            let body =
+                r#"{"webSocketDebuggerUrl":"ws://127.0.0.1:9229/devtools/browser/in-the-box"}"#;
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            s.write_all(answer.as_bytes()).await.unwrap();
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let d =
+            ExecDriver::new(&format!("/bin/echo http://127.0.0.1:{port}"), "/bin/true").unwrap();
+        let sb = d.start(spec(dir.path())).await.unwrap();
+        assert_eq!(
+            sb.cdp_url,
+            format!("ws://127.0.0.1:{port}/devtools/browser/in-the-box")
+        );
+        d.stop(&sb).await.unwrap();
+
+        // Nothing listens there any more.
+        let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = closed.local_addr().unwrap().port();
+        drop(closed);
+        let d =
+            ExecDriver::new(&format!("/bin/echo http://127.0.0.1:{port}"), "/bin/true").unwrap();
+        let err = d.start(spec(dir.path())).await.unwrap_err();
+        assert!(format!("{err:#}").contains("WebSocket URL"), "{err:#}");
         assert!(!dir.path().join("b_test").exists());
     }
 

@@ -9,6 +9,7 @@
 
 pub mod bwrap;
 pub mod chromium;
+mod devtools;
 pub mod exec;
 pub mod kube;
 pub mod limits;

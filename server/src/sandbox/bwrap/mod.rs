@@ -49,7 +49,6 @@ use tokio::task::JoinHandle;
 use super::{Driver, DriverKind, Sandbox, SandboxSpec, kill_group};
 
 mod args;
-mod devtools;
 mod host;
 mod probe;
 mod start;

@@ -12,11 +12,11 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use tokio::net::{TcpListener, UnixListener};
 
-use super::devtools::browser_path;
 use super::host::{first_child, keep_tail, running_since, spawn_on_keeper};
 use super::{
     AbortOnDrop, BwrapDriver, Layout, Running, START_TIMEOUT, bwrap_args, sandbox_command,
 };
+use crate::sandbox::devtools::browser_path;
 use crate::sandbox::relay::{Clients, tcp_to_unix, unix_to_tcp};
 use crate::sandbox::{Sandbox, SandboxSpec};
 
@@ -179,8 +179,11 @@ impl BwrapDriver {
     async fn wait_for_browser(&self, id: &str, port: u16) -> anyhow::Result<String> {
         let deadline = tokio::time::Instant::now() + START_TIMEOUT;
         loop {
-            if let Ok(Ok(path)) =
-                tokio::time::timeout(Duration::from_secs(2), browser_path(port)).await
+            if let Ok(Ok(path)) = tokio::time::timeout(
+                Duration::from_secs(2),
+                browser_path((std::net::Ipv4Addr::LOCALHOST, port).into()),
+            )
+            .await
             {
                 return Ok(path);
             }

@@ -1,16 +1,16 @@
-//! Asking the sandboxed Chromium's DevTools, through the host-side port,
-//! for its browser WebSocket path.
+//! Asking a browser's DevTools HTTP endpoint (a bwrap sandbox's host-side
+//! port, an `exec` engine's `http://host:port`) for its browser WebSocket
+//! path.
 
-use std::net::Ipv4Addr;
+use std::net::SocketAddr;
 
 use anyhow::{Context, bail};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// `GET /json/version` on `127.0.0.1:port`; the path of the browser's
-/// WebSocket URL.
-pub(super) async fn browser_path(port: u16) -> anyhow::Result<String> {
-    let mut s = TcpStream::connect((Ipv4Addr::LOCALHOST, port)).await?;
+/// `GET /json/version` on `addr`; the path of the browser's WebSocket URL.
+pub(super) async fn browser_path(addr: SocketAddr) -> anyhow::Result<String> {
+    let mut s = TcpStream::connect(addr).await?;
     s.write_all(b"GET /json/version HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         .await?;
     let mut buf = Vec::new();

@@ -614,14 +614,15 @@ async fn limit_bodies(
     next: Next,
 ) -> Response {
     use axum::response::IntoResponse;
-    let max = match req
+    let path = req
         .extensions()
         .get::<MatchedPath>()
-        .map(MatchedPath::as_str)
-    {
+        .map(MatchedPath::as_str);
+    let seed_form = path == Some(dashboard::TOTP_ADD_PATH);
+    let max = match path {
         Some(p) if p == api::UPLOAD_PATH => upload_limit,
         // A QR code image of a second-factor seed, in base64.
-        Some(p) if p == dashboard::TOTP_ADD_PATH => dashboard::TOTP_ADD_BODY_LIMIT,
+        _ if seed_form => dashboard::TOTP_ADD_BODY_LIMIT,
         _ => MAX_BODY_BYTES,
     };
     let declared = req
@@ -629,6 +630,10 @@ async fn limit_bodies(
         .get(axum::http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     if declared.is_some_and(|n| n > max as u64) {
+        // The seed form names its field, for the page to mark it.
+        if seed_form {
+            return dashboard::totp_image_too_large();
+        }
         return ApiError::PayloadTooLarge(format!("request body is larger than {max} bytes"))
             .into_response();
     }

@@ -1,8 +1,9 @@
 //! Typing a one-time code into a field: the field is read first (its
-//! frame's host, what kind of input it is), the host is checked again in
-//! the call that focuses it, the code is inserted, and the field is then
-//! drawn masked (`-webkit-text-security: disc`), so no picture of the page
-//! shows the digits afterwards.
+//! frame's host, what kind of input it is); the call that focuses it checks
+//! the host again and draws it masked (`-webkit-text-security: disc`)
+//! before a digit goes in, so no picture of the page (a screencast frame
+//! of the live view, a `run_task` step) ever shows the digits, not even
+//! one taken between typing and masking.
 
 use std::time::Duration;
 
@@ -68,24 +69,21 @@ const FIELD_FN: &str = r#"function() {
   };
 }"#;
 
-/// Focuses the field if its frame is still on `host`, selecting what it
-/// holds (so the code replaces it).
-const FOCUS_FN: &str = r#"function(host) {
+/// Focuses the field if its frame is still on `host`, after drawing it
+/// masked and keeping its text from being copied, cut or dragged out
+/// (into a field that is not masked), and selects what it holds (so the
+/// code replaces it). The mask is on before the code is typed: the next
+/// frame the compositor draws already shows discs. Listeners added from
+/// this isolated world run whatever the page's own scripts do.
+const MASK_AND_FOCUS_FN: &str = r#"function(host) {
   if (location.hostname !== host) return false;
+  this.style.setProperty('-webkit-text-security', 'disc', 'important');
+  const stop = (e) => { e.preventDefault(); e.stopImmediatePropagation(); };
+  for (const t of ['copy', 'cut', 'dragstart']) this.addEventListener(t, stop, true);
   this.scrollIntoView({block: 'center'});
   this.focus();
   try { this.select(); } catch (_) {}
   return document.activeElement === this || (this.getRootNode && this.getRootNode().activeElement === this);
-}"#;
-
-/// Draws the field masked, and keeps its text from being copied, cut or
-/// dragged out (into a field that is not masked). Listeners added from
-/// this isolated world run whatever the page's own scripts do.
-const MASK_FN: &str = r#"function() {
-  this.style.setProperty('-webkit-text-security', 'disc', 'important');
-  const stop = (e) => { e.preventDefault(); e.stopImmediatePropagation(); };
-  for (const t of ['copy', 'cut', 'dragstart']) this.addEventListener(t, stop, true);
-  return true;
 }"#;
 
 /// The field at `locator` (`None`: the focused element, followed into
@@ -127,8 +125,8 @@ pub async fn code_field(
     .await
 }
 
-/// Types `code` into the field read by [`code_field`] if its frame is
-/// still on `host`, then masks it. Returns the field's node (for the
+/// Masks the field read by [`code_field`] and types `code` into it if its
+/// frame is still on `host`. Returns the field's node (for the
 /// snapshot to withhold its value).
 pub async fn type_code(
     page: &Page,
@@ -138,14 +136,19 @@ pub async fn type_code(
     timeout: Duration,
 ) -> Result<Option<BackendNodeId>, CdpError> {
     bounded("typing the code", timeout, async {
-        let focused = call(page, field, FOCUS_FN, Some(Value::String(host.into()))).await?;
+        let focused = call(
+            page,
+            field,
+            MASK_AND_FOCUS_FN,
+            Some(Value::String(host.into())),
+        )
+        .await?;
         if focused != Value::Bool(true) {
             return Err(CdpError::Failed(
                 "the field lost its page or could not take the focus; nothing was typed".into(),
             ));
         }
         super::input::insert_text(page, code).await?;
-        call(page, field, MASK_FN, None).await?;
         let node = page
             .execute(
                 DescribeNodeParams::builder()

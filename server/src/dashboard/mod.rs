@@ -34,7 +34,7 @@ pub use health::LastVerification;
 pub use images::{approval as approval_screenshot, full as screenshot, thumb as screenshot_thumb};
 pub use totp::{
     ADD_BODY_LIMIT as TOTP_ADD_BODY_LIMIT, ADD_PATH as TOTP_ADD_PATH, add as totp_add,
-    export as totp_export,
+    export as totp_export, image_too_large as totp_image_too_large,
 };
 
 /// Nothing, if `op` sees `tenant`; otherwise `not_found` (an object of a

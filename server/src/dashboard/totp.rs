@@ -32,6 +32,24 @@ pub const ADD_PATH: &str = "/ui/credentials/totp";
 /// Largest body of an add: a 5 MiB image in base64 and the fields.
 pub const ADD_BODY_LIMIT: usize = qr::MAX_IMAGE_BYTES * 4 / 3 + 64 * 1024;
 
+/// The answer to an add whose body is over [`ADD_BODY_LIMIT`], read or
+/// declared: 413, naming the field at fault (only an image makes a body
+/// that large), so the form marks it.
+pub fn image_too_large() -> Response {
+    (
+        StatusCode::PAYLOAD_TOO_LARGE,
+        Json(json!({ "error": {
+            "code": "payload_too_large",
+            "field": "image",
+            "message": format!(
+                "image: is too large; at most {} MiB",
+                qr::MAX_IMAGE_BYTES / (1024 * 1024)
+            ),
+        } })),
+    )
+        .into_response()
+}
+
 /// A seed as the pages show it.
 pub(super) fn view(t: TotpInfo) -> TotpView {
     TotpView {
@@ -96,6 +114,12 @@ pub async fn add(
     Extension(op): Extension<Operator>,
     body: Result<Json<AddSeed>, JsonRejection>,
 ) -> Response {
+    // A body longer than it declared (or with no length) fails when read.
+    if let Err(e) = &body
+        && e.status() == StatusCode::PAYLOAD_TOO_LARGE
+    {
+        return image_too_large();
+    }
     let result = async {
         if !op.role.allows(Role::Operator) {
             return Err(UiError::forbidden(format!(
@@ -103,16 +127,7 @@ pub async fn add(
                 op.role
             )));
         }
-        let Json(body) = body.map_err(|e| match e {
-            JsonRejection::BytesRejection(_) => UiError::invalid(
-                "image",
-                format!(
-                    "is too large; at most {} MiB",
-                    qr::MAX_IMAGE_BYTES / (1024 * 1024)
-                ),
-            ),
-            other => UiError::invalid("body", other.body_text()),
-        })?;
+        let Json(body) = body.map_err(|e| UiError::invalid("body", e.body_text()))?;
         super::in_scope(&state, &op, "add a TOTP seed", &body.tenant, || {
             UiError::not_found(format!("tenant {}", body.tenant))
         })

@@ -55,6 +55,8 @@ struct Seen {
     codes: Arc<Mutex<Vec<(String, bool)>>>,
     /// Every value the notes field reported (as typed or pasted).
     notes: Arc<Mutex<Vec<String>>>,
+    /// The `Host` of every step-up page served.
+    stepups: Arc<Mutex<Vec<String>>>,
 }
 
 struct Site {
@@ -81,10 +83,18 @@ fn logged_in(headers: &HeaderMap) -> bool {
 /// fields a code must not go into.
 async fn start_site(secret: Vec<u8>) -> Site {
     let seen = Seen::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let port = addr.port();
     let app = Router::new()
         .route(
             "/stepup",
-            get(|headers: HeaderMap| async move {
+            get(|State((seen, _)): State<(Seen, Vec<u8>)>, headers: HeaderMap| async move {
+                let host = headers.get("host").and_then(|h| h.to_str().ok());
+                seen.stepups
+                    .lock()
+                    .unwrap()
+                    .push(host.unwrap_or_default().to_owned());
                 let who = if logged_in(&headers) { "user alice" } else { "anonymous" };
                 // Fixed places, for `run_task`'s clicks; the notes field
                 // reports what it holds to the site.
@@ -93,7 +103,8 @@ async fn start_site(secret: Vec<u8>) -> Site {
                      #code,#mail,#notes,#pw,#locked,#go{{position:absolute;left:20px;width:300px;height:40px}}</style>\
                      <p id=who style='position:absolute;left:20px;top:0'>{who}</p>\
                      <form action=/verify method=get>\
-                     <input id=code name=code autocomplete=one-time-code inputmode=numeric autofocus style='top:60px'>\
+                     <input id=code name=code autocomplete=one-time-code inputmode=numeric autofocus style='top:60px' \
+                      oninput='this.dataset.maskAtInput = getComputedStyle(this).webkitTextSecurity'>\
                      <input id=mail type=email style='top:130px'>\
                      <textarea id=notes style='top:200px' oninput=\"fetch('/note?v='+encodeURIComponent(this.value))\"></textarea>\
                      <input id=pw type=password style='top:270px'>\
@@ -114,13 +125,24 @@ async fn start_site(secret: Vec<u8>) -> Site {
                         && [now - 30, now, now + 30]
                             .iter()
                             .any(|t| independent_code(&secret, *t, 6) == code);
-                    seen.codes.lock().unwrap().push((code, ok));
+                    seen.codes.lock().unwrap().push((code.clone(), ok));
+                    // The title echoes the code, as some sites do.
                     Html(format!(
-                        "<!doctype html><title>{}</title>",
+                        "<!doctype html><title>{} {code}</title>",
                         if ok { "verified" } else { "rejected" }
                     ))
                 },
             ),
+        )
+        // The step-up page of another site (localhost), in a frame.
+        .route(
+            "/framed",
+            get(move || async move {
+                Html(format!(
+                    "<!doctype html><title>Framed</title>\
+                     <iframe id=frame src='http://localhost:{port}/stepup' style='width:400px;height:500px'></iframe>"
+                ))
+            }),
         )
         .route(
             "/note",
@@ -136,8 +158,6 @@ async fn start_site(secret: Vec<u8>) -> Site {
             ),
         )
         .with_state((seen.clone(), secret));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
     Site { addr, seen }
 }
@@ -148,7 +168,12 @@ fn seed_uri(secret: &str) -> String {
 
 /// The app with the seed and the login stored for 127.0.0.1 in acme.
 async fn app_with_seed(site: &Site, secret: &str, extra: &[(&str, &str)]) -> TestApp {
-    let app = session_app(Backend::Sqlite, &site.addr.to_string(), extra).await;
+    app_with_seed_allowing(secret, &site.addr.to_string(), extra).await
+}
+
+/// [`app_with_seed`] whose browsers may reach `allow` (egress allowlist).
+async fn app_with_seed_allowing(secret: &str, allow: &str, extra: &[(&str, &str)]) -> TestApp {
+    let app = session_app(Backend::Sqlite, allow, extra).await;
     app.state
         .store
         .tenant_create(&tenant("acme"), "acme")
@@ -258,6 +283,18 @@ async fn audit_text(app: &TestApp) -> String {
         .collect()
 }
 
+/// Asserts that a `tool.type_totp` row says how many digits were typed.
+async fn assert_typed_digits_audited(app: &TestApp, digits: usize) {
+    let rows = app.state.store.audit_page(0, 10_000).await.unwrap();
+    let typed: Vec<_> = rows
+        .iter()
+        .filter(|e| e.action == "tool.type_totp" && e.outcome == "typed")
+        .collect();
+    assert_eq!(typed.len(), 1, "one row for the typed code");
+    let params: Value = serde_json::from_str(&typed[0].params).unwrap();
+    assert_eq!(params["typed_digits"], json!(digits), "{params}");
+}
+
 /// Whether any code of the last minutes around now appears in `text`.
 fn holds_a_code(text: &str, secret: &[u8]) -> bool {
     let now = now_s();
@@ -300,6 +337,12 @@ async fn an_agent_has_a_fresh_code_typed_that_it_never_sees_and_the_site_accepts
         html.contains("-webkit-text-security: disc"),
         "the field is drawn masked"
     );
+    // Masked before the first digit went in: no picture taken between
+    // typing and masking can show one.
+    assert!(
+        html.contains(r#"data-mask-at-input="disc""#),
+        "the field was not masked yet when the code was typed"
+    );
 
     // The site checks it on the logged-in session and accepts it.
     let (status, v) = agent
@@ -324,11 +367,63 @@ async fn an_agent_has_a_fresh_code_typed_that_it_never_sees_and_the_site_accepts
     assert!(codes[0].1, "the site rejected the typed code");
     assert_eq!(codes[0].0.len(), 6);
 
-    // The audit log holds the call (with its label) and no code; the seed
-    // was marked used.
+    // The site took the code by GET (and echoes it in its title): the tab's
+    // address holds it, but no answer shows it.
+    crate::helpers::wait_until(
+        "the verdict page",
+        std::time::Duration::from_secs(20),
+        || async {
+            let (_, tabs) = agent.get(&format!("/api/sessions/{sid}/tabs")).await;
+            if tabs.to_string().contains("/verify?code=") {
+                Ok(())
+            } else {
+                Err(format!("the tabs: {tabs}"))
+            }
+        },
+    )
+    .await;
+    let (status, tabs) = agent.get(&format!("/api/sessions/{sid}/tabs")).await;
+    assert_eq!(status, StatusCode::OK, "{tabs}");
+    assert!(tabs.to_string().contains("verified"), "{tabs}");
+    assert!(
+        !holds_a_code(&tabs.to_string(), &bytes),
+        "tabs shows the code"
+    );
+    let (status, nav) = agent.tool(&sid, "reload", json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{nav}");
+    assert!(nav["final_url"].as_str().unwrap().contains("/verify?code="));
+    assert!(
+        !holds_a_code(&nav.to_string(), &bytes),
+        "reload shows the code"
+    );
+    // The control: a number that was never typed is left as it is.
+    let control = (271_828..)
+        .map(|n: u32| n.to_string())
+        .find(|n| !holds_a_code(n, &bytes))
+        .unwrap();
+    let nav = agent
+        .navigate_ok(&sid, &site.url(&format!("/stepup?n={control}")))
+        .await;
+    assert!(
+        nav["final_url"].as_str().unwrap().ends_with(&control),
+        "{nav}"
+    );
+    let (_, tabs) = agent.get(&format!("/api/sessions/{sid}/tabs")).await;
+    assert!(tabs.to_string().contains(&control), "{tabs}");
+    let (status, nav) = agent.tool(&sid, "back", json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{nav}");
+    assert!(nav["final_url"].as_str().unwrap().contains("/verify?code="));
+    assert!(
+        !holds_a_code(&nav.to_string(), &bytes),
+        "back shows the code"
+    );
+
+    // The audit log holds the call (with its label), how many digits were
+    // typed, and no code; the seed was marked used.
     let audit = audit_text(&app).await;
     assert!(audit.contains("tool.type_totp"), "{audit}");
     assert!(!holds_a_code(&audit, &bytes), "the audit log holds a code");
+    assert_typed_digits_audited(&app, 6).await;
     let seeds = app.state.store.totp_list(None).await.unwrap();
     assert!(seeds[0].last_used_at.is_some());
 
@@ -612,6 +707,7 @@ async fn an_operator_types_a_code_into_a_refresh_session_from_the_live_page() {
     let audit = audit_text(&app).await;
     assert!(audit.contains("tool.type_totp"), "{audit}");
     assert!(!holds_a_code(&audit, &bytes), "the audit log holds a code");
+    assert_typed_digits_audited(&app, 6).await;
     app.stop().await;
 }
 
@@ -1034,4 +1130,215 @@ fn qr_png(text: &str) -> Vec<u8> {
     img.write_to(&mut std::io::Cursor::new(&mut out), image::ImageFormat::Png)
         .unwrap();
     out
+}
+
+/// The host checks: a tab whose own address is off the grant gets no code
+/// (whatever its page holds), and neither does a code field in a
+/// cross-site frame (localhost) of a granted page (127.0.0.1): whatever
+/// the agent names there (the frame, any ref of the page's snapshot),
+/// nothing is typed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn type_totp_is_refused_on_a_tab_off_the_grant_and_in_a_cross_site_frame() {
+    let secret = random_secret();
+    let bytes = seed_bytes(&secret);
+    let site = start_site(bytes.clone()).await;
+    let port = site.addr.port();
+    // localhost is reachable, and the agent's own navigation off the grant
+    // does not wait for an operator: only the type_totp checks stand.
+    let app = app_with_seed_allowing(
+        &secret,
+        &format!("{},localhost:{port}", site.addr),
+        &[("CORDON_RISK_LEVELS", r#"{"off_list_navigation": "low"}"#)],
+    )
+    .await;
+    let agent = app.agent("acme").await;
+    let sid = granted_session(&app, &agent, &["127.0.0.1"], json!({ "totp": true })).await;
+
+    // The tab is on localhost, which the grant does not cover.
+    let page = agent
+        .navigate_ok(&sid, &format!("http://localhost:{port}/stepup"))
+        .await;
+    assert_eq!(page["title"], "Step up", "{page}");
+    let (status, v) = agent
+        .tool(&sid, "type_totp", json!({ "selector": "#code" }))
+        .await;
+    assert_error(
+        &(status, v.clone()),
+        StatusCode::FORBIDDEN,
+        "denied_by_policy",
+    );
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("the tab is on \"localhost\""),
+        "{v}"
+    );
+
+    // A granted page with the step-up page of localhost in a frame.
+    agent.navigate_ok(&sid, &site.url("/framed")).await;
+    let framed = format!("localhost:{port}");
+    crate::helpers::wait_until(
+        "the frame's page",
+        std::time::Duration::from_secs(20),
+        || async {
+            let served = site.seen.stepups.lock().unwrap().clone();
+            if served.iter().filter(|h| **h == framed).count() >= 2 {
+                Ok(())
+            } else {
+                Err(format!("step-up pages served: {served:?}"))
+            }
+        },
+    )
+    .await;
+    let (status, v) = agent
+        .tool(&sid, "type_totp", json!({ "selector": "#frame" }))
+        .await;
+    assert_error(
+        &(status, v.clone()),
+        StatusCode::FORBIDDEN,
+        "denied_by_policy",
+    );
+    let (status, snap) = agent.tool(&sid, "snapshot", json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{snap}");
+    let text = snap.to_string();
+    let refs: Vec<&str> = text
+        .split("\"ref\":\"")
+        .skip(1)
+        .filter_map(|r| r.split('"').next())
+        .collect();
+    for r in refs {
+        let (status, v) = agent
+            .tool(&sid, "type_totp", json!({ "ref": r, "timeout_ms": 3000 }))
+            .await;
+        assert_ne!(status, StatusCode::OK, "{r}: a code was typed: {v}");
+        assert!(
+            ["denied_by_policy", "element_not_found"]
+                .contains(&v["error"]["code"].as_str().unwrap_or_default()),
+            "{r}: {v}"
+        );
+    }
+    let rows = app.state.store.audit_page(0, 10_000).await.unwrap();
+    assert!(
+        !rows
+            .iter()
+            .any(|e| e.action == "tool.type_totp" && e.outcome == "typed"),
+        "a code was typed"
+    );
+    let (_, dom) = agent.tool(&sid, "read_dom", json!({})).await;
+    assert!(!dom.to_string().contains("text-security"), "{dom}");
+    app.stop().await;
+}
+
+/// `browser_type_totp` over MCP: the code is typed and the answer says
+/// only how many digits; a field that takes no code is a typed refusal;
+/// after the site took the code by GET, `browser_tabs` does not show it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn browser_type_totp_over_mcp_types_a_code_the_agent_never_sees() {
+    let secret = random_secret();
+    let bytes = seed_bytes(&secret);
+    let site = start_site(bytes.clone()).await;
+    let app = app_with_seed(&site, &secret, &[]).await;
+    let agent = app.agent("acme").await;
+    let sid = granted_session(&app, &agent, &["127.0.0.1"], json!({ "totp": true })).await;
+    agent.navigate_ok(&sid, &site.url("/stepup")).await;
+    let mut mcp = crate::mcp::Mcp::of(&app, &agent).await;
+
+    let err = mcp
+        .err(
+            "browser_type_totp",
+            json!({ "session_id": sid, "selector": "#pw" }),
+        )
+        .await;
+    assert!(err.starts_with("denied_by_policy: "), "{err}");
+    let result = mcp
+        .call(
+            "browser_type_totp",
+            json!({ "session_id": sid, "selector": "#code" }),
+        )
+        .await;
+    assert_ne!(result["isError"], json!(true), "{result}");
+    assert_eq!(
+        result["structuredContent"],
+        json!({ "ok": true, "typed_digits": 6, "label": "alice", "domain": "127.0.0.1" })
+    );
+    assert!(
+        !holds_a_code(&result.to_string(), &bytes),
+        "the answer holds the code"
+    );
+
+    mcp.ok(
+        "browser_click",
+        json!({ "session_id": sid, "selector": "#go" }),
+    )
+    .await;
+    crate::helpers::wait_until(
+        "the site's verdict",
+        std::time::Duration::from_secs(20),
+        || async {
+            match site.seen.codes.lock().unwrap().first() {
+                Some((_, true)) => Ok(()),
+                other => Err(format!("verdict: {:?}", other.map(|c| c.1))),
+            }
+        },
+    )
+    .await;
+    let tabs = mcp.ok("browser_tabs", json!({ "session_id": sid })).await;
+    assert!(tabs.to_string().contains("/verify?code="), "{tabs}");
+    assert!(
+        !holds_a_code(&tabs.to_string(), &bytes),
+        "browser_tabs shows the code"
+    );
+    assert!(!holds_a_code(&audit_text(&app).await, &bytes));
+    assert_typed_digits_audited(&app, 6).await;
+    app.stop().await;
+}
+
+/// A 50 MB QR image to the dashboard's seed form is refused from its
+/// declared length, before a byte of it is read: 413, naming the field
+/// `image` for the page to mark; nothing stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fifty_megabyte_qr_image_is_refused_with_413_naming_the_image_field() {
+    use app::api::auth::Role;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let app = session_app(Backend::Sqlite, "127.0.0.1:9", &[]).await;
+    app.state
+        .store
+        .tenant_create(&tenant("acme"), "acme")
+        .await
+        .unwrap();
+    let (_, olive) = app.operator_session("olive", Role::Operator).await;
+    let length = 50 * 1024 * 1024;
+    let head = format!(
+        "POST /ui/credentials/totp HTTP/1.1\r\nhost: localhost:{}\r\norigin: {}\r\n\
+         cookie: {olive}\r\ncontent-type: application/json\r\ncontent-length: {length}\r\n\r\n",
+        app.addr.port(),
+        app.origin(),
+    );
+    // Only the head is sent: the answer comes from the declared length.
+    let mut conn = tokio::net::TcpStream::connect(app.addr).await.unwrap();
+    conn.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let body = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        let mut buf = [0u8; 4096];
+        loop {
+            let text = String::from_utf8_lossy(&answer).into_owned();
+            if let Some((_, body)) = text.split_once("\r\n\r\n")
+                && let Ok(v) = serde_json::from_str::<Value>(body)
+            {
+                return (text, v);
+            }
+            let n = conn.read(&mut buf).await.unwrap();
+            assert!(n > 0, "closed without a whole answer: {text}");
+            answer.extend_from_slice(&buf[..n]);
+        }
+    })
+    .await
+    .expect("an answer before the body is sent");
+    let (answer, body) = body;
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert_eq!(body["error"]["field"], "image", "{body}");
+    assert_eq!(body["error"]["code"], "payload_too_large", "{body}");
+    assert!(app.state.store.totp_list(None).await.unwrap().is_empty());
+    app.stop().await;
 }

@@ -121,6 +121,38 @@ impl ToolError {
         }
     }
 
+    /// Hands the message's text to `scrub` (which blanks typed codes out):
+    /// a page's error can quote an address that carries one.
+    pub(in crate::sessions) fn scrub_message(&mut self, scrub: &mut dyn FnMut(&mut String)) {
+        match self {
+            Self::Invalid(m)
+            | Self::TooLarge(m)
+            | Self::InvalidSelector(m)
+            | Self::UnknownKey(m)
+            | Self::ElementNotFound(m)
+            | Self::TabNotFound(m)
+            | Self::ActionFailed(m)
+            | Self::InvalidFileName(m)
+            | Self::NotAFileInput(m)
+            | Self::RecordingQuotaFull(m)
+            | Self::Timeout(m)
+            | Self::Protocol(m)
+            | Self::TotpNotGranted(m)
+            | Self::OperatorHasControl(m)
+            | Self::DeniedByPolicy(m)
+            | Self::DeniedByOperator(m)
+            | Self::ApprovalTimedOut(m) => scrub(m),
+            // Fixed texts, or messages that never quote a page.
+            Self::LastTab
+            | Self::TabCrashed
+            | Self::DownloadRefused
+            | Self::BrowserFailed
+            | Self::Session(_)
+            | Self::Internal(_)
+            | Self::Held(_) => {}
+        }
+    }
+
     /// The message a caller may see.
     pub fn public_message(&self) -> String {
         match self {

@@ -40,6 +40,42 @@ pub enum ToolOutput {
     TypedCode(TypedCode),
 }
 
+impl ToolOutput {
+    /// Hands every text of the answer a page can put a typed code into
+    /// (addresses, titles, HTML, option values) to `scrub`, which blanks
+    /// codes out: a site that submits its code by GET shows it in the
+    /// tab's address and maybe its title. Snapshots are scrubbed where
+    /// they are taken (they also withhold the field's value).
+    pub(in crate::sessions) fn scrub_texts(&mut self, scrub: &mut dyn FnMut(&mut String)) {
+        match self {
+            Self::Navigated(n) => {
+                scrub(&mut n.final_url);
+                scrub(&mut n.title);
+            }
+            Self::Tabs(tabs) => {
+                for t in tabs {
+                    scrub(&mut t.url);
+                    scrub(&mut t.title);
+                }
+            }
+            Self::Tab(t) => {
+                scrub(&mut t.url);
+                scrub(&mut t.title);
+            }
+            Self::Dom(d) => scrub(&mut d.html),
+            Self::Selected(s) => s.selected.iter_mut().for_each(scrub),
+            Self::Screenshot(_)
+            | Self::Done(_)
+            | Self::Waited(_)
+            | Self::Snapshot(_)
+            | Self::Pdf(_)
+            | Self::TabClosed(_)
+            | Self::Uploaded(_)
+            | Self::TypedCode(_) => {}
+        }
+    }
+}
+
 /// What `type_totp` reports: that a code was typed, and of which seed.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct TypedCode {
@@ -289,6 +325,48 @@ mod tests {
         n.note_refusals((2, vec![refused("site.test", 80), refused("x.test", 80)]));
         assert!(n.egress_refused.is_none());
         assert_eq!(n.egress_refused_subresources, 2);
+    }
+
+    #[test]
+    fn every_address_and_title_of_an_answer_is_scrubbed() {
+        let tab = |url: &str, title: &str| TabInfo {
+            tab_id: "T".into(),
+            url: url.into(),
+            title: title.into(),
+            active: true,
+        };
+        let mut blank = |s: &mut String| *s = s.replace("314159", "••••••");
+        let mut n = nav(Some(200), "http://site.test/verify?code=314159");
+        n.title = "code 314159 accepted".into();
+        let mut out = ToolOutput::Navigated(n);
+        out.scrub_texts(&mut blank);
+        let ToolOutput::Navigated(n) = &out else {
+            unreachable!()
+        };
+        assert_eq!(n.final_url, "http://site.test/verify?code=••••••");
+        assert_eq!(n.title, "code •••••• accepted");
+        let mut out = ToolOutput::Tabs(vec![
+            tab("http://site.test/?code=314159", "314159"),
+            tab("http://site.test/?n=271828", "271828"),
+        ]);
+        out.scrub_texts(&mut blank);
+        let ToolOutput::Tabs(tabs) = &out else {
+            unreachable!()
+        };
+        assert_eq!(
+            (tabs[0].url.as_str(), tabs[0].title.as_str()),
+            ("http://site.test/?code=••••••", "••••••")
+        );
+        assert_eq!(
+            (tabs[1].url.as_str(), tabs[1].title.as_str()),
+            ("http://site.test/?n=271828", "271828")
+        );
+        let mut out = ToolOutput::Tab(tab("http://site.test/?code=314159", "x"));
+        out.scrub_texts(&mut blank);
+        let ToolOutput::Tab(t) = &out else {
+            unreachable!()
+        };
+        assert_eq!(t.url, "http://site.test/?code=••••••");
     }
 
     #[test]

@@ -18,8 +18,25 @@ impl SessionManager {
     /// Runs one tool call on `session` as `actor`: the only way a tool
     /// reaches a browser. The audit row is written before anything is sent
     /// to the browser; tool calls on one session run one at a time.
+    ///
+    /// Every answer, and every error's message, has the codes typed lately
+    /// blanked out (a site that takes its code by GET shows it in the
+    /// tab's address).
     #[tracing::instrument(skip_all, fields(session.id = %session.id, tool = call.tool.action()))]
     pub async fn run_tool(
+        &self,
+        session: &Arc<LiveSession>,
+        actor: Actor,
+        via: crate::audit::Surface,
+        call: ToolCall,
+    ) -> Result<ToolOutput, ToolError> {
+        let mut answer = self.run_tool_unscrubbed(session, actor, via, call).await;
+        session.scrub_answer(&mut answer);
+        answer
+    }
+
+    /// [`run_tool`](Self::run_tool) before its answer is scrubbed.
+    async fn run_tool_unscrubbed(
         &self,
         session: &Arc<LiveSession>,
         actor: Actor,
@@ -180,6 +197,13 @@ impl SessionManager {
                     Err(RecordError::Io(e)) => return Err(ToolError::Internal(e)),
                 };
                 ToolOutput::Screenshot(shot)
+            }
+            // Typed: the row says how many digits, never which.
+            ToolOutput::TypedCode(typed) => {
+                let mut done = event.outcome("typed");
+                done.params["typed_digits"] = serde_json::json!(typed.typed_digits);
+                self.0.store.audit_append(done).await?;
+                ToolOutput::TypedCode(typed)
             }
             other => other,
         };

@@ -6,9 +6,11 @@
 //! may script over CDP (its scripts could read the field), when the field
 //! is not a text/number/tel/one-time-code input, and when the field's own
 //! frame is not on a granted domain that has a seed; `totp_not_granted`
-//! when the grant did not ask for codes. After typing, the field is drawn
-//! masked, and until the code is worthless every `snapshot` and `read_dom`
-//! answer has it blanked out.
+//! when the grant did not ask for codes. The field is drawn masked before
+//! the code goes in, and until the code is worthless every tool answer
+//! (snapshots, `read_dom`, tabs' and navigations' addresses and titles,
+//! error messages) has it blanked out. The audit row of a typed code says
+//! how many digits (`typed_digits`), never which.
 
 use std::time::Duration;
 
@@ -53,6 +55,25 @@ impl LiveSession {
             if text.contains(m.code.as_str()) {
                 *text = text.replace(m.code.as_str(), BLANKED);
             }
+        }
+    }
+
+    /// Blanks every code typed lately out of an answer's addresses, titles
+    /// and texts, or its error's message: whatever a tool answers (the
+    /// tabs' list, a navigation's `final_url` and `title`) passes here.
+    pub(in crate::sessions) fn scrub_answer(&self, answer: &mut Result<ToolOutput, ToolError>) {
+        if self
+            .typed_codes
+            .lock()
+            .expect("typed codes lock")
+            .is_empty()
+        {
+            return;
+        }
+        let mut scrub = |s: &mut String| self.scrub_codes(s);
+        match answer {
+            Ok(out) => out.scrub_texts(&mut scrub),
+            Err(e) => e.scrub_message(&mut scrub),
         }
     }
 

@@ -637,12 +637,19 @@ impl Connection {
         let loading = cast
             .as_ref()
             .is_some_and(|c| c.loading.load(std::sync::atomic::Ordering::Relaxed));
+        // A code typed lately (a site that takes it by GET) is no more
+        // shown to viewers, a live link's included, than to the agent.
+        let scrubbed = |text: &str| {
+            let mut text = text.to_owned();
+            self.live.scrub_codes(&mut text);
+            text
+        };
         let tabs: Vec<TabInfo> = targets
             .iter()
             .map(|t| TabInfo {
                 id: t.target_id.inner().clone(),
-                url: t.url.clone(),
-                title: t.title.clone(),
+                url: scrubbed(&t.url),
+                title: scrubbed(&t.title),
                 active: t.target_id.inner() == &shown,
             })
             .collect();

@@ -708,6 +708,26 @@ async fn an_operator_types_a_code_into_a_refresh_session_from_the_live_page() {
     assert!(audit.contains("tool.type_totp"), "{audit}");
     assert!(!holds_a_code(&audit, &bytes), "the audit log holds a code");
     assert_typed_digits_audited(&app, 6).await;
+
+    // The site takes the code by GET: the live view's address and title
+    // (which a live link's viewers see too) show it blanked.
+    let page = live.pages().await.unwrap().remove(0);
+    page.evaluate("document.querySelector('form').submit()")
+        .await
+        .unwrap();
+    let mut view = crate::live::open_view(&app, &sid, &cookie).await;
+    let shown = view
+        .wait_for("the verify page in the live view", |v| {
+            v["type"] == "page"
+                && v["url"]
+                    .as_str()
+                    .is_some_and(|u| u.contains("/verify?code="))
+        })
+        .await;
+    assert!(
+        !holds_a_code(&shown.to_string(), &bytes),
+        "the live view shows the typed code in the page's address or title"
+    );
     app.stop().await;
 }
 

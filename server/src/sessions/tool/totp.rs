@@ -47,8 +47,9 @@ impl LiveSession {
         });
     }
 
-    /// Blanks out every code typed lately that `text` contains.
-    pub(in crate::sessions) fn scrub_codes(&self, text: &mut String) {
+    /// Blanks out every code typed lately that `text` contains (tool
+    /// answers, and the live view's addresses and titles).
+    pub(crate) fn scrub_codes(&self, text: &mut String) {
         let marks = self.typed_codes.lock().expect("typed codes lock");
         let now = now_ms();
         for m in marks.iter().filter(|m| m.until_ms > now) {

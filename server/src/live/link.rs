@@ -279,9 +279,6 @@ pub async fn issue(
         )));
     }
     let now = now_ms();
-    if store.live_links_active(session_id, now).await? >= MAX_ACTIVE_PER_SESSION {
-        return Err(LinkError::TooMany);
-    }
     let token = secret_token(TOKEN_PREFIX);
     let link = Link {
         id: random_id(ID_PREFIX),
@@ -292,18 +289,24 @@ pub async fn issue(
         created_at: now,
         expires_at: now + i64::try_from(ttl).unwrap_or(i64::MAX / 4) * 1000,
     };
-    store
-        .live_link_insert(&NewLiveLink {
-            id: &link.id,
-            token_hash: &token_hash(&token),
-            tenant_id: link.tenant.as_str(),
-            session_id,
-            key_id: &link.key_id,
-            mode: mode.as_str(),
-            created_at: link.created_at,
-            expires_at: link.expires_at,
-        })
+    let recorded = store
+        .live_link_insert_within(
+            &NewLiveLink {
+                id: &link.id,
+                token_hash: &token_hash(&token),
+                tenant_id: link.tenant.as_str(),
+                session_id,
+                key_id: &link.key_id,
+                mode: mode.as_str(),
+                created_at: link.created_at,
+                expires_at: link.expires_at,
+            },
+            MAX_ACTIVE_PER_SESSION,
+        )
         .await?;
+    if !recorded {
+        return Err(LinkError::TooMany);
+    }
     let audited = store
         .audit_append(
             NewEvent::new(Actor::Agent(owner.key_id.clone()), "live_link.create")

@@ -6,6 +6,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::Store;
+use crate::domain::DatabaseKind;
 
 /// A live link as stored (never its token).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,6 +92,49 @@ impl Store {
         Ok(())
     }
 
+    /// Records a link unless its session already has `max` working ones at
+    /// `l.created_at`: `false` then, and nothing written. The count and the
+    /// insert are one statement, and on PostgreSQL a transaction holding
+    /// the session's advisory lock, so racing requests cannot pass `max`.
+    pub async fn live_link_insert_within(
+        &self,
+        l: &NewLiveLink<'_>,
+        max: i64,
+    ) -> anyhow::Result<bool> {
+        let mut tx = self
+            .pool()
+            .begin()
+            .await
+            .context("failed to record a live link")?;
+        if self.kind == DatabaseKind::Postgres {
+            sqlx::query("SELECT 1 FROM (SELECT pg_advisory_xact_lock(hashtext($1))) AS locked")
+                .bind(format!("live_links:{}", l.session_id))
+                .execute(&mut *tx)
+                .await
+                .context("failed to lock a session's live links")?;
+        }
+        let done = sqlx::query(
+            "INSERT INTO live_links (id, token_hash, tenant_id, session_id, key_id, mode, \
+             created_at, expires_at) SELECT $1, $2, $3, $4, $5, $6, $7, $8 \
+             WHERE (SELECT COUNT(*) FROM live_links WHERE session_id = $4 \
+             AND revoked_at IS NULL AND expires_at > $7) < $9",
+        )
+        .bind(l.id.to_owned())
+        .bind(l.token_hash.to_owned())
+        .bind(l.tenant_id.to_owned())
+        .bind(l.session_id.to_owned())
+        .bind(l.key_id.to_owned())
+        .bind(l.mode.to_owned())
+        .bind(l.created_at)
+        .bind(l.expires_at)
+        .bind(max)
+        .execute(&mut *tx)
+        .await
+        .context("failed to record a live link")?;
+        tx.commit().await.context("failed to record a live link")?;
+        Ok(done.rows_affected() == 1)
+    }
+
     /// The link whose token hashes to `hash`.
     pub async fn live_link_by_hash(&self, hash: &str) -> anyhow::Result<Option<LiveLinkRow>> {
         self.live_link_where("l.token_hash", hash).await
@@ -167,19 +211,6 @@ impl Store {
         .await
         .context("failed to revoke a live link")?;
         Ok(done.rows_affected() > 0)
-    }
-
-    /// How many links of `session` work at `now` (not expired, not revoked).
-    pub async fn live_links_active(&self, session: &str, now: i64) -> anyhow::Result<i64> {
-        sqlx::query_scalar(
-            "SELECT COUNT(*) FROM live_links WHERE session_id = $1 AND revoked_at IS NULL \
-             AND expires_at > $2",
-        )
-        .bind(session.to_owned())
-        .bind(now)
-        .fetch_one(self.pool())
-        .await
-        .context("failed to count a session's live links")
     }
 
     /// Removes the links that ended (expired or revoked) before `cutoff`:

@@ -17,7 +17,66 @@ both_backends!(
     verify_finds_a_removed_last_event,
     tenants_are_created_once_and_listed,
     live_links_are_pruned_a_day_after_they_end,
+    racing_live_links_never_pass_the_sessions_cap,
 );
+
+/// Thirty creates racing for one session's last places: exactly the cap
+/// are recorded (the count and the insert cannot be split by another
+/// request), and ended links do not count.
+async fn racing_live_links_never_pass_the_sessions_cap(backend: Backend) {
+    use cordon::store::live_links::NewLiveLink;
+    let db = TestDb::new(backend).await;
+    let store = db.store().await;
+    let acme: TenantId = "acme".parse().unwrap();
+    store.tenant_create(&acme, "Acme").await.unwrap();
+    let now = 1_000_000_000;
+    let link = |id: String, expires_at: i64| {
+        let store = store.clone();
+        async move {
+            store
+                .live_link_insert_within(
+                    &NewLiveLink {
+                        id: &id,
+                        token_hash: &format!("hash-{id}"),
+                        tenant_id: "acme",
+                        session_id: "s_1",
+                        key_id: "k_1",
+                        mode: "view",
+                        created_at: now,
+                        expires_at,
+                    },
+                    5,
+                )
+                .await
+                .unwrap()
+        }
+    };
+    // One that ended takes no place.
+    assert!(link("llk_old".into(), now - 1).await);
+    let raced =
+        futures::future::join_all((0..30).map(|i| link(format!("llk_{i}"), now + 60_000))).await;
+    let recorded = raced.iter().filter(|r| **r).count();
+    assert_eq!(recorded, 5, "{raced:?}");
+    assert!(!link("llk_late".into(), now + 60_000).await);
+    // Another session has its own places.
+    let other = store
+        .live_link_insert_within(
+            &NewLiveLink {
+                id: "llk_other",
+                token_hash: "hash-other",
+                tenant_id: "acme",
+                session_id: "s_2",
+                key_id: "k_1",
+                mode: "view",
+                created_at: now,
+                expires_at: now + 60_000,
+            },
+            5,
+        )
+        .await
+        .unwrap();
+    assert!(other);
+}
 
 async fn live_links_are_pruned_a_day_after_they_end(backend: Backend) {
     use cordon::store::live_links::NewLiveLink;

@@ -144,33 +144,34 @@ impl Store {
 
     /// The tenants an operator is scoped to, sorted; empty: every tenant.
     pub async fn operator_tenants(&self, id: &OperatorId) -> anyhow::Result<Vec<String>> {
-        let rows = sqlx::query(
+        sqlx::query_scalar(
             "SELECT tenant_id FROM operator_tenants WHERE operator_id = $1 ORDER BY tenant_id",
         )
         .bind(id.as_str().to_owned())
         .fetch_all(self.pool())
         .await
-        .context("failed to read the operator's tenants")?;
-        rows.iter()
-            .map(|r| r.try_get("tenant_id").map_err(Into::into))
-            .collect()
+        .read(
+            "failed to read the operator's tenants",
+            "malformed operator tenant row",
+        )
     }
 
     /// Every scoped operator's tenants (operators without rows are absent).
     pub async fn operator_tenants_all(
         &self,
     ) -> anyhow::Result<std::collections::HashMap<String, Vec<String>>> {
-        let rows = sqlx::query(
+        let rows: Vec<(String, String)> = sqlx::query_as(
             "SELECT operator_id, tenant_id FROM operator_tenants ORDER BY operator_id, tenant_id",
         )
         .fetch_all(self.pool())
         .await
-        .context("failed to read operators' tenants")?;
+        .read(
+            "failed to read operators' tenants",
+            "malformed operator tenant row",
+        )?;
         let mut all = std::collections::HashMap::<String, Vec<String>>::new();
-        for r in &rows {
-            all.entry(r.try_get("operator_id")?)
-                .or_default()
-                .push(r.try_get("tenant_id")?);
+        for (operator, tenant) in rows {
+            all.entry(operator).or_default().push(tenant);
         }
         Ok(all)
     }

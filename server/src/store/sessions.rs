@@ -293,31 +293,27 @@ impl Store {
              WHERE (state IN ('starting', 'ready', 'closing') OR closed_at >= $1){scope} \
              GROUP BY state ORDER BY state"
         );
-        let mut q = sqlx::query(&sql).bind(since);
+        let mut q = sqlx::query_as(&sql).bind(since);
         for b in binds {
             q = q.bind(b);
         }
-        let rows = q
-            .fetch_all(self.pool())
+        q.fetch_all(self.pool())
             .await
-            .context("failed to count sessions")?;
-        rows.iter()
-            .map(|r| Ok((r.try_get("state")?, r.try_get("n")?)))
-            .collect()
+            .read("failed to count sessions", "malformed session count row")
     }
 
     /// Sessions not ended, per replica (`host`).
     pub async fn sessions_running_by_host(&self) -> anyhow::Result<Vec<(String, i64)>> {
-        let rows = sqlx::query(
+        sqlx::query_as(
             "SELECT host, COUNT(*) AS n FROM sessions \
              WHERE state IN ('starting', 'ready', 'closing') GROUP BY host",
         )
         .fetch_all(self.pool())
         .await
-        .context("failed to count sessions per replica")?;
-        rows.iter()
-            .map(|r| Ok((r.try_get("host")?, r.try_get("n")?)))
-            .collect()
+        .read(
+            "failed to count sessions per replica",
+            "malformed session count row",
+        )
     }
 
     /// Per session: tool calls audited and the last audited action.

@@ -2,7 +2,6 @@
 //! is `crate::crypto`'s, the rules are `crate::vault`'s.
 
 use anyhow::Context;
-use sqlx::Row;
 
 use super::column::ReadContext;
 use super::{DatabaseKind, Store};
@@ -86,14 +85,12 @@ impl Store {
         tenant: &TenantId,
         domain: &str,
     ) -> anyhow::Result<Option<String>> {
-        let row =
-            sqlx::query("SELECT id FROM vault_credentials WHERE tenant_id = $1 AND domain = $2")
-                .bind(tenant.as_str().to_owned())
-                .bind(domain.to_owned())
-                .fetch_optional(self.pool())
-                .await
-                .context("failed to look up credential")?;
-        Ok(row.map(|r| r.try_get::<String, _>("id")).transpose()?)
+        sqlx::query_scalar("SELECT id FROM vault_credentials WHERE tenant_id = $1 AND domain = $2")
+            .bind(tenant.as_str().to_owned())
+            .bind(domain.to_owned())
+            .fetch_optional(self.pool())
+            .await
+            .read("failed to look up credential", "malformed credential row")
     }
 
     /// Inserts a credential; false if the tenant already has one for that
@@ -233,15 +230,14 @@ impl Store {
         tenant: &TenantId,
         domain: &str,
     ) -> anyhow::Result<Option<String>> {
-        let row = sqlx::query(
+        sqlx::query_scalar(
             "DELETE FROM vault_credentials WHERE tenant_id = $1 AND domain = $2 RETURNING id",
         )
         .bind(tenant.as_str().to_owned())
         .bind(domain.to_owned())
         .fetch_optional(self.pool())
         .await
-        .context("failed to delete credential")?;
-        Ok(row.map(|r| r.try_get::<String, _>("id")).transpose()?)
+        .read("failed to delete credential", "malformed credential row")
     }
 
     /// The key ids found on stored credentials and TOTP seeds, with how many rows carry each.

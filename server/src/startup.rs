@@ -120,7 +120,7 @@ impl Application {
         let enrollment = auth
             .first_start_link()
             .await
-            .map_err(|e| anyhow::anyhow!("cannot prepare the first enrollment link: {e}"))?;
+            .context("cannot prepare the first enrollment link")?;
         match &enrollment {
             FirstStart::AdminExists => {}
             // The link itself (a token) goes to standard output only.

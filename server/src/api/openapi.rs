@@ -19,6 +19,19 @@ pub type Errors = &'static [(u16, &'static str)];
 pub const AUTH: Errors = &[(401, "unauthorized"), (500, "internal")];
 /// Routes with a JSON body.
 pub const BODY: Errors = &[(400, "bad_request"), (413, "payload_too_large")];
+/// Routes that open a session (`POST /api/sessions`, `POST /api/tasks`):
+/// limits, a browser that does not start, grant refusals.
+pub const OPEN_SESSION: Errors = &[
+    (429, "too_many_requests"),
+    (503, "unavailable"),
+    (403, "grant_required"),
+    (403, "grant_unknown"),
+    (403, "grant_expired"),
+    (403, "grant_revoked"),
+    (403, "grant_consumed"),
+    (403, "grant_wrong_tenant"),
+    (403, "grant_too_narrow"),
+];
 /// Routes of one session (`{id}`).
 /// (Several replicas: the session's replica unreachable for now, or a
 /// forged internal hop.)

@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 use crate::api::auth::Agent;
 use crate::api::json::ApiJson;
-use crate::api::openapi::{AUTH, BODY, Route};
+use crate::api::openapi::{AUTH, BODY, OPEN_SESSION, Route};
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::tasks::{TaskDetail, TaskRequest, TaskResult};
@@ -67,18 +67,6 @@ fn s<T: schemars::JsonSchema>(g: &mut schemars::SchemaGenerator) -> schemars::Sc
     g.subschema_for::<T>()
 }
 
-/// What opening the task's session can answer.
-const OPEN: crate::api::openapi::Errors = &[
-    (429, "too_many_requests"),
-    (403, "grant_required"),
-    (403, "grant_unknown"),
-    (403, "grant_expired"),
-    (403, "grant_revoked"),
-    (403, "grant_consumed"),
-    (403, "grant_wrong_tenant"),
-    (403, "grant_too_narrow"),
-    (503, "unavailable"),
-];
 /// (Several replicas: a running task's loop lives on one replica; a call
 /// for it elsewhere is forwarded, see `cluster::forward`.)
 const TASK: crate::api::openapi::Errors = &[
@@ -97,7 +85,7 @@ pub fn routes() -> Vec<Route> {
             request: Some(s::<TaskRequest>),
             success: 200,
             response: Some(s::<TaskResult>),
-            errors: &[AUTH, BODY, OPEN],
+            errors: &[AUTH, BODY, OPEN_SESSION],
             handler: post(run),
         },
         Route {

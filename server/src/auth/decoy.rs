@@ -8,6 +8,7 @@
 //! Real options are stripped of transport hints (they would tell the two
 //! apart, and browsers try every transport without them).
 
+use anyhow::Context;
 use webauthn_rs::fake::{FakePasskeyDistribution, WebauthnFakeCredentialGenerator};
 use webauthn_rs::prelude::RequestChallengeResponse;
 use webauthn_rs_proto::{
@@ -31,8 +32,8 @@ impl Decoys {
                 &random[..]
             }
         };
-        let ids = WebauthnFakeCredentialGenerator::new(key)
-            .map_err(|e| anyhow::anyhow!("cannot key the login decoys: {e}"))?;
+        let ids =
+            WebauthnFakeCredentialGenerator::new(key).context("cannot key the login decoys")?;
         Ok(Self { ids })
     }
 

@@ -3,6 +3,7 @@
 //! fail as a wrong passkey does, so the dashboard tells nobody which
 //! operators exist.
 
+use anyhow::Context;
 use serde_json::json;
 use webauthn_rs::prelude::{Passkey, PublicKeyCredential, RequestChallengeResponse};
 
@@ -67,7 +68,7 @@ impl Auth {
             .iter()
             .map(|p| serde_json::from_str::<Passkey>(&p.passkey))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| anyhow::anyhow!("malformed passkey in database: {e}"))?;
+            .context("malformed passkey in database")?;
         if keys.is_empty() {
             return Err(unknown());
         }
@@ -75,7 +76,9 @@ impl Auth {
             .0
             .webauthn
             .start_passkey_authentication(&keys)
-            .map_err(|e| AuthError::Internal(anyhow::anyhow!("cannot start login: {e}")))?;
+            .map_err(|e| {
+                AuthError::Internal(anyhow::Error::new(e).context("cannot start login"))
+            })?;
         Ok((
             rcr,
             Ceremony::Login {
@@ -153,8 +156,8 @@ impl Auth {
         let rows = self.store().passkeys_of(&operator).await?;
         let mut used = None;
         for row in rows {
-            let mut key: Passkey = serde_json::from_str(&row.passkey)
-                .map_err(|e| anyhow::anyhow!("malformed passkey in database: {e}"))?;
+            let mut key: Passkey =
+                serde_json::from_str(&row.passkey).context("malformed passkey in database")?;
             if key.update_credential(&result).is_some() {
                 used = Some((row, key));
                 break;

@@ -2,6 +2,7 @@
 //! between a ceremony's two steps, enrolling through a link, a logged-in
 //! operator adding one, and listing and removing an operator's passkeys.
 
+use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use webauthn_rs::prelude::{
@@ -126,8 +127,8 @@ impl Auth {
         &self,
         op: &OperatorRow,
     ) -> Result<(CreationChallengeResponse, PasskeyRegistration), AuthError> {
-        let handle = Uuid::parse_str(&op.user_handle)
-            .map_err(|e| anyhow::anyhow!("malformed user handle in database: {e}"))?;
+        let handle =
+            Uuid::parse_str(&op.user_handle).context("malformed user handle in database")?;
         let existing = self
             .store()
             .passkeys_of(&op.id)
@@ -135,11 +136,13 @@ impl Auth {
             .iter()
             .map(|p| serde_json::from_str::<Passkey>(&p.passkey).map(|k| k.cred_id().clone()))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| anyhow::anyhow!("malformed passkey in database: {e}"))?;
+            .context("malformed passkey in database")?;
         self.0
             .webauthn
             .start_passkey_registration(handle, &op.name, &op.name, Some(existing))
-            .map_err(|e| AuthError::Internal(anyhow::anyhow!("cannot start registration: {e}")))
+            .map_err(|e| {
+                AuthError::Internal(anyhow::Error::new(e).context("cannot start registration"))
+            })
     }
 
     /// Step 2 of enrolling or adding a passkey: verifies the browser's

@@ -16,6 +16,7 @@ mod tools;
 mod totp;
 mod upload;
 
+use anyhow::Context;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -76,7 +77,7 @@ impl BrowserConn {
         };
         let (browser, mut handler) = Browser::connect_with_config(ws_url, config)
             .await
-            .map_err(|e| anyhow::anyhow!("cannot connect to the browser's CDP endpoint: {e}"))?;
+            .context("cannot connect to the browser's CDP endpoint")?;
         let closed = Arc::new(AtomicBool::new(false));
         let flag = closed.clone();
         let handler = tokio::spawn(async move {
@@ -95,7 +96,7 @@ impl BrowserConn {
             flag.store(true, Ordering::SeqCst);
         });
         let (crashes, downloads) = (TabEvents::default(), TabEvents::default());
-        let watch = |e| anyhow::anyhow!("cannot watch the browser's tabs: {e}");
+        let watch = |e| anyhow::Error::new(e).context("cannot watch the browser's tabs");
         let mut crashed = browser
             .event_listener::<EventTargetCrashed>()
             .await

@@ -26,8 +26,8 @@ impl AssociatedData {
     }
 }
 
-/// A sealed record: what is stored.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A sealed record: what is stored (read from its columns by name).
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct Sealed {
     /// Id of the key that sealed it.
     pub key_id: KeyId,

@@ -62,7 +62,7 @@ impl CredentialsBackend for AppState {
                     "credential of {tenant} for {domain}"
                 ))),
                 Err(VaultError::UnknownTenant(t)) => Err(UiError::not_found(format!("tenant {t}"))),
-                Err(e) => Err(internal("deleting the credential", anyhow::anyhow!("{e}"))),
+                Err(e) => Err(internal("deleting the credential", e)),
             }
         }
         .await;
@@ -74,7 +74,7 @@ impl CredentialsBackend for AppState {
             .vault
             .totp_list_all()
             .await
-            .map_err(|e| internal("listing TOTP seeds", anyhow::anyhow!("{e}")))?
+            .map_err(|e| internal("listing TOTP seeds", e))?
             .into_iter()
             .filter(|t| op.sees(&t.tenant_id))
             .map(super::totp::view)
@@ -96,7 +96,7 @@ impl CredentialsBackend for AppState {
                     Err(UiError::not_found(format!("TOTP seed {id}")))
                 }
                 Err(VaultError::UnknownTenant(t)) => Err(UiError::not_found(format!("tenant {t}"))),
-                Err(e) => Err(internal("deleting the TOTP seed", anyhow::anyhow!("{e}"))),
+                Err(e) => Err(internal("deleting the TOTP seed", e)),
             }
         }
         .await;

@@ -77,7 +77,7 @@ async fn run(
                 "credential of {tenant} for {domain}"
             )));
         }
-        Err(e) => return Err(internal("exporting the credential", anyhow::anyhow!("{e}"))),
+        Err(e) => return Err(internal("exporting the credential", e)),
     };
     let body =
         serde_json::to_vec_pretty(&doc).map_err(|e| internal("exporting the credential", e))?;

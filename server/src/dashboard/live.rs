@@ -264,7 +264,7 @@ impl LiveBackend for AppState {
             .vault
             .totp_list(&live.tenant)
             .await
-            .map_err(|e| internal("listing TOTP seeds", anyhow::anyhow!("{e}")))?
+            .map_err(|e| internal("listing TOTP seeds", e))?
             .into_iter()
             .filter(|t| {
                 live.domains
@@ -304,7 +304,7 @@ impl LiveBackend for AppState {
                     anyhow::anyhow!("unexpected answer"),
                 )),
                 Err(e) => Err(match e.code() {
-                    "internal" => internal("typing the code", anyhow::anyhow!("{e}")),
+                    "internal" => internal("typing the code", e),
                     "element_not_found" => UiError::conflict(
                         "click into the code field of the page first, then type the code",
                     ),
@@ -397,7 +397,7 @@ fn harvest_error(e: HarvestError) -> UiError {
         HarvestError::BrowserGone => UiError::Unavailable {
             message: "the session's browser is gone; start a new refresh".into(),
         },
-        e => internal("saving the login", anyhow::anyhow!("{e}")),
+        e => internal("saving the login", e),
     }
 }
 

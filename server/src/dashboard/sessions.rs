@@ -239,7 +239,7 @@ pub(super) fn session_error(id: &str, what: &str, e: SessionError) -> UiError {
         }
         SessionError::Limit { message, .. } => UiError::Unavailable { message },
         SessionError::Invalid(e) => UiError::invalid("domains", e.to_string()),
-        e => internal(what, anyhow::anyhow!("{e}")),
+        e => internal(what, e),
     }
 }
 
@@ -257,7 +257,7 @@ async fn find(state: &AppState, id: &str) -> UiResult<(SessionId, TenantId, Sess
     let tenant: TenantId = row
         .tenant_id
         .parse()
-        .map_err(|e| internal("reading the session", anyhow::anyhow!("{e}")))?;
+        .map_err(|e| internal("reading the session", e))?;
     Ok((sid, tenant, row))
 }
 

@@ -216,7 +216,7 @@ pub async fn add(
             Err(VaultError::Totp(e)) => Err(UiError::invalid(e.field, e.message)),
             Err(e @ VaultError::TotpLabelTaken { .. }) => Err(UiError::conflict(e.to_string())),
             Err(VaultError::UnknownTenant(t)) => Err(UiError::not_found(format!("tenant {t}"))),
-            Err(e) => Err(internal("storing the TOTP seed", anyhow::anyhow!("{e}"))),
+            Err(e) => Err(internal("storing the TOTP seed", e)),
         }
     }
     .await;
@@ -278,7 +278,7 @@ pub async fn export(
             Ok(found) => Ok(found),
             Err(VaultError::TotpNotFound(id)) => Err(UiError::not_found(format!("TOTP seed {id}"))),
             Err(VaultError::UnknownTenant(t)) => Err(UiError::not_found(format!("tenant {t}"))),
-            Err(e) => Err(internal("exporting the TOTP seed", anyhow::anyhow!("{e}"))),
+            Err(e) => Err(internal("exporting the TOTP seed", e)),
         }
     }
     .await;

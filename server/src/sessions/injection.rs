@@ -114,7 +114,7 @@ pub(super) async fn inject(
         .vault
         .select_for_injection(&owner.tenant, &domains)
         .await
-        .map_err(|e| anyhow::anyhow!("vault: {e}"))?;
+        .context("vault")?;
     let mut counts: BTreeMap<String, usize> =
         domains.iter().map(|d| (d.as_str().to_owned(), 0)).collect();
     let mut storage = counts.clone();
@@ -169,7 +169,7 @@ pub(super) async fn inject(
             .mark_injected(&owner.tenant, &injected)
             .await
             .map(|_| ())
-            .map_err(|e| anyhow::anyhow!("vault: {e}"))
+            .context("vault")
     };
     let probes = async {
         let mut smoke = BTreeMap::new();

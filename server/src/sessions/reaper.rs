@@ -7,6 +7,7 @@ use serde_json::json;
 use crate::audit::{Actor, NewEvent};
 use crate::domain::CloseReason;
 use crate::sandbox::{Sandbox, kill_group};
+use crate::store::sessions::SessionRow;
 
 use super::SessionManager;
 
@@ -45,31 +46,16 @@ impl SessionManager {
             {
                 continue;
             }
-            let ended = inner
-                .store
-                .session_end(
-                    &row.id,
-                    true,
+            let ended = self
+                .end_orphan(
+                    &row,
                     CloseReason::Orphaned,
-                    Some("the control plane lost this session (restart or crash)"),
-                    row.last_activity_at,
+                    "the control plane lost this session (restart or crash)",
+                    json!({}),
                 )
                 .await?;
             if ended {
                 report.sessions_closed += 1;
-                self.drop_files_as_at_close(&row).await;
-                if let Ok(tenant) = row.tenant_id.parse() {
-                    inner
-                        .store
-                        .audit_append(
-                            NewEvent::new(Actor::System, "session.reap")
-                                .tenant(&tenant)
-                                .session(row.id.clone())
-                                .params(json!({ "previous_state": row.state.as_str() }))
-                                .outcome("ok"),
-                        )
-                        .await?;
-                }
             }
         }
         let known = inner.known.lock().expect("known lock").clone();
@@ -107,36 +93,17 @@ impl SessionManager {
         let inner = &self.0;
         let mut report = ReapReport::default();
         for row in inner.store.sessions_unended_on(replica).await? {
-            let ended = inner
-                .store
-                .session_end(
-                    &row.id,
-                    true,
+            // Under `shared_dir` its files are here too.
+            let ended = self
+                .end_orphan(
+                    &row,
                     CloseReason::ReplicaLost,
-                    Some("the replica that ran it stopped answering"),
-                    row.last_activity_at,
+                    "the replica that ran it stopped answering",
+                    json!({ "reason": "replica_lost", "replica": replica }),
                 )
                 .await?;
             if ended {
                 report.sessions_closed += 1;
-                // Under `shared_dir` its files are here too.
-                self.drop_files_as_at_close(&row).await;
-                if let Ok(tenant) = row.tenant_id.parse() {
-                    inner
-                        .store
-                        .audit_append(
-                            NewEvent::new(Actor::System, "session.reap")
-                                .tenant(&tenant)
-                                .session(row.id.clone())
-                                .params(json!({
-                                    "previous_state": row.state.as_str(),
-                                    "reason": "replica_lost",
-                                    "replica": replica,
-                                }))
-                                .outcome("ok"),
-                        )
-                        .await?;
-                }
             }
         }
         for sb in inner.store.sandboxes_unstopped_on(replica).await? {
@@ -148,10 +115,47 @@ impl SessionManager {
         Ok(report)
     }
 
+    /// Ends a session row no replica runs any more (as `reason`, with
+    /// `message`), removes what its close would have, and audits
+    /// `session.reap` with its previous state and `params`' fields; false
+    /// (and nothing done) if it had ended meanwhile.
+    async fn end_orphan(
+        &self,
+        row: &SessionRow,
+        reason: CloseReason,
+        message: &str,
+        params: serde_json::Value,
+    ) -> anyhow::Result<bool> {
+        let inner = &self.0;
+        let ended = inner
+            .store
+            .session_end(&row.id, true, reason, Some(message), row.last_activity_at)
+            .await?;
+        if !ended {
+            return Ok(false);
+        }
+        self.drop_files_as_at_close(row).await;
+        if let Ok(tenant) = row.tenant_id.parse() {
+            let mut params = params;
+            params["previous_state"] = json!(row.state.as_str());
+            inner
+                .store
+                .audit_append(
+                    NewEvent::new(Actor::System, "session.reap")
+                        .tenant(&tenant)
+                        .session(row.id.clone())
+                        .params(params)
+                        .outcome("ok"),
+                )
+                .await?;
+        }
+        Ok(true)
+    }
+
     /// What a close removes, for a session that ended without one: its
     /// downloads unless it recorded for audit, and its frames if they were
     /// transient (nothing is there when another replica's data dir has them).
-    async fn drop_files_as_at_close(&self, row: &crate::store::sessions::SessionRow) {
+    async fn drop_files_as_at_close(&self, row: &SessionRow) {
         use crate::recording::RecordMode;
         let (Ok(tenant), Ok(sid)) = (
             row.tenant_id.parse::<crate::domain::TenantId>(),

@@ -4,6 +4,7 @@ use anyhow::Context;
 use sqlx::Row;
 
 use super::Store;
+use super::column::ReadContext;
 use crate::domain::TenantId;
 use crate::ids::token_hash;
 use crate::time::now_ms;
@@ -18,11 +19,12 @@ pub struct ApiKeyOwner {
 }
 
 /// A key as listed (never the key itself).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct ApiKeyInfo {
     /// Id.
     pub id: String,
     /// Tenant.
+    #[sqlx(rename = "tenant_id")]
     pub tenant: TenantId,
     /// Label.
     pub label: String,
@@ -98,35 +100,22 @@ impl Store {
     /// All keys, or one tenant's, newest first.
     pub async fn api_key_list(&self, tenant: Option<&TenantId>) -> anyhow::Result<Vec<ApiKeyInfo>> {
         const COLUMNS: &str = "id, tenant_id, label, created_at, revoked_at, last_used_at";
-        let rows = match tenant {
-            Some(t) => sqlx::query(&format!(
+        match tenant {
+            Some(t) => sqlx::query_as(&format!(
                 "SELECT {COLUMNS} FROM api_keys WHERE tenant_id = $1 ORDER BY created_at DESC, id"
             ))
             .bind(t.as_str().to_owned())
             .fetch_all(self.pool())
             .await,
             None => {
-                sqlx::query(&format!(
+                sqlx::query_as(&format!(
                     "SELECT {COLUMNS} FROM api_keys ORDER BY created_at DESC, id"
                 ))
                 .fetch_all(self.pool())
                 .await
             }
         }
-        .context("failed to list api keys")?;
-        rows.iter()
-            .map(|r| {
-                let tenant: String = r.try_get("tenant_id")?;
-                Ok(ApiKeyInfo {
-                    id: r.try_get("id")?,
-                    tenant: tenant.parse().context("bad tenant id")?,
-                    label: r.try_get("label")?,
-                    created_at: r.try_get("created_at")?,
-                    revoked_at: r.try_get("revoked_at")?,
-                    last_used_at: r.try_get("last_used_at")?,
-                })
-            })
-            .collect()
+        .read("failed to list api keys", "malformed api key row")
     }
 
     /// Records that key `id` was used at `now`, at most once a minute (the

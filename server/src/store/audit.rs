@@ -2,30 +2,14 @@
 
 use anyhow::Context;
 use sqlx::Row;
-use sqlx::any::AnyRow;
 
 use super::Store;
+use super::column::ReadContext;
 use crate::domain::audit::{Event, NewEvent, canonical_params, chain_hash};
 
 /// Every column of `audit_events`, in [`Event`]'s order.
 pub(super) const COLUMNS: &str =
     "seq, ts, tenant_id, session_id, actor, action, params, outcome, prev_hash, hash";
-
-/// An event from a row holding [`COLUMNS`].
-pub(super) fn from_row(row: &AnyRow) -> Result<Event, sqlx::Error> {
-    Ok(Event {
-        seq: row.try_get("seq")?,
-        ts: row.try_get("ts")?,
-        tenant: row.try_get("tenant_id")?,
-        session: row.try_get("session_id")?,
-        actor: row.try_get("actor")?,
-        action: row.try_get("action")?,
-        params: row.try_get("params")?,
-        outcome: row.try_get("outcome")?,
-        prev_hash: row.try_get("prev_hash")?,
-        hash: row.try_get("hash")?,
-    })
-}
 
 impl Store {
     /// Appends an event to the chain and returns it as stored. Appends are
@@ -103,18 +87,14 @@ impl Store {
 
     /// Up to `limit` events with `seq > after`, in seq order.
     pub async fn audit_page(&self, after: i64, limit: i64) -> anyhow::Result<Vec<Event>> {
-        let rows = sqlx::query(&format!(
+        sqlx::query_as(&format!(
             "SELECT {COLUMNS} FROM audit_events WHERE seq > $1 ORDER BY seq LIMIT $2"
         ))
         .bind(after)
         .bind(limit)
         .fetch_all(self.pool())
         .await
-        .context("failed to read audit events")?;
-        rows.iter()
-            .map(from_row)
-            .collect::<Result<_, _>>()
-            .context("malformed audit row")
+        .read("failed to read audit events", "malformed audit row")
     }
 
     /// The newest `limit` events, newest first, optionally for one tenant.
@@ -123,8 +103,8 @@ impl Store {
         tenant: Option<&str>,
         limit: i64,
     ) -> anyhow::Result<Vec<Event>> {
-        let rows = match tenant {
-            Some(t) => sqlx::query(&format!(
+        match tenant {
+            Some(t) => sqlx::query_as(&format!(
                 "SELECT {COLUMNS} FROM audit_events WHERE tenant_id = $1 ORDER BY seq DESC LIMIT $2"
             ))
             .bind(t.to_owned())
@@ -132,7 +112,7 @@ impl Store {
             .fetch_all(self.pool())
             .await,
             None => {
-                sqlx::query(&format!(
+                sqlx::query_as(&format!(
                     "SELECT {COLUMNS} FROM audit_events ORDER BY seq DESC LIMIT $1"
                 ))
                 .bind(limit)
@@ -140,11 +120,7 @@ impl Store {
                 .await
             }
         }
-        .context("failed to read audit events")?;
-        rows.iter()
-            .map(from_row)
-            .collect::<Result<_, _>>()
-            .context("malformed audit row")
+        .read("failed to read audit events", "malformed audit row")
     }
 
     /// How many events name one of `tenants`.

@@ -21,12 +21,13 @@
 //! index works. Every value is bound, never spliced into the SQL.
 
 use anyhow::Context;
-use sqlx::Row;
 use sqlx::any::AnyArguments;
 use sqlx::query::Query;
+use sqlx::{FromRow, Row};
 
 use super::Store;
-use super::audit::{COLUMNS, from_row};
+use super::audit::COLUMNS;
+use super::column::ReadContext;
 use crate::domain::audit::{AuditCursor, AuditFilter, AuditPage, Event, PageSize};
 
 /// Which index reads a filter's pages.
@@ -296,15 +297,11 @@ impl Store {
             ") ORDER BY seq {}",
             if window.newest_first { "DESC" } else { "ASC" }
         ));
-        let rows = sql
-            .query()
+        sql.query()
+            .try_map(|r: sqlx::any::AnyRow| Event::from_row(&r))
             .fetch_all(self.pool())
             .await
-            .context("failed to query audit events")?;
-        rows.iter()
-            .map(from_row)
-            .collect::<Result<_, _>>()
-            .context("malformed audit row")
+            .read("failed to query audit events", "malformed audit row")
     }
 
     /// Whether any event in `window` matches.
@@ -389,15 +386,11 @@ impl Store {
             and(next),
             below("e.action"),
         );
-        let rows = sql
-            .query()
+        sql.query()
+            .try_map(|r: sqlx::any::AnyRow| r.try_get::<String, _>("action"))
             .fetch_all(self.pool())
             .await
-            .context("failed to list audit actions")?;
-        rows.iter()
-            .map(|r| r.try_get::<String, _>("action"))
-            .collect::<Result<_, _>>()
-            .context("malformed audit action")
+            .read("failed to list audit actions", "malformed audit action")
     }
 }
 

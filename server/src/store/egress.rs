@@ -2,9 +2,9 @@
 
 use anyhow::Context;
 use sqlx::Row;
-use sqlx::any::AnyRow;
 
 use super::Store;
+use super::column::ReadContext;
 
 /// What the egress guard decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -23,18 +23,22 @@ impl Decision {
             Self::Denied => "denied",
         }
     }
+}
 
-    fn from_stored(s: &str) -> Option<Self> {
+impl std::str::FromStr for Decision {
+    type Err = crate::domain::UnknownValue;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
-            "allowed" => Some(Self::Allowed),
-            "denied" => Some(Self::Denied),
-            _ => None,
+            "allowed" => Ok(Self::Allowed),
+            "denied" => Ok(Self::Denied),
+            other => Err(crate::domain::UnknownValue::new("decision", other)),
         }
     }
 }
 
 /// A row to append to the egress log.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct NewEgressEntry {
     /// The sandbox whose browser asked.
     pub sandbox_id: String,
@@ -43,6 +47,7 @@ pub struct NewEgressEntry {
     /// The host as asked for (a name, or the normalised IP literal); never a URL.
     pub host: String,
     /// The port asked for.
+    #[sqlx(try_from = "i64")]
     pub port: u16,
     /// Allowed or denied.
     pub decision: Decision,
@@ -50,17 +55,20 @@ pub struct NewEgressEntry {
     /// connection failed (`connect_failed`); `None` for a normal connection.
     pub reason: Option<String>,
     /// Bytes sent to the upstream.
+    #[sqlx(try_from = "ByteCount")]
     pub bytes_up: u64,
     /// Bytes received from the upstream.
+    #[sqlx(try_from = "ByteCount")]
     pub bytes_down: u64,
 }
 
 /// A row of the egress log as stored.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct EgressEntry {
     /// Its id, increasing in insertion order.
     pub id: i64,
     /// The rest of the row.
+    #[sqlx(flatten)]
     pub entry: NewEgressEntry,
 }
 
@@ -68,24 +76,30 @@ fn to_i64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-fn from_row(row: &AnyRow) -> anyhow::Result<EgressEntry> {
-    let decision: String = row.try_get("decision")?;
-    let port: i64 = row.try_get("port")?;
-    let up: i64 = row.try_get("bytes_up")?;
-    let down: i64 = row.try_get("bytes_down")?;
-    Ok(EgressEntry {
-        id: row.try_get("id")?,
-        entry: NewEgressEntry {
-            sandbox_id: row.try_get("sandbox_id")?,
-            ts: row.try_get("ts")?,
-            host: row.try_get("host")?,
-            port: u16::try_from(port).context("port out of range")?,
-            decision: Decision::from_stored(&decision).context("unknown decision")?,
-            reason: row.try_get("reason")?,
-            bytes_up: u64::try_from(up).unwrap_or(0),
-            bytes_down: u64::try_from(down).unwrap_or(0),
-        },
-    })
+/// A stored byte count (a negative one, which Cordon never writes, reads as 0).
+struct ByteCount(u64);
+
+impl sqlx::Type<sqlx::Any> for ByteCount {
+    fn type_info() -> sqlx::any::AnyTypeInfo {
+        <i64 as sqlx::Type<sqlx::Any>>::type_info()
+    }
+
+    fn compatible(ty: &sqlx::any::AnyTypeInfo) -> bool {
+        <i64 as sqlx::Type<sqlx::Any>>::compatible(ty)
+    }
+}
+
+impl<'r> sqlx::Decode<'r, sqlx::Any> for ByteCount {
+    fn decode(value: sqlx::any::AnyValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
+        let n = <i64 as sqlx::Decode<'r, sqlx::Any>>::decode(value)?;
+        Ok(Self(u64::try_from(n).unwrap_or(0)))
+    }
+}
+
+impl From<ByteCount> for u64 {
+    fn from(n: ByteCount) -> Self {
+        n.0
+    }
 }
 
 impl Store {
@@ -112,18 +126,14 @@ impl Store {
 
     /// A sandbox's egress log, oldest first.
     pub async fn egress_for_sandbox(&self, sandbox_id: &str) -> anyhow::Result<Vec<EgressEntry>> {
-        let rows = sqlx::query(
+        sqlx::query_as(
             "SELECT id, sandbox_id, ts, host, port, decision, reason, bytes_up, bytes_down \
              FROM egress_log WHERE sandbox_id = $1 ORDER BY id",
         )
         .bind(sandbox_id.to_owned())
         .fetch_all(self.pool())
         .await
-        .context("failed to read the egress log")?;
-        rows.iter()
-            .map(from_row)
-            .collect::<anyhow::Result<_>>()
-            .context("malformed egress log row")
+        .read("failed to read the egress log", "malformed egress log row")
     }
 
     /// Deletes the rows older than `before_ms` (Unix ms), in batches so a

@@ -2,14 +2,13 @@
 //! is stored; the rules are `crate::grants`'.
 
 use anyhow::Context;
-use sqlx::Row;
-use sqlx::any::AnyRow;
 
 use super::Store;
+use super::column::{Flag, ReadContext};
 use crate::domain::GrantState;
 
 /// An agent's request for credentials of some domains.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct GrantRequestRow {
     /// `gr_…`.
     pub id: String,
@@ -30,13 +29,15 @@ pub struct GrantRequestRow {
     /// Who decided (`cli`, `operator:…`).
     pub decided_by: Option<String>,
     /// Whether the agent asked for CDP access with these logins.
+    #[sqlx(try_from = "Flag")]
     pub cdp: bool,
     /// Whether the agent asked Cordon to type TOTP codes (`type_totp`).
+    #[sqlx(try_from = "Flag")]
     pub totp: bool,
 }
 
 /// A token's row (never the token).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct GrantTokenRow {
     /// `gt_…`: the token's public id.
     pub jti: String,
@@ -51,6 +52,7 @@ pub struct GrantTokenRow {
     /// Unix ms.
     pub expires_at: i64,
     /// Whether the first successful use consumes it.
+    #[sqlx(try_from = "Flag")]
     pub single_use: bool,
     /// Unix ms the requester collected it, if yet.
     pub delivered_at: Option<i64>,
@@ -63,40 +65,6 @@ pub struct GrantTokenRow {
 const REQ_COLUMNS: &str = "id, tenant_id, api_key_id, domains, reason, state, created_at, decided_at, decided_by, cdp, totp";
 const TOKEN_COLUMNS: &str = "jti, tenant_id, request_id, allowed_domains, issued_at, expires_at, \
      single_use, delivered_at, consumed_at, revoked_at";
-
-fn req_from(r: &AnyRow) -> Result<GrantRequestRow, sqlx::Error> {
-    Ok(GrantRequestRow {
-        id: r.try_get("id")?,
-        tenant_id: r.try_get("tenant_id")?,
-        api_key_id: r.try_get("api_key_id")?,
-        domains: r.try_get("domains")?,
-        reason: r.try_get("reason")?,
-        state: r
-            .try_get::<String, _>("state")?
-            .parse()
-            .map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
-        created_at: r.try_get("created_at")?,
-        decided_at: r.try_get("decided_at")?,
-        decided_by: r.try_get("decided_by")?,
-        cdp: r.try_get::<i64, _>("cdp")? != 0,
-        totp: r.try_get::<i64, _>("totp")? != 0,
-    })
-}
-
-fn token_from(r: &AnyRow) -> Result<GrantTokenRow, sqlx::Error> {
-    Ok(GrantTokenRow {
-        jti: r.try_get("jti")?,
-        tenant_id: r.try_get("tenant_id")?,
-        request_id: r.try_get("request_id")?,
-        allowed_domains: r.try_get("allowed_domains")?,
-        issued_at: r.try_get("issued_at")?,
-        expires_at: r.try_get("expires_at")?,
-        single_use: r.try_get::<i64, _>("single_use")? != 0,
-        delivered_at: r.try_get("delivered_at")?,
-        consumed_at: r.try_get("consumed_at")?,
-        revoked_at: r.try_get("revoked_at")?,
-    })
-}
 
 impl Store {
     /// Inserts a pending request.
@@ -124,14 +92,16 @@ impl Store {
 
     /// One request.
     pub async fn grant_request_get(&self, id: &str) -> anyhow::Result<Option<GrantRequestRow>> {
-        let row = sqlx::query(&format!(
+        sqlx::query_as(&format!(
             "SELECT {REQ_COLUMNS} FROM grant_requests WHERE id = $1"
         ))
         .bind(id.to_owned())
         .fetch_optional(self.pool())
         .await
-        .context("failed to read grant request")?;
-        Ok(row.as_ref().map(req_from).transpose()?)
+        .read(
+            "failed to read grant request",
+            "malformed grant request row",
+        )
     }
 
     /// Requests, newest first (`pending` only when asked).
@@ -144,13 +114,15 @@ impl Store {
         } else {
             ""
         };
-        let rows = sqlx::query(&format!(
+        sqlx::query_as(&format!(
             "SELECT {REQ_COLUMNS} FROM grant_requests {filter} ORDER BY created_at DESC, id LIMIT 500"
         ))
         .fetch_all(self.pool())
         .await
-        .context("failed to list grant requests")?;
-        Ok(rows.iter().map(req_from).collect::<Result<_, _>>()?)
+        .read(
+            "failed to list grant requests",
+            "malformed grant request row",
+        )
     }
 
     /// Approves a pending request and creates its token row (without a
@@ -234,28 +206,25 @@ impl Store {
             "SELECT {TOKEN_COLUMNS} FROM grant_tokens {scope}ORDER BY issued_at DESC, jti LIMIT ${}",
             binds.len() + 1
         );
-        let mut q = sqlx::query(&sql);
+        let mut q = sqlx::query_as(&sql);
         for b in binds {
             q = q.bind(b);
         }
-        let rows = q
-            .bind(limit)
+        q.bind(limit)
             .fetch_all(self.pool())
             .await
-            .context("failed to list grant tokens")?;
-        Ok(rows.iter().map(token_from).collect::<Result<_, _>>()?)
+            .read("failed to list grant tokens", "malformed grant token row")
     }
 
     /// One token by its id.
     pub async fn grant_token_get(&self, jti: &str) -> anyhow::Result<Option<GrantTokenRow>> {
-        let row = sqlx::query(&format!(
+        sqlx::query_as(&format!(
             "SELECT {TOKEN_COLUMNS} FROM grant_tokens WHERE jti = $1"
         ))
         .bind(jti.to_owned())
         .fetch_optional(self.pool())
         .await
-        .context("failed to read grant token")?;
-        Ok(row.as_ref().map(token_from).transpose()?)
+        .read("failed to read grant token", "malformed grant token row")
     }
 
     /// The token row answering a request.
@@ -263,14 +232,13 @@ impl Store {
         &self,
         request_id: &str,
     ) -> anyhow::Result<Option<GrantTokenRow>> {
-        let row = sqlx::query(&format!(
+        sqlx::query_as(&format!(
             "SELECT {TOKEN_COLUMNS} FROM grant_tokens WHERE request_id = $1"
         ))
         .bind(request_id.to_owned())
         .fetch_optional(self.pool())
         .await
-        .context("failed to read grant token")?;
-        Ok(row.as_ref().map(token_from).transpose()?)
+        .read("failed to read grant token", "malformed grant token row")
     }
 
     /// Records the hash of the token being handed out now; false if it was
@@ -300,14 +268,13 @@ impl Store {
         &self,
         token_hash: &str,
     ) -> anyhow::Result<Option<GrantTokenRow>> {
-        let row = sqlx::query(&format!(
+        sqlx::query_as(&format!(
             "SELECT {TOKEN_COLUMNS} FROM grant_tokens WHERE token_hash = $1"
         ))
         .bind(token_hash.to_owned())
         .fetch_optional(self.pool())
         .await
-        .context("failed to look up grant token")?;
-        Ok(row.as_ref().map(token_from).transpose()?)
+        .read("failed to look up grant token", "malformed grant token row")
     }
 
     /// Consumes a single-use token atomically; true for exactly one caller

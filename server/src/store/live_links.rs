@@ -2,14 +2,13 @@
 //! listed per session, revoked, and pruned a day after they ended.
 
 use anyhow::Context;
-use sqlx::Row;
-use sqlx::any::AnyRow;
 
 use super::Store;
+use super::column::{Flag, ReadContext};
 use crate::domain::DatabaseKind;
 
 /// A live link as stored (never its token).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct LiveLinkRow {
     /// `ll_…`.
     pub id: String,
@@ -28,28 +27,15 @@ pub struct LiveLinkRow {
     /// Unix ms, once revoked.
     pub revoked_at: Option<i64>,
     /// Whether the key that asked for it has been revoked since.
+    #[sqlx(try_from = "Flag")]
     pub key_revoked: bool,
 }
 
-/// The columns every lookup reads (`l`: the link, `k`: its key).
+/// The columns every lookup reads (`l`: the link, `k`: its key). A key
+/// that is gone counts as revoked.
 const COLUMNS: &str = "l.id, l.tenant_id, l.session_id, l.key_id, l.mode, l.created_at, \
-     l.expires_at, l.revoked_at, k.id AS key_found, k.revoked_at AS key_revoked_at";
-
-fn row(r: &AnyRow) -> Result<LiveLinkRow, sqlx::Error> {
-    Ok(LiveLinkRow {
-        id: r.try_get("id")?,
-        tenant_id: r.try_get("tenant_id")?,
-        session_id: r.try_get("session_id")?,
-        key_id: r.try_get("key_id")?,
-        mode: r.try_get("mode")?,
-        created_at: r.try_get("created_at")?,
-        expires_at: r.try_get("expires_at")?,
-        revoked_at: r.try_get("revoked_at")?,
-        // A key that is gone counts as revoked.
-        key_revoked: r.try_get::<Option<String>, _>("key_found")?.is_none()
-            || r.try_get::<Option<i64>, _>("key_revoked_at")?.is_some(),
-    })
-}
+     l.expires_at, l.revoked_at, \
+     CASE WHEN k.id IS NULL OR k.revoked_at IS NOT NULL THEN 1 ELSE 0 END AS key_revoked";
 
 /// A new link's stored fields.
 pub struct NewLiveLink<'a> {
@@ -156,15 +142,11 @@ impl Store {
             "SELECT {COLUMNS} FROM live_links l LEFT JOIN api_keys k ON k.id = l.key_id \
              WHERE {column} = $1"
         );
-        let r = sqlx::query(&q)
+        sqlx::query_as(&q)
             .bind(value.to_owned())
             .fetch_optional(self.pool())
             .await
-            .context("failed to read a live link")?;
-        r.as_ref()
-            .map(row)
-            .transpose()
-            .context("malformed live link")
+            .read("failed to read a live link", "malformed live link")
     }
 
     /// A session's links of `tenant`, newest first.
@@ -178,16 +160,12 @@ impl Store {
              WHERE l.tenant_id = $1 AND l.session_id = $2 ORDER BY l.created_at DESC, l.id \
              LIMIT 500"
         );
-        let rows = sqlx::query(&q)
+        sqlx::query_as(&q)
             .bind(tenant.to_owned())
             .bind(session.to_owned())
             .fetch_all(self.pool())
             .await
-            .context("failed to list live links")?;
-        rows.iter()
-            .map(row)
-            .collect::<Result<_, _>>()
-            .context("malformed live link")
+            .read("failed to list live links", "malformed live link")
     }
 
     /// Revokes link `id` of `tenant`'s `session` if it is not yet;

@@ -2,6 +2,7 @@
 //! once, in the per-resource modules (`audit`, `audit_query`, `tenants`); what differs per
 //! backend (connecting, pragmas, migrations) lives in `sqlite` and `postgres`.
 
+mod column;
 mod postgres;
 mod sqlite;
 

@@ -5,19 +5,20 @@
 use anyhow::Context;
 use app::api::auth::Role;
 use sqlx::Row;
-use sqlx::any::AnyRow;
 
 use super::Store;
+use super::column::{ReadContext, StoredRole};
 use crate::domain::{OperatorId, PasskeyId};
 
 /// An operator as stored.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct OperatorRow {
     /// `op_…`.
     pub id: OperatorId,
     /// Login name, unique.
     pub name: String,
     /// Role.
+    #[sqlx(try_from = "StoredRole")]
     pub role: Role,
     /// WebAuthn user handle (a UUID).
     pub user_handle: String,
@@ -34,7 +35,7 @@ pub struct OperatorRow {
 }
 
 /// A passkey as stored.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct PasskeyRow {
     /// `pk_…`.
     pub id: PasskeyId,
@@ -53,7 +54,7 @@ pub struct PasskeyRow {
 }
 
 /// An enrollment link as stored (never its secret).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct EnrollmentRow {
     /// `en_…`.
     pub id: String,
@@ -80,39 +81,7 @@ const OP_COLUMNS: &str = "o.id, o.name, o.role, o.user_handle, o.created_at, o.c
      o.disabled_at, o.last_login_at, \
      (SELECT COUNT(*) FROM passkeys p WHERE p.operator_id = o.id) AS passkeys";
 
-fn op_from(r: &AnyRow) -> anyhow::Result<OperatorRow> {
-    let id: String = r.try_get("id")?;
-    let role: String = r.try_get("role")?;
-    Ok(OperatorRow {
-        id: id.parse().context("malformed operator id in database")?,
-        name: r.try_get("name")?,
-        role: role
-            .parse()
-            .map_err(|e: String| anyhow::anyhow!("{e} in database"))?,
-        user_handle: r.try_get("user_handle")?,
-        created_at: r.try_get("created_at")?,
-        created_by: r.try_get("created_by")?,
-        disabled_at: r.try_get("disabled_at")?,
-        last_login_at: r.try_get("last_login_at")?,
-        passkeys: r.try_get("passkeys")?,
-    })
-}
-
 const PK_COLUMNS: &str = "id, operator_id, cred_id, name, passkey, created_at, last_used_at";
-
-fn pk_from(r: &AnyRow) -> anyhow::Result<PasskeyRow> {
-    let id: String = r.try_get("id")?;
-    let op: String = r.try_get("operator_id")?;
-    Ok(PasskeyRow {
-        id: id.parse().context("malformed passkey id in database")?,
-        operator_id: op.parse().context("malformed operator id in database")?,
-        cred_id: r.try_get("cred_id")?,
-        name: r.try_get("name")?,
-        passkey: r.try_get("passkey")?,
-        created_at: r.try_get("created_at")?,
-        last_used_at: r.try_get("last_used_at")?,
-    })
-}
 
 impl Store {
     /// Creates an operator (no passkey yet).
@@ -143,68 +112,66 @@ impl Store {
 
     /// One operator by id.
     pub async fn operator_get(&self, id: &OperatorId) -> anyhow::Result<Option<OperatorRow>> {
-        let row = sqlx::query(&format!(
+        sqlx::query_as(&format!(
             "SELECT {OP_COLUMNS} FROM operators o WHERE o.id = $1"
         ))
         .bind(id.as_str().to_owned())
         .fetch_optional(self.pool())
         .await
-        .context("failed to read operator")?;
-        row.as_ref().map(op_from).transpose()
+        .read("failed to read operator", "malformed operator row")
     }
 
     /// One operator by login name.
     pub async fn operator_by_name(&self, name: &str) -> anyhow::Result<Option<OperatorRow>> {
-        let row = sqlx::query(&format!(
+        sqlx::query_as(&format!(
             "SELECT {OP_COLUMNS} FROM operators o WHERE o.name = $1"
         ))
         .bind(name.to_owned())
         .fetch_optional(self.pool())
         .await
-        .context("failed to read operator")?;
-        row.as_ref().map(op_from).transpose()
+        .read("failed to read operator", "malformed operator row")
     }
 
     /// Every operator, by name.
     pub async fn operator_list(&self) -> anyhow::Result<Vec<OperatorRow>> {
-        let rows = sqlx::query(&format!(
+        sqlx::query_as(&format!(
             "SELECT {OP_COLUMNS} FROM operators o ORDER BY o.name"
         ))
         .fetch_all(self.pool())
         .await
-        .context("failed to list operators")?;
-        rows.iter().map(op_from).collect()
+        .read("failed to list operators", "malformed operator row")
     }
 
     /// The tenants an operator is scoped to, sorted; empty: every tenant.
     pub async fn operator_tenants(&self, id: &OperatorId) -> anyhow::Result<Vec<String>> {
-        let rows = sqlx::query(
+        sqlx::query_scalar(
             "SELECT tenant_id FROM operator_tenants WHERE operator_id = $1 ORDER BY tenant_id",
         )
         .bind(id.as_str().to_owned())
         .fetch_all(self.pool())
         .await
-        .context("failed to read the operator's tenants")?;
-        rows.iter()
-            .map(|r| r.try_get("tenant_id").map_err(Into::into))
-            .collect()
+        .read(
+            "failed to read the operator's tenants",
+            "malformed operator tenant row",
+        )
     }
 
     /// Every scoped operator's tenants (operators without rows are absent).
     pub async fn operator_tenants_all(
         &self,
     ) -> anyhow::Result<std::collections::HashMap<String, Vec<String>>> {
-        let rows = sqlx::query(
+        let rows: Vec<(String, String)> = sqlx::query_as(
             "SELECT operator_id, tenant_id FROM operator_tenants ORDER BY operator_id, tenant_id",
         )
         .fetch_all(self.pool())
         .await
-        .context("failed to read operators' tenants")?;
+        .read(
+            "failed to read operators' tenants",
+            "malformed operator tenant row",
+        )?;
         let mut all = std::collections::HashMap::<String, Vec<String>>::new();
-        for r in &rows {
-            all.entry(r.try_get("operator_id")?)
-                .or_default()
-                .push(r.try_get("tenant_id")?);
+        for (operator, tenant) in rows {
+            all.entry(operator).or_default().push(tenant);
         }
         Ok(all)
     }
@@ -310,14 +277,13 @@ impl Store {
 
     /// An operator's passkeys, oldest first.
     pub async fn passkeys_of(&self, op: &OperatorId) -> anyhow::Result<Vec<PasskeyRow>> {
-        let rows = sqlx::query(&format!(
+        sqlx::query_as(&format!(
             "SELECT {PK_COLUMNS} FROM passkeys WHERE operator_id = $1 ORDER BY created_at, id"
         ))
         .bind(op.as_str().to_owned())
         .fetch_all(self.pool())
         .await
-        .context("failed to list passkeys")?;
-        rows.iter().map(pk_from).collect()
+        .read("failed to list passkeys", "malformed passkey row")
     }
 
     /// Saves a passkey's updated state (its counter) and its last use.
@@ -425,23 +391,13 @@ impl Store {
 
     /// The enrollment link with this secret's hash.
     pub async fn enrollment_by_hash(&self, hash: &str) -> anyhow::Result<Option<EnrollmentRow>> {
-        let row = sqlx::query(
+        sqlx::query_as(
             "SELECT id, operator_id, expires_at, used_at FROM enrollments WHERE token_hash = $1",
         )
         .bind(hash.to_owned())
         .fetch_optional(self.pool())
         .await
-        .context("failed to read enrollment link")?;
-        row.map(|r| {
-            let op: String = r.try_get("operator_id")?;
-            Ok(EnrollmentRow {
-                id: r.try_get("id")?,
-                operator_id: op.parse().context("malformed operator id in database")?,
-                expires_at: r.try_get("expires_at")?,
-                used_at: r.try_get("used_at")?,
-            })
-        })
-        .transpose()
+        .read("failed to read enrollment link", "malformed enrollment row")
     }
 
     /// Uses an enrollment link and stores the passkey it enrolled, in one

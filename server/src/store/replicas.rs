@@ -2,14 +2,13 @@
 //! the advisory locks are PostgreSQL's, see [`crate::cluster`]).
 
 use anyhow::Context;
-use sqlx::Row;
-use sqlx::any::AnyRow;
 
+use super::column::ReadContext;
 use super::{DatabaseKind, Store};
 use crate::time::now_ms;
 
 /// One replica as recorded.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct ReplicaRow {
     /// Its `replica_name`.
     pub name: String,
@@ -33,24 +32,11 @@ pub struct ReplicaRow {
 
 const COLUMNS: &str = "name, instance, advertise_url, key_id, schema_version, version, state, started_at, heartbeat_at";
 
-fn from_row(r: &AnyRow) -> Result<ReplicaRow, sqlx::Error> {
-    Ok(ReplicaRow {
-        name: r.try_get("name")?,
-        instance: r.try_get("instance")?,
-        advertise_url: r.try_get("advertise_url")?,
-        key_id: r.try_get("key_id")?,
-        schema_version: r.try_get("schema_version")?,
-        version: r.try_get("version")?,
-        state: r.try_get("state")?,
-        started_at: r.try_get("started_at")?,
-        heartbeat_at: r.try_get("heartbeat_at")?,
-    })
-}
-
 /// The deployment's row.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct Deployment {
     /// Random, made at the first start.
+    #[sqlx(rename = "deployment_id")]
     pub id: String,
     /// The master key id the vault is sealed under.
     pub key_id: Option<String>,
@@ -109,21 +95,15 @@ impl Store {
         if self.schema_applied().await?.is_none() {
             return Ok(Vec::new());
         }
-        let rows = sqlx::query(
+        sqlx::query_as(
             "SELECT version, description FROM _sqlx_migrations WHERE success ORDER BY version",
         )
         .fetch_all(self.pool())
         .await
-        .context("cannot read the database's migrations")?;
-        rows.iter()
-            .map(|r| {
-                Ok(super::schema::Migration {
-                    version: r.try_get("version")?,
-                    description: r.try_get("description")?,
-                })
-            })
-            .collect::<Result<_, sqlx::Error>>()
-            .context("malformed migration row")
+        .read(
+            "cannot read the database's migrations",
+            "malformed migration row",
+        )
     }
 
     /// The deployment row, made with `new_id` and `key_id` if missing (and
@@ -155,18 +135,10 @@ impl Store {
 
     /// The deployment row, if the database has one.
     pub async fn deployment(&self) -> anyhow::Result<Option<Deployment>> {
-        let row = sqlx::query("SELECT deployment_id, key_id FROM deployment WHERE id = 1")
+        sqlx::query_as("SELECT deployment_id, key_id FROM deployment WHERE id = 1")
             .fetch_optional(self.pool())
             .await
-            .context("cannot read the deployment")?;
-        row.map(|r| {
-            Ok(Deployment {
-                id: r.try_get("deployment_id")?,
-                key_id: r.try_get("key_id")?,
-            })
-        })
-        .transpose()
-        .map_err(|e: sqlx::Error| anyhow::Error::from(e).context("malformed deployment row"))
+            .read("cannot read the deployment", "malformed deployment row")
     }
 
     /// Records the key the vault is sealed under now (`keys rotate`).
@@ -255,15 +227,11 @@ impl Store {
 
     /// One replica.
     pub async fn replica_get(&self, name: &str) -> anyhow::Result<Option<ReplicaRow>> {
-        let row = sqlx::query(&format!("SELECT {COLUMNS} FROM replicas WHERE name = $1"))
+        sqlx::query_as(&format!("SELECT {COLUMNS} FROM replicas WHERE name = $1"))
             .bind(name.to_owned())
             .fetch_optional(self.pool())
             .await
-            .context("cannot read a replica")?;
-        row.as_ref()
-            .map(from_row)
-            .transpose()
-            .context("malformed replica row")
+            .read("cannot read a replica", "malformed replica row")
     }
 
     /// Every replica recorded as up, newest heartbeat first.
@@ -277,15 +245,11 @@ impl Store {
     }
 
     async fn replicas_where(&self, filter: &str, bound: i64) -> anyhow::Result<Vec<ReplicaRow>> {
-        let rows = sqlx::query(&format!("SELECT {COLUMNS} FROM replicas WHERE {filter}"))
+        sqlx::query_as(&format!("SELECT {COLUMNS} FROM replicas WHERE {filter}"))
             .bind(bound)
             .fetch_all(self.pool())
             .await
-            .context("cannot list replicas")?;
-        rows.iter()
-            .map(from_row)
-            .collect::<Result<_, _>>()
-            .context("malformed replica row")
+            .read("cannot list replicas", "malformed replica row")
     }
 
     /// Replicas up, and those stopped or lost whose last heartbeat is

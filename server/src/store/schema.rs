@@ -21,7 +21,7 @@
 pub const FIRST_ROLLING: i64 = 16;
 
 /// One migration, as the binary carries it or the database recorded it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct Migration {
     /// Its number (the file's prefix).
     pub version: i64,

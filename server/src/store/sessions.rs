@@ -2,14 +2,14 @@
 
 use anyhow::Context;
 use sqlx::Row;
-use sqlx::any::AnyRow;
 
+use super::column::ReadContext;
 use super::{DatabaseKind, Store};
 use crate::domain::{CloseReason, SessionState};
 use crate::time::now_ms;
 
 /// A session as stored.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct SessionRow {
     /// `s_…`.
     pub id: String,
@@ -52,42 +52,8 @@ pub struct SessionRow {
 const SESSION_COLUMNS: &str = "id, tenant_id, api_key_id, state, close_reason, error, credential_mode, domains, record, \
      viewport_w, viewport_h, sandbox_id, host, created_at, ready_at, closed_at, deadline_at, last_activity_at";
 
-/// A stored name as its enum; an unknown one is a decode error (a row
-/// written by a newer version, say), never a silent default.
-fn parsed<T: std::str::FromStr<Err = crate::domain::UnknownValue>>(
-    s: String,
-) -> Result<T, sqlx::Error> {
-    s.parse().map_err(|e| sqlx::Error::Decode(Box::new(e)))
-}
-
-fn session_from(r: &AnyRow) -> Result<SessionRow, sqlx::Error> {
-    Ok(SessionRow {
-        id: r.try_get("id")?,
-        tenant_id: r.try_get("tenant_id")?,
-        api_key_id: r.try_get("api_key_id")?,
-        state: parsed(r.try_get::<String, _>("state")?)?,
-        close_reason: r
-            .try_get::<Option<String>, _>("close_reason")?
-            .map(parsed)
-            .transpose()?,
-        error: r.try_get("error")?,
-        credential_mode: r.try_get("credential_mode")?,
-        domains: r.try_get("domains")?,
-        record: r.try_get("record")?,
-        viewport_w: r.try_get("viewport_w")?,
-        viewport_h: r.try_get("viewport_h")?,
-        sandbox_id: r.try_get("sandbox_id")?,
-        host: r.try_get("host")?,
-        created_at: r.try_get("created_at")?,
-        ready_at: r.try_get("ready_at")?,
-        closed_at: r.try_get("closed_at")?,
-        deadline_at: r.try_get("deadline_at")?,
-        last_activity_at: r.try_get("last_activity_at")?,
-    })
-}
-
 /// A sandbox as stored.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct SandboxRow {
     /// `b_…`.
     pub id: String,
@@ -253,33 +219,25 @@ impl Store {
         tenant_id: &str,
         id: &str,
     ) -> anyhow::Result<Option<SessionRow>> {
-        let row = sqlx::query(&format!(
+        sqlx::query_as(&format!(
             "SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1 AND tenant_id = $2"
         ))
         .bind(id.to_owned())
         .bind(tenant_id.to_owned())
         .fetch_optional(self.pool())
         .await
-        .context("failed to read session")?;
-        row.as_ref()
-            .map(session_from)
-            .transpose()
-            .context("malformed session row")
+        .read("failed to read session", "malformed session row")
     }
 
     /// One session, whichever tenant's (the dashboard's view).
     pub async fn session_find(&self, id: &str) -> anyhow::Result<Option<SessionRow>> {
-        let row = sqlx::query(&format!(
+        sqlx::query_as(&format!(
             "SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1"
         ))
         .bind(id.to_owned())
         .fetch_optional(self.pool())
         .await
-        .context("failed to read session")?;
-        row.as_ref()
-            .map(session_from)
-            .transpose()
-            .context("malformed session row")
+        .read("failed to read session", "malformed session row")
     }
 
     /// Sessions for the dashboard, newest first: of one tenant or all, in
@@ -307,19 +265,14 @@ impl Store {
             " ORDER BY created_at DESC, id LIMIT ${}",
             binds.len() + 1
         ));
-        let mut q = sqlx::query(&sql);
+        let mut q = sqlx::query_as(&sql);
         for b in binds {
             q = q.bind(b);
         }
-        let rows = q
-            .bind(limit)
+        q.bind(limit)
             .fetch_all(self.pool())
             .await
-            .context("failed to list sessions")?;
-        rows.iter()
-            .map(session_from)
-            .collect::<Result<_, _>>()
-            .context("malformed session row")
+            .read("failed to list sessions", "malformed session row")
     }
 
     /// Sessions by state (not ended), and how many ended since `since`.
@@ -340,31 +293,27 @@ impl Store {
              WHERE (state IN ('starting', 'ready', 'closing') OR closed_at >= $1){scope} \
              GROUP BY state ORDER BY state"
         );
-        let mut q = sqlx::query(&sql).bind(since);
+        let mut q = sqlx::query_as(&sql).bind(since);
         for b in binds {
             q = q.bind(b);
         }
-        let rows = q
-            .fetch_all(self.pool())
+        q.fetch_all(self.pool())
             .await
-            .context("failed to count sessions")?;
-        rows.iter()
-            .map(|r| Ok((r.try_get("state")?, r.try_get("n")?)))
-            .collect()
+            .read("failed to count sessions", "malformed session count row")
     }
 
     /// Sessions not ended, per replica (`host`).
     pub async fn sessions_running_by_host(&self) -> anyhow::Result<Vec<(String, i64)>> {
-        let rows = sqlx::query(
+        sqlx::query_as(
             "SELECT host, COUNT(*) AS n FROM sessions \
              WHERE state IN ('starting', 'ready', 'closing') GROUP BY host",
         )
         .fetch_all(self.pool())
         .await
-        .context("failed to count sessions per replica")?;
-        rows.iter()
-            .map(|r| Ok((r.try_get("host")?, r.try_get("n")?)))
-            .collect()
+        .read(
+            "failed to count sessions per replica",
+            "malformed session count row",
+        )
     }
 
     /// Per session: tool calls audited and the last audited action.
@@ -396,7 +345,7 @@ impl Store {
         session: &str,
         limit: i64,
     ) -> anyhow::Result<Vec<crate::domain::audit::Event>> {
-        let rows = sqlx::query(&format!(
+        sqlx::query_as(&format!(
             "SELECT {} FROM audit_events WHERE session_id = $1 ORDER BY seq LIMIT $2",
             super::audit::COLUMNS
         ))
@@ -404,11 +353,10 @@ impl Store {
         .bind(limit)
         .fetch_all(self.pool())
         .await
-        .context("failed to read the session's audit trail")?;
-        rows.iter()
-            .map(super::audit::from_row)
-            .collect::<Result<_, _>>()
-            .context("malformed audit row")
+        .read(
+            "failed to read the session's audit trail",
+            "malformed audit row",
+        )
     }
 
     /// A tenant's sessions, newest first.
@@ -417,7 +365,7 @@ impl Store {
         tenant_id: &str,
         limit: i64,
     ) -> anyhow::Result<Vec<SessionRow>> {
-        let rows = sqlx::query(&format!(
+        sqlx::query_as(&format!(
             "SELECT {SESSION_COLUMNS} FROM sessions WHERE tenant_id = $1 AND credential_mode <> 'refresh' \
              ORDER BY created_at DESC, id LIMIT $2"
         ))
@@ -425,26 +373,18 @@ impl Store {
         .bind(limit)
         .fetch_all(self.pool())
         .await
-        .context("failed to list sessions")?;
-        rows.iter()
-            .map(session_from)
-            .collect::<Result<_, _>>()
-            .context("malformed session row")
+        .read("failed to list sessions", "malformed session row")
     }
 
     /// Sessions on `host` that have not ended.
     pub async fn sessions_unended_on(&self, host: &str) -> anyhow::Result<Vec<SessionRow>> {
-        let rows = sqlx::query(&format!(
+        sqlx::query_as(&format!(
             "SELECT {SESSION_COLUMNS} FROM sessions WHERE host = $1 AND state NOT IN ('closed', 'failed')"
         ))
         .bind(host.to_owned())
         .fetch_all(self.pool())
         .await
-        .context("failed to list live sessions")?;
-        rows.iter()
-            .map(session_from)
-            .collect::<Result<_, _>>()
-            .context("malformed session row")
+        .read("failed to list live sessions", "malformed session row")
     }
 
     /// Records a started sandbox.
@@ -501,27 +441,12 @@ impl Store {
 
     /// Sandboxes on `host` not yet stopped.
     pub async fn sandboxes_unstopped_on(&self, host: &str) -> anyhow::Result<Vec<SandboxRow>> {
-        let rows = sqlx::query(
+        sqlx::query_as(
             "SELECT id, driver, host, pid, marker, state, session_id, cdp_url FROM sandboxes WHERE host = $1 AND state <> 'stopped'",
         )
         .bind(host.to_owned())
         .fetch_all(self.pool())
         .await
-        .context("failed to list sandboxes")?;
-        rows.iter()
-            .map(|r| {
-                Ok(SandboxRow {
-                    id: r.try_get("id")?,
-                    driver: r.try_get("driver")?,
-                    host: r.try_get("host")?,
-                    pid: r.try_get("pid")?,
-                    marker: r.try_get("marker")?,
-                    state: r.try_get("state")?,
-                    session_id: r.try_get("session_id")?,
-                    cdp_url: r.try_get("cdp_url")?,
-                })
-            })
-            .collect::<Result<_, sqlx::Error>>()
-            .context("malformed sandbox row")
+        .read("failed to list sandboxes", "malformed sandbox row")
     }
 }

@@ -1,13 +1,12 @@
 //! Tasks and their step traces (both backends).
 
 use anyhow::Context;
-use sqlx::Row;
-use sqlx::any::AnyRow;
 
 use super::Store;
+use super::column::ReadContext;
 
 /// One task.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct TaskRow {
     /// `t_…`.
     pub id: String,
@@ -42,7 +41,7 @@ pub struct TaskRow {
 }
 
 /// One step of a task's trace.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct StepRow {
     /// The task.
     pub task_id: String,
@@ -89,41 +88,6 @@ const TASK_COLUMNS: &str = "id, tenant_id, api_key_id, session_id, instruction, 
      result_data, error, step_count, max_steps, final_screenshot_id, host, created_at, ended_at";
 const STEP_COLUMNS: &str = "task_id, n, thought, action, outcome, screenshot_id, model_ms, \
      prompt_tokens, completion_tokens, created_at";
-
-fn task_from(r: &AnyRow) -> Result<TaskRow, sqlx::Error> {
-    Ok(TaskRow {
-        id: r.try_get("id")?,
-        tenant_id: r.try_get("tenant_id")?,
-        api_key_id: r.try_get("api_key_id")?,
-        session_id: r.try_get("session_id")?,
-        instruction: r.try_get("instruction")?,
-        status: r.try_get("status")?,
-        summary: r.try_get("summary")?,
-        result_data: r.try_get("result_data")?,
-        error: r.try_get("error")?,
-        step_count: r.try_get("step_count")?,
-        max_steps: r.try_get("max_steps")?,
-        final_screenshot_id: r.try_get("final_screenshot_id")?,
-        host: r.try_get("host")?,
-        created_at: r.try_get("created_at")?,
-        ended_at: r.try_get("ended_at")?,
-    })
-}
-
-fn step_from(r: &AnyRow) -> Result<StepRow, sqlx::Error> {
-    Ok(StepRow {
-        task_id: r.try_get("task_id")?,
-        n: r.try_get("n")?,
-        thought: r.try_get("thought")?,
-        action: r.try_get("action")?,
-        outcome: r.try_get("outcome")?,
-        screenshot_id: r.try_get("screenshot_id")?,
-        model_ms: r.try_get("model_ms")?,
-        prompt_tokens: r.try_get("prompt_tokens")?,
-        completion_tokens: r.try_get("completion_tokens")?,
-        created_at: r.try_get("created_at")?,
-    })
-}
 
 impl Store {
     /// Records a new (running) task.
@@ -229,19 +193,15 @@ impl Store {
         let with_tenant =
             format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1 AND tenant_id = $2");
         let any_tenant = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1");
-        let row = match tenant {
-            Some(t) => sqlx::query(&with_tenant)
+        match tenant {
+            Some(t) => sqlx::query_as(&with_tenant)
                 .bind(id.to_owned())
                 .bind(t.to_owned()),
-            None => sqlx::query(&any_tenant).bind(id.to_owned()),
+            None => sqlx::query_as(&any_tenant).bind(id.to_owned()),
         }
         .fetch_optional(self.pool())
         .await
-        .context("failed to read the task")?;
-        row.as_ref()
-            .map(task_from)
-            .transpose()
-            .context("malformed task row")
+        .read("failed to read the task", "malformed task row")
     }
 
     /// The newest tasks, of `tenant` if given, or of one session.
@@ -277,34 +237,25 @@ impl Store {
             " ORDER BY created_at DESC, id LIMIT ${}",
             binds.len() + 1
         ));
-        let mut q = sqlx::query(&sql);
+        let mut q = sqlx::query_as(&sql);
         for b in binds {
             q = q.bind(b);
         }
-        let rows = q
-            .bind(limit)
+        q.bind(limit)
             .fetch_all(self.pool())
             .await
-            .context("failed to list tasks")?;
-        rows.iter()
-            .map(task_from)
-            .collect::<Result<_, _>>()
-            .context("malformed task row")
+            .read("failed to list tasks", "malformed task row")
     }
 
     /// A task's trace, in order.
     pub async fn task_steps(&self, id: &str) -> anyhow::Result<Vec<StepRow>> {
-        let rows = sqlx::query(&format!(
+        sqlx::query_as(&format!(
             "SELECT {STEP_COLUMNS} FROM task_steps WHERE task_id = $1 ORDER BY n"
         ))
         .bind(id.to_owned())
         .fetch_all(self.pool())
         .await
-        .context("failed to read a task's trace")?;
-        rows.iter()
-            .map(step_from)
-            .collect::<Result<_, _>>()
-            .context("malformed task step row")
+        .read("failed to read a task's trace", "malformed task step row")
     }
 
     /// Ends as `aborted` every task of `host` still running (a control

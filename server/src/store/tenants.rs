@@ -1,14 +1,12 @@
 //! Tenant queries (both backends).
 
-use anyhow::Context;
-use sqlx::Row;
-
 use super::Store;
+use super::column::ReadContext;
 use crate::domain::TenantId;
 use crate::time::now_ms;
 
 /// A tenant as stored.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct Tenant {
     /// Its id.
     pub id: TenantId,
@@ -61,19 +59,9 @@ impl Store {
 
     /// All tenants, by id.
     pub async fn tenant_list(&self) -> anyhow::Result<Vec<Tenant>> {
-        let rows = sqlx::query("SELECT id, name, created_at FROM tenants ORDER BY id")
+        sqlx::query_as("SELECT id, name, created_at FROM tenants ORDER BY id")
             .fetch_all(self.pool())
             .await
-            .context("failed to list tenants")?;
-        rows.iter()
-            .map(|r| {
-                let id: String = r.try_get("id")?;
-                Ok(Tenant {
-                    id: id.parse().context("malformed tenant id in database")?,
-                    name: r.try_get("name")?,
-                    created_at: r.try_get("created_at")?,
-                })
-            })
-            .collect()
+            .read("failed to list tenants", "malformed tenant row")
     }
 }

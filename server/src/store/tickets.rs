@@ -1,7 +1,7 @@
 //! The live view's tickets (both backends): issued, and taken once.
 
+use super::column::ReadContext;
 use anyhow::Context;
-use sqlx::Row;
 
 use super::Store;
 
@@ -36,22 +36,16 @@ impl Store {
     /// Takes a ticket: deleted in the same statement that reads it, so only
     /// one taker (on any replica) gets it. `(operator, session, expires_at)`.
     pub async fn ticket_take(&self, hash: &str) -> anyhow::Result<Option<(String, String, i64)>> {
-        let row = sqlx::query(
+        sqlx::query_as(
             "DELETE FROM live_tickets WHERE hash = $1 RETURNING operator_id, session_id, expires_at",
         )
         .bind(hash.to_owned())
         .fetch_optional(self.pool())
         .await
-        .context("failed to take a live view ticket")?;
-        row.map(|r| {
-            Ok::<_, sqlx::Error>((
-                r.try_get("operator_id")?,
-                r.try_get("session_id")?,
-                r.try_get("expires_at")?,
-            ))
-        })
-        .transpose()
-        .context("malformed live view ticket")
+        .read(
+            "failed to take a live view ticket",
+            "malformed live view ticket",
+        )
     }
 
     /// Tickets not yet taken.

@@ -3,16 +3,15 @@
 //! `crate::vault::totp`'s.
 
 use anyhow::Context;
-use sqlx::Row;
-use sqlx::any::AnyRow;
 
 use super::Store;
+use super::column::ReadContext;
 use super::vault::Bound;
-use crate::crypto::{KeyId, Sealed};
+use crate::crypto::Sealed;
 use crate::domain::TenantId;
 
 /// A seed's metadata: everything but the secret.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct TotpInfo {
     /// `tp_…`.
     pub id: String,
@@ -37,47 +36,18 @@ pub struct TotpInfo {
 }
 
 /// A seed with its sealed secret.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct TotpRow {
     /// Metadata.
+    #[sqlx(flatten)]
     pub info: TotpInfo,
     /// The sealed secret and parameters.
+    #[sqlx(flatten)]
     pub sealed: Sealed,
 }
 
 const INFO_COLUMNS: &str =
     "id, tenant_id, domain, label, algorithm, digits, period, key_id, created_at, last_used_at";
-
-fn info_from(r: &AnyRow) -> Result<TotpInfo, sqlx::Error> {
-    Ok(TotpInfo {
-        id: r.try_get("id")?,
-        tenant_id: r.try_get("tenant_id")?,
-        domain: r.try_get("domain")?,
-        label: r.try_get("label")?,
-        algorithm: r.try_get("algorithm")?,
-        digits: r.try_get("digits")?,
-        period: r.try_get("period")?,
-        key_id: r.try_get("key_id")?,
-        created_at: r.try_get("created_at")?,
-        last_used_at: r.try_get("last_used_at")?,
-    })
-}
-
-fn row_from(r: &AnyRow) -> anyhow::Result<TotpRow> {
-    let info = info_from(r)?;
-    let key_id: KeyId = info
-        .key_id
-        .parse()
-        .with_context(|| format!("TOTP seed {}", info.id))?;
-    Ok(TotpRow {
-        sealed: Sealed {
-            key_id,
-            nonce: r.try_get("nonce")?,
-            ciphertext: r.try_get("ciphertext")?,
-        },
-        info,
-    })
-}
 
 impl Store {
     /// Inserts a seed; false if the tenant already has one with that label
@@ -110,26 +80,22 @@ impl Store {
 
     /// Metadata of all seeds, or one tenant's, by tenant, domain and label.
     pub async fn totp_list(&self, tenant: Option<&TenantId>) -> anyhow::Result<Vec<TotpInfo>> {
-        let rows = match tenant {
-            Some(t) => sqlx::query(&format!(
+        match tenant {
+            Some(t) => sqlx::query_as(&format!(
                 "SELECT {INFO_COLUMNS} FROM vault_totp WHERE tenant_id = $1 ORDER BY domain, label"
             ))
             .bind(t.as_str().to_owned())
             .fetch_all(self.pool())
             .await,
             None => {
-                sqlx::query(&format!(
+                sqlx::query_as(&format!(
                     "SELECT {INFO_COLUMNS} FROM vault_totp ORDER BY tenant_id, domain, label"
                 ))
                 .fetch_all(self.pool())
                 .await
             }
         }
-        .context("failed to list TOTP seeds")?;
-        rows.iter()
-            .map(info_from)
-            .collect::<Result<_, _>>()
-            .context("malformed TOTP seed row")
+        .read("failed to list TOTP seeds", "malformed TOTP seed row")
     }
 
     /// The tenant's sealed seeds for `domains` (exact matches), by domain and label.
@@ -149,31 +115,26 @@ impl Store {
             "SELECT {INFO_COLUMNS}, ciphertext, nonce FROM vault_totp \
              WHERE tenant_id = $1 AND domain IN ({marks}) ORDER BY domain, label"
         );
-        let mut query = sqlx::query(&sql).bind(tenant.as_str().to_owned());
+        let mut query = sqlx::query_as(&sql).bind(tenant.as_str().to_owned());
         for d in domains {
             query = query.bind(d.clone());
         }
-        let rows = query
+        query
             .fetch_all(self.pool())
             .await
-            .context("failed to read TOTP seeds")?;
-        rows.iter()
-            .map(row_from)
-            .collect::<anyhow::Result<_>>()
-            .context("malformed TOTP seed row")
+            .read("failed to read TOTP seeds", "malformed TOTP seed row")
     }
 
     /// One of the tenant's sealed seeds.
     pub async fn totp_get(&self, tenant: &TenantId, id: &str) -> anyhow::Result<Option<TotpRow>> {
-        let row = sqlx::query(&format!(
+        sqlx::query_as(&format!(
             "SELECT {INFO_COLUMNS}, ciphertext, nonce FROM vault_totp WHERE tenant_id = $1 AND id = $2"
         ))
         .bind(tenant.as_str().to_owned())
         .bind(id.to_owned())
         .fetch_optional(self.pool())
         .await
-        .context("failed to read TOTP seed")?;
-        row.as_ref().map(row_from).transpose()
+        .read("failed to read TOTP seed", "malformed TOTP seed row")
     }
 
     /// Records that a code of the seed was typed at `at`.
@@ -194,15 +155,14 @@ impl Store {
         tenant: &TenantId,
         id: &str,
     ) -> anyhow::Result<Option<TotpInfo>> {
-        let row = sqlx::query(&format!(
+        sqlx::query_as(&format!(
             "DELETE FROM vault_totp WHERE tenant_id = $1 AND id = $2 RETURNING {INFO_COLUMNS}"
         ))
         .bind(tenant.as_str().to_owned())
         .bind(id.to_owned())
         .fetch_optional(self.pool())
         .await
-        .context("failed to delete TOTP seed")?;
-        Ok(row.as_ref().map(info_from).transpose()?)
+        .read("failed to delete TOTP seed", "malformed TOTP seed row")
     }
 }
 
@@ -215,15 +175,17 @@ pub(super) async fn reseal_all<F>(
 where
     F: FnMut(Bound<'_>, &Sealed) -> anyhow::Result<Sealed>,
 {
-    let rows = sqlx::query(&format!(
+    let rows: Vec<TotpRow> = sqlx::query_as(&format!(
         "SELECT {INFO_COLUMNS}, ciphertext, nonce FROM vault_totp ORDER BY id"
     ))
     .fetch_all(&mut **tx)
     .await
-    .context("failed to read TOTP seeds for key rotation")?;
+    .read(
+        "failed to read TOTP seeds for key rotation",
+        "malformed TOTP seed row",
+    )?;
     let mut count = 0;
-    for r in &rows {
-        let row = row_from(r).context("malformed TOTP seed row")?;
+    for row in &rows {
         let bound = Bound {
             tenant: &row.info.tenant_id,
             domain: &row.info.domain,

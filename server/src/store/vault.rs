@@ -2,15 +2,14 @@
 //! is `crate::crypto`'s, the rules are `crate::vault`'s.
 
 use anyhow::Context;
-use sqlx::Row;
-use sqlx::any::AnyRow;
 
+use super::column::ReadContext;
 use super::{DatabaseKind, Store};
-use crate::crypto::{KeyId, Sealed};
+use crate::crypto::Sealed;
 use crate::domain::TenantId;
 
 /// A credential's metadata: everything but the ciphertext.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct CredentialInfo {
     /// `v_…`.
     pub id: String,
@@ -48,48 +47,18 @@ pub struct Bound<'a> {
 }
 
 /// A credential with its sealed cookies and localStorage.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct CredentialRow {
     /// Metadata.
+    #[sqlx(flatten)]
     pub info: CredentialInfo,
     /// The sealed storageState (or, on older rows, cookie list).
+    #[sqlx(flatten)]
     pub sealed: Sealed,
 }
 
 const INFO_COLUMNS: &str = "id, tenant_id, domain, key_id, created_at, last_refreshed_at, \
      last_injected_at, earliest_expiry, cookie_count, storage_count, source";
-
-fn info_from(r: &AnyRow) -> Result<CredentialInfo, sqlx::Error> {
-    Ok(CredentialInfo {
-        id: r.try_get("id")?,
-        tenant_id: r.try_get("tenant_id")?,
-        domain: r.try_get("domain")?,
-        key_id: r.try_get("key_id")?,
-        created_at: r.try_get("created_at")?,
-        last_refreshed_at: r.try_get("last_refreshed_at")?,
-        last_injected_at: r.try_get("last_injected_at")?,
-        earliest_expiry: r.try_get("earliest_expiry")?,
-        cookie_count: r.try_get("cookie_count")?,
-        storage_count: r.try_get("storage_count")?,
-        source: r.try_get("source")?,
-    })
-}
-
-fn row_from(r: &AnyRow) -> anyhow::Result<CredentialRow> {
-    let info = info_from(r)?;
-    let key_id: KeyId = info
-        .key_id
-        .parse()
-        .with_context(|| format!("credential {}", info.id))?;
-    Ok(CredentialRow {
-        sealed: Sealed {
-            key_id,
-            nonce: r.try_get("nonce")?,
-            ciphertext: r.try_get("ciphertext")?,
-        },
-        info,
-    })
-}
 
 /// `$first, $first+1, …` for `n` values.
 fn placeholders(first: usize, n: usize) -> String {
@@ -116,14 +85,12 @@ impl Store {
         tenant: &TenantId,
         domain: &str,
     ) -> anyhow::Result<Option<String>> {
-        let row =
-            sqlx::query("SELECT id FROM vault_credentials WHERE tenant_id = $1 AND domain = $2")
-                .bind(tenant.as_str().to_owned())
-                .bind(domain.to_owned())
-                .fetch_optional(self.pool())
-                .await
-                .context("failed to look up credential")?;
-        Ok(row.map(|r| r.try_get::<String, _>("id")).transpose()?)
+        sqlx::query_scalar("SELECT id FROM vault_credentials WHERE tenant_id = $1 AND domain = $2")
+            .bind(tenant.as_str().to_owned())
+            .bind(domain.to_owned())
+            .fetch_optional(self.pool())
+            .await
+            .read("failed to look up credential", "malformed credential row")
     }
 
     /// Inserts a credential; false if the tenant already has one for that
@@ -188,26 +155,22 @@ impl Store {
         &self,
         tenant: Option<&TenantId>,
     ) -> anyhow::Result<Vec<CredentialInfo>> {
-        let rows = match tenant {
-            Some(t) => sqlx::query(&format!(
+        match tenant {
+            Some(t) => sqlx::query_as(&format!(
                 "SELECT {INFO_COLUMNS} FROM vault_credentials WHERE tenant_id = $1 ORDER BY domain"
             ))
             .bind(t.as_str().to_owned())
             .fetch_all(self.pool())
             .await,
             None => {
-                sqlx::query(&format!(
+                sqlx::query_as(&format!(
                     "SELECT {INFO_COLUMNS} FROM vault_credentials ORDER BY tenant_id, domain"
                 ))
                 .fetch_all(self.pool())
                 .await
             }
         }
-        .context("failed to list credentials")?;
-        rows.iter()
-            .map(info_from)
-            .collect::<Result<_, _>>()
-            .context("malformed credential row")
+        .read("failed to list credentials", "malformed credential row")
     }
 
     /// The tenant's credentials for `domains` (exact matches), by domain.
@@ -224,18 +187,14 @@ impl Store {
              WHERE tenant_id = $1 AND domain IN ({}) ORDER BY domain",
             placeholders(2, domains.len())
         );
-        let mut query = sqlx::query(&sql).bind(tenant.as_str().to_owned());
+        let mut query = sqlx::query_as(&sql).bind(tenant.as_str().to_owned());
         for d in domains {
             query = query.bind((*d).to_owned());
         }
-        let rows = query
+        query
             .fetch_all(self.pool())
             .await
-            .context("failed to read credentials")?;
-        rows.iter()
-            .map(row_from)
-            .collect::<anyhow::Result<_>>()
-            .context("malformed credential row")
+            .read("failed to read credentials", "malformed credential row")
     }
 
     /// Sets `last_injected_at` on the tenant's credentials for `domains`;
@@ -271,20 +230,19 @@ impl Store {
         tenant: &TenantId,
         domain: &str,
     ) -> anyhow::Result<Option<String>> {
-        let row = sqlx::query(
+        sqlx::query_scalar(
             "DELETE FROM vault_credentials WHERE tenant_id = $1 AND domain = $2 RETURNING id",
         )
         .bind(tenant.as_str().to_owned())
         .bind(domain.to_owned())
         .fetch_optional(self.pool())
         .await
-        .context("failed to delete credential")?;
-        Ok(row.map(|r| r.try_get::<String, _>("id")).transpose()?)
+        .read("failed to delete credential", "malformed credential row")
     }
 
     /// The key ids found on stored credentials and TOTP seeds, with how many rows carry each.
     pub async fn vault_key_ids(&self) -> anyhow::Result<Vec<(String, i64)>> {
-        let rows = sqlx::query(
+        sqlx::query_as(
             "SELECT key_id, CAST(SUM(n) AS BIGINT) AS n FROM (\
                SELECT key_id, COUNT(*) AS n FROM vault_credentials GROUP BY key_id \
                UNION ALL SELECT key_id, COUNT(*) AS n FROM vault_totp GROUP BY key_id\
@@ -292,11 +250,7 @@ impl Store {
         )
         .fetch_all(self.pool())
         .await
-        .context("failed to read credential key ids")?;
-        rows.iter()
-            .map(|r| Ok((r.try_get("key_id")?, r.try_get("n")?)))
-            .collect::<Result<_, sqlx::Error>>()
-            .context("malformed key id row")
+        .read("failed to read credential key ids", "malformed key id row")
     }
 
     /// Re-seals every credential and TOTP seed with `reseal` (given what
@@ -329,15 +283,17 @@ impl Store {
                 .await
                 .context("failed to lock credentials for key rotation")?;
         }
-        let rows = sqlx::query(&format!(
+        let rows: Vec<CredentialRow> = sqlx::query_as(&format!(
             "SELECT {INFO_COLUMNS}, ciphertext, nonce FROM vault_credentials ORDER BY id"
         ))
         .fetch_all(&mut *tx)
         .await
-        .context("failed to read credentials for key rotation")?;
+        .read(
+            "failed to read credentials for key rotation",
+            "malformed credential row",
+        )?;
         let mut count = 0;
-        for r in &rows {
-            let row = row_from(r).context("malformed credential row")?;
+        for row in &rows {
             let bound = Bound {
                 tenant: &row.info.tenant_id,
                 domain: &row.info.domain,

@@ -120,7 +120,7 @@ impl Runner {
             )));
         };
         let space = ImageSpace::new(s.width, s.height, 1.0, self.tasks.0.coordinates)
-            .map_err(|e| StepError::internal(anyhow::anyhow!("{e}")))?;
+            .map_err(|e| StepError::internal(e.into()))?;
         // The recorder names the file by its number (`000003.jpg`).
         let id = s.persisted_path.as_deref().and_then(|p| {
             let seq: u64 = std::path::Path::new(p)

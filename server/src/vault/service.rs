@@ -2,6 +2,7 @@
 //! localStorage). They are decrypted in memory only, and every change or disclosure is audited with
 //! ids and counts, never values.
 
+use anyhow::Context;
 use serde_json::json;
 use zeroize::Zeroizing;
 
@@ -93,7 +94,7 @@ impl Vault {
             if stored != self.key.id().as_str() {
                 let stored = stored
                     .parse()
-                    .map_err(|e| anyhow::anyhow!("malformed key id on a stored credential: {e}"))?;
+                    .context("malformed key id on a stored credential")?;
                 return Err(CryptoError::KeyMismatch {
                     stored,
                     count,
@@ -245,8 +246,8 @@ impl Vault {
     ) -> Result<CredentialInfo, VaultError> {
         // Never write under one key while rows are sealed under another.
         self.check_keys().await?;
-        let plaintext: Zeroizing<Vec<u8>> = plaintext::encode(cookies, origins)
-            .map_err(|e| anyhow::anyhow!("cannot encode cookies: {e}"))?;
+        let plaintext: Zeroizing<Vec<u8>> =
+            plaintext::encode(cookies, origins).context("cannot encode cookies")?;
         for _ in 0..3 {
             let existing = self.store.vault_id_of(tenant, domain.as_str()).await?;
             let now = now_ms();

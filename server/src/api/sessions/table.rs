@@ -9,7 +9,9 @@ use schemars::{JsonSchema, Schema, SchemaGenerator};
 use super::session_ref::SessionRef;
 use super::{files, lifecycle, live_link, tools};
 use crate::api::json::ApiJson;
-use crate::api::openapi::{AUTH, BODY, BROWSER, ELEMENT, Errors, FORWARDED, Route, SESSION, TOTP};
+use crate::api::openapi::{
+    AUTH, BODY, BROWSER, ELEMENT, Errors, FORWARDED, OPEN_SESSION, Route, SESSION, TOTP,
+};
 use crate::sessions::files::{DownloadInfo, Uploaded};
 use crate::sessions::tool::input::{
     ElementReq, NavigateReq, OpenTabReq, PressReq, ReadDomReq, ScreenshotReq, ScrollReq, SelectReq,
@@ -30,18 +32,6 @@ fn list_of<T: JsonSchema>(g: &mut SchemaGenerator) -> Schema {
     g.subschema_for::<Vec<T>>()
 }
 
-/// Opening: limits, a browser that does not start, grant refusals.
-const OPEN: Errors = &[
-    (429, "too_many_requests"),
-    (503, "unavailable"),
-    (403, "grant_required"),
-    (403, "grant_unknown"),
-    (403, "grant_expired"),
-    (403, "grant_revoked"),
-    (403, "grant_consumed"),
-    (403, "grant_wrong_tenant"),
-    (403, "grant_too_narrow"),
-];
 const TABS: Errors = &[(404, "tab_not_found")];
 const TAB_CLOSE: Errors = &[(404, "tab_not_found"), (409, "last_tab")];
 const PRESS: Errors = &[(400, "unknown_key")];
@@ -111,7 +101,7 @@ pub fn routes() -> Vec<Route> {
             Some(s::<OpenRequest>),
             201,
             Some(s::<SessionInfo>),
-            &[AUTH, BODY, OPEN]
+            &[AUTH, BODY, OPEN_SESSION]
         ),
         route!(
             get,

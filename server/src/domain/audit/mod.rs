@@ -137,16 +137,18 @@ impl NewEvent {
     }
 }
 
-/// A stored event.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// A stored event (read from a row of `audit_events` by name).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
 pub struct Event {
     /// Position in the chain, from 1, without gaps.
     pub seq: i64,
     /// Unix milliseconds.
     pub ts: i64,
     /// Tenant id, if any.
+    #[sqlx(rename = "tenant_id")]
     pub tenant: Option<String>,
     /// Session id, if any.
+    #[sqlx(rename = "session_id")]
     pub session: Option<String>,
     /// Stored actor (`agent:…`, `operator:…`, `cli`, `system`).
     pub actor: String,

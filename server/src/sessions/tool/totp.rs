@@ -201,7 +201,7 @@ impl SessionManager {
             .vault
             .totp_mark_used(&picked.info.id)
             .await
-            .map_err(|e| ToolError::Internal(anyhow::anyhow!("vault: {e}")))?;
+            .map_err(|e| ToolError::Internal(anyhow::Error::new(e).context("vault")))?;
         Ok(ToolOutput::TypedCode(TypedCode {
             ok: true,
             typed_digits: code.len(),

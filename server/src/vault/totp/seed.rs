@@ -2,6 +2,7 @@
 //! base32 secret with its parameters, or (through [`super::qr`]) a QR
 //! code's URI. Every refusal names its field; none repeats the secret.
 
+use anyhow::Context;
 use std::fmt;
 use std::str::FromStr;
 
@@ -283,7 +284,7 @@ impl Seed {
             hex::decode(stored.secret_hex.as_bytes())
                 .map_err(|_| anyhow::anyhow!("a stored TOTP seed is malformed"))?,
         );
-        Self::new(secret, stored.params).map_err(|e| anyhow::anyhow!("a stored TOTP seed: {e}"))
+        Self::new(secret, stored.params).context("a stored TOTP seed")
     }
 }
 

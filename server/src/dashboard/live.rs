@@ -10,7 +10,7 @@ use super::sessions::session_error;
 use super::{actor, internal};
 use crate::domain::{TargetUrl, TenantId};
 use crate::live::TICKET_TTL_S;
-use crate::sessions::{CredentialMode, HarvestError, LiveSession, Tool, ToolCall};
+use crate::sessions::{CredentialMode, HarvestError, RunningSession, Tool, ToolCall};
 use crate::state::AppState;
 use crate::vault::Domain;
 
@@ -349,7 +349,7 @@ impl AppState {
         &self,
         session: &str,
         domains: &str,
-    ) -> UiResult<(std::sync::Arc<LiveSession>, Vec<Domain>)> {
+    ) -> UiResult<(std::sync::Arc<RunningSession>, Vec<Domain>)> {
         let live = self
             .sessions
             .find_live(session)

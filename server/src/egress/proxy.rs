@@ -80,7 +80,7 @@ impl EgressGuard {
     }
 
     /// Like [`EgressGuard::listen`], but the listener takes connections only
-    /// from this process ([`crate::peer::opened_by_this_process`]): for a
+    /// from this process ([`crate::loopback::opened_by_this_process`]): for a
     /// sandbox whose browser reaches it through the control plane's own
     /// forwarder (bwrap), so no other local process can use it.
     pub async fn listen_private(&self, sandbox_id: String) -> anyhow::Result<EgressListener> {
@@ -249,7 +249,7 @@ async fn accept_loop(listener: TcpListener, session: Arc<Session>) {
         match accepted {
             (Ok(_), Ok((_, peer)))
                 if session.this_process_only
-                    && !local.is_some_and(|l| crate::peer::opened_by_this_process(l, peer)) =>
+                    && !local.is_some_and(|l| crate::loopback::opened_by_this_process(l, peer)) =>
             {
                 tracing::warn!(sandbox.id = %session.sandbox_id, "egress proxy refused a connection from another process");
             }

@@ -36,7 +36,7 @@ use crate::cdp::{Button, MouseKind};
 use crate::domain::TargetUrl;
 use crate::error::ApiError;
 use crate::ids::token_hash;
-use crate::sessions::{LiveInput, LiveSession, SessionError, Tool, ToolCall, Viewport};
+use crate::sessions::{LiveInput, RunningSession, SessionError, Tool, ToolCall, Viewport};
 use crate::state::AppState;
 
 /// The query string.
@@ -161,7 +161,7 @@ const LINK_CHECK: Duration = Duration::from_secs(1);
 /// (the caller has checked the link, and that `live` is its session).
 pub fn serve_link_view(
     state: AppState,
-    live: Arc<LiveSession>,
+    live: Arc<RunningSession>,
     link: crate::live::link::Link,
     ws: WebSocketUpgrade,
 ) -> Response {
@@ -188,7 +188,7 @@ pub fn serve_link_view(
 /// hash of the dashboard session behind it, checked while it runs).
 pub fn serve_view(
     state: AppState,
-    live: Arc<LiveSession>,
+    live: Arc<RunningSession>,
     op: Operator,
     dash: Option<String>,
     ws: WebSocketUpgrade,
@@ -215,7 +215,7 @@ pub fn serve_view(
 /// One open live view.
 struct Connection {
     state: AppState,
-    live: Arc<LiveSession>,
+    live: Arc<RunningSession>,
     viewer: Viewer,
     out: mpsc::Sender<ServerMsg>,
     input: mpsc::Sender<ToolCall>,
@@ -223,7 +223,7 @@ struct Connection {
 }
 
 impl Connection {
-    async fn run(state: AppState, live: Arc<LiveSession>, viewer: Viewer, socket: WebSocket) {
+    async fn run(state: AppState, live: Arc<RunningSession>, viewer: Viewer, socket: WebSocket) {
         let (mut sink, mut stream) = socket.split();
         let slot = Arc::new(Slot::default());
         let (out, mut out_rx) = mpsc::channel::<ServerMsg>(64);
@@ -825,7 +825,7 @@ fn text(msg: &ServerMsg) -> Message {
 /// Hands control back if its holder has not opened a view again within
 /// [`RELEASE_AFTER`]: an operator who closed the tab does not block the
 /// agent forever.
-async fn release_later(state: AppState, live: Arc<LiveSession>, operator: String) {
+async fn release_later(state: AppState, live: Arc<RunningSession>, operator: String) {
     tokio::time::sleep(RELEASE_AFTER).await;
     if state.live.open_views(live.id.as_str(), &operator) == 0
         && live.control().is_some_and(|h| h.operator_id == operator)

@@ -114,7 +114,7 @@ fn exit_code(status: std::process::ExitStatus) -> ExitCode {
 pub enum Clients {
     /// Anyone who can reach the port (inside a sandbox: its Chromium).
     Any,
-    /// Only this process ([`crate::peer::opened_by_this_process`]): the
+    /// Only this process ([`crate::loopback::opened_by_this_process`]): the
     /// host side of a sandbox's DevTools socket.
     ThisProcess,
 }
@@ -129,7 +129,7 @@ pub async fn tcp_to_unix(listener: TcpListener, to: PathBuf, clients: Clients) {
         let mut inbound = match listener.accept().await {
             Ok((s, peer)) => {
                 if clients == Clients::ThisProcess
-                    && !local.is_some_and(|l| crate::peer::opened_by_this_process(l, peer))
+                    && !local.is_some_and(|l| crate::loopback::opened_by_this_process(l, peer))
                 {
                     tracing::warn!(
                         port = local.map(|l| l.port()),

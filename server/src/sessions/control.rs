@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::live::ControlHolder;
-use super::{LiveSession, SessionError, SessionManager};
+use super::running::ControlHolder;
+use super::{RunningSession, SessionError, SessionManager};
 use crate::audit::{Actor, NewEvent};
 use crate::time::now_ms;
 
@@ -18,7 +18,7 @@ impl SessionManager {
     /// it again is a no-op.
     pub async fn take_control(
         &self,
-        live: &Arc<LiveSession>,
+        live: &Arc<RunningSession>,
         operator_id: &str,
         name: &str,
     ) -> Result<(), SessionError> {
@@ -54,7 +54,7 @@ impl SessionManager {
     /// answers whether anybody held it.
     pub async fn release_control(
         &self,
-        live: &Arc<LiveSession>,
+        live: &Arc<RunningSession>,
         actor: Actor,
     ) -> Result<bool, SessionError> {
         let Some(holder) = live.control() else {
@@ -76,7 +76,7 @@ impl SessionManager {
 
     /// A running session of any tenant, for the dashboard; `NotFound` if it
     /// never existed, `Gone` if it ended or runs on another control plane.
-    pub async fn find_live(&self, id: &str) -> Result<Arc<LiveSession>, SessionError> {
+    pub async fn find_live(&self, id: &str) -> Result<Arc<RunningSession>, SessionError> {
         let sid: crate::domain::SessionId = id.parse().map_err(|_| SessionError::NotFound)?;
         let live = self.0.live.lock().expect("live lock").get(&sid).cloned();
         if let Some(live) = live {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{LiveSession, SessionManager};
+use super::{RunningSession, SessionManager};
 use crate::audit::{Actor, NewEvent};
 use crate::cdp::{self, CdpError, vault_cookie};
 use crate::vault::{self, Cookie, Domain, Origin, Source, VaultError};
@@ -157,7 +157,7 @@ impl SessionManager {
     #[tracing::instrument(skip_all, fields(session.id = %live.id))]
     pub async fn harvest_preview(
         &self,
-        live: &Arc<LiveSession>,
+        live: &Arc<RunningSession>,
         domains: &[Domain],
     ) -> Result<HarvestPreview, HarvestError> {
         let held = self.harvest_read(live, domains).await?;
@@ -177,7 +177,7 @@ impl SessionManager {
     #[tracing::instrument(skip_all, fields(session.id = %live.id, tenant.id = %live.tenant))]
     pub async fn harvest_save(
         &self,
-        live: &Arc<LiveSession>,
+        live: &Arc<RunningSession>,
         actor: &Actor,
         domains: &[Domain],
     ) -> Result<SaveReport, HarvestError> {
@@ -257,7 +257,7 @@ impl SessionManager {
     /// tool-call bound.
     async fn harvest_read(
         &self,
-        live: &Arc<LiveSession>,
+        live: &Arc<RunningSession>,
         domains: &[Domain],
     ) -> Result<Vec<Held>, HarvestError> {
         let bound = self.0.cfg.tool_timeout;
@@ -304,7 +304,7 @@ fn covers(domain: &Domain, origin: &Origin) -> bool {
 /// child frame) that one of `domains` covers; origins without items are
 /// left out.
 async fn read_local_storage(
-    live: &LiveSession,
+    live: &RunningSession,
     domains: &[Domain],
 ) -> Result<Vec<Origin>, HarvestError> {
     let mut seen: Vec<String> = Vec::new();

@@ -210,7 +210,7 @@ pub(super) async fn inject(
 /// hand the session out knowing every tool call waits behind this), and
 /// navigates the page left on a probe's page back to `about:blank`.
 pub(super) async fn reset_to_blank(
-    live: std::sync::Arc<super::LiveSession>,
+    live: std::sync::Arc<super::RunningSession>,
     locked: tokio::sync::oneshot::Sender<()>,
 ) {
     let mut tabs = live.tabs.lock().await;

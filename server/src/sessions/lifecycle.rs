@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{LiveSession, SessionError, SessionInfo, SessionManager, TICK};
+use super::{RunningSession, SessionError, SessionInfo, SessionManager, TICK};
 use crate::audit::{Actor, NewEvent};
 use crate::domain::{CloseReason, SessionId};
 use crate::store::api_keys::ApiKeyOwner;
@@ -44,7 +44,7 @@ impl SessionManager {
     }
 
     /// Ends a refresh session whose login was saved (dashboard).
-    pub async fn end_saved(&self, live: &LiveSession, operator: &str) {
+    pub async fn end_saved(&self, live: &RunningSession, operator: &str) {
         self.end(
             &live.id,
             CloseReason::Saved,
@@ -178,7 +178,7 @@ impl SessionManager {
     }
 
     /// Stops a session's browser and what runs beside it (limits, egress).
-    async fn teardown(&self, live: &LiveSession) {
+    async fn teardown(&self, live: &RunningSession) {
         let inner = &self.0;
         // Wait for a running tool call to let go of the tabs, but not forever.
         let _tabs = tokio::time::timeout(Duration::from_secs(2), live.tabs.lock()).await;
@@ -208,7 +208,7 @@ impl SessionManager {
             tokio::time::sleep(TICK).await;
             let now = now_ms();
             let idle_ms = i64::try_from(self.0.cfg.idle.as_millis()).unwrap_or(i64::MAX);
-            let sessions: Vec<Arc<LiveSession>> = self
+            let sessions: Vec<Arc<RunningSession>> = self
                 .0
                 .live
                 .lock()

@@ -15,12 +15,12 @@ pub mod harvest;
 mod info;
 mod injection;
 mod lifecycle;
-mod live;
 mod navguard;
 mod open;
 mod pool;
 mod reaper;
 pub mod request;
+mod running;
 mod settings;
 mod start;
 pub mod tool;
@@ -46,9 +46,9 @@ pub use harvest::{
 };
 pub use info::SessionInfo;
 pub use injection::SmokeProbe;
-pub use live::{ControlHolder, LiveSession, Tabs};
 pub use reaper::ReapReport;
 pub use request::{CredentialMode, DownloadPolicy, OpenRequest, OpenRequestError, Viewport};
+pub use running::{ControlHolder, RunningSession, Tabs};
 pub use settings::{EngineSettings, SessionConfig};
 pub use tool::{LiveInput, Tool, ToolCall, ToolError, ToolOutput};
 
@@ -71,7 +71,7 @@ pub(crate) struct Inner {
     run_dir: PathBuf,
     /// `<shared_dir or data_dir>/downloads`: each allowing session's finished downloads.
     downloads_root: PathBuf,
-    live: std::sync::Mutex<HashMap<SessionId, Arc<LiveSession>>>,
+    live: std::sync::Mutex<HashMap<SessionId, Arc<RunningSession>>>,
     slots: std::sync::Mutex<Slots>,
     /// Sandboxes this process started and has not stopped (the reaper skips them).
     known: std::sync::Mutex<HashSet<String>>,
@@ -184,7 +184,11 @@ impl SessionManager {
     /// session is the operator's alone (an agent could read what the
     /// operator types, or point the login tab elsewhere before the save):
     /// to agents it does not exist, running or ended.
-    pub async fn get(&self, tenant: &TenantId, id: &str) -> Result<Arc<LiveSession>, SessionError> {
+    pub async fn get(
+        &self,
+        tenant: &TenantId,
+        id: &str,
+    ) -> Result<Arc<RunningSession>, SessionError> {
         let parsed: Option<SessionId> = id.parse().ok();
         if let Some(sid) = &parsed {
             let found = self.0.live.lock().expect("live lock").get(sid).cloned();

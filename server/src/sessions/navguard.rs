@@ -14,7 +14,7 @@ use std::sync::{Arc, Weak};
 use futures::StreamExt;
 use serde_json::json;
 
-use super::{CredentialMode, LiveSession, SessionManager};
+use super::{CredentialMode, RunningSession, SessionManager};
 use crate::audit::{Actor, NewEvent};
 use crate::policy::Rule;
 
@@ -22,7 +22,7 @@ impl SessionManager {
     /// Starts holding `live`'s main-frame navigations to its domains, when
     /// it is an operator-mode session with domains and the tenant's rules
     /// make an off-list navigation wait.
-    pub(super) async fn guard_navigation(&self, live: &Arc<LiveSession>) -> anyhow::Result<()> {
+    pub(super) async fn guard_navigation(&self, live: &Arc<RunningSession>) -> anyhow::Result<()> {
         let rules = self.0.policy.rules(live.tenant.as_str());
         if live.mode != CredentialMode::Operator
             || live.domains.is_empty()
@@ -66,7 +66,7 @@ impl SessionManager {
                         }
                     });
                 }
-                let weak: Weak<LiveSession> = Arc::downgrade(&live);
+                let weak: Weak<RunningSession> = Arc::downgrade(&live);
                 drop(live);
                 tokio::spawn(async move {
                     if let Some(live) = weak.upgrade() {

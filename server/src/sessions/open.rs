@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::files::Downloads;
 use super::{
-    CredentialMode, DownloadPolicy, LiveSession, OpenRequest, OpenRequestError, SessionError,
+    CredentialMode, DownloadPolicy, OpenRequest, OpenRequestError, RunningSession, SessionError,
     SessionInfo, SessionManager, injection, metrics_override, pool,
 };
 use crate::audit::{Actor, NewEvent};
@@ -396,7 +396,7 @@ impl SessionManager {
         }
         .await;
         let (downloads, events) = allowed.unzip();
-        let live = Arc::new(LiveSession::new(
+        let live = Arc::new(RunningSession::new(
             id.clone(),
             who.tenant.clone(),
             req,

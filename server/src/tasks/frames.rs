@@ -22,7 +22,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::cdp::CdpError;
-use crate::sessions::LiveSession;
+use crate::sessions::RunningSession;
 
 /// One encoded frame.
 #[derive(Debug)]
@@ -51,7 +51,7 @@ pub struct Frames {
 impl Frames {
     /// Starts screencasting `page` (JPEG at `quality`, at most the
     /// session's viewport).
-    pub async fn start(live: &LiveSession, page: Page, quality: u8) -> Result<Self, CdpError> {
+    pub async fn start(live: &RunningSession, page: Page, quality: u8) -> Result<Self, CdpError> {
         let stops = live.screencast_stops();
         let mut events = page.event_listener::<EventScreencastFrame>().await?;
         let v = live.viewport();
@@ -114,7 +114,7 @@ impl Frames {
     }
 
     /// Whether this still shows `target` with nobody having stopped it.
-    pub fn shows(&self, live: &LiveSession, target: &str) -> bool {
+    pub fn shows(&self, live: &RunningSession, target: &str) -> bool {
         self.page.target_id().inner() == target
             && self.stops == live.screencast_stops()
             && !self.pump.is_finished()

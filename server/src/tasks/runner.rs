@@ -17,7 +17,7 @@ use super::run::Tasks;
 use super::trace::describe;
 use super::uitars::{self, Action};
 use crate::audit::Actor;
-use crate::sessions::{LiveSession, Tool};
+use crate::sessions::{RunningSession, Tool};
 use crate::store::api_keys::ApiKeyOwner;
 use crate::time::now_ms;
 
@@ -52,7 +52,7 @@ pub(super) struct Runner {
     pub(super) tasks: Tasks,
     pub(super) model: ModelClient,
     pub(super) owner: ApiKeyOwner,
-    pub(super) live: Arc<LiveSession>,
+    pub(super) live: Arc<RunningSession>,
     pub(super) task_id: String,
     pub(super) instruction: String,
     pub(super) max_steps: u32,

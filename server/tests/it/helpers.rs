@@ -425,7 +425,7 @@ impl TestApp {
         &self,
         tenant: &str,
         sid: &str,
-    ) -> std::sync::Arc<cordon::sessions::LiveSession> {
+    ) -> std::sync::Arc<cordon::sessions::RunningSession> {
         self.state
             .sessions
             .get(&tenant.parse().expect("tenant id"), sid)

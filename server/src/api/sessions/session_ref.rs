@@ -8,7 +8,7 @@ use axum::http::request::Parts;
 
 use crate::api::auth::Agent;
 use crate::error::ApiError;
-use crate::sessions::LiveSession;
+use crate::sessions::RunningSession;
 use crate::state::AppState;
 use crate::store::api_keys::ApiKeyOwner;
 
@@ -19,7 +19,7 @@ pub struct SessionRef {
     /// Who asks.
     pub owner: ApiKeyOwner,
     /// The session.
-    pub session: Arc<LiveSession>,
+    pub session: Arc<RunningSession>,
 }
 
 impl FromRequestParts<AppState> for SessionRef {

@@ -23,7 +23,7 @@ pub use outbound::{Outbound, Outgoing, outbound};
 pub use rules::{Act, Context, Verdict, decide, url_allowed};
 pub use seal::{REDACTED, seal as seal_event};
 
-use super::{CredentialMode, LiveSession, SessionError, SessionManager};
+use super::{CredentialMode, RunningSession, SessionError, SessionManager};
 use crate::store::api_keys::ApiKeyOwner;
 
 /// The largest message a client may send (a script, a page's content).
@@ -72,7 +72,7 @@ impl Closing {
 
 /// A client's place on a session, given back when dropped.
 pub struct Slot {
-    session: Arc<LiveSession>,
+    session: Arc<RunningSession>,
 }
 
 impl Drop for Slot {
@@ -83,7 +83,7 @@ impl Drop for Slot {
 
 impl Slot {
     /// The session.
-    pub fn session(&self) -> &Arc<LiveSession> {
+    pub fn session(&self) -> &Arc<RunningSession> {
         &self.session
     }
 }

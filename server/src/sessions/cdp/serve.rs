@@ -18,7 +18,7 @@ use super::{
     Slot, seal,
 };
 use crate::audit::Actor;
-use crate::sessions::{CredentialMode, LiveSession, SessionManager};
+use crate::sessions::{CredentialMode, RunningSession, SessionManager};
 use crate::store::api_keys::ApiKeyOwner;
 
 /// Whether a command is heavy for the renderer ([`MAX_IN_FLIGHT`]).
@@ -38,7 +38,7 @@ fn response_id(text: &str) -> Option<u64> {
 
 /// What the connection knows while it runs.
 pub(super) struct Conn {
-    pub(super) session: Arc<LiveSession>,
+    pub(super) session: Arc<RunningSession>,
     pub(super) owner: ApiKeyOwner,
     pub(super) actor: Actor,
     pub(super) ctx: Context,

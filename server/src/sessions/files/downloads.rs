@@ -32,7 +32,7 @@ use crate::audit::{Actor, NewEvent};
 use crate::cdp::{DownloadEvent, DownloadState};
 use crate::domain::{DownloadGuid, FileName, SessionId, TenantId};
 use crate::nofollow::{self, OpenError};
-use crate::sessions::LiveSession;
+use crate::sessions::RunningSession;
 use crate::store::Store;
 
 /// Where a download stands.
@@ -202,7 +202,7 @@ impl Downloads {
     /// Follows the browser's download events until they end.
     pub(crate) fn watch(
         self: &Arc<Self>,
-        session: Weak<LiveSession>,
+        session: Weak<RunningSession>,
         store: Store,
         mut events: mpsc::UnboundedReceiver<DownloadEvent>,
     ) {
@@ -243,7 +243,7 @@ impl Downloads {
         }
     }
 
-    async fn on_event(&self, session: &Weak<LiveSession>, store: &Store, event: DownloadEvent) {
+    async fn on_event(&self, session: &Weak<RunningSession>, store: &Store, event: DownloadEvent) {
         match event {
             DownloadEvent::Began {
                 guid, suggested, ..

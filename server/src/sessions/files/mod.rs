@@ -14,7 +14,7 @@ use std::sync::Arc;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use super::{LiveSession, SessionManager};
+use super::{RunningSession, SessionManager};
 use crate::audit::{Actor, NewEvent};
 use crate::domain::FileName;
 
@@ -27,7 +27,7 @@ impl SessionManager {
     }
 
     /// The session's downloads so far.
-    pub fn downloads(&self, session: &LiveSession) -> Result<Vec<DownloadInfo>, FetchError> {
+    pub fn downloads(&self, session: &RunningSession) -> Result<Vec<DownloadInfo>, FetchError> {
         Ok(session.downloads.as_ref().ok_or(FetchError::Denied)?.list())
     }
 
@@ -36,7 +36,7 @@ impl SessionManager {
     #[tracing::instrument(skip_all, fields(session.id = %session.id))]
     pub async fn fetch_download(
         &self,
-        session: &Arc<LiveSession>,
+        session: &Arc<RunningSession>,
         actor: Actor,
         name: &FileName,
     ) -> Result<(DownloadInfo, tokio::fs::File), FetchError> {

@@ -12,7 +12,7 @@ use super::{ElementTarget, LiveInput, Tool, ToolError, ToolOutput};
 use crate::audit::redact;
 use crate::cdp::{self, CdpError, Locator, WaitTarget, snapshot};
 use crate::sessions::files::{self, UploadFile, Uploaded};
-use crate::sessions::{LiveSession, Tabs};
+use crate::sessions::{RunningSession, Tabs};
 
 /// The audit row's params: what was targeted, never typed text (its length)
 /// or a URL's secrets.
@@ -147,7 +147,7 @@ fn check_input(input: &LiveInput, viewport: (u32, u32)) -> Result<LiveInput, Too
 
 /// Runs an operator's (checked) input on `page`.
 async fn input(
-    session: &LiveSession,
+    session: &RunningSession,
     page: &chromiumoxide::Page,
     input: &LiveInput,
 ) -> Result<ToolOutput, CdpError> {
@@ -225,7 +225,7 @@ const DONE: ToolOutput = ToolOutput::Done(Done { success: true });
 /// Runs `tool` on the active tab. A crash of that tab's renderer while it
 /// runs ends the call at once with [`ToolError::TabCrashed`].
 pub(super) async fn run(
-    session: &LiveSession,
+    session: &RunningSession,
     tabs: &mut Tabs,
     tool: &Tool,
     timeout: Duration,
@@ -459,7 +459,7 @@ pub(super) async fn run(
 /// Sets `files` on the file input at `locator`: the target is checked
 /// first, so nothing is written for anything else.
 async fn upload(
-    session: &LiveSession,
+    session: &RunningSession,
     page: &chromiumoxide::Page,
     locator: &Locator,
     files: &[UploadFile],
@@ -515,7 +515,7 @@ async fn describe(
     Ok(out)
 }
 
-async fn tabs_list(session: &LiveSession, tabs: &mut Tabs) -> Result<ToolOutput, ToolError> {
+async fn tabs_list(session: &RunningSession, tabs: &mut Tabs) -> Result<ToolOutput, ToolError> {
     let active = session.page(tabs).await?.target_id().inner().clone();
     Ok(ToolOutput::Tabs(
         describe(session.pages().await?, Some(&active)).await?,
@@ -523,7 +523,7 @@ async fn tabs_list(session: &LiveSession, tabs: &mut Tabs) -> Result<ToolOutput,
 }
 
 async fn tab_focus(
-    session: &LiveSession,
+    session: &RunningSession,
     tabs: &mut Tabs,
     tab: &str,
 ) -> Result<ToolOutput, ToolError> {
@@ -544,7 +544,7 @@ async fn tab_focus(
 }
 
 async fn tab_close(
-    session: &LiveSession,
+    session: &RunningSession,
     tabs: &mut Tabs,
     tab: &str,
 ) -> Result<ToolOutput, ToolError> {

@@ -12,7 +12,7 @@ use serde_json::json;
 use super::{Tool, ToolError, exec};
 use crate::audit::{Actor, NewEvent};
 use crate::policy::{self, Assessment, Decision, ElementFacts, Facts, Pending, Rules};
-use crate::sessions::{LiveSession, SessionManager};
+use crate::sessions::{RunningSession, SessionManager};
 use crate::time::now_ms;
 
 /// Bound of the browser calls that gather facts and the screenshot.
@@ -47,7 +47,7 @@ impl SessionManager {
     /// gate sees changed while the approval waited, it waits again.
     pub(super) async fn gate(
         &self,
-        session: &Arc<LiveSession>,
+        session: &Arc<RunningSession>,
         actor: &Actor,
         tool: &Tool,
         event: &NewEvent,
@@ -62,7 +62,7 @@ impl SessionManager {
     /// (at once, or approved by an operator).
     pub async fn gate_in_tab(
         &self,
-        session: &Arc<LiveSession>,
+        session: &Arc<RunningSession>,
         actor: &Actor,
         tool: &Tool,
         event: &NewEvent,
@@ -76,7 +76,7 @@ impl SessionManager {
 
     async fn gate_in(
         &self,
-        session: &Arc<LiveSession>,
+        session: &Arc<RunningSession>,
         actor: &Actor,
         tool: &Tool,
         event: &NewEvent,
@@ -181,7 +181,7 @@ impl SessionManager {
     /// facts pass, changed ones are held again.
     pub(super) fn click_check<'a>(
         &'a self,
-        session: &'a LiveSession,
+        session: &'a RunningSession,
         tool: &'a Tool,
         approved: Option<&'a Assessment>,
     ) -> ClickCheck<'a> {
@@ -213,7 +213,7 @@ impl SessionManager {
     /// Answers what was approved (`None`: nothing waited, a dry run).
     pub(super) async fn hold(
         &self,
-        session: &Arc<LiveSession>,
+        session: &Arc<RunningSession>,
         actor: &Actor,
         tool: &Tool,
         event: &NewEvent,
@@ -248,7 +248,7 @@ impl SessionManager {
     #[expect(clippy::too_many_arguments)]
     async fn decide(
         &self,
-        session: &Arc<LiveSession>,
+        session: &Arc<RunningSession>,
         actor: &Actor,
         tool: &Tool,
         event: &NewEvent,
@@ -317,7 +317,7 @@ impl SessionManager {
     #[expect(clippy::too_many_arguments)]
     async fn wait_for_operator(
         &self,
-        session: &Arc<LiveSession>,
+        session: &Arc<RunningSession>,
         actor: &Actor,
         tool: &Tool,
         event: &NewEvent,
@@ -406,7 +406,7 @@ impl SessionManager {
     /// outlined), under the tab lock.
     async fn inspect(
         &self,
-        session: &Arc<LiveSession>,
+        session: &Arc<RunningSession>,
         tool: &Tool,
         rules: &Rules,
         look: bool,

@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::{LiveInput, Tool, ToolCall, ToolError, ToolOutput, exec, gate, input};
 use crate::audit::{Actor, NewEvent};
 use crate::recording::RecordError;
-use crate::sessions::{LiveSession, SessionError, SessionManager};
+use crate::sessions::{RunningSession, SessionError, SessionManager};
 
 /// Time a call may take past its bound for the steps around the bounded
 /// one (reading the title, resetting a tab) before it is cut off.
@@ -25,7 +25,7 @@ impl SessionManager {
     #[tracing::instrument(skip_all, fields(session.id = %session.id, tool = call.tool.action()))]
     pub async fn run_tool(
         &self,
-        session: &Arc<LiveSession>,
+        session: &Arc<RunningSession>,
         actor: Actor,
         via: crate::audit::Surface,
         call: ToolCall,
@@ -38,7 +38,7 @@ impl SessionManager {
     /// [`run_tool`](Self::run_tool) before its answer is scrubbed.
     async fn run_tool_unscrubbed(
         &self,
-        session: &Arc<LiveSession>,
+        session: &Arc<RunningSession>,
         actor: Actor,
         via: crate::audit::Surface,
         call: ToolCall,
@@ -224,7 +224,7 @@ impl SessionManager {
     }
 
     /// A dead browser fails the session, whatever the call reported.
-    async fn map_failure(&self, session: &LiveSession, e: ToolError) -> ToolError {
+    async fn map_failure(&self, session: &RunningSession, e: ToolError) -> ToolError {
         // A page that ran into its limits crashed its tab (or the browser):
         // the session ends now, and the agent hears why.
         if let Some(limits) = &session.sandbox.limits

@@ -21,7 +21,7 @@ use super::output::TypedCode;
 use super::{ElementTarget, ToolError, ToolOutput, exec};
 use crate::cdp;
 use crate::cdp::snapshot::SnapNode;
-use crate::sessions::{CredentialMode, LiveSession, SessionManager, Tabs};
+use crate::sessions::{CredentialMode, RunningSession, SessionManager, Tabs};
 use crate::time::now_ms;
 use crate::vault::totp::{self, PickError};
 
@@ -35,7 +35,7 @@ pub(in crate::sessions) struct TypedCodeMark {
     until_ms: i64,
 }
 
-impl LiveSession {
+impl RunningSession {
     fn remember_code(&self, code: &str, node: Option<BackendNodeId>, until_ms: i64) {
         let mut marks = self.typed_codes.lock().expect("typed codes lock");
         let now = now_ms();
@@ -113,7 +113,7 @@ impl SessionManager {
     /// Runs `type_totp` on the active tab (the tab lock held).
     pub(super) async fn type_totp(
         &self,
-        session: &LiveSession,
+        session: &RunningSession,
         tabs: &mut Tabs,
         target: Option<&ElementTarget>,
         label: Option<&str>,

@@ -25,7 +25,7 @@ use super::{DownloadStatus, Downloads, Over};
 use crate::cdp::{Capture, CdpError, Download, DownloadEvent, HeldResponse};
 use crate::domain::{DownloadGuid, FileName};
 use crate::nofollow;
-use crate::sessions::LiveSession;
+use crate::sessions::RunningSession;
 use crate::store::Store;
 
 /// How long the browser's word on a download is remembered, and how long a
@@ -105,7 +105,7 @@ impl Downloads {
     /// holds, `refused` the browser's own download events.
     pub(crate) fn capture(
         self: &Arc<Self>,
-        session: Weak<LiveSession>,
+        session: Weak<RunningSession>,
         store: Store,
         capture: Capture,
         mut held: mpsc::UnboundedReceiver<HeldResponse>,
@@ -146,7 +146,7 @@ impl Downloads {
     /// request.
     async fn take(
         &self,
-        session: &Weak<LiveSession>,
+        session: &Weak<RunningSession>,
         store: &Store,
         capture: &Capture,
         held: HeldResponse,

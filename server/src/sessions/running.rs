@@ -41,7 +41,7 @@ pub struct Tabs {
 }
 
 /// One open session.
-pub struct LiveSession {
+pub struct RunningSession {
     /// Id.
     pub id: SessionId,
     /// Owner.
@@ -111,7 +111,7 @@ pub(super) struct InputApproval {
     pub when: std::time::Instant,
 }
 
-impl LiveSession {
+impl RunningSession {
     pub(super) fn new(
         id: SessionId,
         tenant: TenantId,

@@ -109,6 +109,13 @@ impl Application {
                  can decrypt the vault: keep the key elsewhere (master_key_file setting)"
             );
         }
+        for (name, meant) in crate::config::misspelled_env(std::env::vars()) {
+            tracing::warn!(
+                variable = %name,
+                meant = %meant,
+                "{name} is not a setting and is ignored: did you mean {meant}?"
+            );
+        }
         let vault = Vault::new(store.clone(), keyring.key().clone());
         vault.check_keys().await?;
         let dashboard_url = settings.dashboard_url(bound.port());

@@ -9,7 +9,9 @@
 #     container is ready when its probe passes, runs as uid 10002 with a
 #     read-only root, no capabilities, no_new_privs and seccomp, its limits
 #     are in force, a page loads, a screenshot is taken, Browser.close ends
-#     Chromium and with it the container;
+#     Chromium and with it the container; a probe that never passes, a
+#     template that asks for privileges and a missing image are each a
+#     clear error with no container left;
 #  2. through Cordon (`cordon serve` with sandbox_driver = "exec", whose
 #     create and destroy commands are pod-podman.py): a tenant and API key
 #     made with the CLI, a session opened (one container per browser), a
@@ -167,6 +169,14 @@ fi
 grep -q 'privileged' <<<"$out" || fail "unexpected error: $out"
 if podman container exists cordon-b-podpriv; then fail "a refused create left a container"; fi
 echo "refused: ${out##*pod-podman: }"
+
+step "1d. an image that is missing"
+if out=$("${pod[@]}" create --template "$template" --image localhost/cordon-no-such-image:0 --sandbox-id b_podnoimg --proxy 127.0.0.1:9 2>&1); then
+  fail "create succeeded with a missing image: $out"
+fi
+grep -q -i 'image' <<<"$out" || fail "the error does not name the image: $out"
+if podman container exists cordon-b-podnoimg; then fail "a failed create left a container"; fi
+echo "refused: $(tail -n 1 <<<"$out")"
 
 if [ "$with_cordon" = 0 ]; then
   step "pod container check passed (--no-cordon: Cordon not run)"

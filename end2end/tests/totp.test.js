@@ -31,9 +31,15 @@ const base32 = (buf) => {
 };
 
 /** Whether `text` holds any code of the secret from the last few minutes. */
+// A code stands alone wherever it leaks (`code=123456`, `"123456"`); six
+// digits inside a longer run of digits or hex (a timestamp, a hash) are
+// not one, and would make this check fail at random.
 const holdsACode = (text) => {
   const now = Date.now() / 1000;
-  for (let i = -2; i < 12; i++) if (text.includes(totpCode(secret, now - i * 30))) return true;
+  for (let i = -2; i < 12; i++) {
+    const alone = new RegExp(`(^|[^0-9A-Za-z])${totpCode(secret, now - i * 30)}($|[^0-9A-Za-z])`);
+    if (alone.test(text)) return true;
+  }
   return false;
 };
 

@@ -295,10 +295,21 @@ async fn assert_typed_digits_audited(app: &TestApp, digits: usize) {
     assert_eq!(params["typed_digits"], json!(digits), "{params}");
 }
 
-/// Whether any code of the last minutes around now appears in `text`.
+/// Whether any code of the last minutes around now appears in `text`,
+/// standing alone as a leaked code does (`code=123456`, `"123456"`): six
+/// digits inside a longer run of digits or hex (a timestamp, a hash) are
+/// not one, and would make the check fail at random.
 fn holds_a_code(text: &str, secret: &[u8]) -> bool {
     let now = now_s();
-    (0..8).any(|i| text.contains(&independent_code(secret, now + 30 - i * 30, 6)))
+    let alone = |code: &str| {
+        text.match_indices(code).any(|(at, _)| {
+            let before = text[..at].chars().next_back();
+            let after = text[at + code.len()..].chars().next();
+            !before.is_some_and(|c| c.is_ascii_alphanumeric())
+                && !after.is_some_and(|c| c.is_ascii_alphanumeric())
+        })
+    };
+    (0..8).any(|i| alone(&independent_code(secret, now + 30 - i * 30, 6)))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

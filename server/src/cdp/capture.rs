@@ -280,17 +280,7 @@ impl Capture {
                     continue;
                 };
                 if let Some(id) = msg.get("id").and_then(Value::as_i64) {
-                    let answer = match msg.get("error") {
-                        // The browser's message names the call's failure,
-                        // never page content.
-                        Some(e) => Err(CdpError::Failed(
-                            e["message"].as_str().unwrap_or("failed").to_owned(),
-                        )),
-                        None => Ok(msg
-                            .get_mut("result")
-                            .map(Value::take)
-                            .unwrap_or(Value::Null)),
-                    };
+                    let answer = super::raw::answer_of(&mut msg);
                     let to = answers.lock().expect("capture lock").remove(&id);
                     if let Some(to) = to {
                         let _ = to.send(answer);

@@ -126,17 +126,7 @@ impl RawClient {
             let Some(got) = msg.get("id").and_then(Value::as_i64) else {
                 continue;
             };
-            let answer = match msg.get_mut("error") {
-                // The browser's message names the call's failure, never
-                // page content.
-                Some(e) => Err(CdpError::Failed(
-                    e["message"].as_str().unwrap_or("failed").to_owned(),
-                )),
-                None => Ok(msg
-                    .get_mut("result")
-                    .map(Value::take)
-                    .unwrap_or(Value::Null)),
-            };
+            let answer = answer_of(&mut msg);
             if got == id {
                 return answer;
             }
@@ -158,6 +148,21 @@ impl RawClient {
     /// Closes the connection (the browser drops its sessions).
     pub(super) async fn close(mut self) {
         self.tx.close().await;
+    }
+}
+
+/// The result of a CDP answer `msg`, or its error.
+pub(super) fn answer_of(msg: &mut Value) -> Result<Value, CdpError> {
+    match msg.get("error") {
+        // The browser's message names the call's failure, never page
+        // content.
+        Some(e) => Err(CdpError::Failed(
+            e["message"].as_str().unwrap_or("failed").to_owned(),
+        )),
+        None => Ok(msg
+            .get_mut("result")
+            .map(Value::take)
+            .unwrap_or(Value::Null)),
     }
 }
 

@@ -58,26 +58,6 @@ pub struct NewLiveLink<'a> {
 }
 
 impl Store {
-    /// Records a link.
-    pub async fn live_link_insert(&self, l: &NewLiveLink<'_>) -> anyhow::Result<()> {
-        sqlx::query(
-            "INSERT INTO live_links (id, token_hash, tenant_id, session_id, key_id, mode, \
-             created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        )
-        .bind(l.id.to_owned())
-        .bind(l.token_hash.to_owned())
-        .bind(l.tenant_id.to_owned())
-        .bind(l.session_id.to_owned())
-        .bind(l.key_id.to_owned())
-        .bind(l.mode.to_owned())
-        .bind(l.created_at)
-        .bind(l.expires_at)
-        .execute(self.pool())
-        .await
-        .context("failed to record a live link")?;
-        Ok(())
-    }
-
     /// Records a link unless its session already has `max` working ones at
     /// `l.created_at`: `false` then, and nothing written. The count and the
     /// insert are one statement, and on PostgreSQL a transaction holding

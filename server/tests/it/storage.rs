@@ -95,19 +95,23 @@ async fn live_links_are_pruned_a_day_after_they_end(backend: Backend) {
         ("llk_revoked_long_ago", now + 600_000, Some(now - 3 * day)),
     ];
     for (id, expires_at, revoked) in links {
-        store
-            .live_link_insert(&NewLiveLink {
-                id,
-                token_hash: &format!("hash-{id}"),
-                tenant_id: "acme",
-                session_id: "s_1",
-                key_id: "k_1",
-                mode: "view",
-                created_at: now - 4 * day,
-                expires_at,
-            })
+        let recorded = store
+            .live_link_insert_within(
+                &NewLiveLink {
+                    id,
+                    token_hash: &format!("hash-{id}"),
+                    tenant_id: "acme",
+                    session_id: "s_1",
+                    key_id: "k_1",
+                    mode: "view",
+                    created_at: now - 4 * day,
+                    expires_at,
+                },
+                20,
+            )
             .await
             .unwrap();
+        assert!(recorded, "{id}");
         if let Some(at) = revoked {
             assert!(store.live_link_revoke("acme", "s_1", id, at).await.unwrap());
         }

@@ -34,7 +34,12 @@
 # Dockerfile's `cargo install wasm-bindgen-cli` when its version matches),
 # laid out as in the official images (RUSTUP_HOME=/usr/local/rustup,
 # CARGO_HOME=/usr/local/cargo). Nothing else from ~/.cargo (no registry,
-# no credentials) goes in.
+# no credentials) goes in. The CA certificates the host adds to Debian's
+# (CORDON_BUILD_CA_DIR, default /usr/local/share/ca-certificates; empty:
+# none) go in too, so cargo in the build reaches crates.io where the host
+# does through a TLS-inspecting proxy (here: "self-signed certificate in
+# certificate chain" without them). Only this build image has them; the
+# control-plane image does not.
 #
 # Usage (as root): bash infra/images/build-local.sh [--rebuild-base]
 #   [--build-image] [--cordon]
@@ -153,6 +158,11 @@ if [ -n "${rust_image:-}" ] && { [ "$build_rust" = 1 ] || ! podman image exists 
   tc_name=$(basename "$toolchain")
   cp -a "$toolchain" "$ctx/rustup/toolchains/$tc_name"
   cp -a "$host_cargo/bin" "$ctx/cargo/bin"
+  mkdir -p "$ctx/ca-certificates"
+  ca_dir=${CORDON_BUILD_CA_DIR-/usr/local/share/ca-certificates}
+  if [ -n "$ca_dir" ] && [ -d "$ca_dir" ]; then
+    find "$ca_dir" -maxdepth 1 -name '*.crt' -exec cp {} "$ctx/ca-certificates/" \;
+  fi
   printf 'version = "12"\ndefault_toolchain = "%s"\nprofile = "minimal"\nauto_self_update = "disable"\n' \
     "$tc_name" >"$ctx/rustup/settings.toml"
   # Writable by all, as the official images' `chmod -R a+w`.

@@ -175,7 +175,9 @@ fi
 
 if [ "$build_cordon" = 1 ]; then
   echo "-- control-plane image $cordon_image from $build_image (release build: long)"
-  podman build --network host --pull=never \
+  # --format docker: the OCI image format has no HEALTHCHECK, which podman
+  # would drop ("HEALTHCHECK is not supported for OCI image format").
+  podman build --format docker --network host --pull=never \
     --build-arg "BASE_IMAGE=$base_image" --build-arg "BUILD_IMAGE=$build_image" \
     --ignorefile "$root/infra/images/cordon/Dockerfile.dockerignore" \
     -f "$root/infra/images/cordon/Dockerfile" -t "$cordon_image" "$root"

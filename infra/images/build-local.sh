@@ -18,9 +18,10 @@
 # CORDON_BUILD_IMAGE, an image with a Rust toolchain (rustup and cargo, as
 # the rust:*-bookworm images have) that podman can find. Without
 # CORDON_BUILD_IMAGE it uses the local build image below, made first if
-# missing. That build compiles Cordon in release mode (about 30 minutes on
+# missing. That build compiles Cordon in release mode (30-40 minutes on
 # 2 cores); cargo's registry and target dir are build cache mounts, kept
-# by podman between builds.
+# by podman between builds. It is built with --format docker, which keeps
+# the image's HEALTHCHECK (the OCI format podman defaults to drops it).
 #
 # The local build image (--build-image makes it again; CORDON_RUST_IMAGE,
 # default localhost/cordon-rust:<rustc version>-bookworm):
@@ -51,7 +52,10 @@
 # the way this host does; no bridge network or CNI plugin needed).
 # Work files: CORDON_IMAGE_WORK (default /var/tmp/cordon-images).
 # Took on 2 cores: the base 45-70 s, the browser image about 50 s, the
-# build image about 4 min (see docs/deployment.md, "Run here").
+# build image 3.7 min, the control-plane image 38 min cold at nice 19 on a
+# machine shared with other builds (wasm 5 min, server 31 min) and 35 s
+# after a change outside the Rust sources (see docs/deployment.md, "Run
+# here").
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)

@@ -39,11 +39,13 @@
 #
 # Usage (as root, from a clone): bash infra/tests/images.sh
 # Environment: CORDON_IMAGE (default localhost/cordon:0.1.0; when absent,
-# built with `infra/images/build-local.sh --cordon`, about 30 minutes on
+# built with `infra/images/build-local.sh --cordon`, 30-40 minutes on
 # 2 cores).
 # Installs (apt) if missing: podman, runc, uidmap, fuse-overlayfs,
 # slirp4netns (infra/images/podman-env.sh), curl.
-# Took IMAGES_TIME here with the image built.
+# Took 2-3 s here with the image built (the image itself: 38 minutes cold
+# on 2 cores shared with other builds, 35 s after a change outside the
+# Rust sources; see docs/deployment.md, "Run here").
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -62,7 +64,7 @@ fail() { echo "images: FAILED: $*" >&2; exit 1; }
 . "$root/infra/images/podman-env.sh"
 podman_env_setup curl
 if ! podman image exists "$image"; then
-  step "no image $image: building it (infra/images/build-local.sh --cordon, about 30 minutes)"
+  step "no image $image: building it (infra/images/build-local.sh --cordon, 30-40 minutes)"
   CORDON_IMAGE=$image bash "$root/infra/images/build-local.sh" --cordon
 fi
 
@@ -180,6 +182,9 @@ print("open_sessions {0[open_sessions]}, warm pool {0[pool_ready]}/{0[pool_size]
 t0=$(date +%s%N)
 sid=$(api POST /api/sessions '{}' | jget session_id)
 echo "session $sid opened in $((($(date +%s%N) - t0) / 1000000)) ms; /readyz: $(sandbox)"
+procs=$(podman top "$name" comm | awk '$1 == "bwrap" { b++ } $1 ~ /^chrom/ { c++ } END { printf "%d bwrap, %d Chromium", b, c }')
+case $procs in "0 bwrap"* | *" 0 Chromium") fail "no browser under bwrap in the container: $procs" ;; esac
+echo "processes in the container: $procs (the session's browser and the warm pool's)"
 api POST "/api/sessions/$sid/navigate" "{\"url\":\"http://127.0.0.1:$page_port/\"}" >"$work/navigate.json"
 api POST "/api/sessions/$sid/snapshot" '{}' >"$work/snapshot.json"
 grep -q "Served on the loopback" "$work/snapshot.json" || fail "the page is not in the snapshot: $(head -c 400 "$work/snapshot.json")"

@@ -356,11 +356,21 @@ pub struct Settings {
     /// size guardrail: older steps go as text only).
     #[serde(default = "d::task_history_images")]
     pub task_history_images: u32,
-    /// How long a task step waits, after its action, for the page's
+    /// The longest a task step waits, after its action, for the page's
     /// repaint to arrive as a screencast frame before it takes the newest
-    /// picture there is (nothing repainted), in ms.
+    /// picture there is (nothing repainted), in ms. A page that says it
+    /// has drawn since the action ends the wait sooner.
     #[serde(default = "d::task_frame_wait_ms")]
     pub task_frame_wait_ms: u32,
+    /// Once the page has drawn since a step's action (two animation
+    /// frames) and no repaint has arrived, how much longer the step waits
+    /// for one that may still be on its way from the browser's encoder
+    /// before it takes the page as unchanged, in ms; at least as long
+    /// again as the page took to draw. Lower is a faster step after an
+    /// action that changes nothing; too low shows the model a picture from
+    /// before its action on a busy machine.
+    #[serde(default = "d::task_frame_settle_ms")]
+    pub task_frame_settle_ms: u32,
     /// This control plane's name among the replicas sharing its database
     /// (sessions and sandboxes are recorded under it; at most one running
     /// process may use a name). Unset: the host name. On Kubernetes, the
@@ -544,6 +554,9 @@ mod d {
     }
     pub fn task_frame_wait_ms() -> u32 {
         100
+    }
+    pub fn task_frame_settle_ms() -> u32 {
+        25
     }
     pub fn replica_lost_after_s() -> u64 {
         10
@@ -917,6 +930,9 @@ impl Settings {
         }
         if !(10..=10_000).contains(&self.task_frame_wait_ms) {
             bail!("task_frame_wait_ms: must be between 10 and 10000");
+        }
+        if !(1..=10_000).contains(&self.task_frame_settle_ms) {
+            bail!("task_frame_settle_ms: must be between 1 and 10000");
         }
         self.validate_replicas()?;
         if !(256..=65_536).contains(&self.task_instruction_max_bytes) {
@@ -1380,6 +1396,7 @@ impl Settings {
             },
             history_images: self.task_history_images as usize,
             frame_wait: std::time::Duration::from_millis(u64::from(self.task_frame_wait_ms)),
+            frame_settle: std::time::Duration::from_millis(u64::from(self.task_frame_settle_ms)),
             instruction_max: self.task_instruction_max_bytes as usize,
             max_steps: self.task_max_steps,
         }
@@ -1618,6 +1635,12 @@ mod tests {
             ("CORDON_TOOL_TIMEOUT_S", "301", "tool_timeout_s:"),
             ("CORDON_TOOL_TIMEOUT_S", "soon", "tool_timeout_s:"),
             ("CORDON_TASK_FRAME_WAIT_MS", "0", "task_frame_wait_ms:"),
+            ("CORDON_TASK_FRAME_SETTLE_MS", "0", "task_frame_settle_ms:"),
+            (
+                "CORDON_TASK_FRAME_SETTLE_MS",
+                "10001",
+                "task_frame_settle_ms:",
+            ),
             ("CORDON_REPLICA_NAME", "a/b", "replica_name:"),
             ("CORDON_REPLICA_NAME", "has space", "replica_name:"),
             (

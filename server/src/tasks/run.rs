@@ -31,6 +31,9 @@ pub(super) struct Inner {
     /// How long a step waits for the repaint after its action
     /// (`task_frame_wait_ms`).
     pub(super) frame_wait: Duration,
+    /// How long a step waits for a repaint once the page has drawn
+    /// (`task_frame_settle_ms`).
+    pub(super) frame_settle: Duration,
     instruction_max: usize,
     max_steps: u32,
     /// Abort switches of the tasks running here.
@@ -56,6 +59,8 @@ pub struct TaskSettings {
     pub history_images: usize,
     /// How long a step waits for the page's frame (`task_frame_wait_ms`).
     pub frame_wait: Duration,
+    /// How long it waits once the page has drawn (`task_frame_settle_ms`).
+    pub frame_settle: Duration,
     /// Longest instruction, bytes (`task_instruction_max_bytes`).
     pub instruction_max: usize,
     /// Most steps (`task_max_steps`).
@@ -88,6 +93,7 @@ impl Tasks {
             coordinates: settings.coordinates,
             history_images: settings.history_images,
             frame_wait: settings.frame_wait,
+            frame_settle: settings.frame_settle,
             instruction_max: settings.instruction_max,
             max_steps: settings.max_steps,
             running: Mutex::default(),

@@ -35,7 +35,7 @@ usage() {
   sed -n '/^# Usage/,/^# Environment/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
   exit 64
 }
-[ "$#" -ge 2 ] && [ "$#" -le 3 ] || usage
+if [ "$#" -lt 2 ] || [ "$#" -gt 3 ]; then usage; fi
 old=$(git rev-parse --verify --quiet "$1^{commit}") || { echo "ab-bench: not a commit: $1" >&2; exit 64; }
 new=$(git rev-parse --verify --quiet "$2^{commit}") || { echo "ab-bench: not a commit: $2" >&2; exit 64; }
 sections=${3:-}
@@ -77,7 +77,10 @@ build() {
 
 old_exe=$(build "$old")
 new_exe=$(build "$new")
-[ -x "$old_exe" ] && [ -x "$new_exe" ] || { echo "ab-bench: a build gave no bench executable" >&2; exit 1; }
+if [ ! -x "$old_exe" ] || [ ! -x "$new_exe" ]; then
+  echo "ab-bench: a build gave no bench executable" >&2
+  exit 1
+fi
 
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 out=$dir/out/$stamp

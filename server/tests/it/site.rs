@@ -348,6 +348,17 @@ pub async fn start() -> Site {
         .route("/task-form", get(|| async { Html(TASK_FORM) }))
         .route("/colours", get(|| async { Html(COLOURS) }))
         .route("/half-pad", get(|| async { Html(HALF_PAD) }))
+        // The same page stalling its own animation frames: a check that
+        // waited on the page's `requestAnimationFrame` would never hear back.
+        .route(
+            "/half-pad-stalled",
+            get(|| async {
+                Html(HALF_PAD.replace(
+                    "<body",
+                    "<script>window.requestAnimationFrame = () => 0; Window.prototype.requestAnimationFrame = () => 0;</script><body",
+                ))
+            }),
+        )
         .route("/away-link", get(|| async { Html(AWAY_LINK) }))
         .route(
             "/task-done",

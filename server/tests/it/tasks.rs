@@ -238,6 +238,17 @@ async fn every_step_shows_the_model_the_page_after_its_last_action() {
 /// not at the 3 s bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_step_whose_action_changes_nothing_shows_the_page_without_waiting_out_the_bound() {
+    no_op_steps("/half-pad").await;
+}
+
+/// The same on a page that stalls its own `requestAnimationFrame`: the
+/// check runs in an isolated world, out of the page's reach.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_stalling_its_animation_frames_does_not_hold_a_no_op_step_to_the_bound() {
+    no_op_steps("/half-pad-stalled").await;
+}
+
+async fn no_op_steps(path: &str) {
     let site = site::start().await;
     let text = |x: f64, y: f64| -> &'static str {
         let (x, y) = model_xy(x, y);
@@ -273,7 +284,7 @@ async fn a_step_whose_action_changes_nothing_shows_the_page_without_waiting_out_
 
     let (status, result) = run(
         &agent,
-        json!({ "instruction": "click around", "start_url": site.url("/half-pad") }),
+        json!({ "instruction": "click around", "start_url": site.url(path) }),
     )
     .await;
 

@@ -44,7 +44,8 @@ pub(super) struct Inner {
 #[derive(Clone)]
 pub struct Tasks(pub(super) Arc<Inner>);
 
-/// The runner's settings (`model_*`, `task_*`), built by `config`.
+/// The runner's settings as it reads them, from `model_*`, `task_*`
+/// ([`super::TasksSection::task_settings`]).
 #[derive(Debug, Clone)]
 pub struct TaskSettings {
     /// The model endpoint, if one is configured (else `run_task` answers

@@ -7,10 +7,12 @@ use serde::{Deserialize, Serialize};
 /// The dashboard sessions' settings, as `cordon.toml` and `CORDON_DASHBOARD_*` name them.
 #[derive(Clone, Deserialize, Serialize, schemars::JsonSchema)]
 pub struct AuthSection {
-    /// A dashboard session ends after this many minutes without a request.
+    /// A dashboard session ends after this many minutes without a request
+    /// (1–1440).
     #[serde(default = "d::dashboard_idle_minutes")]
     pub dashboard_idle_minutes: u64,
-    /// A dashboard session ends this many hours after its login, however busy.
+    /// A dashboard session ends this many hours after its login, however
+    /// busy (1–168).
     #[serde(default = "d::dashboard_session_hours")]
     pub dashboard_session_hours: u64,
 }

@@ -16,13 +16,13 @@ use super::check_replica_name;
 pub struct ClusterSection {
     /// This control plane's name among the replicas sharing its database
     /// (sessions and sandboxes are recorded under it; at most one running
-    /// process may use a name). Unset: the host name. On Kubernetes, the
-    /// pod's name.
+    /// process may use a name; 1–63 of `A-Za-z0-9._-`). Unset: the host
+    /// name. On Kubernetes, the pod's name.
     #[serde(default)]
     pub replica_name: Option<String>,
     /// The deployment's shared secret for the internal hop between replicas
     /// (a call for a session another replica runs is forwarded to it, signed
-    /// with this; at least 32 characters). Unset: calls for sessions of
+    /// with this; 32–512 characters). Unset: calls for sessions of
     /// other replicas are answered 503 `replica_unreachable`. Shown as `***`.
     #[serde(default, serialize_with = "crate::setting::masked")]
     #[schemars(with = "Option<String>")]
@@ -37,13 +37,14 @@ pub struct ClusterSection {
     pub advertise_url: Option<String>,
     /// A replica whose heartbeat is older than this is lost: its sessions
     /// are ended (`replica_lost`) and its browsers stopped, in seconds
-    /// (heartbeats go every fifth of it).
+    /// (3–300; heartbeats go every fifth of it).
     #[serde(default = "d::replica_lost_after_s")]
     pub replica_lost_after_s: u64,
     /// A directory every replica mounts read-write (a ReadWriteMany volume,
-    /// NFS): screenshots (`sessions/`) and kept downloads (`downloads/`) go
-    /// there instead of the data dir, so any replica serves them and they
-    /// outlive the replica that made them. Unset: the data dir.
+    /// NFS), as an absolute path: screenshots (`sessions/`) and kept
+    /// downloads (`downloads/`) go there instead of the data dir, so any
+    /// replica serves them and they outlive the replica that made them.
+    /// Unset: the data dir.
     #[serde(default)]
     pub shared_dir: Option<PathBuf>,
 }

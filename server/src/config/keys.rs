@@ -164,8 +164,14 @@ pub fn reference() -> String {
             .get("description")
             .and_then(|d| d.as_str())
             .map_or_else(String::new, cell);
+        // How a list or a table is written in one environment variable.
+        let form = match p.get("type").and_then(|t| t.as_str()) {
+            Some("array") => " (comma-separated)",
+            Some("object") => " (JSON object)",
+            _ => "",
+        };
         out.push_str(&format!(
-            "| `{name}` | `CORDON_{}` | {default} | {what} |\n",
+            "| `{name}` | `CORDON_{}`{form} | {default} | {what} |\n",
             name.to_ascii_uppercase()
         ));
     }
@@ -177,6 +183,7 @@ pub fn setting_names() -> &'static [String] {
     &KEYS.all
 }
 
+/// A JSON value written as TOML (strings, numbers, lists, inline tables).
 pub(super) fn toml_value(v: &serde_json::Value) -> String {
     use serde_json::Value as V;
     match v {

@@ -51,22 +51,26 @@ pub enum LogFormat {
 /// `tls`, `edge`) sit above `config`, so the section is declared here.
 #[derive(Clone, Deserialize, Serialize, schemars::JsonSchema)]
 pub struct ServerSection {
-    /// Address the HTTP server listens on; port 0 picks a free port.
+    /// Address the HTTP server listens on; port 0 picks a free port. A
+    /// non-loopback address needs `tls_cert` and `tls_key` (or
+    /// `trusted_proxy`) and an https `public_url`.
     #[serde(default = "d::bind")]
     #[schemars(with = "String")]
     pub bind: SocketAddr,
-    /// Directory for the SQLite database, screenshots and (by default) the key file.
+    /// Directory for the SQLite database, (by default) the key file,
+    /// screenshots and kept downloads; created on first run.
     #[serde(default = "d::data_dir")]
     pub data_dir: PathBuf,
     /// `sqlite://…` or `postgres://…`; defaults to `sqlite://<data_dir>/cordon.db`.
-    /// Secret because a PostgreSQL URL may carry a password.
+    /// Shown with its password masked (a PostgreSQL URL may carry one).
     #[serde(default, serialize_with = "masked_url")]
     #[schemars(with = "Option<String>")]
     pub database_url: Option<SecretString>,
-    /// `text` or `json`.
+    /// `text` or `json` (one object per line).
     #[serde(default = "d::log_format")]
     pub log_format: LogFormat,
-    /// A `tracing` filter such as `info` or `cordon=debug,info`.
+    /// A `tracing` filter such as `info` or `cordon=debug,info`; `RUST_LOG`
+    /// overrides it.
     #[serde(default = "d::log_level")]
     pub log_level: String,
     /// Directory holding the built dashboard assets (`pkg/` inside).
@@ -76,16 +80,19 @@ pub struct ServerSection {
     /// its host is accepted in `Host` and `Origin` besides `localhost`,
     /// `127.0.0.1` and `[::1]` on the bound port, and it is the passkeys'
     /// relying party (its host their RP id, its origin the only one
-    /// accepted). Unset: `http://localhost:<bound port>`. Passkeys need a
-    /// host name, not an IP address.
+    /// accepted), and the base of enrollment links. Unset:
+    /// `http://localhost:<bound port>` (`https://` with built-in TLS).
+    /// Passkeys need a host name, not an IP address; `https` makes the
+    /// session cookie `Secure`.
     #[serde(default)]
     pub public_url: Option<String>,
     /// PEM file with the certificate chain (server certificate first) for
-    /// built-in HTTPS; set together with `tls_key`. With both set, Cordon
-    /// speaks only HTTPS on `bind`.
+    /// built-in HTTPS; set together with `tls_key` (both or neither; checked
+    /// at start). With both set, Cordon speaks only HTTPS on `bind`.
     #[serde(default)]
     pub tls_cert: Option<PathBuf>,
-    /// PEM file with the private key of `tls_cert` (PKCS#8, PKCS#1 or SEC1).
+    /// PEM file with the private key of `tls_cert` (PKCS#8, PKCS#1 or SEC1);
+    /// set together with `tls_cert`.
     #[serde(default)]
     pub tls_key: Option<PathBuf>,
     /// TLS is terminated by a reverse proxy in front of Cordon, which then

@@ -19,7 +19,8 @@ pub struct KeySection {
     pub master_key: Option<SecretString>,
     /// Where the master key file lives when `master_key` is unset; defaults
     /// to `<data_dir>/master.key`. Keep it outside the data dir so a backup
-    /// or copy of the data dir is not a decryptable vault.
+    /// or copy of the data dir is not a decryptable vault (`serve` warns
+    /// when it is inside).
     #[serde(default)]
     pub master_key_file: Option<PathBuf>,
 }

@@ -32,10 +32,12 @@ pub struct EgressSection {
     )]
     #[schemars(with = "Vec<String>")]
     pub egress_allow: Vec<AllowEntry>,
-    /// Egress log rows older than this many days are deleted (hourly).
+    /// Egress log rows older than this many days are deleted (checked
+    /// hourly; at least 1).
     #[serde(default = "d::egress_log_retention_days")]
     pub egress_log_retention_days: u64,
-    /// `system` or `loopback-only`.
+    /// `system` (the host's resolver) or `loopback-only` (only `localhost`
+    /// resolves and no DNS query is sent: tests, air-gapped trials).
     #[serde(default = "d::egress_resolver")]
     pub egress_resolver: EgressResolver,
     /// The address the egress guard's per-browser listeners bind; unset,

@@ -14,17 +14,19 @@ pub struct LiveSection {
     /// JPEG quality of the live view's frames, 1–100.
     #[serde(default = "d::live_jpeg_quality")]
     pub live_jpeg_quality: u8,
-    /// Largest width of a live view frame, in pixels (larger viewports are
-    /// scaled down).
+    /// Largest width of a live view frame, in pixels (200–3840; larger
+    /// viewports are scaled down).
     #[serde(default = "d::live_max_width")]
     pub live_max_width: u32,
-    /// Largest height of a live view frame, in pixels.
+    /// Largest height of a live view frame, in pixels (200–2160).
     #[serde(default = "d::live_max_height")]
     pub live_max_height: u32,
     /// Live links: the tenants whose agents may hand out short-lived links
     /// to a session's live view for their own users
-    /// (`[tenant_live_links.acme] frame_ancestors = ["https://app.acme.example"]`,
-    /// `control`, `max_ttl_s`). A tenant not listed may not.
+    /// (`[tenant_live_links.acme] frame_ancestors = ["https://app.acme.example"]`):
+    /// `frame_ancestors` (origins that may frame the link's page), `control`
+    /// (allow `control` links; else only `view`) and `max_ttl_s` (30–86400,
+    /// default 3600). A tenant not listed may not.
     #[serde(default, deserialize_with = "crate::setting::table_or_json")]
     pub tenant_live_links: BTreeMap<String, LinkPolicy>,
 }

@@ -238,7 +238,8 @@ pub struct RiskSettings {
     /// Risk gate: the level of each rule (`[risk_levels] destructive_click =
     /// "critical"`); unset rules keep theirs (`off_list_navigation`,
     /// `destructive_click`, `sensitive_submit`: high; `payment_click`,
-    /// `download`: critical). High and critical wait for an operator.
+    /// `download`: critical). Levels: `low`, `medium`, `high`, `critical`;
+    /// high and critical wait for an operator.
     #[serde(
         rename = "risk_levels",
         default,
@@ -246,16 +247,17 @@ pub struct RiskSettings {
     )]
     pub levels: BTreeMap<Rule, Level>,
     /// Risk gate: seconds a high or critical action waits for an operator's
-    /// decision before it is denied (`approval_timed_out`).
+    /// decision before it is denied (`approval_timed_out`); 1–3600.
     #[serde(default = "defaults::approval_timeout_s")]
     pub approval_timeout_s: u64,
     /// Risk gate: only record what would have waited (`approval.would_wait`)
     /// and run it at once.
     #[serde(rename = "risk_dry_run", default)]
     pub dry_run: bool,
-    /// Risk gate: a tenant's own rules (`[tenant_risk.acme]
-    /// sensitive_domains = [...]`, `levels`, `dry_run`, `approval_timeout_s`,
-    /// word lists); unset ones are the `risk_*` settings.
+    /// Risk gate: a tenant's own rules: `destructive_words`,
+    /// `payment_words`, `sensitive_domains`, `levels`, `approval_timeout_s`,
+    /// `dry_run` (`[tenant_risk.acme] dry_run = true`); unset ones are the
+    /// `risk_*` settings.
     #[serde(
         rename = "tenant_risk",
         default,

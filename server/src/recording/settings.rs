@@ -8,10 +8,12 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Deserialize, Serialize, schemars::JsonSchema)]
 pub struct RecordingSection {
     /// Disk each tenant's screenshots may take, MiB; past it transient
-    /// frames drop their oldest and audit screenshots are refused (507).
+    /// frames drop their oldest and audit screenshots are refused (507
+    /// `recording_quota_full`, audited).
     #[serde(default = "d::recording_quota_mb")]
     pub recording_quota_mb: u64,
-    /// Days `audit` screenshots are kept.
+    /// Days `audit` screenshots (and the downloads of sessions that record
+    /// for audit) are kept.
     #[serde(default = "d::recording_retention_days")]
     pub recording_retention_days: u64,
 }

@@ -19,7 +19,11 @@ pub struct SandboxSection {
     /// The Chromium executable sessions run.
     #[serde(default = "d::chromium_path")]
     pub chromium_path: PathBuf,
-    /// `auto`, `process`, `bwrap`, `exec` or `kube`.
+    /// `auto` (bwrap if it works here, else process), `process`, `bwrap`,
+    /// `exec` (external create/destroy commands, `exec_*`) or `kube` (one
+    /// Kubernetes pod per browser, `kube_*`). `process` (asked for, or as
+    /// `auto`'s fallback) is refused when `bind` is not loopback: any local
+    /// process can reach its browsers' DevTools.
     #[serde(default = "d::sandbox_driver")]
     pub sandbox_driver: SandboxDriverSetting,
     /// `exec` driver: the command that makes a browser and prints its CDP endpoint.
@@ -30,31 +34,33 @@ pub struct SandboxSection {
     pub exec_destroy: Option<String>,
     /// Whether the per-session limits below are enforced (cgroups, rlimits,
     /// tmpfs sizes). Off only to measure their cost or on a host that
-    /// cannot have them; `serve` warns loudly and `/readyz` shows it.
+    /// cannot have them; `serve` warns loudly and `/readyz` shows
+    /// `cgroups: "off"`.
     #[serde(default = "d::session_limits")]
     pub session_limits: bool,
     /// Memory one session's browser may use (its processes and its tmpfs
-    /// pages), MiB; past it the page is killed and the session fails with
-    /// `resource_limit`.
+    /// pages), MiB (at least 128, at most this host's memory); past it the
+    /// page is killed and the session fails with `resource_limit`.
     #[serde(default = "d::session_memory_mb")]
     pub session_memory_mb: u64,
-    /// Processes and threads one session's browser may run.
+    /// Processes and threads one session's browser may run (32–4194304).
     #[serde(default = "d::session_pids_max")]
     pub session_pids_max: u64,
-    /// Open files per process of a session's browser.
+    /// Open files per process of a session's browser (256–1048576).
     #[serde(default = "d::session_open_files_max")]
     pub session_open_files_max: u64,
     /// Size of each of a bwrap sandbox's tmpfs mounts (`/tmp` with the
-    /// profile, `/home`, `/run`), MiB.
+    /// profile, `/home`, `/run`), MiB (at least 16).
     #[serde(default = "d::session_tmpfs_mb")]
     pub session_tmpfs_mb: u64,
     /// A session's CPU weight against the others (1–10000; the same for all
     /// by default, so one busy page cannot starve the rest).
     #[serde(default = "d::session_cpu_weight")]
     pub session_cpu_weight: u64,
-    /// Per-tenant memory, task and CPU limits of their sessions
-    /// (`[tenant_limits.acme] memory_mb = 2048`), applied when a session of
-    /// the tenant gets its browser, warm or cold.
+    /// A tenant's own limits: `memory_mb`, `pids_max` and `cpu_weight` per
+    /// session and `recording_quota_mb` (`[tenant_limits.acme] memory_mb =
+    /// 2048`); unset ones are the `session_*` settings. Applied when a
+    /// session of the tenant gets its browser (a warm one is retuned).
     #[serde(default, deserialize_with = "crate::setting::table_or_json")]
     pub tenant_limits: BTreeMap<String, TenantLimits>,
 }

@@ -118,59 +118,69 @@ pub enum DownloadTransfer {
 /// default, [`SessionsSection::validate`] its rules.
 #[derive(Clone, Deserialize, Serialize, schemars::JsonSchema)]
 pub struct SessionsSection {
-    /// Pre-started browsers waiting for sessions (0 disables the pool).
+    /// Pre-started browsers waiting for sessions (0 disables the pool; at
+    /// most `max_sessions`).
     #[serde(default = "d::pool_size")]
     pub pool_size: u32,
     /// After a session takes a warm browser, the pool waits this long before
     /// starting its replacement, so a browser's start does not compete for
-    /// CPU with the new session's first page loads.
+    /// CPU with the new session's first page loads; ms, at most 60000.
     #[serde(default = "d::pool_refill_delay_ms")]
     pub pool_refill_delay_ms: u64,
-    /// Default session lifetime in seconds.
+    /// Default session lifetime in seconds (at most `session_deadline_max_s`).
     #[serde(default = "d::session_deadline_s")]
     pub session_deadline_s: u64,
     /// Longest lifetime a client may ask for.
     #[serde(default = "d::session_deadline_max_s")]
     pub session_deadline_max_s: u64,
-    /// A session with no tool call for this long is closed.
+    /// A session with no tool call for this long is closed, in seconds.
     #[serde(default = "d::session_idle_s")]
     pub session_idle_s: u64,
-    /// Open sessions one tenant may have.
+    /// Open sessions one tenant may have; past it, opening one answers 429
+    /// with `Retry-After`.
     #[serde(default = "d::max_sessions_per_tenant")]
     pub max_sessions_per_tenant: u32,
-    /// Open sessions this host runs in all.
+    /// Open sessions this host runs in all; past it, opening one answers
+    /// 429 with `Retry-After`.
     #[serde(default = "d::max_sessions")]
     pub max_sessions: u32,
     /// Upper bound of any one browser tool call, in seconds (at most 300).
     #[serde(default = "d::tool_timeout_s")]
     pub tool_timeout_s: u64,
-    /// Largest file a session that allows downloads may download, MiB;
-    /// a bigger one is cancelled and removed.
+    /// Largest file a session opened with `"downloads": "allow"` may
+    /// download, MiB (1–10240); a bigger one is cancelled and removed.
     #[serde(default = "d::download_max_mb")]
     pub download_max_mb: u64,
-    /// What one session's downloads may take together, MiB (at least
-    /// `download_max_mb`); one that would pass it is cancelled and removed.
+    /// What one session's downloads may take together, MiB (from
+    /// `download_max_mb` to 102400); one that would pass it is cancelled and
+    /// removed (`session_full`).
     #[serde(default = "d::download_session_max_mb")]
     pub download_session_max_mb: u64,
-    /// Largest total of the files one `upload` call may send, MiB.
+    /// Largest total of the files one `upload` call may send, MiB (1–512);
+    /// its route accepts a body of that much in base64.
     #[serde(default = "d::upload_max_mb")]
     pub upload_max_mb: u64,
-    /// How `upload` hands files to the browser: `auto`, `files` (through
-    /// the sandbox's upload directory) or `page` (over CDP, for engines
-    /// that share no directory with Cordon: `kube`, a remote `exec`).
+    /// How `upload` hands files to the browser: `files` (written to the
+    /// sandbox's upload directory and set by path: trusted events), `page`
+    /// (sent over CDP and set from inside the page, for engines that share
+    /// no directory with Cordon: `kube`, a remote `exec`) or `auto` (`page`
+    /// with the `kube` driver, else `files`).
     #[serde(default)]
     pub upload_transfer: UploadTransfer,
-    /// How a session's downloads reach Cordon: `auto`, `files` (saved in
-    /// the sandbox's download directory) or `cdp` (read from the browser
-    /// over CDP, for engines that share no directory with Cordon: `kube`,
-    /// a remote `exec`; `blob:` and `data:` downloads are refused).
+    /// How a session's downloads reach Cordon: `files` (saved in the
+    /// sandbox's download directory), `cdp` (read from the browser over CDP,
+    /// for engines that share no directory with Cordon: `kube`, a remote
+    /// `exec`; `blob:` and `data:` downloads are refused, `not_taken`) or
+    /// `auto` (`cdp` with the `kube` driver, else `files`).
     #[serde(default)]
     pub download_transfer: DownloadTransfer,
-    /// Per-domain checks run after cookie injection (`[smoke_probes."example.com"]`).
+    /// Per-domain checks run after cookie injection: `url`, `expect_status`,
+    /// `expect_text` (`[smoke_probes."example.com"]`); the open response says
+    /// `ok` or what failed.
     #[serde(default, deserialize_with = "crate::setting::table_or_json")]
     pub smoke_probes: BTreeMap<String, SmokeProbe>,
     /// Lifetime of a refresh session (an operator logging in to sites from
-    /// the dashboard), in seconds.
+    /// the dashboard), in seconds (at most `session_deadline_max_s`).
     #[serde(default = "d::refresh_deadline_s")]
     pub refresh_deadline_s: u64,
 }

@@ -22,11 +22,12 @@ pub struct TasksSection {
     /// The model's name at that endpoint.
     #[serde(default = "d::model_name")]
     pub model_name: String,
-    /// The endpoint's bearer key, if it needs one. Shown as `***`.
+    /// The endpoint's bearer key, if it needs one. Shown as `***`, never
+    /// logged or traced.
     #[serde(default, serialize_with = "crate::setting::masked")]
     #[schemars(with = "Option<String>")]
     pub model_api_key: Option<SecretString>,
-    /// Bound of one model answer, in seconds.
+    /// Bound of one model answer, in seconds (1–600).
     #[serde(default = "d::model_timeout_s")]
     pub model_timeout_s: u64,
     /// How the model reports coordinates: `absolute` (UI-TARS 1.5: pixels of
@@ -34,18 +35,19 @@ pub struct TasksSection {
     #[serde(default = "d::model_coordinates")]
     pub model_coordinates: String,
     /// Screenshots of earlier steps sent along with the newest (the prompt
-    /// size guardrail: older steps go as text only).
+    /// size guardrail: older steps go as text only); at most 10.
     #[serde(default = "d::task_history_images")]
     pub task_history_images: u32,
     /// How long a task step waits, after its action, for the page's
     /// repaint to arrive as a screencast frame before it takes the newest
-    /// picture there is (nothing repainted), in ms.
+    /// picture there is (nothing repainted), in ms (10–10000).
     #[serde(default = "d::task_frame_wait_ms")]
     pub task_frame_wait_ms: u32,
-    /// Largest `instruction` of a task, in bytes.
+    /// Largest `instruction` of a task, in bytes (256–65536).
     #[serde(default = "d::task_instruction_max_bytes")]
     pub task_instruction_max_bytes: u32,
-    /// Most steps a task may ask for.
+    /// Most steps a task may ask for (1–500; a task that does not say gets
+    /// 15).
     #[serde(default = "d::task_max_steps")]
     pub task_max_steps: u32,
 }

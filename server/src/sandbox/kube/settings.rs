@@ -15,10 +15,13 @@ pub struct KubeSettings {
     /// else the kubeconfig context's, else `default`).
     #[serde(default, rename = "kube_namespace")]
     pub namespace: Option<String>,
-    /// `kube` driver: a Pod manifest (YAML or JSON file) every browser pod
-    /// is made from. It needs a container named `browser`, non-root, with a
-    /// read-only root filesystem, no privileges, no host namespaces or
-    /// paths and no service account token; checked at start.
+    /// `kube` driver (required with it): a Pod manifest (YAML or JSON file)
+    /// every browser pod is made from. It needs a container named
+    /// `browser`, non-root, with a read-only root filesystem,
+    /// `allowPrivilegeEscalation: false`, no added capabilities, no host
+    /// namespaces, `hostPath` or `hostPort`, and
+    /// `automountServiceAccountToken: false`; checked at start, anything
+    /// else stops it naming the field.
     #[serde(default, rename = "kube_pod_template")]
     pub pod_template: Option<PathBuf>,
     /// `kube` driver: the `cordon.dev/deployment` label value of this
@@ -30,15 +33,16 @@ pub struct KubeSettings {
     /// (`/json/version` and the WebSocket), on the pod's IP.
     #[serde(default = "d::kube_cdp_port", rename = "kube_cdp_port")]
     pub cdp_port: u16,
-    /// `kube` driver: the address browser pods reach this Cordon's egress
-    /// guard at (its pod IP, from the downward API); their proxy is
-    /// `<kube_egress_host>:<the sandbox's egress port>`. Needs
-    /// `egress_bind_host` to be an address of this pod.
+    /// `kube` driver (required with it): the address browser pods reach
+    /// this Cordon's egress guard at (its pod IP, from the downward API);
+    /// their proxy is `<kube_egress_host>:<the sandbox's egress port>`.
+    /// Needs `egress_bind_host` to be an address of this pod.
     #[serde(default, rename = "kube_egress_host")]
     #[schemars(with = "Option<String>")]
     pub egress_host: Option<IpAddr>,
     /// `kube` driver: how long a new pod may take to be running and ready
-    /// (image pull included) before it is deleted and the start fails, s.
+    /// (image pull included) before it is deleted and the start fails, s
+    /// (1–3600).
     #[serde(default = "d::kube_ready_timeout_s", rename = "kube_ready_timeout_s")]
     pub ready_timeout_s: u64,
 }

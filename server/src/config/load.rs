@@ -98,6 +98,7 @@ pub(super) fn refuse_unknown_keys(figment: &figment::Figment) -> Result<(), Box<
             let mut err =
                 figment::Error::from(figment::error::Kind::UnknownField(key.clone(), expected));
             err.metadata = figment.find_metadata(key).cloned();
+            err.path = vec![key.clone()];
             Err(Box::new(err))
         }
     }

@@ -812,7 +812,7 @@ fn an_unknown_key_in_the_file_is_refused_naming_it_and_the_file() {
         .unwrap_err()
         .to_string();
     assert!(
-        err.starts_with("unknown field: found `bnd`, expected `one of `advertise_url`"),
+        err.starts_with("bnd: unknown field: found `bnd`, expected `one of `advertise_url`"),
         "{err}"
     );
     assert!(

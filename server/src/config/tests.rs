@@ -937,3 +937,32 @@ mod risk {
         }
     }
 }
+
+#[test]
+fn a_misspelled_variable_of_any_section_is_named_with_the_one_it_meant() {
+    let warned = misspelled_env(
+        [
+            "CORDON_KUBE_CDP_PRT",
+            "CORDON_RISK_DRYRUN",
+            "CORDON_TASK_MAX_STEP",
+            "CORDON_LIVE_JPEG_QUALTY",
+            "CORDON_REPLICA_LOST_AFTER",
+            "CORDON_MASTERKEY_FILE",
+            "CORDON_PUBLIC_URI",
+        ]
+        .map(|n| (n.to_owned(), "x".to_owned())),
+    );
+    assert_eq!(
+        warned,
+        [
+            ("CORDON_KUBE_CDP_PRT", "CORDON_KUBE_CDP_PORT"),
+            ("CORDON_LIVE_JPEG_QUALTY", "CORDON_LIVE_JPEG_QUALITY"),
+            ("CORDON_MASTERKEY_FILE", "CORDON_MASTER_KEY_FILE"),
+            ("CORDON_PUBLIC_URI", "CORDON_PUBLIC_URL"),
+            ("CORDON_REPLICA_LOST_AFTER", "CORDON_REPLICA_LOST_AFTER_S"),
+            ("CORDON_RISK_DRYRUN", "CORDON_RISK_DRY_RUN"),
+            ("CORDON_TASK_MAX_STEP", "CORDON_TASK_MAX_STEPS"),
+        ]
+        .map(|(a, b)| (a.to_owned(), b.to_owned()))
+    );
+}

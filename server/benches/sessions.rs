@@ -2,7 +2,7 @@
 //!
 //! `cargo bench -p cordon --bench sessions` (env: `BENCH_ITER` rounds per
 //! figure, default 20; `BENCH_CAPACITY` sessions for the capacity run,
-//! default 100, 0 skips it; `BENCH_DRIVER`, default `auto`). Prints medians and p95s; BENCHMARKS.md keeps
+//! default 200, 0 skips it; `BENCH_HOLD_S`, how long they are held, default 60; `BENCH_DRIVER`, default `auto`). Prints medians and p95s; BENCHMARKS.md keeps
 //! the figures. Everything runs on 127.0.0.1; no DNS leaves the machine.
 
 use std::time::{Duration, Instant};
@@ -1485,7 +1485,7 @@ async fn main() {
     // Warnings and errors of the Cordons under test (why a start failed).
     cordon::telemetry::init_tracing(cordon::config::LogFormat::Text, "warn");
     let iters = env_usize("BENCH_ITER", 20);
-    let capacity = env_usize("BENCH_CAPACITY", 100);
+    let capacity = env_usize("BENCH_CAPACITY", 200);
     let page_addr = page_server().await;
     let page = format!("http://{page_addr}/");
     let tmp = tempfile::tempdir().unwrap();
@@ -1533,52 +1533,339 @@ async fn main() {
     if only.split(',').any(|s| s.trim() == "gatesplit") {
         gate_split(&page, tmp.path(), iters).await;
     }
+    if only.split(',').any(|s| s.trim() == "framesignal") {
+        frame_signal(&page, tmp.path(), iters).await;
+    }
 
-    // --- memory per idle session and capacity -------------------------------
     if capacity > 0 && run("capacity") {
-        let (api, stop, task, _) =
-            start_cordon(&tmp.path().join("capacity"), page_addr, 2, &[]).await;
-        tokio::time::sleep(Duration::from_secs(3)).await;
-        let base = mem_available_kib();
-        let mut open = Vec::new();
-        let mut failed = None;
-        let t = Instant::now();
-        for i in 0..capacity {
-            let res = api
-                .http
-                .post(format!("{}/api/sessions", api.base))
-                .bearer_auth(&api.key)
-                .json(&json!({ "record": "off" }))
-                .send()
+        capacity_run(page_addr, &page, tmp.path(), capacity).await;
+    }
+    if only.split(',').any(|s| s.trim() == "memflags") {
+        mem_flags(&page, tmp.path()).await;
+    }
+}
+
+/// PSS of a bare Chromium with Cordon's flags and `extra`, on `page`,
+/// after `idle`: the browser and every process below it, KiB.
+async fn bare_pss(tmp: &std::path::Path, page: &str, extra: &[String], idle: Duration) -> u64 {
+    let profile = tempfile::tempdir_in(tmp).unwrap();
+    let (conn, child, _page) = {
+        let (conn, child) = common::raw_chromium_with(profile.path(), 1280, 720, extra).await;
+        let p = conn.first_page().await.unwrap();
+        cordon::cdp::navigate(
+            &p,
+            page,
+            cordon::cdp::WaitUntil::Load,
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap();
+        (conn, child, p)
+    };
+    tokio::time::sleep(idle).await;
+    let pid = child.id();
+    let total = common::pss_kib(pid)
+        + common::descendants(pid)
+            .into_iter()
+            .map(common::pss_kib)
+            .sum::<u64>();
+    drop(conn);
+    kill(child);
+    total
+}
+
+/// Density: `n` idle sessions opened one after another, held
+/// (`BENCH_HOLD_S`, default 60 s), memory per session from the PSS of
+/// every process in its cgroup (or, without cgroups, of every browser
+/// process below this one), each answering a `snapshot` at the end;
+/// against a bare Chromium with Cordon's flags on the same page.
+async fn capacity_run(
+    page_addr: std::net::SocketAddr,
+    page: &str,
+    tmp: &std::path::Path,
+    n: usize,
+) {
+    let hold = Duration::from_secs(env_usize("BENCH_HOLD_S", 60) as u64);
+    let mut bare = Vec::new();
+    for _ in 0..3 {
+        bare.push(bare_pss(tmp, page, &[], Duration::from_secs(10)).await);
+    }
+    bare.sort_unstable();
+    let (api, stop, task, _) = start_cordon(&tmp.join("capacity"), page_addr, 2, &[]).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let base = mem_available_kib();
+    let cp_before = common::pss_kib(std::process::id());
+    let mut open = Vec::new();
+    let mut failed = None;
+    let mut opens = Vec::new();
+    let t = Instant::now();
+    for i in 0..n {
+        let o = Instant::now();
+        let res = api
+            .http
+            .post(format!("{}/api/sessions", api.base))
+            .bearer_auth(&api.key)
+            .json(&json!({ "record": "off" }))
+            .send()
+            .await
+            .unwrap();
+        if !res.status().is_success() {
+            failed = Some((i, res.status(), res.text().await.unwrap_or_default()));
+            break;
+        }
+        opens.push(o.elapsed());
+        let sid = res.json::<Value>().await.unwrap()["session_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        api.post(
+            &format!("/api/sessions/{sid}/navigate"),
+            json!({ "url": page }),
+        )
+        .await;
+        open.push(sid);
+    }
+    let took = t.elapsed();
+    tokio::time::sleep(hold).await;
+    let used = base.saturating_sub(mem_available_kib());
+    let groups = common::session_cgroups();
+    let mut per: Vec<u64> = groups
+        .iter()
+        .map(|(_, procs)| procs.iter().map(|&p| common::pss_kib(p)).sum::<u64>())
+        .collect();
+    let me = std::process::id();
+    let cp = common::pss_kib(me);
+    let all_browsers: u64 = common::descendants(me)
+        .into_iter()
+        .map(common::pss_kib)
+        .sum();
+    let how = if per.len() == open.len() + 2 || per.len() >= open.len() {
+        "cgroups"
+    } else {
+        // No cgroup per sandbox here: every browser process below this
+        // one, shared out (the pool's warm browsers included).
+        per = vec![all_browsers / (open.len() as u64 + 2).max(1); open.len()];
+        "process tree"
+    };
+    per.sort_unstable();
+    let mut answered = 0;
+    let mut refused = Vec::new();
+    for sid in &open {
+        let res = api
+            .http
+            .post(format!("{}/api/sessions/{sid}/snapshot", api.base))
+            .bearer_auth(&api.key)
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap();
+        if res.status().is_success() {
+            answered += 1;
+        } else {
+            refused.push(format!("{sid}: {}", res.status()));
+        }
+    }
+    let mib = |k: u64| k as f64 / 1024.0;
+    println!(
+        "capacity: {} idle sessions on {page} opened one after another in {:.0} s (open {}){}",
+        open.len(),
+        took.as_secs_f64(),
+        Stats(opens).show(),
+        failed
+            .map(|(i, s, b)| format!("; open #{i} answered {s}: {b}"))
+            .unwrap_or_default()
+    );
+    println!(
+        "  held {} s; PSS per session ({how}, {} measured): median {:.1} MiB  p95 {:.1}  max {:.1}; all browsers {:.0} MiB; the control plane {:.0} MiB ({:.0} before the opens); MemAvailable drop {:.0} MiB = {:.1} MiB per session",
+        hold.as_secs(),
+        per.len(),
+        mib(per[per.len() / 2]),
+        mib(per[(per.len() * 95 / 100).min(per.len() - 1)]),
+        mib(*per.last().unwrap()),
+        mib(all_browsers),
+        mib(cp),
+        mib(cp_before),
+        mib(used),
+        mib(used) / open.len().max(1) as f64
+    );
+    println!(
+        "  bare Chromium with Cordon's flags on the same page, PSS (3 runs): {:.1} / {:.1} / {:.1} MiB",
+        mib(bare[0]),
+        mib(bare[1]),
+        mib(bare[2])
+    );
+    println!(
+        "  snapshots at the end: {answered} of {} answered{}",
+        open.len(),
+        if refused.is_empty() {
+            String::new()
+        } else {
+            format!("; refused: {}", refused.join(", "))
+        }
+    );
+    for sid in &open {
+        api.close(sid).await;
+    }
+    let _ = stop.send(());
+    task.await.unwrap();
+}
+
+/// What Chromium flags save of a bare browser's memory on `page` (PSS
+/// after 10 s idle, median of 3), each against Cordon's flags alone.
+async fn mem_flags(page: &str, tmp: &std::path::Path) {
+    let features = cordon::sandbox::chromium::BASE_FLAGS
+        .iter()
+        .find(|f| f.starts_with("--disable-features="))
+        .unwrap()
+        .to_string();
+    let variants: Vec<(&str, Vec<String>)> = vec![
+        ("Cordon's flags", vec![]),
+        (
+            "+ --renderer-process-limit=1",
+            vec!["--renderer-process-limit=1".into()],
+        ),
+        (
+            "+ no spare renderer",
+            vec![format!("{features},SpareRendererForSitePerProcess")],
+        ),
+        (
+            "+ --disable-site-isolation-trials",
+            vec!["--disable-site-isolation-trials".into()],
+        ),
+        (
+            "+ V8 lite mode (--js-flags=--lite-mode)",
+            vec!["--js-flags=--lite-mode".into()],
+        ),
+        (
+            "+ V8 --max-lazy, no opt (--js-flags=--no-opt)",
+            vec!["--js-flags=--no-opt".into()],
+        ),
+        ("+ --process-per-site", vec!["--process-per-site".into()]),
+        (
+            "+ --disable-dev-shm-usage",
+            vec!["--disable-dev-shm-usage".into()],
+        ),
+        (
+            "+ no spare renderer, renderer limit 1, lite mode",
+            vec![
+                format!("{features},SpareRendererForSitePerProcess"),
+                "--renderer-process-limit=1".into(),
+                "--js-flags=--lite-mode".into(),
+            ],
+        ),
+    ];
+    let mut base = 0.0;
+    for (name, extra) in variants {
+        let mut v = Vec::new();
+        for _ in 0..3 {
+            v.push(bare_pss(tmp, page, &extra, Duration::from_secs(10)).await);
+        }
+        v.sort_unstable();
+        let m = v[1] as f64 / 1024.0;
+        if base == 0.0 {
+            base = m;
+        }
+        println!(
+            "memflags: {name:<50} PSS {m:6.1} MiB ({:+.1} MiB)   runs {:.1} / {:.1} / {:.1}",
+            m - base,
+            v[0] as f64 / 1024.0,
+            v[1] as f64 / 1024.0,
+            v[2] as f64 / 1024.0
+        );
+    }
+}
+
+/// How a step could tell that its action changed nothing: on a page whose
+/// clicks repaint and on one whose clicks do not, a click, then one or two
+/// `requestAnimationFrame`s awaited over CDP, against the arrival of the
+/// first screencast frame after the click (raw Chromium, Cordon's flags).
+async fn frame_signal(page_url: &str, tmp: &std::path::Path, iters: usize) {
+    use base64::Engine;
+    use chromiumoxide::cdp::browser_protocol::page::{
+        EventScreencastFrame, ScreencastFrameAckParams,
+    };
+    use futures::StreamExt;
+    for (what, url) in [
+        ("repaints", format!("{page_url}count")),
+        ("changes nothing", page_url.to_owned()),
+    ] {
+        let (conn, child, page) =
+            common::raw_page(&tmp.join(format!("signal-{}", what.len())), &url).await;
+        let mut frames = page.event_listener::<EventScreencastFrame>().await.unwrap();
+        page.execute(
+            cordon::live::Encoding {
+                quality: 80,
+                max_width: 1280,
+                max_height: 720,
+            }
+            .params(),
+        )
+        .await
+        .unwrap();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let acks = page.clone();
+        let pump = tokio::spawn(async move {
+            while let Some(ev) = frames.next().await {
+                let at = Instant::now();
+                let _ = acks
+                    .execute(ScreencastFrameAckParams::new(ev.session_id))
+                    .await;
+                let _ = base64::engine::general_purpose::STANDARD.decode(ev.data.as_ref() as &str);
+                let _ = tx.send(at);
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        for rafs in [1, 2] {
+            let expr = if rafs == 1 {
+                "new Promise(r => requestAnimationFrame(() => r(1)))"
+            } else {
+                "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(2))))"
+            };
+            let (mut clicked, mut signal, mut frame, mut after) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            let mut none = 0;
+            for _ in 0..iters * 3 {
+                while rx.try_recv().is_ok() {}
+                let t = Instant::now();
+                cordon::cdp::click(
+                    &page,
+                    &cordon::cdp::Locator::Point(60.0, 30.0),
+                    Duration::from_secs(5),
+                )
                 .await
                 .unwrap();
-            if !res.status().is_success() {
-                failed = Some((i, res.status()));
-                break;
+                clicked.push(t.elapsed());
+                page.execute(
+                    EvaluateParams::builder()
+                        .expression(expr)
+                        .await_promise(true)
+                        .build()
+                        .unwrap(),
+                )
+                .await
+                .unwrap();
+                let s = Instant::now();
+                signal.push(s - t);
+                match tokio::time::timeout(Duration::from_millis(300), rx.recv()).await {
+                    Ok(Some(at)) => {
+                        frame.push(at - t);
+                        after.push(at.saturating_duration_since(s));
+                    }
+                    _ => none += 1,
+                }
+                tokio::time::sleep(Duration::from_millis(40)).await;
             }
-            open.push(
-                res.json::<Value>().await.unwrap()["session_id"]
-                    .as_str()
-                    .unwrap()
-                    .to_owned(),
+            println!(
+                "frame signal, a click that {what}, {rafs} rAF: click {}\n    signal {}\n    first frame {}\n    frame after the signal {}   no frame in 300 ms: {none}",
+                Stats(clicked).show(),
+                Stats(signal).show(),
+                Stats(frame).show(),
+                Stats(after).show()
             );
         }
-        tokio::time::sleep(Duration::from_secs(5)).await;
-        let used = base.saturating_sub(mem_available_kib());
-        println!(
-            "capacity: {} idle sessions open in {:.0} s{}; MemAvailable drop {} MiB = {:.0} MiB per session",
-            open.len(),
-            t.elapsed().as_secs_f64(),
-            failed
-                .map(|(i, s)| format!(" (open #{i} answered {s})"))
-                .unwrap_or_default(),
-            used / 1024,
-            used as f64 / 1024.0 / open.len().max(1) as f64
-        );
-        for sid in &open {
-            api.close(sid).await;
-        }
-        let _ = stop.send(());
-        task.await.unwrap();
+        pump.abort();
+        drop(page);
+        drop(conn);
+        kill(child);
     }
 }

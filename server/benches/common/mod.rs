@@ -61,6 +61,97 @@ pub fn rss_kib() -> u64 {
         .unwrap()
 }
 
+/// A process's proportional set size (PSS, `smaps_rollup`), KiB: its
+/// private pages and its share of the pages it shares. 0 once it is gone.
+pub fn pss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("Pss:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Every process below `pid` (children, their children, …), not `pid`.
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let mut parent_of = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(p) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        // `pid (comm) state ppid …`: the comm may hold spaces and ')'.
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
+        let Some(ppid) = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        parent_of.push((p, ppid));
+    }
+    let mut out = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(p) = frontier.pop() {
+        for &(child, parent) in &parent_of {
+            if parent == p {
+                out.push(child);
+                frontier.push(child);
+            }
+        }
+    }
+    out
+}
+
+/// The processes of each session's cgroup (`cordon-…` beside or below
+/// this process's memory cgroup, v1 or v2), keyed by the cgroup's name.
+/// Empty where the sandboxes get no cgroup.
+pub fn session_cgroups() -> Vec<(String, Vec<u32>)> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let mut dirs = Vec::new();
+    for line in own.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next(), parts.next(), parts.next());
+        let (Some(controllers), Some(path)) = (controllers, path) else {
+            continue;
+        };
+        let base = match controllers {
+            "memory" => std::path::PathBuf::from("/sys/fs/cgroup/memory"),
+            "" => std::path::PathBuf::from("/sys/fs/cgroup"),
+            _ => continue,
+        };
+        let here = base.join(path.trim_start_matches('/'));
+        dirs.push(here.clone());
+        if let Some(up) = here.parent() {
+            dirs.push(up.to_path_buf());
+        }
+    }
+    let mut out: Vec<(String, Vec<u32>)> = Vec::new();
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !name.starts_with("cordon-") || out.iter().any(|(n, _)| *n == name) {
+                continue;
+            }
+            let procs = std::fs::read_to_string(e.path().join("cgroup.procs"))
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| l.trim().parse().ok())
+                .collect::<Vec<u32>>();
+            if !procs.is_empty() {
+                out.push((name, procs));
+            }
+        }
+    }
+    out
+}
+
 /// Milliseconds.
 pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
@@ -74,12 +165,24 @@ pub async fn raw_chromium(
     width: u32,
     height: u32,
 ) -> (BrowserConn, std::process::Child) {
+    raw_chromium_with(profile, width, height, &[]).await
+}
+
+/// [`raw_chromium`] with `extra` flags after Cordon's (a later
+/// `--disable-features=` replaces an earlier one: repeat Cordon's list).
+pub async fn raw_chromium_with(
+    profile: &std::path::Path,
+    width: u32,
+    height: u32,
+    extra: &[String],
+) -> (BrowserConn, std::process::Child) {
     use std::os::unix::process::CommandExt;
     std::fs::create_dir_all(profile).unwrap();
     let mut args: Vec<String> = cordon::sandbox::chromium::BASE_FLAGS
         .iter()
         .map(|s| s.to_string())
         .collect();
+    args.extend(extra.iter().cloned());
     args.push("--no-sandbox".into());
     args.push(format!("--window-size={width},{height}"));
     args.push(format!("--user-data-dir={}", profile.display()));

@@ -3,6 +3,7 @@
 mod capture;
 mod cookies;
 mod downloads;
+mod drawn;
 mod error;
 mod facts;
 mod frames;
@@ -32,6 +33,7 @@ use futures::StreamExt;
 pub use capture::{Capture, Download, Response as HeldResponse};
 pub use cookies::{cookie_param, vault_cookie};
 pub use downloads::{DownloadEvent, DownloadState};
+pub use drawn::frame_drawn;
 pub use error::CdpError;
 use error::error_kind;
 pub use facts::{FACTS_FN, click_checked, element_facts, facts_under_pointer};

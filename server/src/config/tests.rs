@@ -100,6 +100,12 @@ fn new_settings_refuse_nonsense_naming_the_key() {
         ("CORDON_TOOL_TIMEOUT_S", "301", "tool_timeout_s:"),
         ("CORDON_TOOL_TIMEOUT_S", "soon", "tool_timeout_s:"),
         ("CORDON_TASK_FRAME_WAIT_MS", "0", "task_frame_wait_ms:"),
+        ("CORDON_TASK_FRAME_SETTLE_MS", "0", "task_frame_settle_ms:"),
+        (
+            "CORDON_TASK_FRAME_SETTLE_MS",
+            "10001",
+            "task_frame_settle_ms:",
+        ),
         ("CORDON_REPLICA_NAME", "a/b", "replica_name:"),
         ("CORDON_REPLICA_NAME", "has space", "replica_name:"),
         (
@@ -732,6 +738,7 @@ const EVERY_SETTING: &[KeyCase] = &[
     ("shared_dir", r#""/mnt/cordon""#, "/mnt/cordon", &[]),
     ("site_root", r#""/srv/site""#, "/srv/site", &[]),
     ("smoke_probes", r#"{ "a.test" = { url = "http://a.test/", expect_status = 200 } }"#, r#"{"a.test": {"url": "http://a.test/", "expect_status": 200}}"#, &[]),
+    ("task_frame_settle_ms", "40", "40", &[]),
     ("task_frame_wait_ms", "250", "250", &[]),
     ("task_history_images", "4", "4", &[]),
     ("task_instruction_max_bytes", "4096", "4096", &[]),

@@ -3,7 +3,19 @@
 //! its session's active tab instead: Chromium encodes a frame whenever the
 //! page repaints, the pump keeps the newest, and a step takes the first one
 //! made after its last action, or, when nothing repainted, the newest
-//! there is (it is the page as it is).
+//! there is (it is the page as it is). That nothing repainted is told by
+//! the page: once it has drawn a frame after the action
+//! (`cdp::frame_drawn`, two animation frames) and no screencast frame
+//! followed within the settle time, the action changed nothing on screen;
+//! `task_frame_wait_ms` only bounds a page that never answers.
+//!
+//! Why a settle time at all: Chromium encodes screencast frames on its
+//! thread pool, with no order against the page's own frames. On a quiet
+//! machine a repaint's frame arrives within 5 ms of the second animation
+//! frame; with the machine loaded (load 17 on 2 cores) it came up to 94 ms
+//! after, when the draw itself took 37–82 ms. So the step waits
+//! `task_frame_settle_ms` (25) or as long again as the draw took, whichever
+//! is longer: the slower the machine, the longer it gives the encoder.
 //!
 //! The pump acknowledges every frame at once, so Chromium keeps sending.
 //! A live view of the same tab shares the screencast (Chromium has one per
@@ -77,10 +89,13 @@ impl Frames {
         let pump = tokio::spawn(async move {
             while let Some(ev) = events.next().await {
                 let at = Instant::now();
-                // Acknowledged first: Chromium encodes the next one meanwhile.
-                let _ = acks
-                    .execute(ScreencastFrameAckParams::new(ev.session_id))
-                    .await;
+                // Acknowledged at once (Chromium encodes the next one
+                // meanwhile), without waiting for the answer: the frame is
+                // published a round trip sooner.
+                let (ack, session) = (acks.clone(), ev.session_id);
+                tokio::spawn(async move {
+                    let _ = ack.execute(ScreencastFrameAckParams::new(session)).await;
+                });
                 let Ok(jpeg) =
                     base64::engine::general_purpose::STANDARD.decode(ev.data.as_ref() as &str)
                 else {
@@ -122,17 +137,39 @@ impl Frames {
 
     /// The first frame that arrived after `since`, waiting up to `wait`
     /// for it; then the newest there is (nothing repainted since), if any.
-    pub async fn after(&mut self, since: Instant, wait: Duration) -> Option<Arc<Frame>> {
-        let deadline = since.max(Instant::now()) + wait;
+    /// When `drawn` answers true (the page has drawn a frame made after
+    /// `since`: `cdp::frame_drawn`), the wait ends `settle` later, or as
+    /// long again as the drawing took, whichever is longer.
+    pub async fn after(
+        &mut self,
+        since: Instant,
+        wait: Duration,
+        settle: Duration,
+        drawn: impl std::future::Future<Output = bool>,
+    ) -> Option<Arc<Frame>> {
+        let asked = Instant::now();
+        let mut deadline = since.max(asked) + wait;
+        let mut heard = false;
+        tokio::pin!(drawn);
         loop {
             if let Some(f) = self.newest.borrow_and_update().clone()
                 && f.at > since
             {
                 return Some(f);
             }
-            match tokio::time::timeout_at(deadline, self.newest.changed()).await {
-                Ok(Ok(())) => {}
-                _ => return self.newest.borrow().clone(),
+            tokio::select! {
+                changed = tokio::time::timeout_at(deadline, self.newest.changed()) => {
+                    if !matches!(changed, Ok(Ok(()))) {
+                        return self.newest.borrow().clone();
+                    }
+                }
+                yes = &mut drawn, if !heard => {
+                    heard = true;
+                    if yes {
+                        let now = Instant::now();
+                        deadline = deadline.min(now + settle.max(now - asked));
+                    }
+                }
             }
         }
     }

@@ -44,6 +44,7 @@ impl Runner {
         };
         let target = page.target_id().inner().clone();
         let (mut since, mut wait) = (self.acted, self.tasks.0.settings.frame_wait);
+        let mut fresh = false;
         if !self
             .frames
             .as_ref()
@@ -54,13 +55,26 @@ impl Runner {
             }
             since = tokio::time::Instant::now();
             wait = FIRST_FRAME_WAIT;
+            fresh = true;
             self.frames = Some(
                 Frames::start(&self.live, page.clone(), QUALITY)
                     .await
                     .ok()?,
             );
         }
-        let frame = self.frames.as_mut()?.after(since, wait).await?;
+        // A new screencast always sends a first frame; after an action,
+        // the page tells when it has drawn (then nothing more is coming).
+        let drawn = async {
+            if fresh {
+                std::future::pending::<()>().await;
+            }
+            crate::cdp::frame_drawn(&page).await.is_ok()
+        };
+        let frame = self
+            .frames
+            .as_mut()?
+            .after(since, wait, self.tasks.0.settings.frame_settle, drawn)
+            .await?;
         let scale = f64::from(frame.width) / frame.css_width;
         let space = ImageSpace::new(
             frame.width,

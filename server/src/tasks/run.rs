@@ -53,6 +53,8 @@ pub struct TaskSettings {
     pub history_images: usize,
     /// How long a step waits for the page's frame (`task_frame_wait_ms`).
     pub frame_wait: Duration,
+    /// How long it waits once the page has drawn (`task_frame_settle_ms`).
+    pub frame_settle: Duration,
     /// Longest instruction, bytes (`task_instruction_max_bytes`).
     pub instruction_max: usize,
     /// Most steps (`task_max_steps`).

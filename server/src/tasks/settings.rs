@@ -38,11 +38,21 @@ pub struct TasksSection {
     /// size guardrail: older steps go as text only); at most 10.
     #[serde(default = "d::task_history_images")]
     pub task_history_images: u32,
-    /// How long a task step waits, after its action, for the page's
+    /// The longest a task step waits, after its action, for the page's
     /// repaint to arrive as a screencast frame before it takes the newest
-    /// picture there is (nothing repainted), in ms (10–10000).
+    /// picture there is (nothing repainted), in ms (10–10000). A page that
+    /// says it has drawn since the action ends the wait sooner.
     #[serde(default = "d::task_frame_wait_ms")]
     pub task_frame_wait_ms: u32,
+    /// Once the page has drawn since a step's action (two animation
+    /// frames) and no repaint has arrived, how much longer the step waits
+    /// for one that may still be on its way from the browser's encoder
+    /// before it takes the page as unchanged, in ms (1–10000); at least as
+    /// long again as the page took to draw. Lower is a faster step after an
+    /// action that changes nothing; too low shows the model a picture from
+    /// before its action on a busy machine.
+    #[serde(default = "d::task_frame_settle_ms")]
+    pub task_frame_settle_ms: u32,
     /// Largest `instruction` of a task, in bytes (256–65536).
     #[serde(default = "d::task_instruction_max_bytes")]
     pub task_instruction_max_bytes: u32,
@@ -68,6 +78,9 @@ mod d {
     }
     pub fn task_frame_wait_ms() -> u32 {
         100
+    }
+    pub fn task_frame_settle_ms() -> u32 {
+        25
     }
     pub fn task_instruction_max_bytes() -> u32 {
         8192
@@ -99,6 +112,9 @@ impl TasksSection {
         if !(10..=10_000).contains(&self.task_frame_wait_ms) {
             bail!("task_frame_wait_ms: must be between 10 and 10000");
         }
+        if !(1..=10_000).contains(&self.task_frame_settle_ms) {
+            bail!("task_frame_settle_ms: must be between 1 and 10000");
+        }
         Ok(())
     }
 
@@ -129,6 +145,7 @@ impl TasksSection {
             },
             history_images: self.task_history_images as usize,
             frame_wait: Duration::from_millis(u64::from(self.task_frame_wait_ms)),
+            frame_settle: Duration::from_millis(u64::from(self.task_frame_settle_ms)),
             instruction_max: self.task_instruction_max_bytes as usize,
             max_steps: self.task_max_steps,
         }

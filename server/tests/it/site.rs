@@ -80,6 +80,14 @@ const COLOURS: &str = r#"<!doctype html><html><head><title>Colours</title></head
  onclick="const c = ['rgb(255,0,0)', 'rgb(0,160,0)', 'rgb(0,0,255)']; window.n = (window.n || 0) + 1; this.style.background = c[(window.n - 1) % 3]; document.title = 'clicked ' + window.n"></div>
 </body></html>"#;
 
+/// The colour pad on the left half only: a click on the right half
+/// changes nothing on screen.
+const HALF_PAD: &str = r#"<!doctype html><html><head><title>Half</title></head>
+<body style="margin:0;background:rgb(255,255,255)">
+<div id="pad" style="position:absolute;left:0;top:0;width:50vw;height:100vh;background:rgb(0,0,255)"
+ onclick="const c = ['rgb(255,0,0)', 'rgb(0,160,0)', 'rgb(0,0,255)']; window.n = (window.n || 0) + 1; this.style.background = c[(window.n - 1) % 3]"></div>
+</body></html>"#;
+
 /// A download link (a 4 KiB file named by the site) and a large one.
 const FILES: &str = r#"<!doctype html><html><head><title>Files</title></head><body>
 <a id="dl" href="/download?name=report%20one.bin">report</a>
@@ -339,6 +347,7 @@ pub async fn start() -> Site {
         .route("/pad", get(|| async { Html(PAD) }))
         .route("/task-form", get(|| async { Html(TASK_FORM) }))
         .route("/colours", get(|| async { Html(COLOURS) }))
+        .route("/half-pad", get(|| async { Html(HALF_PAD) }))
         .route("/away-link", get(|| async { Html(AWAY_LINK) }))
         .route(
             "/task-done",

@@ -145,6 +145,9 @@ async fn app_with_model(site: &site::Site, model: SocketAddr) -> TestApp {
             ("CORDON_MODEL_BASE_URL", &base),
             ("CORDON_MODEL_API_KEY", KEY),
             ("CORDON_MODEL_TIMEOUT_S", "3"),
+            // Pictures are checked: a loaded machine's late frame is
+            // waited for (the default favours speed).
+            ("CORDON_TASK_FRAME_SETTLE_MS", "400"),
         ],
     )
     .await
@@ -185,7 +188,8 @@ async fn every_step_shows_the_model_the_page_after_its_last_action() {
         Reply::Text("Action: finished(content='done')"),
     ];
     let (model, fake) = fake_model(script).await;
-    // A generous wait for the repaint: a slow machine is not a stale picture.
+    // A generous wait for the repaint, and for a frame still being encoded
+    // once the page has drawn: a slow machine is not a stale picture.
     let base = format!("http://{model}/v1");
     let app = session_app(
         Backend::Sqlite,
@@ -194,6 +198,7 @@ async fn every_step_shows_the_model_the_page_after_its_last_action() {
             ("CORDON_MODEL_BASE_URL", &base),
             ("CORDON_MODEL_API_KEY", KEY),
             ("CORDON_TASK_FRAME_WAIT_MS", "3000"),
+            ("CORDON_TASK_FRAME_SETTLE_MS", "400"),
         ],
     )
     .await;
@@ -225,6 +230,80 @@ async fn every_step_shows_the_model_the_page_after_its_last_action() {
             .any(|l| l.starts_with(r#"cordon_task_pictures_total{source="screencast"}"#)),
         "{metrics}"
     );
+}
+
+/// A click that changes nothing on screen: the step's picture is still the
+/// page after every action, and the wait for a repaint that never comes
+/// ends once the page has drawn and the settle time passed (0.4 s here),
+/// not at the 3 s bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_whose_action_changes_nothing_shows_the_page_without_waiting_out_the_bound() {
+    let site = site::start().await;
+    let text = |x: f64, y: f64| -> &'static str {
+        let (x, y) = model_xy(x, y);
+        Box::leak(
+            format!("Thought: Next.\nAction: click(start_box='({x:.0},{y:.0})')").into_boxed_str(),
+        )
+    };
+    // The pad (left), the white margin (right): changes, nothing, changes,
+    // nothing, nothing.
+    let (pad, margin) = (text(300.0, 300.0), text(1000.0, 300.0));
+    let script = vec![
+        Reply::Text(pad),
+        Reply::Text(margin),
+        Reply::Text(pad),
+        Reply::Text(margin),
+        Reply::Text(margin),
+        Reply::Text("Action: finished(content='done')"),
+    ];
+    let (model, fake) = fake_model(script).await;
+    let base = format!("http://{model}/v1");
+    let app = session_app(
+        Backend::Sqlite,
+        &site.allow(),
+        &[
+            ("CORDON_MODEL_BASE_URL", &base),
+            ("CORDON_MODEL_API_KEY", KEY),
+            ("CORDON_TASK_FRAME_WAIT_MS", "3000"),
+            ("CORDON_TASK_FRAME_SETTLE_MS", "400"),
+        ],
+    )
+    .await;
+    let agent = app.agent("acme").await;
+
+    let (status, result) = run(
+        &agent,
+        json!({ "instruction": "click around", "start_url": site.url("/half-pad") }),
+    )
+    .await;
+
+    assert_eq!(status, StatusCode::OK, "{result}");
+    assert_eq!(result["status"], "finished", "{result}");
+    let seen = fake.seen.lock().unwrap().clone();
+    let colours: Vec<&str> = seen.iter().map(|s| colour(s.pixel)).collect();
+    assert_eq!(
+        colours,
+        ["blue", "red", "red", "green", "green", "green"],
+        "{:?}",
+        seen.iter().map(|s| s.pixel).collect::<Vec<_>>()
+    );
+    // The steps after a margin click (the 3rd, 5th and 6th pictures) did
+    // not wait out the 3 s bound: from one trace row to the next, less the
+    // model's time, well under it even on a slow machine.
+    let id = result["task_id"].as_str().unwrap();
+    let steps = app.state.store.task_steps(id).await.unwrap();
+    assert_eq!(steps.len(), 6, "{result}");
+    let gaps: Vec<i64> = steps
+        .windows(2)
+        .map(|w| w[1].created_at - w[0].created_at - w[1].model_ms.unwrap_or(0))
+        .collect();
+    for after_margin in [1, 3, 4] {
+        assert!(
+            gaps[after_margin] < 1500,
+            "step {} waited out the bound: gaps {gaps:?} ms",
+            after_margin + 2
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -26,6 +26,7 @@ pub mod recording;
 pub mod redact;
 pub mod sandbox;
 pub mod sessions;
+pub mod setting;
 pub mod startup;
 pub mod state;
 pub mod store;

@@ -65,24 +65,24 @@ impl Application {
         // non-loopback bind has TLS (built in or from a trusted proxy) and
         // an https public_url. The certificate is checked now, before
         // anything binds or starts.
-        let tls = match (&settings.tls_cert, &settings.tls_key) {
+        let tls = match (&settings.server.tls_cert, &settings.server.tls_key) {
             (Some(cert), Some(key)) => Some(tls::server_config(cert, key)?),
             _ => None,
         };
-        prepare_data_dir(&settings.data_dir)?;
-        if let Some(shared) = &settings.shared_dir {
+        prepare_data_dir(&settings.server.data_dir)?;
+        if let Some(shared) = &settings.cluster.shared_dir {
             prepare_shared_dir(shared)?;
         }
         // Bound before anything starts browsers: a port in use must not
         // leave the warm pool's browsers behind.
-        let listener = TcpListener::bind(settings.bind)
+        let listener = TcpListener::bind(settings.server.bind)
             .await
-            .with_context(|| format!("bind: cannot listen on {}", settings.bind))
+            .with_context(|| format!("bind: cannot listen on {}", settings.server.bind))
             .fix(format!(
                 "another process holds the port (`ss -ltnp 'sport = :{}'` names it, an earlier \
                  Cordon?): stop it, or set bind (CORDON_BIND) to another address; port 0 takes any \
                  free one",
-                settings.bind.port()
+                settings.server.bind.port()
             ))?;
         let bound = listener
             .local_addr()
@@ -100,11 +100,11 @@ impl Application {
         )
         .await?;
         if let KeySource::File(path) = keyring.source()
-            && lies_inside(path, &settings.data_dir)
+            && lies_inside(path, &settings.server.data_dir)
         {
             tracing::warn!(
                 key_file = %path.display(),
-                data_dir = %settings.data_dir.display(),
+                data_dir = %settings.server.data_dir.display(),
                 "the master key file is inside the data dir, so a backup or copy of the data dir \
                  can decrypt the vault: keep the key elsewhere (master_key_file setting)"
             );
@@ -147,8 +147,8 @@ impl Application {
                  one (and retires it)"
             ),
         }
-        let policy = AddressPolicy::with_entries(&settings.egress_allow);
-        let egress = match settings.egress_resolver {
+        let policy = AddressPolicy::with_entries(&settings.egress.egress_allow);
+        let egress = match settings.egress.egress_resolver {
             EgressResolver::System => EgressGuard::new(policy, store.clone()),
             EgressResolver::LoopbackOnly => {
                 let loopback = [
@@ -176,21 +176,21 @@ impl Application {
         let tasks =
             crate::tasks::Tasks::start(&settings.task_settings(), store.clone(), sessions.clone())
                 .await?;
-        let assets = dashboard::assets::Assets::new(&settings.site_root);
+        let assets = dashboard::assets::Assets::new(&settings.server.site_root);
         let leptos = LeptosOptions::builder()
             .output_name("cordon")
-            .site_root(settings.site_root.display().to_string())
+            .site_root(settings.server.site_root.display().to_string())
             .site_pkg_dir(assets.pkg_dir())
-            .site_addr(settings.bind)
+            .site_addr(settings.server.bind)
             .build();
         let days = |d: u64| std::time::Duration::from_secs(d * 24 * 3600);
         let housekeeping = Housekeeping::start(housekeeping::Parts {
             sessions: sessions.clone(),
             store: store.clone(),
-            recording_retention: days(settings.recording_retention_days),
-            egress_log_retention: days(settings.egress_log_retention_days),
+            recording_retention: days(settings.recording.recording_retention_days),
+            egress_log_retention: days(settings.egress.egress_log_retention_days),
             leader: cluster.leadership(),
-            shared_files: settings.shared_dir.is_some(),
+            shared_files: settings.cluster.shared_dir.is_some(),
         });
         let state = AppState::new(Inner {
             settings,
@@ -211,8 +211,8 @@ impl Application {
         let origins = Origins::new(bound, tls.is_some(), Some(&dashboard_url));
         let sessions = SessionSettings {
             secure: dashboard_url.scheme() == "https",
-            idle_minutes: state.settings.dashboard_idle_minutes,
-            absolute_hours: state.settings.dashboard_session_hours,
+            idle_minutes: state.settings.auth.dashboard_idle_minutes,
+            absolute_hours: state.settings.auth.dashboard_session_hours,
         };
         let mcp_shutdown = tokio_util::sync::CancellationToken::new();
         let mcp = api::mcp_router(state.clone(), &dashboard_url, mcp_shutdown.clone());
@@ -579,7 +579,7 @@ fn router(
         .route("/api/{*rest}", any(api_not_found))
         .merge(ui)
         .layer(middleware::from_fn_with_state(
-            upload_body_limit(state.settings.upload_max_mb),
+            upload_body_limit(state.settings.sessions.upload_max_mb),
             limit_bodies,
         ))
         .layer(middleware::from_fn(edge::server_fn_status))

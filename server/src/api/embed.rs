@@ -64,7 +64,7 @@ pub struct LinkQuery {
 
 /// A tenant's live-link settings, as a lookup `live::link` can call.
 fn policies(state: &AppState) -> impl Fn(&str) -> Option<LinkPolicy> + '_ {
-    |tenant| state.settings.tenant_live_links.get(tenant).cloned()
+    |tenant| state.settings.live.tenant_live_links.get(tenant).cloned()
 }
 
 /// Headers every embed answer carries; `frame_ancestors` decides who may

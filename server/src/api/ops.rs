@@ -32,7 +32,7 @@ async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
     if let Err(e) = &db {
         tracing::warn!(error = %format!("{e:#}"), "readiness: database check failed");
     }
-    let chromium_ok = chromium_runnable(&state.settings.chromium_path);
+    let chromium_ok = chromium_runnable(&state.settings.sandbox.chromium_path);
     let ready = db.is_ok() && chromium_ok;
     let backend = match state.store.kind() {
         DatabaseKind::Sqlite => "sqlite",
@@ -42,14 +42,14 @@ async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
         "status": if ready { "ready" } else { "not_ready" },
         "checks": {
             "database": { "ok": db.is_ok(), "backend": backend },
-            "chromium": { "ok": chromium_ok, "path": state.settings.chromium_path },
+            "chromium": { "ok": chromium_ok, "path": state.settings.sandbox.chromium_path },
             "limits": state.sessions.limits_status(),
             "sandbox": {
                 "driver": state.sessions.driver_kind().as_str(),
                 // The process driver's DevTools ports take any local client.
                 "devtools_open_to_local_processes": state.sessions.driver_caps().devtools_open_locally,
                 "pool_ready": state.sessions.pool_ready(),
-                "pool_size": state.settings.pool_size,
+                "pool_size": state.settings.sessions.pool_size,
                 "open_sessions": state.sessions.open_count(),
             },
             // Several replicas on one database: this one's name and

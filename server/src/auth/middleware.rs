@@ -114,7 +114,7 @@ pub(crate) async fn operator_of(
         .map_err(unavailable)?
         .unwrap_or(0);
     let absolute_ms =
-        i64::try_from(state.settings.dashboard_session_hours).unwrap_or(12) * 3_600_000;
+        i64::try_from(state.settings.auth.dashboard_session_hours).unwrap_or(12) * 3_600_000;
     let now = now_ms();
     let operator = match id.parse::<OperatorId>() {
         Ok(id) if now - login_at < absolute_ms => {

@@ -22,6 +22,7 @@ mod operators;
 mod passkeys;
 pub mod routes;
 mod session_store;
+pub mod settings;
 mod throttle;
 
 use crate::fix::WithFix;

@@ -84,7 +84,7 @@ impl axum::extract::FromRequestParts<AppState> for Throttled {
         let client = client_of(
             &parts.headers,
             &parts.extensions,
-            state.settings.trusted_proxy,
+            state.settings.server.trusted_proxy,
         );
         match state
             .auth

@@ -95,6 +95,6 @@ pub(super) async fn default_expiry(
 ) -> anyhow::Result<u64> {
     let tenant = store.grant_request_get(id).await?.map(|r| r.tenant_id);
     Ok(tenant
-        .and_then(|t| settings.grant_expiry_min.get(&t).copied())
+        .and_then(|t| settings.grants.grant_expiry_min.get(&t).copied())
         .unwrap_or(crate::grants::DEFAULT_EXPIRY_MIN))
 }

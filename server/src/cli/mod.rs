@@ -48,7 +48,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let settings = Settings::load(cli.config.as_deref())?;
-    telemetry::init_tracing(settings.log_format, &settings.log_level);
+    telemetry::init_tracing(settings.server.log_format, &settings.server.log_level);
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => {
             let shutdown = shutdown_signal()?;
@@ -183,8 +183,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => {
             // The pod template is a file of its own: check it here too, so a
             // refused template shows before a rollout, not at `serve`.
-            if settings.sandbox_driver == crate::config::SandboxDriverSetting::Kube
-                && let Some(path) = &settings.kube_pod_template
+            if settings.sandbox.sandbox_driver == crate::config::SandboxDriverSetting::Kube
+                && let Some(path) = &settings.kube.pod_template
             {
                 crate::sandbox::kube::PodTemplate::load(path)?;
             }
@@ -221,7 +221,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 async fn open(settings: &Settings) -> anyhow::Result<Store> {
-    crate::startup::prepare_data_dir(&settings.data_dir)?;
+    crate::startup::prepare_data_dir(&settings.server.data_dir)?;
     let store = Store::connect(&settings.database_url()).await?;
     store.migrate().await?;
     Ok(store)

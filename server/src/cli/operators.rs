@@ -11,7 +11,7 @@ pub(super) async fn operator(
 ) -> anyhow::Result<()> {
     let auth = Auth::new(
         store.clone(),
-        &settings.dashboard_url(settings.bind.port()),
+        &settings.dashboard_url(settings.server.bind.port()),
         None,
     )?;
     match command {

@@ -169,7 +169,7 @@ pub async fn route_embed(State(state): State<AppState>, req: Request, next: Next
                 .map(|(_, v)| v.into_owned())
         })
         .unwrap_or_default();
-    let settings = &state.settings.tenant_live_links;
+    let settings = &state.settings.live.tenant_live_links;
     let Ok(link) =
         crate::live::link::check(&state.store, &token, &session, |t| settings.get(t).cloned())
             .await

@@ -42,6 +42,7 @@ mod membership;
 pub use membership::ClusterSettings;
 pub mod notify;
 mod ownership;
+pub mod settings;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -16,6 +16,7 @@
 mod key;
 mod keyfile;
 mod seal;
+pub mod settings;
 
 pub use key::{KeyId, KeyIdError, MasterKey};
 pub use keyfile::{KEY_FILE, KeyError, KeySettings, KeySource, Keyring, read_key_file};

@@ -90,7 +90,12 @@ impl LiveBackend for AppState {
             };
             let info = self
                 .sessions
-                .open_refresh(&op.id, &tenant, domains, self.settings.refresh_deadline_s)
+                .open_refresh(
+                    &op.id,
+                    &tenant,
+                    domains,
+                    self.settings.sessions.refresh_deadline_s,
+                )
                 .await
                 .map_err(|e| session_error("new", "starting a refresh session", e))?;
             // The first page loads while the operator's browser opens the

@@ -290,8 +290,9 @@ impl AppState {
             .timeline(&tenant, &sid)
             .await
             .map_err(|e| internal("listing screenshots", e))?;
-        let retention =
-            std::time::Duration::from_secs(self.settings.recording_retention_days * 24 * 3600);
+        let retention = std::time::Duration::from_secs(
+            self.settings.recording.recording_retention_days * 24 * 3600,
+        );
         let retained_until = if row.record == "audit" {
             recorder
                 .expires_at(&tenant, &sid, retention)

@@ -14,6 +14,7 @@ mod proxy;
 mod refusals;
 mod resolve;
 mod services;
+pub mod settings;
 mod shared;
 mod target;
 
@@ -26,6 +27,7 @@ pub use proxy::{EgressGuard, EgressListener, EgressPort, Limits};
 pub use refusals::{Refusal, Refusals};
 pub use resolve::{Resolve, StaticResolver, SystemResolver};
 pub use services::is_browser_service;
+pub use settings::{EgressResolver, EgressSection};
 pub use target::{BadHost, Target, parse_target};
 
 /// The Chromium flags that send all of a browser's traffic through the proxy

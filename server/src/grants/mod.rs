@@ -10,6 +10,7 @@
 
 mod decide;
 mod redeem;
+pub mod settings;
 
 use crate::audit::NewEvent;
 use crate::domain::pattern::{HOST_PATTERN, MAX_HOST, NOT_BLANK, is_host};

@@ -15,6 +15,7 @@
 //!   the waiting one instead of queueing behind it.
 
 pub mod link;
+pub mod settings;
 pub mod socket;
 mod stream;
 mod ticket;

@@ -397,9 +397,9 @@ impl Connection {
         nudge: &Notify,
     ) -> Option<String> {
         let enc = Encoding {
-            quality: self.state.settings.live_jpeg_quality,
-            max_width: self.state.settings.live_max_width,
-            max_height: self.state.settings.live_max_height,
+            quality: self.state.settings.live.live_jpeg_quality,
+            max_width: self.state.settings.live.live_max_width,
+            max_height: self.state.settings.live.live_max_height,
         };
         let mut control = self.live.watch_control();
         let mut tick = tokio::time::interval(TICK);
@@ -531,7 +531,7 @@ impl Connection {
         let (op, dash) = match &self.viewer {
             Viewer::Operator { op, dash } => (op, dash.as_deref()),
             Viewer::Link(l) => {
-                let settings = &self.state.settings.tenant_live_links;
+                let settings = &self.state.settings.live.tenant_live_links;
                 return match crate::live::link::recheck(&self.state.store, &l.id, |t| {
                     settings.get(t).cloned()
                 })

@@ -204,23 +204,65 @@ impl Rules {
     }
 }
 
-/// The risk gate's settings (`risk_*`, `approval_timeout_s`,
-/// `tenant_risk`), built by `config`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// The risk gate's settings, as `cordon.toml` and `CORDON_*` name them
+/// (`risk_*`, `approval_timeout_s`, `tenant_risk`): declared and defaulted
+/// here, checked by [`validate`]; `config` flattens them into `Settings`.
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 pub struct RiskSettings {
-    /// `risk_destructive_words`.
+    /// Risk gate: words and phrases (whole words, any case) that make a
+    /// click or select on an element with that accessible name
+    /// `destructive_click`.
+    #[serde(
+        rename = "risk_destructive_words",
+        default = "defaults::destructive_words",
+        deserialize_with = "crate::setting::string_or_list"
+    )]
     pub destructive_words: Vec<String>,
-    /// `risk_payment_words`.
+    /// Risk gate: words and phrases that make a click or select `payment_click`.
+    #[serde(
+        rename = "risk_payment_words",
+        default = "defaults::payment_words",
+        deserialize_with = "crate::setting::string_or_list"
+    )]
     pub payment_words: Vec<String>,
-    /// `risk_sensitive_domains`.
+    /// Risk gate: hosts (and their subdomains) on which submitting a form is
+    /// `sensitive_submit`.
+    #[serde(
+        rename = "risk_sensitive_domains",
+        default,
+        deserialize_with = "crate::setting::string_or_list"
+    )]
     pub sensitive_domains: Vec<String>,
-    /// `risk_levels`.
+    /// Risk gate: the level of each rule (`[risk_levels] destructive_click =
+    /// "critical"`); unset rules keep theirs (`off_list_navigation`,
+    /// `destructive_click`, `sensitive_submit`: high; `payment_click`,
+    /// `download`: critical). Levels: `low`, `medium`, `high`, `critical`;
+    /// high and critical wait for an operator.
+    #[serde(
+        rename = "risk_levels",
+        default,
+        deserialize_with = "crate::setting::table_or_json"
+    )]
     pub levels: BTreeMap<Rule, Level>,
-    /// `approval_timeout_s`.
+    /// Risk gate: seconds a high or critical action waits for an operator's
+    /// decision before it is denied (`approval_timed_out`); 1–3600.
+    #[serde(default = "defaults::approval_timeout_s")]
     pub approval_timeout_s: u64,
-    /// `risk_dry_run`.
+    /// Risk gate: only record what would have waited (`approval.would_wait`)
+    /// and run it at once.
+    #[serde(rename = "risk_dry_run", default)]
     pub dry_run: bool,
-    /// `tenant_risk`.
+    /// Risk gate: a tenant's own rules: `destructive_words`,
+    /// `payment_words`, `sensitive_domains`, `levels`, `approval_timeout_s`,
+    /// `dry_run` (`[tenant_risk.acme] dry_run = true`); unset ones are the
+    /// `risk_*` settings.
+    #[serde(
+        rename = "tenant_risk",
+        default,
+        deserialize_with = "crate::setting::table_or_json"
+    )]
     pub tenants: BTreeMap<String, TenantRisk>,
 }
 

@@ -7,6 +7,7 @@
 
 mod disk;
 mod screenshot;
+pub mod settings;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -16,6 +16,7 @@ pub mod limits;
 pub mod process;
 mod procs;
 pub mod relay;
+pub mod settings;
 
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
@@ -207,7 +208,8 @@ pub enum SandboxDriverSetting {
     Kube,
 }
 
-/// What building a driver needs from the settings, built by `config`.
+/// What building a driver needs from the settings
+/// ([`settings::SandboxSection::driver_settings`]).
 #[derive(Debug, Clone)]
 pub struct SandboxSettings {
     /// `sandbox_driver`.

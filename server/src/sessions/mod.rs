@@ -49,7 +49,9 @@ pub use injection::SmokeProbe;
 pub use reaper::ReapReport;
 pub use request::{CredentialMode, DownloadPolicy, OpenRequest, OpenRequestError, Viewport};
 pub use running::{ControlHolder, RunningSession, Tabs};
-pub use settings::{EngineSettings, SessionConfig};
+pub use settings::{
+    DownloadTransfer, EngineSettings, SessionConfig, SessionsSection, UploadTransfer,
+};
 pub use tool::{LiveInput, Tool, ToolCall, ToolError, ToolOutput};
 
 #[derive(Default)]

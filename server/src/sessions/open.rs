@@ -403,7 +403,6 @@ impl SessionManager {
             row.deadline_at,
             warm,
             downloads,
-            inner.cfg.upload_in_page,
         ));
         match (&live.downloads, events) {
             (Some(downloads), Some(Some(DownloadFeed::Saved(events)))) => {

@@ -75,8 +75,6 @@ pub struct RunningSession {
     pub downloads: Option<std::sync::Arc<super::files::Downloads>>,
     /// Numbers each `upload` call's folder.
     upload_seq: AtomicU64,
-    /// `upload` sends files through the page (`upload_transfer`).
-    pub upload_in_page: bool,
     /// Scripts every new tab gets before its first page (operator mode's
     /// stored localStorage); set once after injection.
     init_scripts: std::sync::Mutex<Vec<super::injection::InitScript>>,
@@ -119,7 +117,6 @@ impl RunningSession {
         deadline_at: i64,
         warm: super::pool::Warm,
         downloads: Option<std::sync::Arc<super::files::Downloads>>,
-        upload_in_page: bool,
     ) -> Self {
         Self {
             id,
@@ -152,7 +149,6 @@ impl RunningSession {
             typed_codes: std::sync::Mutex::new(Vec::new()),
             downloads,
             upload_seq: AtomicU64::new(0),
-            upload_in_page,
         }
     }
 

@@ -15,8 +15,10 @@ pub mod prompt;
 pub mod request;
 pub mod run;
 mod runner;
+pub mod settings;
 mod trace;
 pub mod uitars;
 
 pub use request::{StepView, TaskDetail, TaskError, TaskRequest, TaskResult};
 pub use run::{TaskSettings, Tasks};
+pub use settings::TasksSection;

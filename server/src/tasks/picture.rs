@@ -43,7 +43,7 @@ impl Runner {
             self.live.page(&mut tabs).await.ok()?
         };
         let target = page.target_id().inner().clone();
-        let (mut since, mut wait) = (self.acted, self.tasks.0.frame_wait);
+        let (mut since, mut wait) = (self.acted, self.tasks.0.settings.frame_wait);
         let mut fresh = false;
         if !self
             .frames
@@ -73,11 +73,16 @@ impl Runner {
         let frame = self
             .frames
             .as_mut()?
-            .after(since, wait, self.tasks.0.frame_settle, drawn)
+            .after(since, wait, self.tasks.0.settings.frame_settle, drawn)
             .await?;
         let scale = f64::from(frame.width) / frame.css_width;
-        let space =
-            ImageSpace::new(frame.width, frame.height, scale, self.tasks.0.coordinates).ok()?;
+        let space = ImageSpace::new(
+            frame.width,
+            frame.height,
+            scale,
+            self.tasks.0.settings.coordinates,
+        )
+        .ok()?;
         // Kept like a screenshot tool's picture; when the recorder refuses
         // (a full audit quota), the capture's path says so.
         let seq = self.live.next_screenshot_seq();
@@ -133,7 +138,7 @@ impl Runner {
                 "a screenshot that is not one"
             )));
         };
-        let space = ImageSpace::new(s.width, s.height, 1.0, self.tasks.0.coordinates)
+        let space = ImageSpace::new(s.width, s.height, 1.0, self.tasks.0.settings.coordinates)
             .map_err(|e| StepError::internal(e.into()))?;
         // The recorder names the file by its number (`000003.jpg`).
         let id = s.persisted_path.as_deref().and_then(|p| {

@@ -26,16 +26,9 @@ pub(super) struct Inner {
     pub(super) store: Store,
     pub(super) sessions: SessionManager,
     model: Option<ModelClient>,
-    pub(super) coordinates: CoordinateMode,
-    pub(super) history_images: usize,
-    /// How long a step waits for the repaint after its action
-    /// (`task_frame_wait_ms`).
-    pub(super) frame_wait: Duration,
-    /// How long a step waits for a repaint once the page has drawn
-    /// (`task_frame_settle_ms`).
-    pub(super) frame_settle: Duration,
-    instruction_max: usize,
-    max_steps: u32,
+    /// The runner's settings, read where they are used (the model's are
+    /// in `model`).
+    pub(super) settings: TaskSettings,
     /// Abort switches of the tasks running here.
     running: Mutex<HashMap<String, watch::Sender<bool>>>,
     /// Tasks here whose model called for an operator (`call_user()`) and
@@ -47,7 +40,8 @@ pub(super) struct Inner {
 #[derive(Clone)]
 pub struct Tasks(pub(super) Arc<Inner>);
 
-/// The runner's settings (`model_*`, `task_*`), built by `config`.
+/// The runner's settings as it reads them, from `model_*`, `task_*`
+/// ([`super::TasksSection::task_settings`]).
 #[derive(Debug, Clone)]
 pub struct TaskSettings {
     /// The model endpoint, if one is configured (else `run_task` answers
@@ -90,12 +84,7 @@ impl Tasks {
             store,
             sessions,
             model,
-            coordinates: settings.coordinates,
-            history_images: settings.history_images,
-            frame_wait: settings.frame_wait,
-            frame_settle: settings.frame_settle,
-            instruction_max: settings.instruction_max,
-            max_steps: settings.max_steps,
+            settings: settings.clone(),
             running: Mutex::default(),
             waiting: Mutex::default(),
         })))
@@ -109,13 +98,13 @@ impl Tasks {
         owner: &ApiKeyOwner,
         req: TaskRequest,
     ) -> Result<TaskResult, TaskError> {
-        if req.instruction.len() > self.0.instruction_max {
-            return Err(TaskError::TooLarge(self.0.instruction_max));
+        if req.instruction.len() > self.0.settings.instruction_max {
+            return Err(TaskError::TooLarge(self.0.settings.instruction_max));
         }
         if !is_not_blank(&req.instruction) {
             return Err(TaskError::Invalid("instruction must not be blank".into()));
         }
-        let max_steps = steps(req.max_steps, self.0.max_steps)?;
+        let max_steps = steps(req.max_steps, self.0.settings.max_steps)?;
         let start = match (&req.start_url, req.domains.first()) {
             (Some(u), _) => u.clone(),
             (None, Some(d)) => format!("https://{d}/"),

@@ -308,7 +308,9 @@ impl Runner {
     /// screenshots only for the newest few: the prompt size guardrail), and
     /// the screenshot now.
     fn messages(&self, system: &str, history: &[(String, Vec<u8>)], now: &[u8]) -> Vec<Message> {
-        let keep_from = history.len().saturating_sub(self.tasks.0.history_images);
+        let keep_from = history
+            .len()
+            .saturating_sub(self.tasks.0.settings.history_images);
         let mut out = vec![Message::System(system.to_owned())];
         for (i, (answer, jpeg)) in history.iter().enumerate() {
             if i >= keep_from {

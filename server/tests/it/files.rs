@@ -122,6 +122,7 @@ async fn an_allowed_download_is_kept_in_the_data_dir_fetched_byte_identical_audi
     let folder = app
         .state
         .settings
+        .server
         .data_dir
         .join("downloads/acme")
         .join(&sid);
@@ -217,6 +218,7 @@ async fn downloads_over_the_caps_are_cancelled_and_removed_and_audit_sessions_ke
     let folder = app
         .state
         .settings
+        .server
         .data_dir
         .join("downloads/acme")
         .join(&sid);
@@ -346,7 +348,14 @@ async fn an_upload_sets_files_the_page_reads_and_is_audited_by_name_size_and_has
     let since = std::time::Instant::now();
     while since.elapsed() < Duration::from_secs(1) {
         assert_eq!(crate::helpers::walk(&incoming), Vec::<PathBuf>::new());
-        assert!(!app.state.settings.data_dir.join("downloads").exists());
+        assert!(
+            !app.state
+                .settings
+                .server
+                .data_dir
+                .join("downloads")
+                .exists()
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_error(
@@ -598,7 +607,7 @@ async fn downloads_taken_over_cdp_are_kept_capped_named_and_audited_like_saved_o
         },
     )
     .await;
-    let root = app.state.settings.data_dir.join("downloads");
+    let root = app.state.settings.server.data_dir.join("downloads");
     let folder = root.join("acme").join(&sid);
     let files = crate::helpers::walk(&root);
     assert!(

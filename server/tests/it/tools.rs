@@ -245,7 +245,7 @@ async fn downloads_are_refused_and_write_no_file_anywhere() {
         std::path::PathBuf::from(std::env::var("HOME").unwrap_or_default())
             .join("Downloads")
             .join(&name),
-        app.state.settings.data_dir.join("run"),
+        app.state.settings.server.data_dir.join("run"),
     ];
     let since = Instant::now();
     while since.elapsed() < Duration::from_secs(3) {

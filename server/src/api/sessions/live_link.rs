@@ -97,6 +97,7 @@ pub async fn create(
     let id = r.session.id.as_str();
     let policy = state
         .settings
+        .live
         .tenant_live_links
         .get(r.owner.tenant.as_str());
     let (made, token) =

@@ -12,6 +12,7 @@
 //! No API server runs where Cordon is developed: the tests replay recorded
 //! API exchanges through kube's mock service (`tests.rs`).
 
+mod settings;
 mod template;
 #[cfg(test)]
 mod tests;
@@ -26,6 +27,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, PostParams, WatchEvent, WatchParams};
 use tokio::time::Instant;
 
+pub use settings::KubeSettings;
 pub use template::{DEPLOYMENT, MANAGED_BY, PodParams, PodTemplate, SANDBOX};
 
 use super::{Driver, DriverKind, Sandbox, SandboxSpec};
@@ -45,23 +47,6 @@ pub struct KubeOptions {
     pub attempts: u32,
     /// The first pause between tries; it doubles each time.
     pub backoff: Duration,
-}
-
-/// The `kube_*` settings, built by `config`.
-#[derive(Debug, Clone)]
-pub struct KubeSettings {
-    /// `kube_namespace`.
-    pub namespace: Option<String>,
-    /// `kube_pod_template`.
-    pub pod_template: Option<std::path::PathBuf>,
-    /// `kube_deployment`.
-    pub deployment: String,
-    /// `kube_cdp_port`.
-    pub cdp_port: u16,
-    /// `kube_egress_host`.
-    pub egress_host: Option<IpAddr>,
-    /// `kube_ready_timeout_s`.
-    pub ready_timeout_s: u64,
 }
 
 impl KubeOptions {

@@ -12,7 +12,7 @@ use super::{ElementTarget, LiveInput, Tool, ToolError, ToolOutput};
 use crate::audit::redact;
 use crate::cdp::{self, CdpError, Locator, WaitTarget, snapshot};
 use crate::sessions::files::{self, UploadFile, Uploaded};
-use crate::sessions::{RunningSession, Tabs};
+use crate::sessions::{RunningSession, SessionConfig, Tabs};
 
 /// The audit row's params: what was targeted, never typed text (its length)
 /// or a URL's secrets.
@@ -222,7 +222,8 @@ pub(super) fn locate(
 
 const DONE: ToolOutput = ToolOutput::Done(Done { success: true });
 
-/// Runs `tool` on the active tab. A crash of that tab's renderer while it
+/// Runs `tool` on the active tab, as the engine's settings `cfg` say (how
+/// an upload reaches the browser). A crash of that tab's renderer while it
 /// runs ends the call at once with [`ToolError::TabCrashed`].
 pub(super) async fn run(
     session: &RunningSession,
@@ -230,6 +231,7 @@ pub(super) async fn run(
     tool: &Tool,
     timeout: Duration,
     check: Option<&ClickCheck<'_>>,
+    cfg: &SessionConfig,
 ) -> Result<ToolOutput, ToolError> {
     let v = session.viewport();
     let viewport = (v.width, v.height);
@@ -415,7 +417,16 @@ pub(super) async fn run(
             }),
             Tool::Input(_) => input(session, page, checked.as_ref().expect("checked")).await?,
             Tool::Upload { files, .. } => {
-                upload(session, page, locator.expect("located"), files, timeout).await?
+                let in_page = cfg.upload_in_page;
+                upload(
+                    session,
+                    page,
+                    locator.expect("located"),
+                    files,
+                    timeout,
+                    in_page,
+                )
+                .await?
             }
             // Runs through `SessionManager::type_totp`, which needs the vault.
             Tool::TypeTotp { .. } => {
@@ -464,6 +475,7 @@ async fn upload(
     locator: &Locator,
     files: &[UploadFile],
     timeout: Duration,
+    in_page: bool,
 ) -> Result<ToolOutput, CdpError> {
     let input = cdp::file_input(page, locator, timeout).await?;
     if files.len() > 1 && !input.multiple {
@@ -471,7 +483,7 @@ async fn upload(
             "the file input takes one file (it has no multiple attribute)".into(),
         ));
     }
-    if session.upload_in_page {
+    if in_page {
         // No directory shared with the browser (a pod, a remote engine):
         // the bytes go over CDP and the page's own File objects carry them.
         let sent: Vec<(&str, &[u8])> = files

@@ -121,7 +121,10 @@ impl SessionManager {
                         )
                         .await
                     }
-                    _ => exec::run(session, &mut tabs, &tool, timeout, check.as_ref()).await,
+                    _ => {
+                        let cfg = &self.0.cfg;
+                        exec::run(session, &mut tabs, &tool, timeout, check.as_ref(), cfg).await
+                    }
                 }
             })
             .await

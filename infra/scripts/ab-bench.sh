@@ -110,19 +110,26 @@ from pathlib import Path
 out, rounds, old, new = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 stat = re.compile(r"p50\s+([0-9.]+)\s*ms")
 other = re.compile(r"([0-9.]+)\s*(×|x raw|MiB per session|fps)")
+def short(text):
+    text = re.sub(r"p50.*?\(n=\d+\)", "", text)  # earlier stats on the line
+    text = re.sub(r"\([^()]*\)", "", text)        # asides
+    return " ".join(text.replace(":", " ").split())[:78] or "(unnamed)"
 def figures(text):
+    # A name printed twice (the same sub-line under two headings) is
+    # numbered in order, alike on both sides.
     found = {}
+    def put(name, value):
+        n, k = name, 1
+        while n in found:
+            k += 1
+            n = f"{name} #{k}"
+        found[n] = value
     for line in text.splitlines():
-        rest, prefix = line, ""
         for m in stat.finditer(line):
-            name = line[:m.start()]
-            name = re.sub(r"p50.*?\(n=\d+\)", "", name)  # earlier stats on the line
-            name = " ".join(name.replace(":", " ").split())[-70:]
-            found.setdefault(name or "(unnamed)", float(m.group(1)))
+            put(short(line[:m.start()]), float(m.group(1)))
         if not stat.search(line):
             for m in other.finditer(line):
-                name = " ".join(line[:m.start()].replace(":", " ").split())[-60:] + " [" + m.group(2) + "]"
-                found.setdefault(name, float(m.group(1)))
+                put(short(line[:m.start()]) + " [" + m.group(2) + "]", float(m.group(1)))
     return found
 runs = {s: [figures((out / f"{s}-{r}.txt").read_text()) for r in range(1, rounds + 1)] for s in ("old", "new")}
 loads = {s: [(out / f"{s}-{r}.load").read_text().split() for r in range(1, rounds + 1)] for s in ("old", "new")}
@@ -136,12 +143,12 @@ def med(s, n):
     v = [f[n] for f in runs[s] if n in f]
     return (statistics.median(v), len(v)) if v else (None, 0)
 print(f"\nA/B: old {old}, new {new}; {rounds} rounds; medians over the rounds (ms unless marked)")
-print(f"{'figure':<72} {'old':>10} {'new':>10} {'new/old':>8}")
+print(f"{'figure':<80} {'old':>10} {'new':>10} {'new/old':>8}")
 for n in names:
     (o, _), (w, _) = med("old", n), med("new", n)
     ratio = f"{w / o:.2f}" if o and w is not None else "—"
     fmt = lambda v: "—" if v is None else f"{v:.2f}"
-    print(f"{n:<72} {fmt(o):>10} {fmt(w):>10} {ratio:>8}")
+    print(f"{n:<80} {fmt(o):>10} {fmt(w):>10} {ratio:>8}")
 for s in ("old", "new"):
     print(f"load (1 min, before → after) {s}: " + ", ".join(f"{a}→{b}" for a, b in loads[s]))
 PY

@@ -868,11 +868,15 @@ async fn mcp_cost(
 /// through the pipeline and the gate, the trace row).
 async fn fake_model(clicks: usize) -> std::net::SocketAddr {
     let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    // A model's thinking time (`BENCH_MODEL_MS`, default 0: at once). A real
+    // model takes hundreds of milliseconds; the step figures leave it out.
+    let think = Duration::from_millis(env_usize("BENCH_MODEL_MS", 0) as u64);
     let app = axum::Router::new().route(
         "/v1/chat/completions",
         axum::routing::post(move || {
             let count = count.clone();
             async move {
+                tokio::time::sleep(think).await;
                 let n = count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 let text = if n % (clicks + 1) == clicks {
                     "Action: finished(content='done')"

@@ -1029,15 +1029,21 @@ async fn task_step(
     task.await.unwrap();
 }
 
-/// Chromium's own share of a task step on `page` (whose clicks repaint):
-/// from a click's start to the arrival of the screencast frame showing it.
-async fn chromium_repaint(page_url: &str, tmp: &std::path::Path, n: usize) -> Stats {
+/// Screencasts `page` (JPEG q80, 1280×720, as a task does) and sends the
+/// arrival time of each frame, stamped on receipt; each is acknowledged
+/// without waiting for the answer and its data decoded, as the task's pump
+/// does.
+async fn screencast_arrivals(
+    page: &chromiumoxide::Page,
+) -> (
+    tokio::sync::mpsc::UnboundedReceiver<Instant>,
+    tokio::task::JoinHandle<()>,
+) {
     use base64::Engine;
     use chromiumoxide::cdp::browser_protocol::page::{
         EventScreencastFrame, ScreencastFrameAckParams,
     };
     use futures::StreamExt;
-    let (conn, child, page) = common::raw_page(&tmp.join("repaint"), page_url).await;
     let mut frames = page.event_listener::<EventScreencastFrame>().await.unwrap();
     page.execute(
         cordon::live::Encoding {
@@ -1049,17 +1055,27 @@ async fn chromium_repaint(page_url: &str, tmp: &std::path::Path, n: usize) -> St
     )
     .await
     .unwrap();
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let acks = page.clone();
     let pump = tokio::spawn(async move {
         while let Some(ev) = frames.next().await {
-            let _ = acks
-                .execute(ScreencastFrameAckParams::new(ev.session_id))
-                .await;
+            let at = Instant::now();
+            let (ack, session) = (acks.clone(), ev.session_id);
+            tokio::spawn(async move {
+                let _ = ack.execute(ScreencastFrameAckParams::new(session)).await;
+            });
             let _ = base64::engine::general_purpose::STANDARD.decode(ev.data.as_ref() as &str);
-            let _ = tx.send(Instant::now());
+            let _ = tx.send(at);
         }
     });
+    (rx, pump)
+}
+
+/// Chromium's own share of a task step on `page` (whose clicks repaint):
+/// from a click's start to the arrival of the screencast frame showing it.
+async fn chromium_repaint(page_url: &str, tmp: &std::path::Path, n: usize) -> Stats {
+    let (conn, child, page) = common::raw_page(&tmp.join("repaint"), page_url).await;
+    let (mut rx, pump) = screencast_arrivals(&page).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mut out = Vec::new();
     for _ in 0..n {
@@ -1784,40 +1800,13 @@ async fn mem_flags(page: &str, tmp: &std::path::Path) {
 /// `requestAnimationFrame`s awaited over CDP, against the arrival of the
 /// first screencast frame after the click (raw Chromium, Cordon's flags).
 async fn frame_signal(page_url: &str, tmp: &std::path::Path, iters: usize) {
-    use base64::Engine;
-    use chromiumoxide::cdp::browser_protocol::page::{
-        EventScreencastFrame, ScreencastFrameAckParams,
-    };
-    use futures::StreamExt;
     for (what, url) in [
         ("repaints", format!("{page_url}count")),
         ("changes nothing", page_url.to_owned()),
     ] {
         let (conn, child, page) =
             common::raw_page(&tmp.join(format!("signal-{}", what.len())), &url).await;
-        let mut frames = page.event_listener::<EventScreencastFrame>().await.unwrap();
-        page.execute(
-            cordon::live::Encoding {
-                quality: 80,
-                max_width: 1280,
-                max_height: 720,
-            }
-            .params(),
-        )
-        .await
-        .unwrap();
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let acks = page.clone();
-        let pump = tokio::spawn(async move {
-            while let Some(ev) = frames.next().await {
-                let at = Instant::now();
-                let _ = acks
-                    .execute(ScreencastFrameAckParams::new(ev.session_id))
-                    .await;
-                let _ = base64::engine::general_purpose::STANDARD.decode(ev.data.as_ref() as &str);
-                let _ = tx.send(at);
-            }
-        });
+        let (mut rx, pump) = screencast_arrivals(&page).await;
         tokio::time::sleep(Duration::from_millis(500)).await;
         for rafs in [1, 2] {
             let expr = if rafs == 1 {

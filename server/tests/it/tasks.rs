@@ -153,6 +153,24 @@ async fn app_with_model(site: &site::Site, model: SocketAddr) -> TestApp {
     .await
 }
 
+/// An app for tests that check each step's picture: a generous wait for
+/// the repaint (3 s), and for a frame still being encoded once the page
+/// has drawn (0.4 s): a slow machine is not a stale picture.
+async fn app_checking_pictures(site: &site::Site, model: SocketAddr) -> TestApp {
+    let base = format!("http://{model}/v1");
+    session_app(
+        Backend::Sqlite,
+        &site.allow(),
+        &[
+            ("CORDON_MODEL_BASE_URL", &base),
+            ("CORDON_MODEL_API_KEY", KEY),
+            ("CORDON_TASK_FRAME_WAIT_MS", "3000"),
+            ("CORDON_TASK_FRAME_SETTLE_MS", "400"),
+        ],
+    )
+    .await
+}
+
 async fn run(agent: &AgentClient, body: Value) -> (StatusCode, Value) {
     agent.post("/api/tasks", body).await
 }
@@ -188,20 +206,7 @@ async fn every_step_shows_the_model_the_page_after_its_last_action() {
         Reply::Text("Action: finished(content='done')"),
     ];
     let (model, fake) = fake_model(script).await;
-    // A generous wait for the repaint, and for a frame still being encoded
-    // once the page has drawn: a slow machine is not a stale picture.
-    let base = format!("http://{model}/v1");
-    let app = session_app(
-        Backend::Sqlite,
-        &site.allow(),
-        &[
-            ("CORDON_MODEL_BASE_URL", &base),
-            ("CORDON_MODEL_API_KEY", KEY),
-            ("CORDON_TASK_FRAME_WAIT_MS", "3000"),
-            ("CORDON_TASK_FRAME_SETTLE_MS", "400"),
-        ],
-    )
-    .await;
+    let app = app_checking_pictures(&site, model).await;
     let agent = app.agent("acme").await;
 
     let (status, result) = run(
@@ -268,18 +273,7 @@ async fn no_op_steps(path: &str) {
         Reply::Text("Action: finished(content='done')"),
     ];
     let (model, fake) = fake_model(script).await;
-    let base = format!("http://{model}/v1");
-    let app = session_app(
-        Backend::Sqlite,
-        &site.allow(),
-        &[
-            ("CORDON_MODEL_BASE_URL", &base),
-            ("CORDON_MODEL_API_KEY", KEY),
-            ("CORDON_TASK_FRAME_WAIT_MS", "3000"),
-            ("CORDON_TASK_FRAME_SETTLE_MS", "400"),
-        ],
-    )
-    .await;
+    let app = app_checking_pictures(&site, model).await;
     let agent = app.agent("acme").await;
 
     let (status, result) = run(

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The control plane's own instructions per tool call: a figure that does
 # not move with the machine (issue 25). `cordon serve` runs under
-# valgrind's callgrind with collection switched on only around a burst of
-# one kind of call; Chromium is outside the count (callgrind does not
+# valgrind's callgrind; its counters are zeroed before a burst of one kind
+# of call and dumped after it; Chromium is outside the count (callgrind does not
 # follow child processes) and so is the client (curl). Each figure is the
 # instructions counted over the burst, less those of an idle window of the
 # same length (timers, the reaper), divided by the number of calls.
@@ -59,7 +59,7 @@ export CORDON_DATA_DIR=$work/data CORDON_BIND=127.0.0.1:$port CORDON_POOL_SIZE=2
 "$bin" tenant create bench >/dev/null
 key=$("$bin" apikey create --tenant bench --label instructions)
 
-valgrind --tool=callgrind --collect-atstart=no --instr-atstart=no \
+valgrind --tool=callgrind \
   --callgrind-out-file="$work/cg.out" "$bin" serve >"$work/serve.log" 2>&1 &
 vg=$!
 pids+=("$vg")
@@ -82,15 +82,13 @@ dumps=0
 count() { # NAME COMMAND...
   local name=$1
   shift
-  callgrind_control --zero "$vg" >/dev/null
-  callgrind_control --instr=on "$vg" >/dev/null
+  callgrind_control --zero "$vg" >/dev/null 2>&1
   local t0
   t0=$(date +%s.%N)
   for _ in $(seq 1 "$calls"); do "$@" >/dev/null; done
   local t1
   t1=$(date +%s.%N)
-  callgrind_control --instr=off "$vg" >/dev/null
-  callgrind_control --dump="$name" "$vg" >/dev/null
+  callgrind_control --dump="$name" "$vg" >/dev/null 2>&1
   dumps=$((dumps + 1))
   echo "$name $(python3 -c "print($t1 - $t0)")" >>"$work/windows"
 }
@@ -128,12 +126,10 @@ windows = dict(l.split() for l in (work / "windows").read_text().splitlines())
 totals = {}
 for f in sorted(work.glob("cg.out*")):
     text = f.read_text(errors="replace")
-    trig = re.search(r"^desc: Trigger: Client Request: (\S+)", text, re.M) or re.search(r"^# .*Dump Request: ?(\S*)", text, re.M)
+    # `desc: Trigger: dump <name>` (callgrind_control --dump=<name>).
     tot = re.search(r"^(?:totals|summary): (\d+)", text, re.M)
-    name = None
-    m = re.search(r"^desc: Trigger: .*?(\w+)$", text, re.M)
-    if m:
-        name = m.group(1)
+    m = re.search(r"^desc: Trigger: dump (\w+)$", text, re.M)
+    name = m.group(1) if m else None
     if name in windows and tot:
         totals[name] = int(tot.group(1))
 idle = totals.get("idle", 0)

@@ -10,6 +10,11 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
+# Each part's header says when it began (seconds since the start), so a
+# log shows where a cold run's time goes (BENCHMARKS.md, "cold run.sh").
+start=$(date +%s)
+part() { echo "== $1 (at $(($(date +%s) - start)) s)"; }
+part "setup"
 bash infra/scripts/setup.sh
 
 # A cold build of the suite writes about 6 GB under target/ (cordon's
@@ -25,24 +30,24 @@ fi
 # Incremental state only helps a second build in the same tree; CI builds once.
 if [ -n "${CI:-}" ]; then export CARGO_INCREMENTAL=0; fi
 
-echo "== infra checks"
+part "infra checks"
 bash infra/tests/run.sh
 
-echo "== rustfmt"
+part "rustfmt"
 cargo fmt --all --check
 
-echo "== layers (no import runs up a layer)"
+part "layers (no import runs up a layer)"
 # A dependency-free tool that builds in seconds, so it fails before the long build.
 cargo run --quiet -p layers
 
-echo "== dashboard build (wasm)"
+part "dashboard build (wasm)"
 bash infra/scripts/build-site.sh debug
 
-echo "== clippy"
+part "clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 cargo clippy -p app --lib --target wasm32-unknown-unknown --features hydrate -- -D warnings
 
-echo "== PostgreSQL for the tests"
+part "PostgreSQL for the tests"
 pg_url=$(bash infra/scripts/test-postgres.sh start)
 trap 'bash infra/scripts/test-postgres.sh stop' EXIT
 export CORDON_TEST_POSTGRES_URL=$pg_url
@@ -51,13 +56,14 @@ export CORDON_TEST_POSTGRES_URL=$pg_url
 # so no DNS query leaves the machine.
 export CORDON_EGRESS_RESOLVER=loopback-only
 
-echo "== unit and integration tests (SQLite and PostgreSQL)"
+part "unit and integration tests (SQLite and PostgreSQL)"
 # Benches are not tests: they run with `cargo bench` (clippy above checks them).
 cargo test --workspace --lib --bins --tests
 
-echo "== end-to-end tests (Playwright + Chromium; the docs' examples)"
+part "end-to-end tests (Playwright + Chromium; the docs' examples)"
 # Uses target/debug/cordon, built by the tests above. Every file in
 # end2end/tests/ named *.test.js runs, docs_examples.test.js and
 # contract.test.js (schemathesis; its tuned checks are named with their
 # reasons in end2end/schemathesis.toml) included.
 (cd end2end && npm test)
+part "done"

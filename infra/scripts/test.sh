@@ -58,7 +58,9 @@ export CORDON_EGRESS_RESOLVER=loopback-only
 
 part "unit and integration tests (SQLite and PostgreSQL)"
 # Benches are not tests: they run with `cargo bench` (clippy above checks them).
-cargo test --workspace --lib --bins --tests
+# --timings writes target/cargo-timings/*.html: which crate held the build
+# up, and how busy the cores were (BENCHMARKS.md, "cold run.sh").
+cargo test --workspace --lib --bins --tests --timings
 
 part "end-to-end tests (Playwright + Chromium; the docs' examples)"
 # Uses target/debug/cordon, built by the tests above. Every file in

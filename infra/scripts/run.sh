@@ -1,16 +1,12 @@
 #!/usr/bin/env bash
-# Sets everything up, builds Cordon and runs it on its embedded defaults:
-# SQLite in ./data, the local Chromium, http://127.0.0.1:8080.
+# Sets everything up, builds a release Cordon and runs it on its embedded
+# defaults: SQLite in ./data, the local Chromium, http://127.0.0.1:8080.
 # Extra arguments go to `cordon` (e.g. `infra/scripts/run.sh config show`).
-#
-# It builds the `quick` profile (Cargo.toml: `release` at opt-level 1),
-# target/quick/cordon, which a cold build on a 2-core machine finishes
-# minutes sooner; deployments build `--release` (docs/deployment.md).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 bash infra/scripts/setup.sh
 bash infra/scripts/build-site.sh release
-cargo build --profile quick -p cordon
+cargo build --release -p cordon
 export CORDON_SITE_ROOT=${CORDON_SITE_ROOT:-$root/target/site}
-exec "${CARGO_TARGET_DIR:-$root/target}/quick/cordon" "$@"
+exec "${CARGO_TARGET_DIR:-$root/target}/release/cordon" "$@"

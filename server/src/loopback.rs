@@ -36,15 +36,19 @@ pub fn opened_by_this_process(local: SocketAddr, peer: SocketAddr) -> bool {
 /// address is `server`, from the text of `/proc/net/tcp[6]`.
 fn client_inode(table: &str, client: SocketAddr, server: SocketAddr) -> Option<u64> {
     let (want_local, want_remote) = (hex_addr(client), hex_addr(server));
-    // The first line is the column header.
+    // The first line is the column header. Each line is split only as far
+    // as it must be: the table holds every TCP socket of the network
+    // namespace, and this runs for each connection a sandbox's relay takes
+    // (BENCHMARKS.md, "instructions per call": collecting every line's
+    // columns was half of an open's instructions).
     table.lines().skip(1).find_map(|line| {
-        let cols: Vec<&str> = line.split_whitespace().collect();
         // sl local rem st tx:rx tr:when retrnsmt uid timeout inode …
-        if cols.len() > 9 && cols[1] == want_local && cols[2] == want_remote {
-            cols[9].parse().ok().filter(|&i| i != 0)
-        } else {
-            None
+        let mut cols = line.split_ascii_whitespace();
+        let (_sl, local, remote) = (cols.next()?, cols.next()?, cols.next()?);
+        if local != want_local || remote != want_remote {
+            return None;
         }
+        cols.nth(6)?.parse().ok().filter(|&i| i != 0)
     })
 }
 
@@ -90,6 +94,41 @@ mod tests {
                 "127.0.0.1:8080".parse().unwrap()
             ),
             None
+        );
+    }
+
+    #[test]
+    fn a_short_or_inode_less_line_names_no_socket() {
+        let (client, server) = (
+            "127.0.0.1:50000".parse().unwrap(),
+            "127.0.0.1:8080".parse().unwrap(),
+        );
+        let header = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n";
+        let (l, r) = (hex_addr(client), hex_addr(server));
+        for line in [
+            // Cut short before the inode.
+            format!("   1: {l} {r} 01 00000000:00000000 00:00000000 00000000     0        0"),
+            // Inode 0: a socket being torn down.
+            format!("   1: {l} {r} 06 00000000:00000000 00:00000000 00000000     0        0 0 1"),
+            // The right client, another server.
+            format!(
+                "   1: {l} 0100007F:0051 01 00000000:00000000 00:00000000 00000000     0        0 3333 1"
+            ),
+            // Not a number where the inode is.
+            format!("   1: {l} {r} 01 00000000:00000000 00:00000000 00000000     0        0 x 1"),
+        ] {
+            assert_eq!(
+                client_inode(&format!("{header}{line}\n"), client, server),
+                None,
+                "{line}"
+            );
+        }
+        let good = format!(
+            "   2: {l} {r} 01 00000000:00000000 00:00000000 00000000     0        0 4444 1\n"
+        );
+        assert_eq!(
+            client_inode(&format!("{header}{good}"), client, server),
+            Some(4444)
         );
     }
 

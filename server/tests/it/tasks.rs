@@ -296,7 +296,12 @@ async fn no_op_steps(path: &str) {
     // not wait out the 3 s bound: from one trace row to the next, less the
     // model's time, well under it even on a slow machine.
     let id = result["task_id"].as_str().unwrap();
-    let steps = app.state.store.task_steps(id).await.unwrap();
+    let steps = app
+        .state
+        .store
+        .task_steps(&id.parse().unwrap())
+        .await
+        .unwrap();
     assert_eq!(steps.len(), 6, "{result}");
     let gaps: Vec<i64> = steps
         .windows(2)
@@ -648,7 +653,12 @@ async fn call_user_pauses_the_task_until_an_operator_takes_over_and_hands_back()
     assert_eq!(line["session"], sid.as_str(), "{line}");
     let (status, _) = app.server_fn("waiting_tasks", "", None).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
-    let live = app.state.sessions.find_live(&sid).await.expect("running");
+    let live = app
+        .state
+        .sessions
+        .find_live(&sid.parse().unwrap())
+        .await
+        .expect("running");
     app.state
         .sessions
         .take_control(&live, "op_helper", "olive")

@@ -79,7 +79,7 @@ async fn objects(app: &TestApp, t: &str) -> Objects {
         )
         .await
         .expect("imported");
-    let task = format!("t_scope{t}");
+    let task = cordon::domain::TaskId::generate().to_string();
     app.state
         .store
         .task_insert(&cordon::store::tasks::TaskRow {

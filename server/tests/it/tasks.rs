@@ -416,7 +416,7 @@ async fn a_task_clicks_types_submits_and_finishes_with_one_compact_result_and_a_
     assert_eq!(status, StatusCode::OK, "{trace}");
     assert_eq!(trace["steps"].as_array().map(Vec::len), Some(4), "{trace}");
     // Its screenshots are served to the trace page by their ids.
-    let shot = trace["steps"][0]["screenshot"].as_str().expect("an id");
+    let shot = trace["steps"][0]["screenshot_id"].as_str().expect("an id");
     let res = app
         .http
         .get(app.url(&format!("/ui/screenshots/{shot}/thumb")))
@@ -691,8 +691,9 @@ async fn a_restart_ends_running_tasks_as_aborted_and_keeps_their_trace() {
     let app = app_with_model(&site, model).await;
     let agent = app.agent("acme").await;
     let store = &app.state.store;
+    let left = cordon::domain::TaskId::generate();
     let row = cordon::store::tasks::TaskRow {
-        id: "t_leftbehind".into(),
+        id: left.to_string(),
         tenant_id: "acme".into(),
         api_key_id: None,
         session_id: None,
@@ -732,7 +733,7 @@ async fn a_restart_ends_running_tasks_as_aborted_and_keeps_their_trace() {
     )
     .await
     .unwrap();
-    let (_, d) = agent.get("/api/tasks/t_leftbehind").await;
+    let (_, d) = agent.get(&format!("/api/tasks/{left}")).await;
     assert_eq!(d["status"], "aborted", "{d}");
     assert_eq!(d["error"], "restarted", "{d}");
     assert_eq!(d["steps"].as_array().map(Vec::len), Some(1), "{d}");

@@ -217,7 +217,7 @@ impl Cordon {
             .store
             .dashboard_session_save(
                 &cordon::ids::token_hash(&sid),
-                Some(op.id.as_str()),
+                Some(&op.id),
                 &data,
                 cordon::time::now_ms() + 3 * 3_600_000,
             )
@@ -868,7 +868,11 @@ async fn cordon_input(
     // The pipeline's parts, in-process: one audit append, and the click's
     // two tool calls as the socket's worker runs them.
     let state = &cordon.state;
-    let live = state.sessions.find_live(&sid).await.unwrap();
+    let live = state
+        .sessions
+        .find_live(&sid.parse().unwrap())
+        .await
+        .unwrap();
     let actor = cordon::audit::Actor::Operator(cordon.op.clone());
     let (mut audit, mut tools) = (Vec::new(), Vec::new());
     for _ in 0..rounds {

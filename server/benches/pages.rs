@@ -88,7 +88,7 @@ async fn main() {
     store
         .dashboard_session_save(
             &cordon::ids::token_hash(&sid),
-            Some(op.id.as_str()),
+            Some(&op.id),
             &data.to_string(),
             cordon::time::now_ms() + 3_600_000,
         )

@@ -385,7 +385,11 @@ async fn cdp_proxy(
     )
     .await;
     let tenant: cordon::domain::TenantId = "bench".parse().unwrap();
-    let live = state.sessions.get(&tenant, &sid).await.unwrap();
+    let live = state
+        .sessions
+        .get(&tenant, &sid.parse().unwrap())
+        .await
+        .unwrap();
     let through_url = format!("{}/cdp/{sid}", api.base.replacen("http", "ws", 1));
     let mut direct = RawCdp::connect(&live.sandbox.cdp_url, None).await;
     let mut through = RawCdp::connect(&through_url, Some(&api.key)).await;
@@ -958,7 +962,7 @@ async fn task_step(
         whole.push(t.elapsed());
         assert_eq!(r["status"], "finished", "{r}");
         let id = r["task_id"].as_str().unwrap();
-        let steps = state.store.task_steps(id).await.unwrap();
+        let steps = state.store.task_steps(&id.parse().unwrap()).await.unwrap();
         for w in steps.windows(2) {
             let model = w[1].model_ms.unwrap_or(0);
             let gap = w[1].created_at - w[0].created_at - model;

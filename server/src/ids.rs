@@ -8,6 +8,8 @@ use sha2::{Digest, Sha256};
 pub const SESSION: &str = "s_";
 /// Sandboxes (`b_…`).
 pub const SANDBOX: &str = "b_";
+/// Tasks (`t_…`).
+pub const TASK: &str = "t_";
 /// Grant requests (`gr_…`).
 pub const GRANT_REQUEST: &str = "gr_";
 /// Grant tokens' public ids (`gt_…`, the "jti").
@@ -16,6 +18,10 @@ pub const GRANT_TOKEN_ID: &str = "gt_";
 pub const API_KEY: &str = "k_";
 /// Stored credentials (`v_…`).
 pub const CREDENTIAL: &str = "v_";
+/// Stored TOTP seeds (`tp_…`).
+pub const TOTP: &str = "tp_";
+/// Live links' public ids (`ll_…`), never the link's token.
+pub const LIVE_LINK: &str = "ll_";
 /// Dashboard operators (`op_…`).
 pub const OPERATOR: &str = "op_";
 /// Operators' passkeys (`pk_…`).
@@ -24,6 +30,10 @@ pub const PASSKEY: &str = "pk_";
 pub const ENROLLMENT: &str = "en_";
 /// Pending approvals of the risk gate (`apr_…`).
 pub const APPROVAL: &str = "apr_";
+/// The deployment, drawn by its first replica (`dep…`, no underscore).
+pub const DEPLOYMENT: &str = "dep";
+/// One run of a replica's process (`inst…`, no underscore).
+pub const INSTANCE: &str = "inst";
 
 /// The secret grant tokens (`cgt_…`), recognisable when leaked.
 pub const GRANT_TOKEN_SECRET: &str = "cgt_";

@@ -118,7 +118,7 @@ pub async fn revoke_key(store: &Store, actor: &Actor, id: &ApiKeyId) -> Result<(
                 .outcome("requested"),
         )
         .await?;
-    if !store.api_key_revoke(id.as_str()).await? {
+    if !store.api_key_revoke(id).await? {
         return Err(TenantError::NoSuchKey(id.clone()));
     }
     Ok(())

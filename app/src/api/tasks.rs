@@ -38,9 +38,14 @@ pub struct TaskList {
     pub now: i64,
 }
 
-/// One step of a trace.
+// One step of a task's trace, declared once: the agent API's
+// `GET /api/tasks/{id}` answers it (its OpenAPI schema is derived from this
+// type, hence `JsonSchema` on the server's side, whose doc comment is the
+// schema's description) and the dashboard's task page shows it.
+/// One step as the API shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StepLine {
+#[cfg_attr(feature = "ssr", derive(schemars::JsonSchema))]
+pub struct StepView {
     /// From 1.
     pub n: i64,
     /// The model's thought.
@@ -49,14 +54,14 @@ pub struct StepLine {
     pub action: Option<String>,
     /// `ok`, or what failed.
     pub outcome: String,
-    /// The screenshot the model saw (an id for `/ui/screenshots/…`).
-    pub screenshot: Option<String>,
+    /// The screenshot the model saw.
+    pub screenshot_id: Option<String>,
     /// The model's answer time.
     pub model_ms: Option<i64>,
-    /// Tokens in and out, when reported.
-    pub tokens: Option<(i64, i64)>,
-    /// Unix ms.
-    pub at: i64,
+    /// Reported prompt tokens.
+    pub prompt_tokens: Option<i64>,
+    /// Reported completion tokens.
+    pub completion_tokens: Option<i64>,
 }
 
 /// A task with its trace.
@@ -73,7 +78,7 @@ pub struct TaskTrace {
     /// The step limit.
     pub max_steps: i64,
     /// Steps in order.
-    pub steps: Vec<StepLine>,
+    pub steps: Vec<StepView>,
 }
 
 /// A task and its trace.

@@ -63,7 +63,7 @@ fn Trace(t: TaskTrace) -> impl IntoView {
                         let ok = s.outcome == "ok" || s.outcome == "finished";
                         view! {
                             <li class="step" data-step=s.n>
-                                {s.screenshot.clone().map(|id| view! {
+                                {s.screenshot_id.clone().map(|id| view! {
                                     <a href=format!("/ui/screenshots/{id}") target="_blank" rel="noopener">
                                         <img src=format!("/ui/screenshots/{id}/thumb") alt=format!("What the model saw at step {}", s.n) loading="lazy" width="320" height="180"/>
                                     </a>
@@ -71,7 +71,7 @@ fn Trace(t: TaskTrace) -> impl IntoView {
                                 <div class="step-body">
                                     <p class="step-head"><strong>{format!("Step {}", s.n)}</strong>" "
                                         <span class="badge" data-status=if ok { "ok" } else { "refused" }>{s.outcome.clone()}</span>
-                                        <span class="muted">{s.model_ms.map(|ms| format!(" · model {ms} ms"))}{s.tokens.map(|(i, o)| format!(" · {i}+{o} tokens"))}</span>
+                                        <span class="muted">{s.model_ms.map(|ms| format!(" · model {ms} ms"))}{s.prompt_tokens.zip(s.completion_tokens).map(|(i, o)| format!(" · {i}+{o} tokens"))}</span>
                                     </p>
                                     {s.thought.map(|th| view! { <p class="thought">{th}</p> })}
                                     {s.action.map(|a| view! { <p><code>{a}</code></p> })}

@@ -125,7 +125,11 @@ async fn connect(
         Ok(o) => o,
         Err(e) => return e.into_response(),
     };
-    let slot = match state.sessions.cdp_slot(&owner, &id).await {
+    let found = match crate::sessions::session_id(&id) {
+        Ok(sid) => state.sessions.cdp_slot(&owner, &sid).await,
+        Err(e) => Err(CdpRefusal::Session(e)),
+    };
+    let slot = match found {
         Ok(s) => s,
         Err(CdpRefusal::Session(e)) => return ApiError::from(e).into_response(),
         Err(e @ CdpRefusal::NotGranted) => {
@@ -251,7 +255,8 @@ async fn version(
     headers: HeaderMap,
     Agent(owner): Agent,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let session = state.sessions.get(&owner.tenant, &id).await?;
+    let sid = crate::sessions::session_id(&id)?;
+    let session = state.sessions.get(&owner.tenant, &sid).await?;
     let v = session
         .browser_version()
         .await
@@ -284,7 +289,8 @@ async fn list(
     Path(id): Path<String>,
     Agent(owner): Agent,
 ) -> Result<Json<Vec<TargetEntry>>, ApiError> {
-    let session = state.sessions.get(&owner.tenant, &id).await?;
+    let sid = crate::sessions::session_id(&id)?;
+    let session = state.sessions.get(&owner.tenant, &sid).await?;
     let tabs = session
         .tab_targets()
         .await
@@ -308,7 +314,8 @@ async fn protocol(
     Path(id): Path<String>,
     Agent(owner): Agent,
 ) -> Result<Response, ApiError> {
-    let session = state.sessions.get(&owner.tenant, &id).await?;
+    let sid = crate::sessions::session_id(&id)?;
+    let session = state.sessions.get(&owner.tenant, &sid).await?;
     let base = crate::cdp::http_base(&session.sandbox.cdp_url)
         .ok_or_else(|| ApiError::Unavailable("the browser has no HTTP endpoint".into()))?;
     let res = reqwest::Client::new()

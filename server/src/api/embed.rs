@@ -23,6 +23,7 @@ use axum::routing::get;
 use serde::Deserialize;
 
 use crate::api::auth::Agent;
+use crate::domain::{LiveLinkId, SessionId};
 use crate::error::ApiError;
 use crate::live::link::{self, Link, LinkError, LinkMode, LinkPolicy};
 use crate::sessions::SessionError;
@@ -176,11 +177,12 @@ async fn page(
         }
     };
     let frame = lookup(link.tenant.as_str()).map_or("'none'".into(), |p| p.frame_ancestors_csp());
-    let ended = match state
-        .store
-        .session_get(link.tenant.as_str(), &session)
-        .await
-    {
+    // The link names a well-formed session, which `check` matched.
+    let found = match session.parse::<SessionId>() {
+        Ok(sid) => state.store.session_get(link.tenant.as_str(), &sid).await,
+        Err(_) => Ok(None),
+    };
+    let ended = match found {
         Ok(Some(row)) => row.state.is_ended(),
         Ok(None) => true,
         Err(e) => {
@@ -246,7 +248,11 @@ async fn carried(
     let (Some(axum::Extension(Agent(owner))), Some(_)) = (agent, forwarded) else {
         return ApiError::HopRefused.into_response();
     };
-    let link = match link::recheck(&state.store, &q.link_id, policies(&state)).await {
+    let recheck = match q.link_id.parse::<LiveLinkId>() {
+        Ok(id) => link::recheck(&state.store, &id, policies(&state)).await,
+        Err(_) => Err(LinkError::Unknown),
+    };
+    let link = match recheck {
         Ok(l)
             if l.session_id == session && l.tenant == owner.tenant && l.key_id == owner.key_id =>
         {
@@ -264,7 +270,11 @@ async fn serve(
     link: Link,
     ws: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> Response {
-    let live = match state.sessions.get(&link.tenant, &link.session_id).await {
+    let found = match crate::sessions::session_id(&link.session_id) {
+        Ok(sid) => state.sessions.get(&link.tenant, &sid).await,
+        Err(e) => Err(e),
+    };
+    let live = match found {
         Ok(l) => l,
         Err(e @ SessionError::Gone { .. }) => return ApiError::from(e).into_response(),
         Err(_) => return ApiError::NotFound("session").into_response(),

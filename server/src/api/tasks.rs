@@ -10,9 +10,10 @@ use serde::Deserialize;
 use crate::api::auth::Agent;
 use crate::api::json::ApiJson;
 use crate::api::openapi::{AUTH, BODY, OPEN_SESSION, Route};
+use crate::domain::TaskId;
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::tasks::{TaskDetail, TaskRequest, TaskResult};
+use crate::tasks::{TaskDetail, TaskError, TaskRequest, TaskResult};
 
 /// `POST /api/tasks`
 pub async fn run(
@@ -51,6 +52,8 @@ pub async fn show(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<TaskDetail>, ApiError> {
+    // A malformed id is no task of this tenant's, as an unknown one.
+    let id: TaskId = id.parse().map_err(|_| TaskError::NotFound)?;
     Ok(Json(state.tasks.get(&agent.0.tenant, &id).await?))
 }
 
@@ -60,6 +63,7 @@ pub async fn abort(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<TaskResult>, ApiError> {
+    let id: TaskId = id.parse().map_err(|_| TaskError::NotFound)?;
     Ok(Json(state.tasks.abort(&agent.0.tenant, &id).await?))
 }
 

@@ -8,7 +8,7 @@ use webauthn_rs::prelude::Uuid;
 
 use super::{Auth, AuthError, ENROLL_TTL_MS, checked_login};
 use crate::audit::{Actor, NewEvent};
-use crate::domain::OperatorId;
+use crate::domain::{EnrollmentId, OperatorId};
 use crate::ids::{self, token_hash};
 use crate::store::operators::{CreateOperatorError, EnrollmentRow, OperatorRow};
 use crate::time::now_ms;
@@ -102,7 +102,7 @@ impl Auth {
         let secret = ids::secret_token(ids::ENROLLMENT_SECRET);
         let now = now_ms();
         let row = EnrollmentRow {
-            id: ids::random_id(ids::ENROLLMENT),
+            id: EnrollmentId::generate(),
             operator_id: operator.clone(),
             expires_at: now + ENROLL_TTL_MS,
             used_at: None,

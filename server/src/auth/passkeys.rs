@@ -12,7 +12,7 @@ use webauthn_rs::prelude::{
 
 use super::{Auth, AuthError, CEREMONY_TTL_MS, checked_name};
 use crate::audit::{Actor, NewEvent};
-use crate::domain::{OperatorId, PasskeyId};
+use crate::domain::{EnrollmentId, OperatorId, PasskeyId};
 use crate::ids::{self, token_hash};
 use crate::store::operators::{EnrollmentRow, OperatorRow, PasskeyRow};
 use crate::time::now_ms;
@@ -23,7 +23,7 @@ use crate::time::now_ms;
 pub(crate) enum Ceremony {
     /// Enrolling through a link.
     Enroll {
-        enrollment: String,
+        enrollment: EnrollmentId,
         operator: OperatorId,
         name: String,
         state: PasskeyRegistration,

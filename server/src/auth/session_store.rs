@@ -9,6 +9,7 @@ use time::OffsetDateTime;
 use tower_sessions::session::{Id, Record};
 use tower_sessions::session_store::{self, SessionStore};
 
+use crate::domain::OperatorId;
 use crate::ids::token_hash;
 use crate::store::Store;
 use crate::time::now_ms;
@@ -52,11 +53,16 @@ impl SessionStore for DbSessionStore {
     async fn save(&self, record: &Record) -> session_store::Result<()> {
         let data = serde_json::to_string(&record.data)
             .map_err(|e| session_store::Error::Encode(e.to_string()))?;
-        let operator = record.data.get(OPERATOR_KEY).and_then(|v| v.as_str());
+        // The operator's id, as the login put it there.
+        let operator = record
+            .data
+            .get(OPERATOR_KEY)
+            .and_then(|v| v.as_str())
+            .and_then(|id| id.parse::<OperatorId>().ok());
         self.0
             .dashboard_session_save(
                 &token_hash(&record.id.to_string()),
-                operator,
+                operator.as_ref(),
                 &data,
                 expiry_ms(record),
             )

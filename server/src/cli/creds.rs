@@ -184,7 +184,11 @@ async fn totp(vault: &Vault, command: TotpCommand) -> anyhow::Result<ExitCode> {
         }
         TotpCommand::Delete { tenant, id } => {
             let tenant = tenant_arg(&tenant)?;
-            match vault.totp_delete(&Actor::Cli, &tenant, &id).await {
+            let deleted = match vault.totp_id(&tenant, &id).await {
+                Ok(id) => vault.totp_delete(&Actor::Cli, &tenant, &id).await,
+                Err(e) => Err(e),
+            };
+            match deleted {
                 Ok(t) => println!(
                     "TOTP seed {} ({:?} for {}, tenant {tenant}) deleted",
                     t.id, t.label, t.domain

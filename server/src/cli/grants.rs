@@ -14,7 +14,10 @@ pub(super) async fn grants(
     let outcome = match command {
         GrantsCommand::List { pending } => {
             for r in store.grant_request_list(pending).await? {
-                let token = store.grant_token_of_request(&r.id).await?;
+                let token = match r.id.parse::<GrantRequestId>() {
+                    Ok(id) => store.grant_token_of_request(&id).await?,
+                    Err(_) => None,
+                };
                 let tok = token.map_or_else(String::new, |t| {
                     let state = if t.revoked_at.is_some() {
                         "revoked"
@@ -45,7 +48,7 @@ pub(super) async fn grants(
         } => {
             let expires_min = match expires_min {
                 Some(m) => m,
-                None => default_expiry(store, settings, id.as_str()).await?,
+                None => default_expiry(store, settings, &id).await?,
             };
             match grants::approve(store, &Actor::Cli, &id, expires_min, !multi_use).await {
                 Ok(t) => {
@@ -91,7 +94,7 @@ pub(super) async fn grants(
 pub(super) async fn default_expiry(
     store: &Store,
     settings: &Settings,
-    id: &str,
+    id: &GrantRequestId,
 ) -> anyhow::Result<u64> {
     let tenant = store.grant_request_get(id).await?.map(|r| r.tenant_id);
     Ok(tenant

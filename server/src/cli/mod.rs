@@ -14,7 +14,7 @@ use anyhow::Context;
 use crate::audit::{self, Actor, Verification};
 use crate::config::Settings;
 use crate::crypto::{KeySource, Keyring, MasterKey, read_key_file};
-use crate::domain::TenantId;
+use crate::domain::{GrantRequestId, TenantId};
 use crate::startup::{Application, shutdown_signal};
 use crate::store::Store;
 use crate::telemetry;

@@ -190,7 +190,8 @@ impl Cluster {
     /// The up replica (name, base URL) that recorded session `id`'s
     /// screenshots, when it is another one.
     pub async fn recorder_of(&self, id: &str) -> Option<(String, String)> {
-        let row = self.0.store.session_find(id).await.ok()??;
+        let id = id.parse::<crate::domain::SessionId>().ok()?;
+        let row = self.0.store.session_find(&id).await.ok()??;
         if row.host == self.0.name {
             return None;
         }

@@ -328,7 +328,10 @@ pub(super) async fn serve(
     let Ok(op) = state.auth.dashboard_operator(row).await else {
         return crate::error::ApiError::HopRefused.into_response();
     };
-    let Ok(live) = state.sessions.find_live(&session).await else {
+    let Ok(sid) = session.parse::<crate::domain::SessionId>() else {
+        return crate::error::ApiError::NotFound("session").into_response();
+    };
+    let Ok(live) = state.sessions.find_live(&sid).await else {
         return crate::error::ApiError::NotFound("session").into_response();
     };
     let dash = (!q.dash.is_empty()).then_some(q.dash);

@@ -16,6 +16,7 @@ use serde_json::json;
 
 use super::{Cluster, Inner, hop, notify};
 use crate::audit::{Actor, NewEvent};
+use crate::domain::{DeploymentId, InstanceId};
 use crate::sessions::SessionManager;
 use crate::store::replicas::ReplicaRow;
 use crate::store::{DatabaseKind, Store};
@@ -134,15 +135,15 @@ impl Cluster {
         }
         store.migrate().await?;
         let deployment = store
-            .deployment_ensure(&crate::ids::random_id("dep"), key_id)
+            .deployment_ensure(&DeploymentId::generate(), key_id)
             .await?;
-        let instance = crate::ids::random_id("inst");
+        let instance = InstanceId::generate();
         let advertise = settings.advertise.clone();
         let now = now_ms() + offset;
         store
             .replica_register(&ReplicaRow {
                 name: name.clone(),
-                instance: instance.clone(),
+                instance: instance.to_string(),
                 advertise_url: Some(advertise.clone()),
                 key_id: key_id.to_owned(),
                 schema_version: known,
@@ -291,7 +292,7 @@ impl Cluster {
         let Some(mut row) = inner.store.replica_get(&inner.name).await? else {
             return Ok(());
         };
-        if row.instance != inner.instance {
+        if row.instance != inner.instance.as_str() {
             return Ok(());
         }
         row.state = "up".into();

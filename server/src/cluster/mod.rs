@@ -89,7 +89,7 @@ pub struct Cluster(Arc<Inner>);
 
 struct Inner {
     name: String,
-    instance: String,
+    instance: crate::domain::InstanceId,
     advertise: String,
     secret: Option<SecretString>,
     deployment: String,

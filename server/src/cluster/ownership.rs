@@ -4,7 +4,7 @@ use serde_json::json;
 
 use super::{Cluster, Peer};
 use crate::audit::{Actor, NewEvent};
-use crate::domain::TenantId;
+use crate::domain::{SessionId, TaskId, TenantId};
 use crate::time::now_ms;
 
 impl Cluster {
@@ -16,7 +16,10 @@ impl Cluster {
         {
             return Ok(Some(replica.clone()));
         }
-        let Some(row) = self.0.store.session_get(tenant.as_str(), id).await? else {
+        let Ok(sid) = id.parse::<SessionId>() else {
+            return Ok(None);
+        };
+        let Some(row) = self.0.store.session_get(tenant.as_str(), &sid).await? else {
             return Ok(None);
         };
         if row.state.is_ended() || row.host == self.0.name {
@@ -33,7 +36,10 @@ impl Cluster {
     /// The replica whose loop runs task `id` of `tenant`, when it is
     /// another one and the task still runs; `None` means: answer here.
     pub async fn task_owner(&self, tenant: &TenantId, id: &str) -> anyhow::Result<Option<String>> {
-        let Some(row) = self.0.store.task_get(Some(tenant.as_str()), id).await? else {
+        let Ok(tid) = id.parse::<TaskId>() else {
+            return Ok(None);
+        };
+        let Some(row) = self.0.store.task_get(Some(tenant.as_str()), &tid).await? else {
             return Ok(None);
         };
         if row.status != "running" || row.host == self.0.name {
@@ -45,7 +51,10 @@ impl Cluster {
     /// The replica that runs session `id` (any tenant's: the dashboard's
     /// view), when it is another one and the session has not ended.
     pub async fn session_elsewhere(&self, id: &str) -> anyhow::Result<Option<String>> {
-        let Some(row) = self.0.store.session_find(id).await? else {
+        let Ok(sid) = id.parse::<SessionId>() else {
+            return Ok(None);
+        };
+        let Some(row) = self.0.store.session_find(&sid).await? else {
             return Ok(None);
         };
         if row.state.is_ended() || row.host == self.0.name {
@@ -99,10 +108,13 @@ impl Cluster {
         id: &str,
         replica: &str,
     ) -> anyhow::Result<bool> {
+        let Ok(sid) = id.parse::<SessionId>() else {
+            return Ok(false);
+        };
         let store = &self.0.store;
         let ended = store
             .session_end(
-                id,
+                &sid,
                 true,
                 crate::domain::CloseReason::ReplicaLost,
                 Some("the replica that ran it stopped answering"),

@@ -90,7 +90,11 @@ impl CredentialsBackend for AppState {
             let tenant: TenantId = tenant.parse().map_err(|e: crate::domain::TenantIdError| {
                 UiError::invalid("tenant", e.to_string())
             })?;
-            match self.vault.totp_delete(&actor(op), &tenant, &id).await {
+            let deleted = match self.vault.totp_id(&tenant, &id).await {
+                Ok(id) => self.vault.totp_delete(&actor(op), &tenant, &id).await,
+                Err(e) => Err(e),
+            };
+            match deleted {
                 Ok(_) => Ok(()),
                 Err(VaultError::TotpNotFound(id)) => {
                     Err(UiError::not_found(format!("TOTP seed {id}")))

@@ -122,11 +122,12 @@ impl GrantsBackend for AppState {
         expires_min: u32,
         multi_use: bool,
     ) -> UiResult<String> {
-        self.request_in_scope(op, &id, "approve a grant").await?;
+        let parsed = id.parse::<GrantRequestId>();
+        if let Ok(rid) = &parsed {
+            self.request_in_scope(op, rid, "approve a grant").await?;
+        }
         let result = async {
-            let id: GrantRequestId = id
-                .parse()
-                .map_err(|_| UiError::not_found(format!("grant request {id:?}")))?;
+            let id = parsed.map_err(|_| UiError::not_found(format!("grant request {id:?}")))?;
             let token = grants::approve(
                 &self.store,
                 &actor(op),
@@ -143,11 +144,12 @@ impl GrantsBackend for AppState {
     }
 
     async fn deny_grant(&self, op: &Operator, id: String) -> UiResult<()> {
-        self.request_in_scope(op, &id, "deny a grant").await?;
+        let parsed = id.parse::<GrantRequestId>();
+        if let Ok(rid) = &parsed {
+            self.request_in_scope(op, rid, "deny a grant").await?;
+        }
         let result = async {
-            let id: GrantRequestId = id
-                .parse()
-                .map_err(|_| UiError::not_found(format!("grant request {id:?}")))?;
+            let id = parsed.map_err(|_| UiError::not_found(format!("grant request {id:?}")))?;
             grants::deny(&self.store, &actor(op), &id).await.map_err(ui)
         }
         .await;
@@ -155,11 +157,13 @@ impl GrantsBackend for AppState {
     }
 
     async fn revoke_grant(&self, op: &Operator, jti: String) -> UiResult<()> {
-        if let Some(t) = self
-            .store
-            .grant_token_get(&jti)
-            .await
-            .map_err(|e| internal("reading the grant token", e))?
+        let parsed = jti.parse::<GrantTokenId>();
+        if let Ok(id) = &parsed
+            && let Some(t) = self
+                .store
+                .grant_token_get(id)
+                .await
+                .map_err(|e| internal("reading the grant token", e))?
         {
             super::in_scope(self, op, "revoke a grant token", &t.tenant_id, || {
                 UiError::not_found("active grant token")
@@ -167,9 +171,7 @@ impl GrantsBackend for AppState {
             .await?;
         }
         let result = async {
-            let jti: GrantTokenId = jti
-                .parse()
-                .map_err(|_| UiError::not_found(format!("grant token {jti:?}")))?;
+            let jti = parsed.map_err(|_| UiError::not_found(format!("grant token {jti:?}")))?;
             grants::revoke(&self.store, &actor(op), &jti)
                 .await
                 .map_err(ui)
@@ -182,7 +184,12 @@ impl GrantsBackend for AppState {
 impl AppState {
     /// `NotFound` (audited) when grant request `id` is of a tenant outside
     /// `op`'s scope; an unknown one is left to the caller.
-    async fn request_in_scope(&self, op: &Operator, id: &str, what: &str) -> UiResult<()> {
+    async fn request_in_scope(
+        &self,
+        op: &Operator,
+        id: &GrantRequestId,
+        what: &str,
+    ) -> UiResult<()> {
         let Some(r) = self
             .store
             .grant_request_get(id)

@@ -8,7 +8,7 @@ use app::error::UiError;
 
 use super::sessions::session_error;
 use super::{actor, internal};
-use crate::domain::{TargetUrl, TenantId};
+use crate::domain::{SessionId, TargetUrl, TenantId};
 use crate::live::TICKET_TTL_S;
 use crate::sessions::{CredentialMode, HarvestError, RunningSession, Tool, ToolCall};
 use crate::state::AppState;
@@ -20,11 +20,18 @@ impl LiveBackend for AppState {
         self.session_in_scope(op, &session, "watch a session")
             .await?;
         let result = async {
-            let id = match self.sessions.find_live(&session).await {
-                Ok(live) => live.id.to_string(),
+            let found = match crate::sessions::session_id(&session) {
+                Ok(sid) => self.sessions.find_live(&sid).await,
+                Err(e) => Err(e),
+            };
+            let id: SessionId = match found {
+                Ok(live) => live.id.clone(),
                 // Running on another replica: the view is carried there.
-                Err(e) => match self.cluster.session_elsewhere(&session).await {
-                    Ok(Some(_)) => session.clone(),
+                Err(e) => match (
+                    self.cluster.session_elsewhere(&session).await,
+                    session.parse::<SessionId>(),
+                ) {
+                    (Ok(Some(_)), Ok(sid)) => sid,
                     _ => return Err(session_error(&session, "finding the session", e)),
                 },
             };
@@ -101,10 +108,8 @@ impl LiveBackend for AppState {
             // The first page loads while the operator's browser opens the
             // live view; a refused address shows there as an error.
             let live = self
-                .sessions
-                .find_live(&info.session_id)
-                .await
-                .map_err(|e| session_error(&info.session_id, "starting a refresh session", e))?;
+                .running(&info.session_id, "starting a refresh session")
+                .await?;
             // The operator's from the first moment: nobody else drives a
             // refresh browser, before the live view connects or after it
             // closes (agents do not even see it).
@@ -142,11 +147,7 @@ impl LiveBackend for AppState {
         self.session_in_scope(op, &session, "hand a session back")
             .await?;
         let result = async {
-            let live = self
-                .sessions
-                .find_live(&session)
-                .await
-                .map_err(|e| session_error(&session, "finding the session", e))?;
+            let live = self.running(&session, "finding the session").await?;
             if live.mode == crate::sessions::CredentialMode::Refresh {
                 return Err(UiError::conflict(
                     "a refresh session stays with its operator: there is no agent to hand it to",
@@ -257,11 +258,7 @@ impl LiveBackend for AppState {
     async fn session_totp(&self, op: &Operator, session: String) -> UiResult<Vec<TotpView>> {
         self.session_in_scope(op, &session, "list a refresh session's TOTP seeds")
             .await?;
-        let live = self
-            .sessions
-            .find_live(&session)
-            .await
-            .map_err(|e| session_error(&session, "finding the session", e))?;
+        let live = self.running(&session, "finding the session").await?;
         if live.mode != CredentialMode::Refresh {
             return Ok(Vec::new());
         }
@@ -284,11 +281,7 @@ impl LiveBackend for AppState {
         self.session_in_scope(op, &session, "type a second-factor code")
             .await?;
         let result = async {
-            let live = self
-                .sessions
-                .find_live(&session)
-                .await
-                .map_err(|e| session_error(&session, "finding the session", e))?;
+            let live = self.running(&session, "finding the session").await?;
             if live.mode != CredentialMode::Refresh {
                 return Err(UiError::conflict(
                     "codes are typed from the live view only into refresh sessions",
@@ -324,16 +317,28 @@ impl LiveBackend for AppState {
 }
 
 impl AppState {
+    /// The running session `session` names, any tenant's (a malformed id
+    /// is an unknown session); a refusal as [`session_error`] words it.
+    async fn running(&self, session: &str, what: &str) -> UiResult<std::sync::Arc<RunningSession>> {
+        let sid =
+            crate::sessions::session_id(session).map_err(|e| session_error(session, what, e))?;
+        self.sessions
+            .find_live(&sid)
+            .await
+            .map_err(|e| session_error(session, what, e))
+    }
+
     /// `NotFound` (audited) when `session` is a session of a tenant outside
     /// `op`'s scope; nothing otherwise (an unknown session is left to the
     /// caller, which answers it as before).
     async fn session_in_scope(&self, op: &Operator, session: &str, what: &str) -> UiResult<()> {
-        if op.global() {
+        // A malformed id is an unknown session: the caller answers it.
+        let (false, Ok(sid)) = (op.global(), session.parse::<SessionId>()) else {
             return Ok(());
-        }
+        };
         let tenant = self
             .store
-            .session_find(session)
+            .session_find(&sid)
             .await
             .map_err(|e| internal("reading the session", e))?
             .map(|r| r.tenant_id);
@@ -355,11 +360,7 @@ impl AppState {
         session: &str,
         domains: &str,
     ) -> UiResult<(std::sync::Arc<RunningSession>, Vec<Domain>)> {
-        let live = self
-            .sessions
-            .find_live(session)
-            .await
-            .map_err(|e| session_error(session, "finding the session", e))?;
+        let live = self.running(session, "finding the session").await?;
         if live.mode != CredentialMode::Refresh {
             return Err(UiError::conflict(
                 "only a refresh session's logins can be saved; start one from the credentials page",

@@ -8,7 +8,7 @@ use app::error::UiError;
 
 use super::{internal, json_list};
 use crate::audit::Actor;
-use crate::domain::{SessionId, SessionState, TenantId};
+use crate::domain::{LiveLinkId, SessionId, SessionState, TenantId};
 use crate::sessions::SessionError;
 use crate::state::AppState;
 use crate::store::egress::Decision;
@@ -68,7 +68,8 @@ impl SessionsBackend for AppState {
             .session_list_filtered(tenants.as_deref(), state, LIST_MAX)
             .await
             .map_err(|e| internal("listing sessions", e))?;
-        let ids: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
+        // Rows are written with a `SessionId`; one that is not has no activity.
+        let ids: Vec<SessionId> = rows.iter().filter_map(|r| r.id.parse().ok()).collect();
         let activity = self
             .store
             .session_activity(&ids)
@@ -88,12 +89,12 @@ impl SessionsBackend for AppState {
         let waiting = super::tasks::every_waiting(self, op).await;
         let activity = self
             .store
-            .session_activity(std::slice::from_ref(&row.id))
+            .session_activity(std::slice::from_ref(&sid))
             .await
             .map_err(|e| internal("reading session activity", e))?;
         let audit = self
             .store
-            .audit_of_session(sid.as_str(), 500)
+            .audit_of_session(&sid, 500)
             .await
             .map_err(|e| internal("reading the session's audit trail", e))?;
         let egress = match &row.sandbox_id {
@@ -129,25 +130,25 @@ impl SessionsBackend for AppState {
             screenshots,
             control: self
                 .sessions
-                .find_live(sid.as_str())
+                .find_live(&sid)
                 .await
                 .ok()
                 .and_then(|l| l.control())
                 .map(|h| h.name),
             tasks: self
                 .store
-                .task_list_in(op.tenants.as_deref(), Some(sid.as_str()), 50)
+                .task_list_in(op.tenants.as_deref(), Some(&sid), 50)
                 .await
                 .map_err(|e| internal("listing the session's tasks", e))?
                 .iter()
                 .map(|t| super::tasks::line(t, &waiting))
                 .collect(),
-            live_links: crate::live::link::list(&self.store, &tenant, sid.as_str())
+            live_links: crate::live::link::list(&self.store, &tenant, &sid)
                 .await
                 .map_err(|e| internal("listing the session's live links", e))?
                 .into_iter()
                 .map(|l| LiveLinkView {
-                    id: l.link.id,
+                    id: l.link.id.into(),
                     mode: l.link.mode.as_str().to_owned(),
                     state: l.state.to_owned(),
                     key_id: l.link.key_id,
@@ -203,8 +204,10 @@ impl SessionsBackend for AppState {
             .await?;
         }
         let result = async {
+            let sid = crate::sessions::session_id(&id)
+                .map_err(|e| session_error(&id, "ending the session", e))?;
             self.sessions
-                .end_by_operator(&id, &op.id)
+                .end_by_operator(&sid, &op.id)
                 .await
                 .map_err(|e| session_error(&id, "ending the session", e))
         }
@@ -214,17 +217,19 @@ impl SessionsBackend for AppState {
 
     async fn revoke_live_link(&self, op: &Operator, session: String, id: String) -> UiResult<()> {
         let (sid, tenant, _) = find_for(self, op, &session, "revoke a live link").await?;
+        let not_found = || UiError::not_found(format!("live link {id:?}"));
+        let link: LiveLinkId = id.parse().map_err(|_| not_found())?;
         crate::live::link::revoke(
             &self.store,
             &Actor::Operator(op.id.clone()),
             &tenant,
-            sid.as_str(),
-            &id,
+            &sid,
+            &link,
         )
         .await
         .map_err(|e| match e {
             crate::live::link::LinkError::Internal(e) => internal("revoking a live link", e),
-            _ => UiError::not_found(format!("live link {id:?}")),
+            _ => not_found(),
         })
     }
 }
@@ -250,7 +255,7 @@ async fn find(state: &AppState, id: &str) -> UiResult<(SessionId, TenantId, Sess
     let sid: SessionId = id.parse().map_err(|_| not_found())?;
     let row = state
         .store
-        .session_find(sid.as_str())
+        .session_find(&sid)
         .await
         .map_err(|e| internal("reading the session", e))?
         .ok_or_else(not_found)?;

@@ -4,10 +4,11 @@ use std::collections::HashSet;
 
 use app::api::auth::Operator;
 use app::api::backend::{TasksBackend, UiResult};
-use app::api::tasks::{StepLine, TaskLine, TaskList, TaskTrace};
+use app::api::tasks::{TaskLine, TaskList, TaskTrace};
 use app::error::UiError;
 
 use super::internal;
+use crate::domain::TaskId;
 use crate::state::AppState;
 use crate::store::tasks::TaskRow;
 
@@ -30,19 +31,17 @@ pub(super) fn line(t: &TaskRow, waiting: &HashSet<String>) -> TaskLine {
 impl TasksBackend for AppState {
     async fn task(&self, op: &Operator, id: String) -> UiResult<TaskTrace> {
         let not_found = || UiError::not_found(format!("task {id:?}"));
-        if id.len() > 64 {
-            return Err(not_found());
-        }
+        let tid: TaskId = id.parse().map_err(|_| not_found())?;
         let row = self
             .store
-            .task_get(None, &id)
+            .task_get(None, &tid)
             .await
             .map_err(|e| internal("reading the task", e))?
             .ok_or_else(not_found)?;
         super::in_scope(self, op, "read a task", &row.tenant_id, not_found).await?;
         let steps = self
             .store
-            .task_steps(&id)
+            .task_steps(&tid)
             .await
             .map_err(|e| internal("reading the trace", e))?;
         Ok(TaskTrace {
@@ -51,19 +50,7 @@ impl TasksBackend for AppState {
             summary: row.summary,
             error: row.error,
             max_steps: row.max_steps,
-            steps: steps
-                .into_iter()
-                .map(|s| StepLine {
-                    n: s.n,
-                    thought: s.thought,
-                    action: s.action,
-                    outcome: s.outcome,
-                    screenshot: s.screenshot_id,
-                    model_ms: s.model_ms,
-                    tokens: s.prompt_tokens.zip(s.completion_tokens),
-                    at: s.created_at,
-                })
-                .collect(),
+            steps: steps.into_iter().map(crate::tasks::step_view).collect(),
         })
     }
 
@@ -87,8 +74,8 @@ impl TasksBackend for AppState {
         }
         // Count only the scoped operator's tenants' tasks.
         let mut n = 0;
-        for id in &waiting {
-            if let Ok(Some(t)) = self.store.task_get(None, id).await
+        for id in waiting.iter().filter_map(|id| id.parse::<TaskId>().ok()) {
+            if let Ok(Some(t)) = self.store.task_get(None, &id).await
                 && op.sees(&t.tenant_id)
             {
                 n += 1;

@@ -270,11 +270,11 @@ pub async fn export(
             .parse()
             .map_err(|e: crate::domain::TenantIdError| UiError::invalid("tenant", e.to_string()))?;
         super::fresh_for_export(&session).await?;
-        match state
-            .vault
-            .totp_export(&actor(&op), &tenant, &which.id)
-            .await
-        {
+        let exported = match state.vault.totp_id(&tenant, &which.id).await {
+            Ok(id) => state.vault.totp_export(&actor(&op), &tenant, &id).await,
+            Err(e) => Err(e),
+        };
+        match exported {
             Ok(found) => Ok(found),
             Err(VaultError::TotpNotFound(id)) => Err(UiError::not_found(format!("TOTP seed {id}"))),
             Err(VaultError::UnknownTenant(t)) => Err(UiError::not_found(format!("tenant {t}"))),

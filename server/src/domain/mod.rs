@@ -23,8 +23,8 @@ pub use download_guid::{DownloadGuid, DownloadGuidError};
 pub use file_name::{FileName, FileNameError, MAX_FILE_NAME};
 pub use grant_state::GrantState;
 pub use session_id::{
-    ApiKeyId, GrantRequestId, GrantTokenId, MalformedId, OperatorId, PasskeyId, SessionId,
-    SessionIdError,
+    ApiKeyId, DeploymentId, EnrollmentId, GrantRequestId, GrantTokenId, InstanceId, LiveLinkId,
+    MalformedId, OperatorId, PasskeyId, SandboxId, SessionId, SessionIdError, TaskId, TotpId,
 };
 pub use session_state::{CloseReason, SessionState, UnknownValue};
 pub use target_url::{MAX_URL_LEN, TargetUrl, TargetUrlError};

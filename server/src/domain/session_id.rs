@@ -105,6 +105,49 @@ typed_id!(
     ids::PASSKEY,
     "passkey"
 );
+typed_id!(
+    /// A sandbox (`b_…`), drawn by the warm pool for each browser.
+    SandboxId,
+    ids::SANDBOX,
+    "sandbox"
+);
+typed_id!(
+    /// A task (`run_task`, `t_…`).
+    TaskId,
+    ids::TASK,
+    "task"
+);
+typed_id!(
+    /// A stored TOTP seed (`tp_…`).
+    TotpId,
+    ids::TOTP,
+    "TOTP seed"
+);
+typed_id!(
+    /// A live link's public id (`ll_…`), never the link's token.
+    LiveLinkId,
+    ids::LIVE_LINK,
+    "live link"
+);
+typed_id!(
+    /// An operator's enrollment link's public id (`en_…`), never its secret.
+    EnrollmentId,
+    ids::ENROLLMENT,
+    "enrollment"
+);
+typed_id!(
+    /// The deployment's id (`dep…`), drawn once by its first replica.
+    DeploymentId,
+    ids::DEPLOYMENT,
+    "deployment"
+);
+typed_id!(
+    /// One run of a replica's process (`inst…`): a replica's row is its
+    /// own while it holds this.
+    InstanceId,
+    ids::INSTANCE,
+    "instance"
+);
 
 #[cfg(test)]
 mod tests {
@@ -147,6 +190,78 @@ mod tests {
         assert_eq!(
             "k_nope".parse::<ApiKeyId>().unwrap_err().to_string(),
             "malformed API key id"
+        );
+    }
+
+    /// Each kind parses what it draws and refuses every other kind's ids,
+    /// and the shapes no kind draws.
+    #[test]
+    fn every_kind_parses_its_own_ids_only() {
+        /// An id drawn by a kind, and that kind's parser (does it accept?).
+        type Kind = (String, fn(&str) -> bool);
+        let kinds: [Kind; 13] = [
+            (SessionId::generate().into(), |s| {
+                s.parse::<SessionId>().is_ok()
+            }),
+            (GrantRequestId::generate().into(), |s| {
+                s.parse::<GrantRequestId>().is_ok()
+            }),
+            (GrantTokenId::generate().into(), |s| {
+                s.parse::<GrantTokenId>().is_ok()
+            }),
+            (ApiKeyId::generate().into(), |s| {
+                s.parse::<ApiKeyId>().is_ok()
+            }),
+            (OperatorId::generate().into(), |s| {
+                s.parse::<OperatorId>().is_ok()
+            }),
+            (PasskeyId::generate().into(), |s| {
+                s.parse::<PasskeyId>().is_ok()
+            }),
+            (SandboxId::generate().into(), |s| {
+                s.parse::<SandboxId>().is_ok()
+            }),
+            (TaskId::generate().into(), |s| s.parse::<TaskId>().is_ok()),
+            (TotpId::generate().into(), |s| s.parse::<TotpId>().is_ok()),
+            (LiveLinkId::generate().into(), |s| {
+                s.parse::<LiveLinkId>().is_ok()
+            }),
+            (EnrollmentId::generate().into(), |s| {
+                s.parse::<EnrollmentId>().is_ok()
+            }),
+            (DeploymentId::generate().into(), |s| {
+                s.parse::<DeploymentId>().is_ok()
+            }),
+            (InstanceId::generate().into(), |s| {
+                s.parse::<InstanceId>().is_ok()
+            }),
+        ];
+        for (i, (id, _)) in kinds.iter().enumerate() {
+            for (j, (_, parses)) in kinds.iter().enumerate() {
+                assert_eq!(
+                    parses(id),
+                    i == j,
+                    "{id:?} by the parser of {:?}",
+                    kinds[j].0
+                );
+            }
+        }
+        // Shapes no kind draws: empty, a prefix alone, too long, non-ASCII,
+        // upper case.
+        let task = TaskId::generate().to_string();
+        for bad in [
+            String::new(),
+            "t_".to_owned(),
+            format!("{task}a"),
+            format!("t_{}é", "a".repeat(24)),
+            format!("t_{}", "é".repeat(13)),
+            task.to_uppercase(),
+        ] {
+            assert!(kinds.iter().all(|(_, p)| !p(&bad)), "{bad:?}");
+        }
+        assert_eq!(
+            "tp_nope".parse::<TotpId>().unwrap_err().to_string(),
+            "malformed TOTP seed id"
         );
     }
 }

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 
+use anyhow::Context;
 use serde_json::json;
 
 use super::{
@@ -76,7 +77,7 @@ pub async fn poll(
     id: &GrantRequestId,
 ) -> Result<GrantStatus, GrantError> {
     let row = store
-        .grant_request_get(id.as_str())
+        .grant_request_get(id)
         .await?
         .filter(|r| r.tenant_id == owner.tenant.as_str())
         .ok_or(GrantError::NotFound)?;
@@ -94,7 +95,7 @@ pub async fn poll(
     if row.state != GrantState::Approved {
         return Ok(status);
     }
-    let Some(tok) = store.grant_token_of_request(&row.id).await? else {
+    let Some(tok) = store.grant_token_of_request(id).await? else {
         return Ok(status);
     };
     status.jti = Some(tok.jti.clone());
@@ -103,8 +104,9 @@ pub async fn poll(
     let now = now_ms();
     if tok.delivered_at.is_none() && tok.revoked_at.is_none() && tok.expires_at > now {
         let token = crate::ids::secret_token(TOKEN_PREFIX);
+        let jti: GrantTokenId = tok.jti.parse().context("malformed grant token row")?;
         if store
-            .grant_token_deliver(&tok.jti, &token_hash(&token), now)
+            .grant_token_deliver(&jti, &token_hash(&token), now)
             .await?
         {
             audit(
@@ -136,7 +138,7 @@ pub async fn approve(
         )));
     }
     let req = store
-        .grant_request_get(request_id.as_str())
+        .grant_request_get(request_id)
         .await?
         .ok_or(GrantError::NotFound)?;
     if req.state != GrantState::Pending {
@@ -145,7 +147,7 @@ pub async fn approve(
     let now = now_ms();
     let expires_ms = i64::try_from(expires_min).unwrap_or(0) * 60_000;
     let token = GrantTokenRow {
-        jti: random_id(crate::ids::GRANT_TOKEN_ID),
+        jti: GrantTokenId::generate().to_string(),
         tenant_id: req.tenant_id.clone(),
         request_id: req.id.clone(),
         allowed_domains: req.domains.clone(),
@@ -175,12 +177,12 @@ pub async fn approve(
     )
     .await?;
     if !store
-        .grant_approve(&req.id, &actor.as_stored(), &token)
+        .grant_approve(request_id, &actor.as_stored(), &token)
         .await?
     {
         // Decided meanwhile by someone else: say how.
         let now = store
-            .grant_request_get(request_id.as_str())
+            .grant_request_get(request_id)
             .await?
             .map_or(GrantState::Approved, |r| r.state);
         return Err(GrantError::NotPending(now));
@@ -218,7 +220,7 @@ pub async fn deny(
     request_id: &GrantRequestId,
 ) -> Result<(), GrantError> {
     let req = store
-        .grant_request_get(request_id.as_str())
+        .grant_request_get(request_id)
         .await?
         .ok_or(GrantError::NotFound)?;
     let tenant: TenantId = req
@@ -237,11 +239,11 @@ pub async fn deny(
     )
     .await?;
     if !store
-        .grant_deny(&req.id, &actor.as_stored(), now_ms())
+        .grant_deny(request_id, &actor.as_stored(), now_ms())
         .await?
     {
         let now = store
-            .grant_request_get(request_id.as_str())
+            .grant_request_get(request_id)
             .await?
             .map_or(GrantState::Denied, |r| r.state);
         return Err(GrantError::NotPending(now));
@@ -258,7 +260,7 @@ pub async fn revoke(store: &Store, actor: &Actor, jti: &GrantTokenId) -> Result<
             .outcome("requested"),
     )
     .await?;
-    if !store.grant_token_revoke(jti.as_str(), now_ms()).await? {
+    if !store.grant_token_revoke(jti, now_ms()).await? {
         audit(
             store,
             NewEvent::new(actor.clone(), "grant.revoke")

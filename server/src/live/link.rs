@@ -21,8 +21,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::audit::{Actor, NewEvent};
-use crate::domain::TenantId;
-use crate::ids::{random_id, secret_token, token_hash};
+use crate::domain::{LiveLinkId, SessionId, TenantId};
+use crate::ids::{secret_token, token_hash};
 use crate::store::Store;
 use crate::store::api_keys::ApiKeyOwner;
 use crate::store::live_links::{LiveLinkRow, NewLiveLink};
@@ -31,7 +31,7 @@ use crate::time::now_ms;
 /// A link's token starts with this.
 pub const TOKEN_PREFIX: &str = "llk_";
 /// A link's id starts with this.
-pub const ID_PREFIX: &str = "ll_";
+pub const ID_PREFIX: &str = crate::ids::LIVE_LINK;
 /// A link's lifetime when the request names none, in seconds.
 pub const DEFAULT_TTL_S: u64 = 600;
 /// The shortest lifetime a link may ask for, in seconds.
@@ -170,7 +170,7 @@ impl LinkMode {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Link {
     /// `ll_…`.
-    pub id: String,
+    pub id: LiveLinkId,
     /// Its tenant.
     pub tenant: TenantId,
     /// The session it shows.
@@ -262,7 +262,7 @@ const MAX_TOKEN_LEN: usize = 128;
 pub async fn issue(
     store: &Store,
     owner: &ApiKeyOwner,
-    session_id: &str,
+    session_id: &SessionId,
     mode: LinkMode,
     ttl_s: Option<u64>,
     policy: Option<&LinkPolicy>,
@@ -281,9 +281,9 @@ pub async fn issue(
     let now = now_ms();
     let token = secret_token(TOKEN_PREFIX);
     let link = Link {
-        id: random_id(ID_PREFIX),
+        id: LiveLinkId::generate(),
         tenant: owner.tenant.clone(),
-        session_id: session_id.to_owned(),
+        session_id: session_id.to_string(),
         key_id: owner.key_id.clone(),
         mode,
         created_at: now,
@@ -292,10 +292,10 @@ pub async fn issue(
     let recorded = store
         .live_link_insert_within(
             &NewLiveLink {
-                id: &link.id,
+                id: link.id.as_str(),
                 token_hash: &token_hash(&token),
                 tenant_id: link.tenant.as_str(),
-                session_id,
+                session_id: session_id.as_str(),
                 key_id: &link.key_id,
                 mode: mode.as_str(),
                 created_at: link.created_at,
@@ -311,7 +311,7 @@ pub async fn issue(
         .audit_append(
             NewEvent::new(Actor::Agent(owner.key_id.clone()), "live_link.create")
                 .tenant(&link.tenant)
-                .session(session_id)
+                .session(session_id.as_str())
                 .params(json!({ "link": link.id, "mode": mode.as_str(), "ttl_s": ttl })),
         )
         .await;
@@ -346,7 +346,7 @@ fn in_force(row: LiveLinkRow, policy: Option<&LinkPolicy>) -> Result<Link, LinkE
         Some(_) => {}
     }
     Ok(Link {
-        id: row.id,
+        id: row.id.parse().map_err(|_| LinkError::Unknown)?,
         tenant: row.tenant_id.parse().map_err(|_| LinkError::Unknown)?,
         session_id: row.session_id,
         key_id: row.key_id,
@@ -394,7 +394,7 @@ pub async fn tenant_of(store: &Store, token: &str, session_id: &str) -> Option<S
 /// Link `id` again, if still in force (an open view asks every second).
 pub async fn recheck(
     store: &Store,
-    id: &str,
+    id: &LiveLinkId,
     policy: impl FnOnce(&str) -> Option<LinkPolicy>,
 ) -> Result<Link, LinkError> {
     let row = store.live_link_get(id).await?.ok_or(LinkError::Unknown)?;
@@ -406,7 +406,7 @@ pub async fn recheck(
 pub async fn list(
     store: &Store,
     tenant: &TenantId,
-    session_id: &str,
+    session_id: &SessionId,
 ) -> Result<Vec<LinkInfo>, LinkError> {
     let now = now_ms();
     let rows = store.live_links_of(tenant.as_str(), session_id).await?;
@@ -428,7 +428,7 @@ pub async fn list(
             };
             Some(LinkInfo {
                 link: Link {
-                    id: r.id,
+                    id: r.id.parse().ok()?,
                     tenant: r.tenant_id.parse().ok()?,
                     session_id: r.session_id,
                     key_id: r.key_id,
@@ -450,23 +450,23 @@ pub async fn revoke(
     store: &Store,
     actor: &Actor,
     tenant: &TenantId,
-    session_id: &str,
-    id: &str,
+    session_id: &SessionId,
+    id: &LiveLinkId,
 ) -> Result<(), LinkError> {
     let found = store
         .live_link_get(id)
         .await?
-        .filter(|r| r.tenant_id == tenant.as_str() && r.session_id == session_id)
+        .filter(|r| r.tenant_id == tenant.as_str() && r.session_id == session_id.as_str())
         .ok_or(LinkError::Unknown)?;
     if store
-        .live_link_revoke(tenant.as_str(), session_id, &found.id, now_ms())
+        .live_link_revoke(tenant.as_str(), session_id, id, now_ms())
         .await?
     {
         store
             .audit_append(
                 NewEvent::new(actor.clone(), "live_link.revoke")
                     .tenant(tenant)
-                    .session(session_id)
+                    .session(session_id.as_str())
                     .params(json!({ "link": found.id })),
             )
             .await?;
@@ -477,6 +477,12 @@ pub async fn revoke(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const S1: &str = "s_aaaaaaaaaaaaaaaaaaaaaaaaaa";
+
+    fn s1() -> SessionId {
+        S1.parse().unwrap()
+    }
 
     async fn store() -> (Store, ApiKeyOwner) {
         let store = Store::connect(&secrecy::SecretString::from("sqlite::memory:".to_owned()))
@@ -545,14 +551,14 @@ mod tests {
     #[tokio::test]
     async fn a_link_needs_the_tenants_settings_and_stays_within_them() {
         let (store, owner) = store().await;
-        let e = issue(&store, &owner, "s_1", LinkMode::View, None, None)
+        let e = issue(&store, &owner, &s1(), LinkMode::View, None, None)
             .await
             .unwrap_err();
         assert_eq!(e.code(), "live_links_disabled");
         let e = issue(
             &store,
             &owner,
-            "s_1",
+            &s1(),
             LinkMode::Control,
             None,
             Some(&allowed(false)),
@@ -564,7 +570,7 @@ mod tests {
             let e = issue(
                 &store,
                 &owner,
-                "s_1",
+                &s1(),
                 LinkMode::View,
                 Some(ttl),
                 Some(&allowed(true)),
@@ -584,10 +590,10 @@ mod tests {
     async fn a_link_works_for_its_session_until_revoked_and_keeps_only_a_hash() {
         let (store, owner) = store().await;
         let p = allowed(true);
-        let (link, token) = issue(&store, &owner, "s_1", LinkMode::Control, None, Some(&p))
+        let (link, token) = issue(&store, &owner, &s1(), LinkMode::Control, None, Some(&p))
             .await
             .unwrap();
-        assert!(token.starts_with(TOKEN_PREFIX) && link.id.starts_with(ID_PREFIX));
+        assert!(token.starts_with(TOKEN_PREFIX) && link.id.as_str().starts_with(ID_PREFIX));
         let stored: Vec<String> = sqlx::query_scalar("SELECT token_hash FROM live_links")
             .fetch_all(store.pool())
             .await
@@ -595,16 +601,16 @@ mod tests {
         assert_eq!(stored, vec![token_hash(&token)]);
         // Any number of uses, for its own session only.
         for _ in 0..3 {
-            let got = check(&store, &token, "s_1", |_| Some(p.clone()))
+            let got = check(&store, &token, S1, |_| Some(p.clone()))
                 .await
                 .unwrap();
             assert_eq!(got, link);
         }
         for (tok, session) in [
             (token.as_str(), "s_2"),
-            ("llk_nope", "s_1"),
-            ("lvt_x", "s_1"),
-            ("", "s_1"),
+            ("llk_nope", S1),
+            ("lvt_x", S1),
+            ("", S1),
         ] {
             let e = check(&store, tok, session, |_| Some(p.clone()))
                 .await
@@ -612,27 +618,27 @@ mod tests {
             assert_eq!(e.code(), "link_unknown", "{session}");
         }
         // Settings that no longer allow it stop it.
-        let e = check(&store, &token, "s_1", |_| None).await.unwrap_err();
+        let e = check(&store, &token, S1, |_| None).await.unwrap_err();
         assert_eq!(e.code(), "live_links_disabled");
-        let e = check(&store, &token, "s_1", |_| Some(allowed(false)))
+        let e = check(&store, &token, S1, |_| Some(allowed(false)))
             .await
             .unwrap_err();
         assert_eq!(e.code(), "live_link_control_disabled");
         // Another tenant cannot revoke it; its own can.
         let other: TenantId = "globex".parse().unwrap();
-        let e = revoke(&store, &Actor::Cli, &other, "s_1", &link.id)
+        let e = revoke(&store, &Actor::Cli, &other, &s1(), &link.id)
             .await
             .unwrap_err();
         assert_eq!(e.code(), "link_unknown");
         assert!(recheck(&store, &link.id, |_| Some(p.clone())).await.is_ok());
-        revoke(&store, &Actor::Cli, &owner.tenant, "s_1", &link.id)
+        revoke(&store, &Actor::Cli, &owner.tenant, &s1(), &link.id)
             .await
             .unwrap();
-        let e = check(&store, &token, "s_1", |_| Some(p.clone()))
+        let e = check(&store, &token, S1, |_| Some(p.clone()))
             .await
             .unwrap_err();
         assert_eq!(e.code(), "link_revoked");
-        let listed = list(&store, &owner.tenant, "s_1").await.unwrap();
+        let listed = list(&store, &owner.tenant, &s1()).await.unwrap();
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].state, "revoked");
     }
@@ -641,32 +647,32 @@ mod tests {
     async fn an_expired_link_or_one_whose_key_was_revoked_stops() {
         let (store, owner) = store().await;
         let p = allowed(false);
-        let (link, token) = issue(&store, &owner, "s_1", LinkMode::View, Some(30), Some(&p))
+        let (link, token) = issue(&store, &owner, &s1(), LinkMode::View, Some(30), Some(&p))
             .await
             .unwrap();
         sqlx::query("UPDATE live_links SET expires_at = expires_at - 31000")
             .execute(store.pool())
             .await
             .unwrap();
-        let e = check(&store, &token, "s_1", |_| Some(p.clone()))
+        let e = check(&store, &token, S1, |_| Some(p.clone()))
             .await
             .unwrap_err();
         assert_eq!(e.code(), "link_expired");
-        let (_, token2) = issue(&store, &owner, "s_1", LinkMode::View, None, Some(&p))
+        let (_, token2) = issue(&store, &owner, &s1(), LinkMode::View, None, Some(&p))
             .await
             .unwrap();
         assert!(
-            check(&store, &token2, "s_1", |_| Some(p.clone()))
+            check(&store, &token2, S1, |_| Some(p.clone()))
                 .await
                 .is_ok()
         );
         crate::tenants::revoke_key(&store, &Actor::Cli, &owner.key_id.parse().unwrap())
             .await
             .unwrap();
-        let e = check(&store, &token2, "s_1", |_| Some(p.clone()))
+        let e = check(&store, &token2, S1, |_| Some(p.clone()))
             .await
             .unwrap_err();
         assert_eq!(e.code(), "link_revoked");
-        assert_ne!(link.id, "");
+        assert_ne!(link.id.as_str(), "");
     }
 }

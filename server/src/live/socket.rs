@@ -101,7 +101,11 @@ pub async fn handler(
     {
         return refuse(UiError::forbidden(e.to_string())).await;
     }
-    let live = match state.sessions.find_live(&session).await {
+    let found = match crate::sessions::session_id(&session) {
+        Ok(sid) => state.sessions.find_live(&sid).await,
+        Err(e) => Err(e),
+    };
+    let live = match found {
         Ok(live) => live,
         Err(SessionError::NotFound) => {
             return refuse(UiError::not_found(format!("session {session}"))).await;
@@ -165,7 +169,7 @@ pub fn serve_link_view(
     link: crate::live::link::Link,
     ws: WebSocketUpgrade,
 ) -> Response {
-    if !state.live.link_opened(&link.id) {
+    if !state.live.link_opened(link.id.as_str()) {
         return ApiError::TooManyRequests {
             message: format!(
                 "this live link already has {} open views",
@@ -179,7 +183,7 @@ pub fn serve_link_view(
         .on_upgrade(move |socket| async move {
             let id = link.id.clone();
             Connection::run(state.clone(), live, Viewer::Link(link), socket).await;
-            state.live.link_closed(&id);
+            state.live.link_closed(id.as_str());
         })
         .into_response()
 }
@@ -507,7 +511,7 @@ impl Connection {
     async fn session_ended(&self) -> Option<String> {
         // A session being closed has no reason yet: wait a moment for it.
         for _ in 0..30 {
-            match self.state.sessions.find_live(self.live.id.as_str()).await {
+            match self.state.sessions.find_live(&self.live.id).await {
                 Ok(_) => return None,
                 Err(SessionError::Gone {
                     state,

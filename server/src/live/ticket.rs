@@ -5,6 +5,7 @@
 //! session, and removed when used (or tried with the wrong session or
 //! operator).
 
+use crate::domain::SessionId;
 use crate::ids::{secret_token, token_hash};
 use crate::store::Store;
 use crate::store::api_keys::ApiKeyOwner;
@@ -66,7 +67,7 @@ impl Tickets {
         &self,
         store: &Store,
         operator_id: &str,
-        session_id: &str,
+        session_id: &SessionId,
     ) -> anyhow::Result<String> {
         let token = secret_token("lvt_");
         let now = now_ms();
@@ -130,7 +131,7 @@ impl Tickets {
         &self,
         store: &Store,
         owner: &ApiKeyOwner,
-        session_id: &str,
+        session_id: &SessionId,
     ) -> anyhow::Result<(String, i64)> {
         let token = secret_token("cdpt_");
         let now = now_ms();
@@ -189,6 +190,12 @@ impl Tickets {
 mod tests {
     use super::*;
 
+    const S1: &str = "s_aaaaaaaaaaaaaaaaaaaaaaaaaa";
+
+    fn s1() -> SessionId {
+        S1.parse().unwrap()
+    }
+
     async fn store() -> Store {
         let store = Store::connect(&secrecy::SecretString::from("sqlite::memory:".to_owned()))
             .await
@@ -200,17 +207,14 @@ mod tests {
     #[tokio::test]
     async fn a_ticket_works_once_for_its_operator_and_session() {
         let (t, s) = (Tickets, store().await);
-        let token = t.issue(&s, "op_a", "s_1").await.unwrap();
+        let token = t.issue(&s, "op_a", &s1()).await.unwrap();
         assert!(token.starts_with("lvt_") && token.len() > 40, "{token}");
         assert_eq!(
-            t.redeem(&s, &token, "op_a", "s_1")
-                .await
-                .unwrap()
-                .session_id,
-            "s_1"
+            t.redeem(&s, &token, "op_a", S1).await.unwrap().session_id,
+            S1
         );
         assert_eq!(
-            t.redeem(&s, &token, "op_a", "s_1").await,
+            t.redeem(&s, &token, "op_a", S1).await,
             Err(TicketError::Unknown)
         );
     }
@@ -218,18 +222,18 @@ mod tests {
     #[tokio::test]
     async fn another_session_or_operator_is_refused_and_uses_the_ticket_up() {
         let (t, s) = (Tickets, store().await);
-        let token = t.issue(&s, "op_a", "s_1").await.unwrap();
+        let token = t.issue(&s, "op_a", &s1()).await.unwrap();
         assert_eq!(
             t.redeem(&s, &token, "op_a", "s_2").await,
             Err(TicketError::Mismatch)
         );
         assert_eq!(
-            t.redeem(&s, &token, "op_a", "s_1").await,
+            t.redeem(&s, &token, "op_a", S1).await,
             Err(TicketError::Unknown)
         );
-        let token = t.issue(&s, "op_a", "s_1").await.unwrap();
+        let token = t.issue(&s, "op_a", &s1()).await.unwrap();
         assert_eq!(
-            t.redeem(&s, &token, "op_b", "s_1").await,
+            t.redeem(&s, &token, "op_b", S1).await,
             Err(TicketError::Mismatch)
         );
     }
@@ -241,28 +245,28 @@ mod tests {
             key_id: "k_1".into(),
             tenant: "acme".parse().unwrap(),
         };
-        let (token, _) = t.issue_cdp(&s, &owner, "s_1").await.unwrap();
+        let (token, _) = t.issue_cdp(&s, &owner, &s1()).await.unwrap();
         assert!(token.starts_with("cdpt_"), "{token}");
-        let got = t.redeem_cdp(&s, &token, "s_1").await.unwrap();
+        let got = t.redeem_cdp(&s, &token, S1).await.unwrap();
         assert_eq!((got.key_id.as_str(), got.tenant.as_str()), ("k_1", "acme"));
         assert_eq!(
-            t.redeem_cdp(&s, &token, "s_1").await.map(|o| o.key_id),
+            t.redeem_cdp(&s, &token, S1).await.map(|o| o.key_id),
             Err(TicketError::Unknown)
         );
-        let (token, _) = t.issue_cdp(&s, &owner, "s_1").await.unwrap();
+        let (token, _) = t.issue_cdp(&s, &owner, &s1()).await.unwrap();
         assert_eq!(
             t.redeem_cdp(&s, &token, "s_2").await.map(|o| o.key_id),
             Err(TicketError::Mismatch)
         );
         // A live-view ticket is not a CDP token, and the other way round.
-        let live = t.issue(&s, "op_a", "s_1").await.unwrap();
+        let live = t.issue(&s, "op_a", &s1()).await.unwrap();
         assert_eq!(
-            t.redeem_cdp(&s, &live, "s_1").await.map(|o| o.key_id),
+            t.redeem_cdp(&s, &live, S1).await.map(|o| o.key_id),
             Err(TicketError::Unknown)
         );
-        let (token, _) = t.issue_cdp(&s, &owner, "s_1").await.unwrap();
+        let (token, _) = t.issue_cdp(&s, &owner, &s1()).await.unwrap();
         assert_eq!(
-            t.redeem(&s, &token, "op_a", "s_1").await,
+            t.redeem(&s, &token, "op_a", S1).await,
             Err(TicketError::Mismatch)
         );
     }
@@ -270,7 +274,7 @@ mod tests {
     #[tokio::test]
     async fn expired_unknown_and_hostile_tickets_are_refused_and_only_hashes_are_kept() {
         let (t, s) = (Tickets, store().await);
-        let token = t.issue(&s, "op_a", "s_1").await.unwrap();
+        let token = t.issue(&s, "op_a", &s1()).await.unwrap();
         let stored: Vec<String> = sqlx::query_scalar("SELECT hash FROM live_tickets")
             .fetch_all(s.pool())
             .await
@@ -281,24 +285,24 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(
-            t.redeem(&s, &token, "op_a", "s_1").await,
+            t.redeem(&s, &token, "op_a", S1).await,
             Err(TicketError::Expired)
         );
         assert_eq!(
-            t.redeem(&s, "", "op_a", "s_1").await,
+            t.redeem(&s, "", "op_a", S1).await,
             Err(TicketError::Unknown)
         );
         assert_eq!(
-            t.redeem(&s, &"x".repeat(10_000), "op_a", "s_1").await,
+            t.redeem(&s, &"x".repeat(10_000), "op_a", S1).await,
             Err(TicketError::Unknown)
         );
         // Expired ones are swept at the next issue.
-        t.issue(&s, "op_a", "s_1").await.unwrap();
+        t.issue(&s, "op_a", &s1()).await.unwrap();
         sqlx::query("UPDATE live_tickets SET expires_at = expires_at - 31000")
             .execute(s.pool())
             .await
             .unwrap();
-        t.issue(&s, "op_a", "s_1").await.unwrap();
+        t.issue(&s, "op_a", &s1()).await.unwrap();
         assert_eq!(s.tickets_pending().await.unwrap(), 1);
     }
 }

@@ -76,13 +76,15 @@ impl SessionManager {
 
     /// A running session of any tenant, for the dashboard; `NotFound` if it
     /// never existed, `Gone` if it ended or runs on another control plane.
-    pub async fn find_live(&self, id: &str) -> Result<Arc<RunningSession>, SessionError> {
-        let sid: crate::domain::SessionId = id.parse().map_err(|_| SessionError::NotFound)?;
-        let live = self.0.live.lock().expect("live lock").get(&sid).cloned();
+    pub async fn find_live(
+        &self,
+        sid: &crate::domain::SessionId,
+    ) -> Result<Arc<RunningSession>, SessionError> {
+        let live = self.0.live.lock().expect("live lock").get(sid).cloned();
         if let Some(live) = live {
             return Ok(live);
         }
-        match self.0.store.session_find(sid.as_str()).await? {
+        match self.0.store.session_find(sid).await? {
             Some(row) => Err(SessionError::Gone {
                 state: row.state,
                 reason: row.close_reason,

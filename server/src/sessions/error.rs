@@ -1,7 +1,14 @@
 //! `SessionError`: what opening or using a session can fail with.
 
 use super::OpenRequestError;
-use crate::domain::{CloseReason, SessionState};
+use crate::domain::{CloseReason, SessionId, SessionState};
+
+/// A session id as an edge (a path, a tool's argument, a server function)
+/// gives it: a malformed one is [`SessionError::NotFound`], as an unknown
+/// one is.
+pub fn session_id(id: &str) -> Result<SessionId, SessionError> {
+    id.parse().map_err(|_| SessionError::NotFound)
+}
 
 /// What opening or using a session can fail with.
 #[derive(Debug, thiserror::Error)]

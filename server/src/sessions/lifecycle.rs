@@ -16,7 +16,11 @@ use crate::time::now_ms;
 
 impl SessionManager {
     /// Closes a session at its owner's request.
-    pub async fn close(&self, owner: &ApiKeyOwner, id: &str) -> Result<SessionInfo, SessionError> {
+    pub async fn close(
+        &self,
+        owner: &ApiKeyOwner,
+        id: &SessionId,
+    ) -> Result<SessionInfo, SessionError> {
         let live = self.get(&owner.tenant, id).await?;
         self.end(
             &live.id,
@@ -31,7 +35,11 @@ impl SessionManager {
     /// Ends a running session of any tenant at an operator's request
     /// (dashboard). `NotFound` if it never existed, `Gone` if it has ended
     /// or runs on another control plane.
-    pub async fn end_by_operator(&self, id: &str, operator: &str) -> Result<(), SessionError> {
+    pub async fn end_by_operator(
+        &self,
+        id: &SessionId,
+        operator: &str,
+    ) -> Result<(), SessionError> {
         let live = self.find_live(id).await?;
         self.end(
             &live.id,
@@ -117,7 +125,7 @@ impl SessionManager {
         if browser_first {
             self.teardown(&live).await;
         }
-        if let Err(e) = inner.store.session_closing(id.as_str()).await {
+        if let Err(e) = inner.store.session_closing(id).await {
             tracing::error!(error = %format!("{e:#}"), "failed to mark a session closing");
         }
         if let Err(e) = inner
@@ -136,7 +144,7 @@ impl SessionManager {
         if !browser_first {
             self.teardown(&live).await;
         }
-        if let Err(e) = inner.store.sandbox_stopped(&live.sandbox.id).await {
+        if let Err(e) = inner.store.sandbox_stopped(&live.sandbox_id).await {
             tracing::error!(error = %format!("{e:#}"), sandbox.id = %live.sandbox.id, "failed to record a sandbox's stop");
         }
         // Downloads stay for audit with the session's screenshots, and go
@@ -155,13 +163,7 @@ impl SessionManager {
         }
         if let Err(e) = inner
             .store
-            .session_end(
-                id.as_str(),
-                failed,
-                reason,
-                error.as_deref(),
-                live.last_activity(),
-            )
+            .session_end(id, failed, reason, error.as_deref(), live.last_activity())
             .await
         {
             tracing::error!(error = %format!("{e:#}"), "failed to record a session's end");

@@ -39,7 +39,7 @@ use crate::recording::Recorder;
 use crate::sandbox::{Driver, DriverKind};
 use crate::store::Store;
 
-pub use error::SessionError;
+pub use error::{SessionError, session_id};
 pub use harvest::{
     CookieMeta, CredentialDiff, DomainPreview, DomainSaved, HarvestError, HarvestPreview,
     OriginKeys, SaveReport,
@@ -102,7 +102,7 @@ impl Inner {
         if let Some(limits) = &warm.sandbox.limits {
             limits.remove().await;
         }
-        if let Err(e) = self.store.sandbox_stopped(&warm.sandbox.id).await {
+        if let Err(e) = self.store.sandbox_stopped(&warm.sandbox_id).await {
             tracing::error!(error = %format!("{e:#}"), sandbox.id = %warm.sandbox.id, "failed to record a sandbox's stop");
         }
         self.known
@@ -189,63 +189,55 @@ impl SessionManager {
     pub async fn get(
         &self,
         tenant: &TenantId,
-        id: &str,
+        id: &SessionId,
     ) -> Result<Arc<RunningSession>, SessionError> {
-        let parsed: Option<SessionId> = id.parse().ok();
-        if let Some(sid) = &parsed {
-            let found = self.0.live.lock().expect("live lock").get(sid).cloned();
-            if let Some(s) = found.filter(|s| &s.tenant == tenant) {
-                if s.mode == CredentialMode::Refresh {
-                    return Err(SessionError::NotFound);
-                }
-                return Ok(s);
+        let found = self.0.live.lock().expect("live lock").get(id).cloned();
+        if let Some(s) = found.filter(|s| &s.tenant == tenant) {
+            if s.mode == CredentialMode::Refresh {
+                return Err(SessionError::NotFound);
             }
+            return Ok(s);
         }
-        match parsed {
-            Some(sid) => match self
-                .0
-                .store
-                .session_get(tenant.as_str(), sid.as_str())
-                .await?
-            {
-                Some(row) if row.credential_mode == CredentialMode::Refresh.as_str() => {
-                    Err(SessionError::NotFound)
-                }
-                Some(row) if row.state.is_ended() => Err(SessionError::Gone {
-                    state: row.state,
-                    reason: row.close_reason,
-                }),
-                // Starting on another request, or owned by a crashed run
-                // the reaper has not seen yet.
-                Some(_) | None => Err(SessionError::NotFound),
-            },
-            None => Err(SessionError::NotFound),
+        match self.0.store.session_get(tenant.as_str(), id).await? {
+            Some(row) if row.credential_mode == CredentialMode::Refresh.as_str() => {
+                Err(SessionError::NotFound)
+            }
+            Some(row) if row.state.is_ended() => Err(SessionError::Gone {
+                state: row.state,
+                reason: row.close_reason,
+            }),
+            // Starting on another request, or owned by a crashed run
+            // the reaper has not seen yet.
+            Some(_) | None => Err(SessionError::NotFound),
         }
     }
 
     /// The stored view of a session of `tenant`, as its agents see it (a
     /// refresh session is not theirs: `NotFound`).
-    pub async fn info(&self, tenant: &TenantId, id: &str) -> Result<SessionInfo, SessionError> {
-        let sid: SessionId = id.parse().map_err(|_| SessionError::NotFound)?;
+    pub async fn info(
+        &self,
+        tenant: &TenantId,
+        sid: &SessionId,
+    ) -> Result<SessionInfo, SessionError> {
         let row = self
             .0
             .store
-            .session_get(tenant.as_str(), sid.as_str())
+            .session_get(tenant.as_str(), sid)
             .await?
             .filter(|row| row.credential_mode != CredentialMode::Refresh.as_str())
             .ok_or(SessionError::NotFound)?;
         let mut info = SessionInfo::from_row(&row);
         // Known while it runs (the row does not keep it).
-        info.downloads = self
-            .0
-            .live
-            .lock()
-            .expect("live lock")
-            .get(&sid)
-            .map(|live| match live.downloads {
-                Some(_) => DownloadPolicy::Allow,
-                None => DownloadPolicy::Deny,
-            });
+        info.downloads =
+            self.0
+                .live
+                .lock()
+                .expect("live lock")
+                .get(sid)
+                .map(|live| match live.downloads {
+                    Some(_) => DownloadPolicy::Allow,
+                    None => DownloadPolicy::Deny,
+                });
         Ok(info)
     }
 }

@@ -172,7 +172,10 @@ impl SessionManager {
                 let token = req.grant_token.as_deref().unwrap_or_default();
                 let tok = crate::grants::redeem(&self.0.store, owner, id.as_str(), token, &domains)
                     .await?;
-                let asked = self.0.store.grant_request_get(&tok.request_id).await?;
+                let asked = match tok.request_id.parse::<crate::domain::GrantRequestId>() {
+                    Ok(rid) => self.0.store.grant_request_get(&rid).await?,
+                    Err(_) => None,
+                };
                 req.cdp_granted = asked.as_ref().is_some_and(|r| r.cdp);
                 req.totp_granted = asked.as_ref().is_some_and(|r| r.totp);
             }
@@ -274,13 +277,7 @@ impl SessionManager {
                         let msg = "the browser could not be started";
                         if let Err(e) = inner
                             .store
-                            .session_end(
-                                id.as_str(),
-                                true,
-                                CloseReason::StartFailed,
-                                Some(msg),
-                                now,
-                            )
+                            .session_end(id, true, CloseReason::StartFailed, Some(msg), now)
                             .await
                         {
                             tracing::error!(error = %format!("{e:#}"), "failed to record a failed start");
@@ -316,7 +313,7 @@ impl SessionManager {
                 if let Err(e) = inner
                     .store
                     .session_end(
-                        id.as_str(),
+                        id,
                         true,
                         CloseReason::StartFailed,
                         Some("the browser could not be prepared"),
@@ -333,12 +330,7 @@ impl SessionManager {
         }
         let mut allowed = None;
         let mut setup = async {
-            let assign = async {
-                inner
-                    .store
-                    .sandbox_assign(&warm.sandbox.id, id.as_str())
-                    .await
-            };
+            let assign = async { inner.store.sandbox_assign(&warm.sandbox_id, id).await };
             let viewport = async {
                 warm.page
                     .execute(metrics_override(req.viewport))
@@ -388,10 +380,7 @@ impl SessionManager {
                 }
                 _ => None,
             };
-            inner
-                .store
-                .session_ready(id.as_str(), &warm.sandbox.id)
-                .await?;
+            inner.store.session_ready(id, &warm.sandbox_id).await?;
             anyhow::Ok(injected)
         }
         .await;

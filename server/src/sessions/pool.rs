@@ -10,7 +10,7 @@ use chromiumoxide::Page;
 use tokio::sync::Notify;
 
 use crate::cdp::BrowserConn;
-use crate::domain::random_id;
+use crate::domain::SandboxId;
 use crate::egress::EgressListener;
 use crate::sandbox::{EgressReach, Sandbox, SandboxSpec};
 use crate::store::sessions::SandboxRow;
@@ -19,6 +19,8 @@ use super::Inner;
 
 /// A started, connected browser nobody uses yet.
 pub(super) struct Warm {
+    /// The sandbox's id as drawn (the driver's [`Sandbox`] holds its text).
+    pub sandbox_id: SandboxId,
     pub sandbox: Sandbox,
     pub conn: BrowserConn,
     pub page: Page,
@@ -95,16 +97,18 @@ pub(super) async fn start_browser(inner: &Inner, state: &str) -> anyhow::Result<
 /// Starts one browser: egress listener, sandbox, CDP connection, first page.
 /// The sandbox is recorded (for the reaper) as soon as it has a pid.
 async fn start_once(inner: &Inner, state: &str) -> anyhow::Result<Warm> {
-    let id = random_id(crate::ids::SANDBOX);
+    let sandbox_id = SandboxId::generate();
+    let id = sandbox_id.to_string();
     inner.known.lock().expect("known lock").insert(id.clone());
-    let result = start_inner(inner, id.clone(), state).await;
+    let result = start_inner(inner, sandbox_id, state).await;
     if result.is_err() {
         inner.known.lock().expect("known lock").remove(&id);
     }
     result
 }
 
-async fn start_inner(inner: &Inner, id: String, state: &str) -> anyhow::Result<Warm> {
+async fn start_inner(inner: &Inner, sandbox_id: SandboxId, state: &str) -> anyhow::Result<Warm> {
+    let id = sandbox_id.to_string();
     // A bwrap browser reaches its listener only through this process's own
     // forwarder; any other client of that port is someone else.
     let caps = inner.driver.caps();
@@ -167,7 +171,7 @@ async fn start_inner(inner: &Inner, id: String, state: &str) -> anyhow::Result<W
         }
     }
     let row = SandboxRow {
-        id: id.clone(),
+        id: sandbox_id.clone(),
         driver: sandbox.driver.as_str().to_owned(),
         host: inner.host.clone(),
         pid: sandbox.pid.map(i64::from),
@@ -188,6 +192,7 @@ async fn start_inner(inner: &Inner, id: String, state: &str) -> anyhow::Result<W
     .await;
     match connected {
         Ok((conn, page)) => Ok(Warm {
+            sandbox_id,
             sandbox,
             conn,
             page,
@@ -200,7 +205,7 @@ async fn start_inner(inner: &Inner, id: String, state: &str) -> anyhow::Result<W
             if let Some(limits) = &sandbox.limits {
                 limits.remove().await;
             }
-            if let Err(e) = inner.store.sandbox_stopped(&id).await {
+            if let Err(e) = inner.store.sandbox_stopped(&sandbox_id).await {
                 tracing::error!(error = %format!("{e:#}"), sandbox.id = %id, "failed to record a sandbox's stop");
             }
             egress.close().await;

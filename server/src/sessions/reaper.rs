@@ -5,7 +5,7 @@
 use serde_json::json;
 
 use crate::audit::{Actor, NewEvent};
-use crate::domain::CloseReason;
+use crate::domain::{CloseReason, SessionId};
 use crate::sandbox::{Sandbox, kill_group};
 use crate::store::sessions::SessionRow;
 
@@ -60,7 +60,7 @@ impl SessionManager {
         }
         let known = inner.known.lock().expect("known lock").clone();
         for sb in inner.store.sandboxes_unstopped_on(&inner.host).await? {
-            if known.contains(&sb.id) {
+            if known.contains(sb.id.as_str()) {
                 continue;
             }
             if self.stop_orphan(&sb).await {
@@ -127,9 +127,14 @@ impl SessionManager {
         params: serde_json::Value,
     ) -> anyhow::Result<bool> {
         let inner = &self.0;
+        // Rows are written with a `SessionId`; one that is not is no session.
+        let Ok(sid) = row.id.parse::<SessionId>() else {
+            tracing::warn!(session.id = %row.id, "reaper: a session row with a malformed id");
+            return Ok(false);
+        };
         let ended = inner
             .store
-            .session_end(&row.id, true, reason, Some(message), row.last_activity_at)
+            .session_end(&sid, true, reason, Some(message), row.last_activity_at)
             .await?;
         if !ended {
             return Ok(false);
@@ -184,12 +189,12 @@ impl SessionManager {
         if inner.driver.caps().remote && sb.driver == inner.driver.kind().as_str() {
             // An external engine's sandbox: only its destroy command can end it.
             let orphan = Sandbox {
-                id: sb.id.clone(),
+                id: sb.id.to_string(),
                 driver: inner.driver.kind(),
                 cdp_url: sb.cdp_url.clone().unwrap_or_default(),
                 pid: None,
                 marker: sb.marker.clone(),
-                runtime_dir: inner.run_dir.join(&sb.id),
+                runtime_dir: inner.run_dir.join(sb.id.as_str()),
                 limits: None,
             };
             match inner.driver.stop(&orphan).await {
@@ -205,9 +210,10 @@ impl SessionManager {
             tracing::warn!(sandbox.id = %sb.id, pid, "reaper: killed an orphaned browser");
         }
         // Its cgroups, emptied when its processes died.
-        inner.limits.remove_stale(&sb.id);
-        let dir = inner.run_dir.join(&sb.id);
-        if dir.starts_with(&inner.run_dir) && sb.id.starts_with("b_") {
+        inner.limits.remove_stale(sb.id.as_str());
+        // A `SandboxId` is one path segment of base32 after `b_`.
+        let dir = inner.run_dir.join(sb.id.as_str());
+        if dir.starts_with(&inner.run_dir) {
             let _ = tokio::fs::remove_dir_all(&dir).await;
         }
         if let Err(e) = inner.store.sandbox_stopped(&sb.id).await {

@@ -65,6 +65,8 @@ pub struct RunningSession {
     screencast_stops: AtomicU64,
     /// The sandbox running its browser.
     pub sandbox: Sandbox,
+    /// Its id as drawn (`sandbox.id` is its text, for the driver).
+    pub sandbox_id: crate::domain::SandboxId,
     pub(super) conn: BrowserConn,
     pub(super) egress: Mutex<Option<EgressListener>>,
     /// What its egress listener refused lately.
@@ -137,6 +139,7 @@ impl RunningSession {
                 refs: HashMap::new(),
             }),
             sandbox: warm.sandbox,
+            sandbox_id: warm.sandbox_id,
             conn: warm.conn,
             refusals: warm.egress.refusals(),
             egress: Mutex::new(Some(warm.egress)),

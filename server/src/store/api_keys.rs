@@ -5,7 +5,7 @@ use sqlx::Row;
 
 use super::Store;
 use super::column::ReadContext;
-use crate::domain::TenantId;
+use crate::domain::{ApiKeyId, TenantId};
 use crate::ids::token_hash;
 use crate::time::now_ms;
 
@@ -82,8 +82,10 @@ impl Store {
                 // Off the request's path: a failed write only loses a
                 // "last used" time.
                 let store = self.clone();
-                let id = id.clone();
+                // Rows are written with an `ApiKeyId` (`api_key_create`).
+                let id = id.parse::<ApiKeyId>();
                 tokio::spawn(async move {
+                    let Ok(id) = id else { return };
                     if let Err(e) = store.api_key_used(&id, now).await {
                         tracing::warn!(error = %format!("{e:#}"), "failed to record api key use");
                     }
@@ -120,13 +122,13 @@ impl Store {
 
     /// Records that key `id` was used at `now`, at most once a minute (the
     /// condition keeps the row untouched in between).
-    pub async fn api_key_used(&self, id: &str, now: i64) -> anyhow::Result<()> {
+    pub async fn api_key_used(&self, id: &ApiKeyId, now: i64) -> anyhow::Result<()> {
         sqlx::query(
             "UPDATE api_keys SET last_used_at = $1 WHERE id = $2 \
              AND (last_used_at IS NULL OR last_used_at < $3)",
         )
         .bind(now)
-        .bind(id.to_owned())
+        .bind(id.to_string())
         .bind(now - 60_000)
         .execute(self.pool())
         .await
@@ -135,11 +137,11 @@ impl Store {
     }
 
     /// Revokes a key; false if no such live key.
-    pub async fn api_key_revoke(&self, id: &str) -> anyhow::Result<bool> {
+    pub async fn api_key_revoke(&self, id: &ApiKeyId) -> anyhow::Result<bool> {
         let res =
             sqlx::query("UPDATE api_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
                 .bind(now_ms())
-                .bind(id.to_owned())
+                .bind(id.to_string())
                 .execute(self.pool())
                 .await
                 .context("failed to revoke api key")?;

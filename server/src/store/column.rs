@@ -33,9 +33,11 @@ macro_rules! stored_as_text {
 stored_as_text!(
     crate::domain::SessionState,
     crate::domain::CloseReason,
+    crate::domain::EnrollmentId,
     crate::domain::GrantState,
     crate::domain::OperatorId,
     crate::domain::PasskeyId,
+    crate::domain::SandboxId,
     crate::domain::TenantId,
     crate::crypto::KeyId,
     super::egress::Decision,

@@ -5,6 +5,7 @@ use sqlx::Row;
 
 use super::Store;
 use super::column::ReadContext;
+use crate::domain::SandboxId;
 
 /// What the egress guard decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -125,12 +126,15 @@ impl Store {
     }
 
     /// A sandbox's egress log, oldest first.
-    pub async fn egress_for_sandbox(&self, sandbox_id: &str) -> anyhow::Result<Vec<EgressEntry>> {
+    pub async fn egress_for_sandbox(
+        &self,
+        sandbox_id: &SandboxId,
+    ) -> anyhow::Result<Vec<EgressEntry>> {
         sqlx::query_as(
             "SELECT id, sandbox_id, ts, host, port, decision, reason, bytes_up, bytes_down \
              FROM egress_log WHERE sandbox_id = $1 ORDER BY id",
         )
-        .bind(sandbox_id.to_owned())
+        .bind(sandbox_id.to_string())
         .fetch_all(self.pool())
         .await
         .read("failed to read the egress log", "malformed egress log row")

@@ -5,7 +5,7 @@ use anyhow::Context;
 
 use super::Store;
 use super::column::{Flag, ReadContext};
-use crate::domain::GrantState;
+use crate::domain::{GrantRequestId, GrantState, GrantTokenId};
 
 /// An agent's request for credentials of some domains.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
@@ -91,11 +91,14 @@ impl Store {
     }
 
     /// One request.
-    pub async fn grant_request_get(&self, id: &str) -> anyhow::Result<Option<GrantRequestRow>> {
+    pub async fn grant_request_get(
+        &self,
+        id: &GrantRequestId,
+    ) -> anyhow::Result<Option<GrantRequestRow>> {
         sqlx::query_as(&format!(
             "SELECT {REQ_COLUMNS} FROM grant_requests WHERE id = $1"
         ))
-        .bind(id.to_owned())
+        .bind(id.to_string())
         .fetch_optional(self.pool())
         .await
         .read(
@@ -130,7 +133,7 @@ impl Store {
     /// the request is not pending.
     pub async fn grant_approve(
         &self,
-        request_id: &str,
+        request_id: &GrantRequestId,
         decided_by: &str,
         token: &GrantTokenRow,
     ) -> anyhow::Result<bool> {
@@ -141,7 +144,7 @@ impl Store {
         )
         .bind(token.issued_at)
         .bind(decided_by.to_owned())
-        .bind(request_id.to_owned())
+        .bind(request_id.to_string())
         .execute(&mut *tx)
         .await
         .context("failed to approve grant request")?;
@@ -172,7 +175,7 @@ impl Store {
     /// Denies a pending request; false if it is not pending.
     pub async fn grant_deny(
         &self,
-        request_id: &str,
+        request_id: &GrantRequestId,
         decided_by: &str,
         now: i64,
     ) -> anyhow::Result<bool> {
@@ -182,7 +185,7 @@ impl Store {
         )
         .bind(now)
         .bind(decided_by.to_owned())
-        .bind(request_id.to_owned())
+        .bind(request_id.to_string())
         .execute(self.pool())
         .await
         .context("failed to deny grant request")?;
@@ -217,11 +220,14 @@ impl Store {
     }
 
     /// One token by its id.
-    pub async fn grant_token_get(&self, jti: &str) -> anyhow::Result<Option<GrantTokenRow>> {
+    pub async fn grant_token_get(
+        &self,
+        jti: &GrantTokenId,
+    ) -> anyhow::Result<Option<GrantTokenRow>> {
         sqlx::query_as(&format!(
             "SELECT {TOKEN_COLUMNS} FROM grant_tokens WHERE jti = $1"
         ))
-        .bind(jti.to_owned())
+        .bind(jti.to_string())
         .fetch_optional(self.pool())
         .await
         .read("failed to read grant token", "malformed grant token row")
@@ -230,12 +236,12 @@ impl Store {
     /// The token row answering a request.
     pub async fn grant_token_of_request(
         &self,
-        request_id: &str,
+        request_id: &GrantRequestId,
     ) -> anyhow::Result<Option<GrantTokenRow>> {
         sqlx::query_as(&format!(
             "SELECT {TOKEN_COLUMNS} FROM grant_tokens WHERE request_id = $1"
         ))
-        .bind(request_id.to_owned())
+        .bind(request_id.to_string())
         .fetch_optional(self.pool())
         .await
         .read("failed to read grant token", "malformed grant token row")
@@ -245,7 +251,7 @@ impl Store {
     /// handed out before (so it is handed out once, even to racing polls).
     pub async fn grant_token_deliver(
         &self,
-        jti: &str,
+        jti: &GrantTokenId,
         token_hash: &str,
         now: i64,
     ) -> anyhow::Result<bool> {
@@ -255,7 +261,7 @@ impl Store {
         )
         .bind(token_hash.to_owned())
         .bind(now)
-        .bind(jti.to_owned())
+        .bind(jti.to_string())
         .execute(self.pool())
         .await
         .context("failed to record grant token delivery")?;
@@ -294,12 +300,12 @@ impl Store {
     }
 
     /// Revokes a token by id; false if unknown or already revoked.
-    pub async fn grant_token_revoke(&self, jti: &str, now: i64) -> anyhow::Result<bool> {
+    pub async fn grant_token_revoke(&self, jti: &GrantTokenId, now: i64) -> anyhow::Result<bool> {
         let res = sqlx::query(
             "UPDATE grant_tokens SET revoked_at = $1 WHERE jti = $2 AND revoked_at IS NULL",
         )
         .bind(now)
-        .bind(jti.to_owned())
+        .bind(jti.to_string())
         .execute(self.pool())
         .await
         .context("failed to revoke grant token")?;
@@ -308,10 +314,14 @@ impl Store {
     }
 
     /// Test and tooling hook: moves a token's expiry.
-    pub async fn grant_token_set_expiry(&self, jti: &str, expires_at: i64) -> anyhow::Result<()> {
+    pub async fn grant_token_set_expiry(
+        &self,
+        jti: &GrantTokenId,
+        expires_at: i64,
+    ) -> anyhow::Result<()> {
         sqlx::query("UPDATE grant_tokens SET expires_at = $1 WHERE jti = $2")
             .bind(expires_at)
-            .bind(jti.to_owned())
+            .bind(jti.to_string())
             .execute(self.pool())
             .await
             .context("failed to set grant token expiry")?;

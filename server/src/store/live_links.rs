@@ -5,7 +5,7 @@ use anyhow::Context;
 
 use super::Store;
 use super::column::{Flag, ReadContext};
-use crate::domain::DatabaseKind;
+use crate::domain::{DatabaseKind, LiveLinkId, SessionId};
 
 /// A live link as stored (never its token).
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
@@ -107,8 +107,8 @@ impl Store {
     }
 
     /// The link `id`.
-    pub async fn live_link_get(&self, id: &str) -> anyhow::Result<Option<LiveLinkRow>> {
-        self.live_link_where("l.id", id).await
+    pub async fn live_link_get(&self, id: &LiveLinkId) -> anyhow::Result<Option<LiveLinkRow>> {
+        self.live_link_where("l.id", id.as_str()).await
     }
 
     /// The one link whose `column` (a unique column, named by the code,
@@ -133,7 +133,7 @@ impl Store {
     pub async fn live_links_of(
         &self,
         tenant: &str,
-        session: &str,
+        session: &SessionId,
     ) -> anyhow::Result<Vec<LiveLinkRow>> {
         let q = format!(
             "SELECT {COLUMNS} FROM live_links l LEFT JOIN api_keys k ON k.id = l.key_id \
@@ -142,7 +142,7 @@ impl Store {
         );
         sqlx::query_as(&q)
             .bind(tenant.to_owned())
-            .bind(session.to_owned())
+            .bind(session.to_string())
             .fetch_all(self.pool())
             .await
             .read("failed to list live links", "malformed live link")
@@ -153,8 +153,8 @@ impl Store {
     pub async fn live_link_revoke(
         &self,
         tenant: &str,
-        session: &str,
-        id: &str,
+        session: &SessionId,
+        id: &LiveLinkId,
         now: i64,
     ) -> anyhow::Result<bool> {
         let done = sqlx::query(
@@ -162,9 +162,9 @@ impl Store {
              AND session_id = $4 AND revoked_at IS NULL",
         )
         .bind(now)
-        .bind(id.to_owned())
+        .bind(id.to_string())
         .bind(tenant.to_owned())
-        .bind(session.to_owned())
+        .bind(session.to_string())
         .execute(self.pool())
         .await
         .context("failed to revoke a live link")?;

@@ -8,7 +8,7 @@ use sqlx::Row;
 
 use super::Store;
 use super::column::{ReadContext, StoredRole};
-use crate::domain::{OperatorId, PasskeyId};
+use crate::domain::{EnrollmentId, OperatorId, PasskeyId};
 
 /// An operator as stored.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
@@ -57,7 +57,7 @@ pub struct PasskeyRow {
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct EnrollmentRow {
     /// `en_…`.
-    pub id: String,
+    pub id: EnrollmentId,
     /// The operator it enrolls.
     pub operator_id: OperatorId,
     /// Unix ms.
@@ -405,7 +405,7 @@ impl Store {
     /// expired meanwhile.
     pub async fn enrollment_complete(
         &self,
-        enrollment_id: &str,
+        enrollment_id: &EnrollmentId,
         passkey: &PasskeyRow,
         now: i64,
     ) -> anyhow::Result<bool> {
@@ -414,7 +414,7 @@ impl Store {
             "UPDATE enrollments SET used_at = $1 WHERE id = $2 AND used_at IS NULL AND expires_at > $3",
         )
         .bind(now)
-        .bind(enrollment_id.to_owned())
+        .bind(enrollment_id.to_string())
         .bind(now)
         .execute(&mut *tx)
         .await
@@ -430,7 +430,7 @@ impl Store {
              AND operator_id = (SELECT operator_id FROM enrollments WHERE id = $2)",
         )
         .bind(now)
-        .bind(enrollment_id.to_owned())
+        .bind(enrollment_id.to_string())
         .execute(&mut *tx)
         .await
         .context("failed to retire the operator's other enrollment links")?;
@@ -455,7 +455,7 @@ impl Store {
     pub async fn dashboard_session_save(
         &self,
         id_hash: &str,
-        operator_id: Option<&str>,
+        operator_id: Option<&OperatorId>,
         data: &str,
         expires_at: i64,
     ) -> anyhow::Result<()> {
@@ -466,7 +466,7 @@ impl Store {
              data = excluded.data, expires_at = excluded.expires_at",
         )
         .bind(id_hash.to_owned())
-        .bind(operator_id.map(str::to_owned))
+        .bind(operator_id.map(OperatorId::to_string))
         .bind(data.to_owned())
         .bind(expires_at)
         .execute(self.pool())
@@ -539,7 +539,7 @@ async fn insert_enrollment(
         "INSERT INTO enrollments (id, operator_id, token_hash, created_at, expires_at) \
          VALUES ($1, $2, $3, $4, $5)",
     )
-    .bind(row.id.clone())
+    .bind(row.id.to_string())
     .bind(row.operator_id.as_str().to_owned())
     .bind(token_hash.to_owned())
     .bind(now)

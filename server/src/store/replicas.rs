@@ -5,6 +5,7 @@ use anyhow::Context;
 
 use super::column::ReadContext;
 use super::{DatabaseKind, Store};
+use crate::domain::{DeploymentId, InstanceId};
 use crate::time::now_ms;
 
 /// One replica as recorded.
@@ -110,14 +111,14 @@ impl Store {
     /// its key id recorded if it had none).
     pub async fn deployment_ensure(
         &self,
-        new_id: &str,
+        new_id: &DeploymentId,
         key_id: &str,
     ) -> anyhow::Result<Deployment> {
         sqlx::query(
             "INSERT INTO deployment (id, deployment_id, key_id, created_at) VALUES (1, $1, $2, $3) \
              ON CONFLICT (id) DO NOTHING",
         )
-        .bind(new_id.to_owned())
+        .bind(new_id.to_string())
         .bind(key_id.to_owned())
         .bind(now_ms())
         .execute(self.pool())
@@ -181,7 +182,7 @@ impl Store {
     pub async fn replica_heartbeat(
         &self,
         name: &str,
-        instance: &str,
+        instance: &InstanceId,
         at: i64,
     ) -> anyhow::Result<bool> {
         let res = sqlx::query(
@@ -189,7 +190,7 @@ impl Store {
         )
         .bind(at)
         .bind(name.to_owned())
-        .bind(instance.to_owned())
+        .bind(instance.to_string())
         .execute(self.pool())
         .await
         .context("cannot record this replica's heartbeat")?;
@@ -215,10 +216,10 @@ impl Store {
     }
 
     /// Marks this replica stopped (a clean shutdown).
-    pub async fn replica_stopped(&self, name: &str, instance: &str) -> anyhow::Result<()> {
+    pub async fn replica_stopped(&self, name: &str, instance: &InstanceId) -> anyhow::Result<()> {
         sqlx::query("UPDATE replicas SET state = 'stopped' WHERE name = $1 AND instance = $2")
             .bind(name.to_owned())
-            .bind(instance.to_owned())
+            .bind(instance.to_string())
             .execute(self.pool())
             .await
             .context("cannot mark this replica stopped")?;

@@ -5,7 +5,7 @@ use sqlx::Row;
 
 use super::column::ReadContext;
 use super::{DatabaseKind, Store};
-use crate::domain::{CloseReason, SessionState};
+use crate::domain::{CloseReason, SandboxId, SessionId, SessionState};
 use crate::time::now_ms;
 
 /// A session as stored.
@@ -34,7 +34,7 @@ pub struct SessionRow {
     /// Viewport height.
     pub viewport_h: i64,
     /// The sandbox running it.
-    pub sandbox_id: Option<String>,
+    pub sandbox_id: Option<SandboxId>,
     /// The control-plane host that runs it.
     pub host: String,
     /// Unix ms.
@@ -56,7 +56,7 @@ const SESSION_COLUMNS: &str = "id, tenant_id, api_key_id, state, close_reason, e
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct SandboxRow {
     /// `b_…`.
-    pub id: String,
+    pub id: SandboxId,
     /// Driver name.
     pub driver: String,
     /// Host it runs on.
@@ -94,7 +94,7 @@ fn insert_query(
         .bind(s.record.clone())
         .bind(s.viewport_w)
         .bind(s.viewport_h)
-        .bind(s.sandbox_id.clone())
+        .bind(s.sandbox_id.as_ref().map(SandboxId::to_string))
         .bind(s.host.clone())
         .bind(s.created_at)
         .bind(s.ready_at)
@@ -158,12 +158,16 @@ impl Store {
     }
 
     /// Marks a starting session ready on `sandbox_id`.
-    pub async fn session_ready(&self, id: &str, sandbox_id: &str) -> anyhow::Result<()> {
+    pub async fn session_ready(
+        &self,
+        id: &SessionId,
+        sandbox_id: &SandboxId,
+    ) -> anyhow::Result<()> {
         let now = now_ms();
         sqlx::query("UPDATE sessions SET state = 'ready', sandbox_id = $1, ready_at = $2, last_activity_at = $2 WHERE id = $3 AND state = 'starting'")
-            .bind(sandbox_id.to_owned())
+            .bind(sandbox_id.to_string())
             .bind(now)
-            .bind(id.to_owned())
+            .bind(id.to_string())
             .execute(self.pool())
             .await
             .context("failed to mark session ready")?;
@@ -172,9 +176,9 @@ impl Store {
     }
 
     /// Moves a live session to `closing`; false if it already ended.
-    pub async fn session_closing(&self, id: &str) -> anyhow::Result<bool> {
+    pub async fn session_closing(&self, id: &SessionId) -> anyhow::Result<bool> {
         let res = sqlx::query("UPDATE sessions SET state = 'closing' WHERE id = $1 AND state IN ('starting', 'ready')")
-            .bind(id.to_owned())
+            .bind(id.to_string())
             .execute(self.pool())
             .await
             .context("failed to mark session closing")?;
@@ -185,7 +189,7 @@ impl Store {
     /// Ends a session as `closed` or `failed` (once; later calls change nothing).
     pub async fn session_end(
         &self,
-        id: &str,
+        id: &SessionId,
         failed: bool,
         reason: CloseReason,
         error: Option<&str>,
@@ -205,7 +209,7 @@ impl Store {
         .bind(error.map(str::to_owned))
         .bind(now_ms())
         .bind(last_activity_at)
-        .bind(id.to_owned())
+        .bind(id.to_string())
         .execute(self.pool())
         .await
         .context("failed to end session")?;
@@ -217,12 +221,12 @@ impl Store {
     pub async fn session_get(
         &self,
         tenant_id: &str,
-        id: &str,
+        id: &SessionId,
     ) -> anyhow::Result<Option<SessionRow>> {
         sqlx::query_as(&format!(
             "SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1 AND tenant_id = $2"
         ))
-        .bind(id.to_owned())
+        .bind(id.to_string())
         .bind(tenant_id.to_owned())
         .fetch_optional(self.pool())
         .await
@@ -230,11 +234,11 @@ impl Store {
     }
 
     /// One session, whichever tenant's (the dashboard's view).
-    pub async fn session_find(&self, id: &str) -> anyhow::Result<Option<SessionRow>> {
+    pub async fn session_find(&self, id: &SessionId) -> anyhow::Result<Option<SessionRow>> {
         sqlx::query_as(&format!(
             "SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1"
         ))
-        .bind(id.to_owned())
+        .bind(id.to_string())
         .fetch_optional(self.pool())
         .await
         .read("failed to read session", "malformed session row")
@@ -319,7 +323,7 @@ impl Store {
     /// Per session: tool calls audited and the last audited action.
     pub async fn session_activity(
         &self,
-        ids: &[String],
+        ids: &[SessionId],
     ) -> anyhow::Result<std::collections::HashMap<String, (i64, Option<String>)>> {
         let mut out = std::collections::HashMap::new();
         for id in ids {
@@ -329,12 +333,15 @@ impl Store {
                   AND outcome = 'requested') AS calls, \
                  (SELECT action FROM audit_events WHERE session_id = $2 ORDER BY seq DESC LIMIT 1) AS last",
             )
-            .bind(id.clone())
-            .bind(id.clone())
+            .bind(id.to_string())
+            .bind(id.to_string())
             .fetch_one(self.pool())
             .await
             .context("failed to read session activity")?;
-            out.insert(id.clone(), (row.try_get("calls")?, row.try_get("last")?));
+            out.insert(
+                id.to_string(),
+                (row.try_get("calls")?, row.try_get("last")?),
+            );
         }
         Ok(out)
     }
@@ -342,14 +349,14 @@ impl Store {
     /// A session's audit trail, oldest first (at most `limit` events).
     pub async fn audit_of_session(
         &self,
-        session: &str,
+        session: &SessionId,
         limit: i64,
     ) -> anyhow::Result<Vec<crate::domain::audit::Event>> {
         sqlx::query_as(&format!(
             "SELECT {} FROM audit_events WHERE session_id = $1 ORDER BY seq LIMIT $2",
             super::audit::COLUMNS
         ))
-        .bind(session.to_owned())
+        .bind(session.to_string())
         .bind(limit)
         .fetch_all(self.pool())
         .await
@@ -393,7 +400,7 @@ impl Store {
             "INSERT INTO sandboxes (id, driver, host, pid, marker, cdp_url, state, session_id, created_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
         )
-        .bind(row.id.clone())
+        .bind(row.id.to_string())
         .bind(row.driver.clone())
         .bind(row.host.clone())
         .bind(row.pid)
@@ -409,10 +416,14 @@ impl Store {
     }
 
     /// Assigns a sandbox to a session.
-    pub async fn sandbox_assign(&self, id: &str, session_id: &str) -> anyhow::Result<()> {
+    pub async fn sandbox_assign(
+        &self,
+        id: &SandboxId,
+        session_id: &SessionId,
+    ) -> anyhow::Result<()> {
         sqlx::query("UPDATE sandboxes SET state = 'assigned', session_id = $1 WHERE id = $2")
-            .bind(session_id.to_owned())
-            .bind(id.to_owned())
+            .bind(session_id.to_string())
+            .bind(id.to_string())
             .execute(self.pool())
             .await
             .context("failed to assign sandbox")?;
@@ -420,10 +431,10 @@ impl Store {
     }
 
     /// Marks a sandbox stopped.
-    pub async fn sandbox_stopped(&self, id: &str) -> anyhow::Result<()> {
+    pub async fn sandbox_stopped(&self, id: &SandboxId) -> anyhow::Result<()> {
         sqlx::query("UPDATE sandboxes SET state = 'stopped', stopped_at = $1 WHERE id = $2 AND state <> 'stopped'")
             .bind(now_ms())
-            .bind(id.to_owned())
+            .bind(id.to_string())
             .execute(self.pool())
             .await
             .context("failed to mark sandbox stopped")?;

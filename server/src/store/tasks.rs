@@ -4,6 +4,7 @@ use anyhow::Context;
 
 use super::Store;
 use super::column::ReadContext;
+use crate::domain::{SessionId, TaskId};
 
 /// One task.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
@@ -119,10 +120,10 @@ impl Store {
     }
 
     /// Names the session a task runs on.
-    pub async fn task_set_session(&self, id: &str, session: &str) -> anyhow::Result<()> {
+    pub async fn task_set_session(&self, id: &TaskId, session: &SessionId) -> anyhow::Result<()> {
         sqlx::query("UPDATE tasks SET session_id = $1 WHERE id = $2")
-            .bind(session.to_owned())
-            .bind(id.to_owned())
+            .bind(session.to_string())
+            .bind(id.to_string())
             .execute(self.pool())
             .await
             .context("failed to record the task's session")?;
@@ -159,7 +160,7 @@ impl Store {
     }
 
     /// Ends a running task; false if it had ended already.
-    pub async fn task_end(&self, id: &str, end: &TaskEnd) -> anyhow::Result<bool> {
+    pub async fn task_end(&self, id: &TaskId, end: &TaskEnd) -> anyhow::Result<bool> {
         let done = sqlx::query(
             "UPDATE tasks SET status = $1, summary = $2, result_data = $3, error = $4, \
              step_count = $5, final_screenshot_id = $6, ended_at = $7 \
@@ -172,7 +173,7 @@ impl Store {
         .bind(end.step_count)
         .bind(end.final_screenshot_id.clone())
         .bind(end.ended_at)
-        .bind(id.to_owned())
+        .bind(id.to_string())
         .execute(self.pool())
         .await
         .context("failed to end the task")?
@@ -188,16 +189,16 @@ impl Store {
     pub async fn task_get(
         &self,
         tenant: Option<&str>,
-        id: &str,
+        id: &TaskId,
     ) -> anyhow::Result<Option<TaskRow>> {
         let with_tenant =
             format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1 AND tenant_id = $2");
         let any_tenant = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1");
         match tenant {
             Some(t) => sqlx::query_as(&with_tenant)
-                .bind(id.to_owned())
+                .bind(id.to_string())
                 .bind(t.to_owned()),
-            None => sqlx::query_as(&any_tenant).bind(id.to_owned()),
+            None => sqlx::query_as(&any_tenant).bind(id.to_string()),
         }
         .fetch_optional(self.pool())
         .await
@@ -208,7 +209,7 @@ impl Store {
     pub async fn task_list(
         &self,
         tenant: Option<&str>,
-        session: Option<&str>,
+        session: Option<&SessionId>,
         limit: i64,
     ) -> anyhow::Result<Vec<TaskRow>> {
         let tenant = tenant.map(|t| vec![t.to_owned()]);
@@ -220,7 +221,7 @@ impl Store {
     pub async fn task_list_in(
         &self,
         tenants: Option<&[String]>,
-        session: Option<&str>,
+        session: Option<&SessionId>,
         limit: i64,
     ) -> anyhow::Result<Vec<TaskRow>> {
         let mut sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE 1 = 1");
@@ -230,7 +231,7 @@ impl Store {
             sql.push_str(&super::tenant_in(ts, 0, &mut binds));
         }
         if let Some(v) = session {
-            binds.push(v.to_owned());
+            binds.push(v.to_string());
             sql.push_str(&format!(" AND session_id = ${}", binds.len()));
         }
         sql.push_str(&format!(
@@ -248,11 +249,11 @@ impl Store {
     }
 
     /// A task's trace, in order.
-    pub async fn task_steps(&self, id: &str) -> anyhow::Result<Vec<StepRow>> {
+    pub async fn task_steps(&self, id: &TaskId) -> anyhow::Result<Vec<StepRow>> {
         sqlx::query_as(&format!(
             "SELECT {STEP_COLUMNS} FROM task_steps WHERE task_id = $1 ORDER BY n"
         ))
-        .bind(id.to_owned())
+        .bind(id.to_string())
         .fetch_all(self.pool())
         .await
         .read("failed to read a task's trace", "malformed task step row")

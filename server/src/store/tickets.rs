@@ -4,6 +4,7 @@ use super::column::ReadContext;
 use anyhow::Context;
 
 use super::Store;
+use crate::domain::SessionId;
 
 impl Store {
     /// Records a ticket's hash (and sweeps expired ones).
@@ -11,7 +12,7 @@ impl Store {
         &self,
         hash: &str,
         operator_id: &str,
-        session_id: &str,
+        session_id: &SessionId,
         expires_at: i64,
         now: i64,
     ) -> anyhow::Result<()> {
@@ -25,7 +26,7 @@ impl Store {
         )
         .bind(hash.to_owned())
         .bind(operator_id.to_owned())
-        .bind(session_id.to_owned())
+        .bind(session_id.to_string())
         .bind(expires_at)
         .execute(self.pool())
         .await

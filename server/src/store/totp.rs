@@ -8,7 +8,7 @@ use super::Store;
 use super::column::ReadContext;
 use super::vault::Bound;
 use crate::crypto::Sealed;
-use crate::domain::TenantId;
+use crate::domain::{TenantId, TotpId};
 
 /// A seed's metadata: everything but the secret.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
@@ -126,22 +126,26 @@ impl Store {
     }
 
     /// One of the tenant's sealed seeds.
-    pub async fn totp_get(&self, tenant: &TenantId, id: &str) -> anyhow::Result<Option<TotpRow>> {
+    pub async fn totp_get(
+        &self,
+        tenant: &TenantId,
+        id: &TotpId,
+    ) -> anyhow::Result<Option<TotpRow>> {
         sqlx::query_as(&format!(
             "SELECT {INFO_COLUMNS}, ciphertext, nonce FROM vault_totp WHERE tenant_id = $1 AND id = $2"
         ))
         .bind(tenant.as_str().to_owned())
-        .bind(id.to_owned())
+        .bind(id.to_string())
         .fetch_optional(self.pool())
         .await
         .read("failed to read TOTP seed", "malformed TOTP seed row")
     }
 
     /// Records that a code of the seed was typed at `at`.
-    pub async fn totp_mark_used(&self, id: &str, at: i64) -> anyhow::Result<()> {
+    pub async fn totp_mark_used(&self, id: &TotpId, at: i64) -> anyhow::Result<()> {
         sqlx::query("UPDATE vault_totp SET last_used_at = $1 WHERE id = $2")
             .bind(at)
-            .bind(id.to_owned())
+            .bind(id.to_string())
             .execute(self.pool())
             .await
             .context("failed to mark TOTP seed used")?;
@@ -153,13 +157,13 @@ impl Store {
     pub async fn totp_delete(
         &self,
         tenant: &TenantId,
-        id: &str,
+        id: &TotpId,
     ) -> anyhow::Result<Option<TotpInfo>> {
         sqlx::query_as(&format!(
             "DELETE FROM vault_totp WHERE tenant_id = $1 AND id = $2 RETURNING {INFO_COLUMNS}"
         ))
         .bind(tenant.as_str().to_owned())
-        .bind(id.to_owned())
+        .bind(id.to_string())
         .fetch_optional(self.pool())
         .await
         .read("failed to delete TOTP seed", "malformed TOTP seed row")

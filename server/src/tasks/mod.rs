@@ -19,6 +19,6 @@ pub mod settings;
 mod trace;
 pub mod uitars;
 
-pub use request::{StepView, TaskDetail, TaskError, TaskRequest, TaskResult};
+pub use request::{StepView, TaskDetail, TaskError, TaskRequest, TaskResult, step_view};
 pub use run::{TaskSettings, Tasks};
 pub use settings::TasksSection;

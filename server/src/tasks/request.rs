@@ -130,40 +130,21 @@ impl TaskResult {
     }
 }
 
-/// One step as the API shows it.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct StepView {
-    /// From 1.
-    pub n: i64,
-    /// The model's thought.
-    pub thought: Option<String>,
-    /// The action (typed text as its length).
-    pub action: Option<String>,
-    /// `ok`, or what failed.
-    pub outcome: String,
-    /// The screenshot the model saw.
-    pub screenshot_id: Option<String>,
-    /// The model's answer time.
-    pub model_ms: Option<i64>,
-    /// Reported prompt tokens.
-    pub prompt_tokens: Option<i64>,
-    /// Reported completion tokens.
-    pub completion_tokens: Option<i64>,
-}
+/// One step as the API and the dashboard show it (declared once, in the
+/// dashboard crate, as the live protocol is).
+pub use app::api::tasks::StepView;
 
-impl StepView {
-    /// From a stored row.
-    pub fn from_row(s: &StepRow) -> Self {
-        Self {
-            n: s.n,
-            thought: s.thought.clone(),
-            action: s.action.clone(),
-            outcome: s.outcome.clone(),
-            screenshot_id: s.screenshot_id.clone(),
-            model_ms: s.model_ms,
-            prompt_tokens: s.prompt_tokens,
-            completion_tokens: s.completion_tokens,
-        }
+/// A stored step as the API and the dashboard show it.
+pub fn step_view(s: StepRow) -> StepView {
+    StepView {
+        n: s.n,
+        thought: s.thought,
+        action: s.action,
+        outcome: s.outcome,
+        screenshot_id: s.screenshot_id,
+        model_ms: s.model_ms,
+        prompt_tokens: s.prompt_tokens,
+        completion_tokens: s.completion_tokens,
     }
 }
 

@@ -8,14 +8,15 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use anyhow::Context;
 use tokio::sync::watch;
 
 use super::model::{ModelClient, ModelConfig};
-use super::request::{StepView, TaskDetail, TaskError, TaskRequest, TaskResult, steps};
+use super::request::{TaskDetail, TaskError, TaskRequest, TaskResult, step_view, steps};
 use super::runner::Runner;
 use super::uitars::CoordinateMode;
 use crate::domain::pattern::is_not_blank;
-use crate::domain::{TenantId, random_id};
+use crate::domain::{SessionId, TaskId, TenantId};
 use crate::sessions::{OpenRequest, SessionManager};
 use crate::store::Store;
 use crate::store::api_keys::ApiKeyOwner;
@@ -118,9 +119,9 @@ impl Tasks {
             .map_err(|e| TaskError::Invalid(format!("start_url: {e}")))?;
         // Input first: a malformed request is told so even where no model is set.
         let model = self.0.model.clone().ok_or(TaskError::Unconfigured)?;
-        let id = random_id("t_");
+        let id = TaskId::generate();
         let row = TaskRow {
-            id: id.clone(),
+            id: id.to_string(),
             tenant_id: owner.tenant.to_string(),
             api_key_id: Some(owner.key_id.clone()),
             session_id: None,
@@ -145,7 +146,7 @@ impl Tasks {
             .running
             .lock()
             .expect("running lock")
-            .insert(id.clone(), abort);
+            .insert(id.to_string(), abort);
         let open = OpenRequest {
             credential_mode: req.credential_mode,
             domains: req.domains.clone(),
@@ -178,12 +179,17 @@ impl Tasks {
             }
         };
         let live = async {
-            self.0.store.task_set_session(&id, &info.session_id).await?;
-            Ok::<_, TaskError>(self.0.sessions.get(&owner.tenant, &info.session_id).await?)
+            let sid: SessionId = info.session_id.parse().context("the opened session's id")?;
+            self.0.store.task_set_session(&id, &sid).await?;
+            Ok::<_, TaskError>(self.0.sessions.get(&owner.tenant, &sid).await?)
         }
         .await
         .inspect_err(|_| {
-            self.0.running.lock().expect("running lock").remove(&id);
+            self.0
+                .running
+                .lock()
+                .expect("running lock")
+                .remove(id.as_str());
         })?;
         let runner = Runner {
             tasks: self.clone(),
@@ -203,7 +209,7 @@ impl Tasks {
         self.get_result(&owner.tenant, &id).await
     }
 
-    async fn get_result(&self, tenant: &TenantId, id: &str) -> Result<TaskResult, TaskError> {
+    async fn get_result(&self, tenant: &TenantId, id: &TaskId) -> Result<TaskResult, TaskError> {
         let row = self
             .0
             .store
@@ -247,7 +253,7 @@ impl Tasks {
     }
 
     /// A task of `tenant` with its trace.
-    pub async fn get(&self, tenant: &TenantId, id: &str) -> Result<TaskDetail, TaskError> {
+    pub async fn get(&self, tenant: &TenantId, id: &TaskId) -> Result<TaskDetail, TaskError> {
         let row = self
             .0
             .store
@@ -258,7 +264,7 @@ impl Tasks {
         Ok(TaskDetail {
             task: TaskResult::from_row(&row),
             instruction: row.instruction,
-            steps: steps.iter().map(StepView::from_row).collect(),
+            steps: steps.into_iter().map(step_view).collect(),
         })
     }
 
@@ -276,7 +282,7 @@ impl Tasks {
 
     /// Stops a running task of `tenant` (its session is closed); answers
     /// its result once it has stopped.
-    pub async fn abort(&self, tenant: &TenantId, id: &str) -> Result<TaskResult, TaskError> {
+    pub async fn abort(&self, tenant: &TenantId, id: &TaskId) -> Result<TaskResult, TaskError> {
         let current = self.get_result(tenant, id).await?;
         if current.status != "running" {
             return Err(TaskError::Ended(current.status));
@@ -286,7 +292,7 @@ impl Tasks {
             .running
             .lock()
             .expect("running lock")
-            .get(id)
+            .get(id.as_str())
             .cloned();
         match switch {
             Some(s) => {
@@ -321,7 +327,7 @@ impl Tasks {
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn end(
         &self,
-        id: &str,
+        id: &TaskId,
         status: &str,
         summary: Option<String>,
         result_data: Option<String>,
@@ -344,7 +350,11 @@ impl Tasks {
                 },
             )
             .await?;
-        self.0.running.lock().expect("running lock").remove(id);
+        self.0
+            .running
+            .lock()
+            .expect("running lock")
+            .remove(id.as_str());
         Ok(())
     }
 }

@@ -17,6 +17,7 @@ use super::run::Tasks;
 use super::trace::describe;
 use super::uitars::{self, Action};
 use crate::audit::Actor;
+use crate::domain::TaskId;
 use crate::sessions::{RunningSession, Tool};
 use crate::store::api_keys::ApiKeyOwner;
 use crate::time::now_ms;
@@ -53,7 +54,7 @@ pub(super) struct Runner {
     pub(super) model: ModelClient,
     pub(super) owner: ApiKeyOwner,
     pub(super) live: Arc<RunningSession>,
-    pub(super) task_id: String,
+    pub(super) task_id: TaskId,
     pub(super) instruction: String,
     pub(super) max_steps: u32,
     pub(super) aborted: watch::Receiver<bool>,
@@ -78,7 +79,7 @@ impl Runner {
         }
         let sessions = &self.tasks.0.sessions;
         // The task owns its session: it goes with it.
-        let _ = sessions.close(&self.owner, self.live.id.as_str()).await;
+        let _ = sessions.close(&self.owner, &self.live.id).await;
         if let Err(e) = self
             .tasks
             .end(
@@ -277,9 +278,9 @@ impl Runner {
     /// After `call_user()`: waits for an operator to take control and hand
     /// it back (the live view), until the deadline.
     async fn wait_for_call_user(&self) -> bool {
-        self.tasks.set_waiting(&self.task_id, true);
+        self.tasks.set_waiting(self.task_id.as_str(), true);
         let done = self.call_user_answered().await;
-        self.tasks.set_waiting(&self.task_id, false);
+        self.tasks.set_waiting(self.task_id.as_str(), false);
         done
     }
 

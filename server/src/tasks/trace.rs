@@ -22,7 +22,7 @@ impl Runner {
         answer: Option<&Answer>,
     ) {
         let row = StepRow {
-            task_id: self.task_id.clone(),
+            task_id: self.task_id.to_string(),
             n,
             thought: thought.map(|t| t.chars().take(4000).collect()),
             action,

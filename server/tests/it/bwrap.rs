@@ -103,7 +103,7 @@ async fn sandbox_of(app: &TestApp, sid: &str) -> Sandbox {
     let live = app
         .state
         .sessions
-        .get(&"acme".parse().unwrap(), sid)
+        .get(&"acme".parse().unwrap(), &sid.parse().unwrap())
         .await
         .unwrap();
     live.sandbox.clone()
@@ -170,7 +170,7 @@ async fn bwrap_session_browses_through_the_guard_and_leaves_nothing_behind() {
         let log = app
             .state
             .store
-            .egress_for_sandbox(&sandbox.id)
+            .egress_for_sandbox(&sandbox.id.parse().unwrap())
             .await
             .unwrap();
         if log
@@ -259,7 +259,7 @@ async fn a_bwrap_browser_never_reaches_the_canary() {
     let log = app
         .state
         .store
-        .egress_for_sandbox(&sandbox.id)
+        .egress_for_sandbox(&sandbox.id.parse().unwrap())
         .await
         .unwrap();
     let denied = log

@@ -37,7 +37,7 @@ async fn pruning_removes_only_rows_older_than_the_cutoff(backend: Backend) {
         for ts in [cutoff - 1000 + i, cutoff + i] {
             store
                 .egress_record(&NewEgressEntry {
-                    sandbox_id: "b_old".into(),
+                    sandbox_id: "b_oldaaaaaaaaaaaaaaaaaaaaaaa".into(),
                     ts,
                     host: "example.com".into(),
                     port: 443,
@@ -52,7 +52,10 @@ async fn pruning_removes_only_rows_older_than_the_cutoff(backend: Backend) {
     }
     // Batches of 3: four rounds for ten rows, none of them past the cutoff.
     assert_eq!(store.egress_prune_in_batches(cutoff, 3).await.unwrap(), 10);
-    let left = store.egress_for_sandbox("b_old").await.unwrap();
+    let left = store
+        .egress_for_sandbox(&"b_oldaaaaaaaaaaaaaaaaaaaaaaa".parse().unwrap())
+        .await
+        .unwrap();
     assert_eq!(left.len(), 10);
     assert!(left.iter().all(|r| r.entry.ts >= cutoff), "{left:?}");
     assert_eq!(
@@ -77,16 +80,23 @@ async fn the_egress_log_keeps_each_sandboxs_rows_in_order(backend: Backend) {
             bytes_down: down,
         };
     let a1 = row(
-        "b_a",
+        "b_aaaaaaaaaaaaaaaaaaaaaaaaaa",
         "example.com",
         Decision::Allowed,
         None,
         517,
         5_000_000_000,
     );
-    let b1 = row("b_b", "127.0.0.1", Decision::Denied, Some("loopback"), 0, 0);
+    let b1 = row(
+        "b_baaaaaaaaaaaaaaaaaaaaaaaaa",
+        "127.0.0.1",
+        Decision::Denied,
+        Some("loopback"),
+        0,
+        0,
+    );
     let a2 = row(
-        "b_a",
+        "b_aaaaaaaaaaaaaaaaaaaaaaaaaa",
         "169.254.169.254",
         Decision::Denied,
         Some("cloud_metadata"),
@@ -97,13 +107,25 @@ async fn the_egress_log_keeps_each_sandboxs_rows_in_order(backend: Backend) {
         store.egress_record(r).await.expect("row written");
     }
 
-    let a = store.egress_for_sandbox("b_a").await.unwrap();
-    let b = store.egress_for_sandbox("b_b").await.unwrap();
+    let a = store
+        .egress_for_sandbox(&"b_aaaaaaaaaaaaaaaaaaaaaaaaaa".parse().unwrap())
+        .await
+        .unwrap();
+    let b = store
+        .egress_for_sandbox(&"b_baaaaaaaaaaaaaaaaaaaaaaaaa".parse().unwrap())
+        .await
+        .unwrap();
 
     assert_eq!(a.iter().map(|e| &e.entry).collect::<Vec<_>>(), [&a1, &a2]);
     assert!(a[0].id < a[1].id);
     assert_eq!(b.iter().map(|e| &e.entry).collect::<Vec<_>>(), [&b1]);
-    assert!(store.egress_for_sandbox("b_c").await.unwrap().is_empty());
+    assert!(
+        store
+            .egress_for_sandbox(&"b_caaaaaaaaaaaaaaaaaaaaaaaaa".parse().unwrap())
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 /// A loopback server that counts every connection made to it.
@@ -241,7 +263,10 @@ async fn rows_when(
     pred: impl Fn(&[EgressEntry]) -> bool,
 ) -> Vec<EgressEntry> {
     wait_until("the egress log to match", PATIENCE, || async {
-        let rows = store.egress_for_sandbox(sandbox).await.unwrap();
+        let rows = store
+            .egress_for_sandbox(&sandbox.parse().expect("a sandbox id"))
+            .await
+            .unwrap();
         if pred(&rows) {
             Ok(rows)
         } else {

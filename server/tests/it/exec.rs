@@ -73,7 +73,7 @@ async fn an_exec_sandbox_browses_through_the_guard_and_is_destroyed_at_close() {
     let log = app
         .state
         .store
-        .egress_for_sandbox(&sandbox_id)
+        .egress_for_sandbox(&sandbox_id.parse().unwrap())
         .await
         .unwrap();
     assert!(

@@ -247,7 +247,7 @@ impl TestApp {
             .store
             .dashboard_session_save(
                 &cordon::ids::token_hash(&sid),
-                Some(id),
+                Some(&id.parse().expect("an operator id")),
                 &data,
                 cordon::time::now_ms() + 30 * 60_000,
             )
@@ -428,7 +428,10 @@ impl TestApp {
     ) -> std::sync::Arc<cordon::sessions::RunningSession> {
         self.state
             .sessions
-            .get(&tenant.parse().expect("tenant id"), sid)
+            .get(
+                &tenant.parse().expect("tenant id"),
+                &sid.parse().expect("session id"),
+            )
             .await
             .expect("a live session")
     }

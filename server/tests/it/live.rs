@@ -518,7 +518,12 @@ async fn refresh_sessions_refuse_bad_input_and_a_save_of_nothing_keeps_the_old_l
     let (got, v) = start(form("acme", "127.0.0.1", &site.url("/pad")), cookie.clone()).await;
     assert_eq!(got, StatusCode::OK, "{v}");
     let sid = v.as_str().expect("the session id").to_owned();
-    let info = app.state.sessions.find_live(&sid).await.expect("running");
+    let info = app
+        .state
+        .sessions
+        .find_live(&sid.parse().unwrap())
+        .await
+        .expect("running");
     assert_eq!(info.mode.as_str(), "refresh");
     let fields = format!("session={sid}&domains=127.0.0.1");
     // Nothing logged in yet: a clear refusal, the old login kept.
@@ -564,7 +569,13 @@ async fn refresh_sessions_refuse_bad_input_and_a_save_of_nothing_keeps_the_old_l
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
     // The refresh session has its own deadline and was audited as the operator's.
-    let row = app.state.store.session_find(&sid).await.unwrap().unwrap();
+    let row = app
+        .state
+        .store
+        .session_find(&sid.parse().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
     let life = row.deadline_at - row.created_at;
     assert!((899_000..=901_000).contains(&life), "{life}");
     assert_eq!(row.api_key_id, None);
@@ -711,7 +722,13 @@ async fn carried_and_driven(extra: &[(&str, &str)]) {
     assert_eq!(status, StatusCode::OK, "{v}");
     let gone = agent.tool(&sid, "click", json!({ "x": 1, "y": 1 })).await;
     assert_error(&gone, StatusCode::GONE, "gone");
-    let row = app.state.store.session_find(&sid).await.unwrap().unwrap();
+    let row = app
+        .state
+        .store
+        .session_find(&sid.parse().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(row.close_reason.map(|r| r.as_str()), Some("operator"));
     // A forged hop on a session function is refused, whatever it names.
     let forged = app
@@ -771,7 +788,12 @@ async fn a_refresh_browser_is_the_operators_alone_before_during_and_after_the_li
     let (status, v) = app.server_fn("start_refresh", &body, Some(&cookie)).await;
     assert_eq!(status, StatusCode::OK, "{v}");
     let sid = v.as_str().expect("the session id").to_owned();
-    let live = app.state.sessions.find_live(&sid).await.expect("running");
+    let live = app
+        .state
+        .sessions
+        .find_live(&sid.parse().unwrap())
+        .await
+        .expect("running");
     // Control is the operator's from the start, before any view connects.
     assert_eq!(
         live.control().map(|h| h.name),
@@ -819,7 +841,7 @@ async fn a_refresh_browser_is_the_operators_alone_before_during_and_after_the_li
     // Ended, it stays hidden (not 410: it never was the agent's).
     app.state
         .sessions
-        .end_by_operator(&sid, "olive")
+        .end_by_operator(&sid.parse().unwrap(), "olive")
         .await
         .unwrap();
     let (status, v) = agent.get(&format!("/api/sessions/{sid}")).await;
@@ -868,7 +890,12 @@ async fn a_refresh_form_posted_before_the_page_hydrated_lands_on_the_live_page()
         .strip_prefix("/sessions/")
         .and_then(|r| r.strip_suffix("/live"))
         .unwrap_or_else(|| panic!("not the live page: {location}"));
-    let live = app.state.sessions.find_live(sid).await.expect("running");
+    let live = app
+        .state
+        .sessions
+        .find_live(&sid.parse().unwrap())
+        .await
+        .expect("running");
     assert_eq!(live.mode.as_str(), "refresh");
     app.stop().await;
 }

@@ -5,7 +5,8 @@
 //! session, forged and worn-out tokens, a view link that tries to drive).
 
 use app::api::auth::Role;
-use reqwest::StatusCode;
+use cordon::domain::{LiveLinkId, SessionId};
+use reqwest::{Method, StatusCode};
 use serde_json::json;
 
 use crate::gate::{decide, one_pending, wait_title};
@@ -439,7 +440,13 @@ async fn a_revoked_expired_or_keyless_link_ends_its_open_views_and_its_page_says
         let (_, list) = agent.get(&format!("/api/sessions/{sid}/live_link")).await;
         list[0]["key_id"].as_str().unwrap().to_owned()
     };
-    assert!(app.state.store.api_key_revoke(&key_id).await.unwrap());
+    assert!(
+        app.state
+            .store
+            .api_key_revoke(&key_id.parse().unwrap())
+            .await
+            .unwrap()
+    );
     assert!(
         ended(&mut view).await.contains("revoked"),
         "{:?}",
@@ -608,6 +615,58 @@ async fn operators_see_a_sessions_links_and_revoke_one_from_the_dashboard() {
         )
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{v}");
+    // A malformed link id is refused as an unknown one, by the dashboard
+    // and by the API, and revokes nothing (the link is revoked below).
+    let unknown = LiveLinkId::generate().to_string();
+    let dash_unknown = app
+        .server_fn(
+            "revoke_live_link",
+            &format!("session={sid}&id={unknown}"),
+            Some(&op),
+        )
+        .await;
+    let api_unknown = agent
+        .call(
+            Method::DELETE,
+            &format!("/api/sessions/{sid}/live_link/{unknown}"),
+            None,
+        )
+        .await;
+    assert_eq!(dash_unknown.0, StatusCode::NOT_FOUND, "{}", dash_unknown.1);
+    assert_eq!(api_unknown.0, StatusCode::NOT_FOUND, "{}", api_unknown.1);
+    for bad in [
+        SessionId::generate().to_string(),
+        format!("x_{}", &unknown[3..]),
+        format!("{unknown}a"),
+        format!("ll_{}", "é".repeat(13)),
+        unknown.to_uppercase(),
+        "ll_".to_owned(),
+        String::new(),
+    ] {
+        let form: String = url::form_urlencoded::byte_serialize(bad.as_bytes()).collect();
+        let (status, v) = app
+            .server_fn(
+                "revoke_live_link",
+                &format!("session={sid}&id={form}"),
+                Some(&op),
+            )
+            .await;
+        assert_eq!(
+            (status, &v["kind"]),
+            (dash_unknown.0, &dash_unknown.1["kind"]),
+            "{bad:?}: {v}"
+        );
+        if !bad.is_empty() {
+            let answer = agent
+                .call(
+                    Method::DELETE,
+                    &format!("/api/sessions/{sid}/live_link/{bad}"),
+                    None,
+                )
+                .await;
+            assert_eq!(answer, api_unknown, "{bad:?}");
+        }
+    }
     let (status, v) = app
         .server_fn(
             "revoke_live_link",

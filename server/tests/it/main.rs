@@ -23,6 +23,7 @@ mod infra;
 mod limits;
 mod live;
 mod live_link;
+mod malformed_ids;
 mod mcp;
 mod reaper;
 mod replicas;

@@ -137,7 +137,11 @@ async fn crash_and_restart(driver: &str) {
         );
     }
     let s = store(dir.path()).await;
-    let row = s.session_get("acme", &sid).await.unwrap().unwrap();
+    let row = s
+        .session_get("acme", &sid.parse().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
         (row.state.as_str(), row.close_reason.map(|r| r.as_str())),
         ("failed", Some("orphaned"))

@@ -452,7 +452,11 @@ async fn replicas_answer_for_each_other_and_a_killed_one_is_declared_lost() {
         "the victim's session to end as replica_lost",
         PATIENCE,
         || async {
-            let row = store.session_find(&victim_session).await.unwrap().unwrap();
+            let row = store
+                .session_find(&victim_session.parse().unwrap())
+                .await
+                .unwrap()
+                .unwrap();
             match row.close_reason {
                 Some(r) => Ok((row.state, r)),
                 None => Err(format!("{:?}", row.state)),
@@ -1008,7 +1012,13 @@ async fn under_a_shared_dir_screenshots_and_downloads_outlive_their_replica() {
     b.kill_hard();
     for sid in [&kept, &passing] {
         wait_until("a ends b's session as replica_lost", PATIENCE, || async {
-            let row = a.state.store.session_find(sid).await.unwrap().unwrap();
+            let row = a
+                .state
+                .store
+                .session_find(&sid.parse().unwrap())
+                .await
+                .unwrap()
+                .unwrap();
             match row.close_reason {
                 Some(r) if r.as_str() == "replica_lost" => Ok(()),
                 other => Err(format!("{:?} {other:?}", row.state)),

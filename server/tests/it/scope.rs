@@ -79,7 +79,7 @@ async fn objects(app: &TestApp, t: &str) -> Objects {
         )
         .await
         .expect("imported");
-    let task = format!("t_scope{t}");
+    let task = cordon::domain::TaskId::generate().to_string();
     app.state
         .store
         .task_insert(&cordon::store::tasks::TaskRow {
@@ -396,7 +396,7 @@ async fn another_tenants_objects_answer_not_found_to_a_scoped_operator_and_are_a
         .state
         .live
         .tickets
-        .issue(&app.state.store, &w.sam.0, &g.session)
+        .issue(&app.state.store, &w.sam.0, &g.session.parse().unwrap())
         .await
         .unwrap();
     let (status, body) = ws_status(

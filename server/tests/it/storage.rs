@@ -1,7 +1,7 @@
 //! The storage suite, run against SQLite and PostgreSQL alike.
 
 use cordon::audit::{self, Actor, GENESIS_HASH, NewEvent, Verification};
-use cordon::domain::TenantId;
+use cordon::domain::{LiveLinkId, SessionId, TenantId};
 use cordon::store::tenants::CreateTenantError;
 use serde_json::json;
 
@@ -87,39 +87,46 @@ async fn live_links_are_pruned_a_day_after_they_end(backend: Backend) {
     let day = 24 * 3600 * 1000;
     let now = 100 * day;
     // (id, expires_at, revoked_at)
+    let session: SessionId = SessionId::generate();
     let links = [
-        ("llk_live", now + 600_000, None),
-        ("llk_expired_today", now - 3_600_000, None),
-        ("llk_expired_long_ago", now - 2 * day, None),
-        ("llk_revoked_today", now + 600_000, Some(now - 60_000)),
-        ("llk_revoked_long_ago", now + 600_000, Some(now - 3 * day)),
-    ];
-    for (id, expires_at, revoked) in links {
+        ("live", now + 600_000, None),
+        ("expired_today", now - 3_600_000, None),
+        ("expired_long_ago", now - 2 * day, None),
+        ("revoked_today", now + 600_000, Some(now - 60_000)),
+        ("revoked_long_ago", now + 600_000, Some(now - 3 * day)),
+    ]
+    .map(|(name, expires_at, revoked)| (name, LiveLinkId::generate(), expires_at, revoked));
+    for (name, id, expires_at, revoked) in &links {
         let recorded = store
             .live_link_insert_within(
                 &NewLiveLink {
-                    id,
-                    token_hash: &format!("hash-{id}"),
+                    id: id.as_str(),
+                    token_hash: &format!("hash-{name}"),
                     tenant_id: "acme",
-                    session_id: "s_1",
+                    session_id: session.as_str(),
                     key_id: "k_1",
                     mode: "view",
                     created_at: now - 4 * day,
-                    expires_at,
+                    expires_at: *expires_at,
                 },
                 20,
             )
             .await
             .unwrap();
-        assert!(recorded, "{id}");
+        assert!(recorded, "{name}");
         if let Some(at) = revoked {
-            assert!(store.live_link_revoke("acme", "s_1", id, at).await.unwrap());
+            assert!(
+                store
+                    .live_link_revoke("acme", &session, id, *at)
+                    .await
+                    .unwrap()
+            );
         }
     }
     assert_eq!(store.live_links_prune(now - day).await.unwrap(), 2);
-    for (id, _, _) in links {
+    for (name, id, _, _) in &links {
         let kept = store.live_link_get(id).await.unwrap().is_some();
-        assert_eq!(kept, !id.ends_with("long_ago"), "{id}");
+        assert_eq!(kept, !name.ends_with("long_ago"), "{name}");
     }
     // Running it again removes nothing more.
     assert_eq!(store.live_links_prune(now - day).await.unwrap(), 0);

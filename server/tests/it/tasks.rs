@@ -296,7 +296,12 @@ async fn no_op_steps(path: &str) {
     // not wait out the 3 s bound: from one trace row to the next, less the
     // model's time, well under it even on a slow machine.
     let id = result["task_id"].as_str().unwrap();
-    let steps = app.state.store.task_steps(id).await.unwrap();
+    let steps = app
+        .state
+        .store
+        .task_steps(&id.parse().unwrap())
+        .await
+        .unwrap();
     assert_eq!(steps.len(), 6, "{result}");
     let gaps: Vec<i64> = steps
         .windows(2)
@@ -411,7 +416,7 @@ async fn a_task_clicks_types_submits_and_finishes_with_one_compact_result_and_a_
     assert_eq!(status, StatusCode::OK, "{trace}");
     assert_eq!(trace["steps"].as_array().map(Vec::len), Some(4), "{trace}");
     // Its screenshots are served to the trace page by their ids.
-    let shot = trace["steps"][0]["screenshot"].as_str().expect("an id");
+    let shot = trace["steps"][0]["screenshot_id"].as_str().expect("an id");
     let res = app
         .http
         .get(app.url(&format!("/ui/screenshots/{shot}/thumb")))
@@ -648,7 +653,12 @@ async fn call_user_pauses_the_task_until_an_operator_takes_over_and_hands_back()
     assert_eq!(line["session"], sid.as_str(), "{line}");
     let (status, _) = app.server_fn("waiting_tasks", "", None).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
-    let live = app.state.sessions.find_live(&sid).await.expect("running");
+    let live = app
+        .state
+        .sessions
+        .find_live(&sid.parse().unwrap())
+        .await
+        .expect("running");
     app.state
         .sessions
         .take_control(&live, "op_helper", "olive")
@@ -681,8 +691,9 @@ async fn a_restart_ends_running_tasks_as_aborted_and_keeps_their_trace() {
     let app = app_with_model(&site, model).await;
     let agent = app.agent("acme").await;
     let store = &app.state.store;
+    let left = cordon::domain::TaskId::generate();
     let row = cordon::store::tasks::TaskRow {
-        id: "t_leftbehind".into(),
+        id: left.to_string(),
         tenant_id: "acme".into(),
         api_key_id: None,
         session_id: None,
@@ -722,7 +733,7 @@ async fn a_restart_ends_running_tasks_as_aborted_and_keeps_their_trace() {
     )
     .await
     .unwrap();
-    let (_, d) = agent.get("/api/tasks/t_leftbehind").await;
+    let (_, d) = agent.get(&format!("/api/tasks/{left}")).await;
     assert_eq!(d["status"], "aborted", "{d}");
     assert_eq!(d["error"], "restarted", "{d}");
     assert_eq!(d["steps"].as_array().map(Vec::len), Some(1), "{d}");

@@ -230,7 +230,12 @@ async fn downloads_are_refused_and_write_no_file_anywhere() {
         "the download request in the egress log",
         PATIENCE,
         || async {
-            let log = app.state.store.egress_for_sandbox(&sandbox).await.unwrap();
+            let log = app
+                .state
+                .store
+                .egress_for_sandbox(&sandbox.parse().unwrap())
+                .await
+                .unwrap();
             if log.iter().any(|e| e.entry.port == site.addr.port()) {
                 Ok(())
             } else {

@@ -569,7 +569,9 @@ async fn type_totp_is_refused_where_it_is_not_granted_or_a_code_could_leak() {
                 .iter()
                 .find(|t| t.label == "alice")
                 .unwrap()
-                .id,
+                .id
+                .parse()
+                .unwrap(),
         )
         .await
         .unwrap();
@@ -690,7 +692,12 @@ async fn an_operator_types_a_code_into_a_refresh_session_from_the_live_page() {
         )
         .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
-    let live = app.state.sessions.find_live(&sid).await.unwrap();
+    let live = app
+        .state
+        .sessions
+        .find_live(&sid.parse().unwrap())
+        .await
+        .unwrap();
     crate::helpers::wait_until(
         "the step-up page",
         std::time::Duration::from_secs(20),

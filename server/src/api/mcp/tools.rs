@@ -342,12 +342,15 @@ async fn run(
         Action::Close => {
             let id = session_id(&mut args)?;
             let NoArgs {} = arguments(args)?;
+            // A malformed id is as unknown as one that does not exist.
+            let id = crate::sessions::session_id(&id)?;
             Ok(answer::value(&state.sessions.close(owner, &id).await?))
         }
         Action::Session(parse) => {
             let id = session_id(&mut args)?;
             // Like the HTTP API: the session is resolved (another tenant's
             // is `not_found`) before the arguments are looked at.
+            let id = crate::sessions::session_id(&id)?;
             let session = state.sessions.get(&owner.tenant, &id).await?;
             let call = parse(args)?;
             let actor = Actor::Agent(owner.key_id.clone());

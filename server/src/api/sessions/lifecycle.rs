@@ -31,6 +31,7 @@ pub async fn show(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Json<SessionInfo>, ApiError> {
+    let id = crate::sessions::session_id(&id)?;
     let mut info = state.sessions.info(&agent.0.tenant, &id).await?;
     if !info.state.is_ended() {
         info.cdp_url = Some(cdp_url(&state, &headers, &info.session_id));
@@ -58,7 +59,7 @@ pub async fn cdp_token(
     let (token, expires_at) = state
         .live
         .tickets
-        .issue_cdp(&state.store, &r.owner, id)
+        .issue_cdp(&state.store, &r.owner, &r.session.id)
         .await?;
     Ok((
         StatusCode::CREATED,
@@ -106,5 +107,6 @@ pub async fn close(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<SessionInfo>, ApiError> {
+    let id = crate::sessions::session_id(&id)?;
     Ok(Json(state.sessions.close(&agent.0, &id).await?))
 }

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::session_ref::SessionRef;
 use crate::api::json::ApiJson;
 use crate::audit::Actor;
+use crate::domain::LiveLinkId;
 use crate::error::ApiError;
 use crate::live::link::{self, LinkError, LinkInfo, LinkMode};
 use crate::state::AppState;
@@ -56,7 +57,7 @@ pub struct LiveLink {
 impl LiveLink {
     fn of(info: LinkInfo, url: Option<String>) -> Self {
         Self {
-            id: info.link.id,
+            id: info.link.id.into(),
             url,
             mode: info.link.mode,
             state: info.state.to_owned(),
@@ -100,8 +101,15 @@ pub async fn create(
         .live
         .tenant_live_links
         .get(r.owner.tenant.as_str());
-    let (made, token) =
-        link::issue(&state.store, &r.owner, id, req.mode, req.ttl_s, policy).await?;
+    let (made, token) = link::issue(
+        &state.store,
+        &r.owner,
+        &r.session.id,
+        req.mode,
+        req.ttl_s,
+        policy,
+    )
+    .await?;
     let url = format!(
         "{}/embed/{id}?link={token}",
         crate::api::cdp::http_base(&state, &headers)
@@ -119,7 +127,7 @@ pub async fn list(
     State(state): State<AppState>,
     r: SessionRef,
 ) -> Result<Json<Vec<LiveLink>>, ApiError> {
-    let links = link::list(&state.store, &r.owner.tenant, r.session.id.as_str()).await?;
+    let links = link::list(&state.store, &r.owner.tenant, &r.session.id).await?;
     Ok(Json(
         links.into_iter().map(|l| LiveLink::of(l, None)).collect(),
     ))
@@ -132,11 +140,13 @@ pub async fn revoke(
     r: SessionRef,
     Path((_, link_id)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
+    // A malformed id is no link of this session's, as an unknown one.
+    let link_id: LiveLinkId = link_id.parse().map_err(|_| LinkError::Unknown)?;
     link::revoke(
         &state.store,
         &Actor::Agent(r.owner.key_id.clone()),
         &r.owner.tenant,
-        r.session.id.as_str(),
+        &r.session.id,
         &link_id,
     )
     .await?;

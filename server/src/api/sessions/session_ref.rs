@@ -34,7 +34,8 @@ impl FromRequestParts<AppState> for SessionRef {
             .await
             .map_err(|_| ApiError::NotFound("session"))?;
         let id = params.get("id").ok_or(ApiError::NotFound("session"))?;
-        let session = state.sessions.get(&owner.tenant, id).await?;
+        let id = crate::sessions::session_id(id)?;
+        let session = state.sessions.get(&owner.tenant, &id).await?;
         Ok(Self { owner, session })
     }
 }

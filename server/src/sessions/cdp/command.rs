@@ -94,7 +94,7 @@ impl SessionManager {
                 ))
             }
             Verdict::CloseSession => {
-                let closed = self.close(&conn.owner, conn.session.id.as_str()).await;
+                let closed = self.close(&conn.owner, &conn.session.id).await;
                 let reply = match closed {
                     Ok(_) => json!({ "id": id, "result": {} }).to_string(),
                     Err(e) => error_reply(Some(id), session_id, -32000, &e.to_string()),

@@ -108,7 +108,11 @@ impl SessionManager {
     /// A place for one more CDP client on the agent's session `id` (404 for
     /// another tenant's, a refresh session or an unknown one, like the
     /// tool API).
-    pub async fn cdp_slot(&self, owner: &ApiKeyOwner, id: &str) -> Result<Slot, CdpRefusal> {
+    pub async fn cdp_slot(
+        &self,
+        owner: &ApiKeyOwner,
+        id: &crate::domain::SessionId,
+    ) -> Result<Slot, CdpRefusal> {
         let session = self.get(&owner.tenant, id).await?;
         if session.mode == CredentialMode::Operator && !session.cdp_granted {
             return Err(CdpRefusal::NotGranted);

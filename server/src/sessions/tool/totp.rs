@@ -197,9 +197,12 @@ impl SessionManager {
         let at_ms = i64::try_from(plan.at_s).unwrap_or_default() * 1000;
         let until = (at_ms / period_ms + 3) * period_ms;
         session.remember_code(code.digits(), node, until);
+        let used: crate::domain::TotpId = picked.info.id.parse().map_err(|e| {
+            ToolError::Internal(anyhow::Error::new(e).context("malformed TOTP seed row"))
+        })?;
         self.0
             .vault
-            .totp_mark_used(&picked.info.id)
+            .totp_mark_used(&used)
             .await
             .map_err(|e| ToolError::Internal(anyhow::Error::new(e).context("vault")))?;
         Ok(ToolOutput::TypedCode(TypedCode {

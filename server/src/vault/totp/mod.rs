@@ -22,7 +22,7 @@ use super::error::VaultError;
 use super::service::Vault;
 use crate::audit::{Actor, NewEvent};
 use crate::crypto::AssociatedData;
-use crate::domain::{TenantId, random_id};
+use crate::domain::{TenantId, TotpId};
 pub use crate::store::totp::TotpInfo;
 use crate::store::totp::TotpRow;
 use crate::time::now_ms;
@@ -78,7 +78,7 @@ impl Vault {
         let seed = source.seed().map_err(VaultError::Totp)?;
         self.require_tenant(tenant).await?;
         let info = TotpInfo {
-            id: random_id("tp_"),
+            id: TotpId::generate().to_string(),
             tenant_id: tenant.to_string(),
             domain: domain.to_string(),
             label: label.clone(),
@@ -143,19 +143,31 @@ impl Vault {
         Ok(self.store.totp_list(None).await?)
     }
 
+    /// Seed id `id` of `tenant` as an edge gives it: a malformed one is
+    /// `TotpNotFound`, after the tenant's own check, as an unknown id is.
+    pub async fn totp_id(&self, tenant: &TenantId, id: &str) -> Result<TotpId, VaultError> {
+        match id.parse() {
+            Ok(id) => Ok(id),
+            Err(_) => {
+                self.require_tenant(tenant).await?;
+                Err(VaultError::TotpNotFound(id.chars().take(64).collect()))
+            }
+        }
+    }
+
     /// Deletes one of the tenant's seeds, audited (`vault.totp.delete`).
     pub async fn totp_delete(
         &self,
         actor: &Actor,
         tenant: &TenantId,
-        id: &str,
+        id: &TotpId,
     ) -> Result<TotpInfo, VaultError> {
         self.requested(actor, tenant, id, "vault.totp.delete")
             .await?;
         self.store
             .totp_delete(tenant, id)
             .await?
-            .ok_or_else(|| VaultError::TotpNotFound(id.chars().take(64).collect()))
+            .ok_or_else(|| VaultError::TotpNotFound(id.to_string()))
     }
 
     /// One seed as its `otpauth://` URI, for an operator moving it to
@@ -165,7 +177,7 @@ impl Vault {
         &self,
         actor: &Actor,
         tenant: &TenantId,
-        id: &str,
+        id: &TotpId,
     ) -> Result<(TotpInfo, Zeroizing<String>), VaultError> {
         let row = self
             .requested(actor, tenant, id, "vault.totp.export")
@@ -192,7 +204,7 @@ impl Vault {
         &self,
         actor: &Actor,
         tenant: &TenantId,
-        id: &str,
+        id: &TotpId,
         action: &str,
     ) -> Result<TotpRow, VaultError> {
         self.require_tenant(tenant).await?;
@@ -200,7 +212,7 @@ impl Vault {
             .store
             .totp_get(tenant, id)
             .await?
-            .ok_or_else(|| VaultError::TotpNotFound(id.chars().take(64).collect()))?;
+            .ok_or_else(|| VaultError::TotpNotFound(id.to_string()))?;
         self.audit(
             NewEvent::new(actor.clone(), action)
                 .tenant(tenant)

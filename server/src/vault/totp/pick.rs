@@ -3,7 +3,7 @@
 //! or the only one (`PickError` says why none was), and marking its use.
 
 use super::Seed;
-use crate::domain::TenantId;
+use crate::domain::{TenantId, TotpId};
 use crate::store::totp::TotpInfo;
 use crate::time::now_ms;
 use crate::vault::error::VaultError;
@@ -112,7 +112,7 @@ impl Vault {
     }
 
     /// Records that a code of `id` was typed.
-    pub async fn totp_mark_used(&self, id: &str) -> Result<(), VaultError> {
+    pub async fn totp_mark_used(&self, id: &TotpId) -> Result<(), VaultError> {
         Ok(self.store.totp_mark_used(id, now_ms()).await?)
     }
 }

@@ -8,7 +8,7 @@ use crate::helpers::Chromium;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chromium_reaches_the_allowed_page_and_never_the_canary() {
     // Arrange: a browser whose every request goes through the guard.
-    let f = fixture("b_chromium", Limits::default()).await;
+    let f = fixture("b_chromiumaaaaaaaaaaaaaaaaaa", Limits::default()).await;
     let (p, c) = (f.pages.addr.port(), f.canary.addr.port());
     let mut args = chromium_proxy_args(f.proxy.addr);
     // Belt and braces: Chromium itself resolves nothing (names go to the proxy);
@@ -18,7 +18,7 @@ async fn chromium_reaches_the_allowed_page_and_never_the_canary() {
 
     // (a) the page loads through the proxy; (d), (e) its WebSocket, fetches
     // and image to the canary are refused.
-    let rows = rows_when(&f.store, "b_chromium", |rows| {
+    let rows = rows_when(&f.store, "b_chromiumaaaaaaaaaaaaaaaaaa", |rows| {
         f.pages.saw("/done")
             && on_port(rows, p, Decision::Allowed)
                 .iter()
@@ -58,14 +58,14 @@ async fn chromium_reaches_the_allowed_page_and_never_the_canary() {
     };
     let before = denied.len();
     open(format!("http://127.0.0.1:{c}/direct")).await;
-    let rows = rows_when(&f.store, "b_chromium", |rows| {
+    let rows = rows_when(&f.store, "b_chromiumaaaaaaaaaaaaaaaaaa", |rows| {
         on_port(rows, c, Decision::Denied).len() > before
     })
     .await;
     let before = on_port(&rows, c, Decision::Denied).len();
     open(f.pages.url("/redirect")).await;
     f.pages.wait_for("/redirect").await;
-    let rows = rows_when(&f.store, "b_chromium", |rows| {
+    let rows = rows_when(&f.store, "b_chromiumaaaaaaaaaaaaaaaaaa", |rows| {
         on_port(rows, c, Decision::Denied).len() > before
     })
     .await;

@@ -57,7 +57,7 @@ async fn read_head(s: &mut TcpStream) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_requests_get_400_and_nothing_is_logged() {
-    let f = fixture("b_malformed", Limits::default()).await;
+    let f = fixture("b_malformedaaaaaaaaaaaaaaaaa", Limits::default()).await;
     for request in [
         &b"NOT HTTP AT ALL\r\n\r\n"[..],
         b"GET /relative HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
@@ -77,14 +77,18 @@ async fn malformed_requests_get_400_and_nothing_is_logged() {
     .await;
     assert!(reply.starts_with("HTTP/1.1 400"), "{reply:?}");
     f.proxy.close().await;
-    let rows = f.store.egress_for_sandbox("b_malformed").await.unwrap();
+    let rows = f
+        .store
+        .egress_for_sandbox(&"b_malformedaaaaaaaaaaaaaaaaa".parse().unwrap())
+        .await
+        .unwrap();
     assert_eq!(rows.len(), 1, "{rows:#?}");
     assert_eq!(rows[0].entry.reason.as_deref(), Some("invalid_host"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_request_headers_are_refused_with_431() {
-    let f = fixture("b_oversized", Limits::default()).await;
+    let f = fixture("b_oversizedaaaaaaaaaaaaaaaaa", Limits::default()).await;
     let request = format!(
         "GET {} HTTP/1.1\r\nX-Big: {}\r\n\r\n",
         f.pages.url("/hello"),
@@ -97,7 +101,7 @@ async fn oversized_request_headers_are_refused_with_431() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connect_to_blocked_addresses_gets_403_and_denied_rows() {
-    let f = fixture("b_blocked", Limits::default()).await;
+    let f = fixture("b_blockedaaaaaaaaaaaaaaaaaaa", Limits::default()).await;
     let (c, p) = (f.canary.addr.port(), f.pages.addr.port());
     let cases = [
         (format!("127.0.0.1:{c}"), "loopback"),
@@ -151,7 +155,11 @@ async fn connect_to_blocked_addresses_gets_403_and_denied_rows() {
     assert!(reply.starts_with("HTTP/1.1 403"), "{reply:?}");
 
     f.proxy.close().await;
-    let rows = f.store.egress_for_sandbox("b_blocked").await.unwrap();
+    let rows = f
+        .store
+        .egress_for_sandbox(&"b_blockedaaaaaaaaaaaaaaaaaaa".parse().unwrap())
+        .await
+        .unwrap();
     let reasons: Vec<_> = rows
         .iter()
         .map(|r| r.entry.reason.as_deref().unwrap())
@@ -170,7 +178,7 @@ async fn connect_to_blocked_addresses_gets_403_and_denied_rows() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connect_to_the_allowed_page_server_tunnels_and_counts_bytes() {
-    let f = fixture("b_tunnel", Limits::default()).await;
+    let f = fixture("b_tunnelaaaaaaaaaaaaaaaaaaaa", Limits::default()).await;
     let target = f.pages.addr;
     let mut s = TcpStream::connect(f.proxy.addr).await.unwrap();
     s.write_all(format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes())
@@ -186,7 +194,10 @@ async fn connect_to_the_allowed_page_server_tunnels_and_counts_bytes() {
     drop(s);
 
     assert!(reply.ends_with("hello through the guard"), "{reply:?}");
-    let rows = rows_when(&f.store, "b_tunnel", |rows| !rows.is_empty()).await;
+    let rows = rows_when(&f.store, "b_tunnelaaaaaaaaaaaaaaaaaaaa", |rows| {
+        !rows.is_empty()
+    })
+    .await;
     let e = &rows[0].entry;
     assert_eq!((e.host.as_str(), e.port), ("127.0.0.1", target.port()));
     assert_eq!((e.decision, e.reason.as_deref()), (Decision::Allowed, None));
@@ -198,7 +209,7 @@ async fn connect_to_the_allowed_page_server_tunnels_and_counts_bytes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_http_is_forwarded_and_logged_without_the_url() {
-    let f = fixture("b_plain", Limits::default()).await;
+    let f = fixture("b_plainaaaaaaaaaaaaaaaaaaaaa", Limits::default()).await;
     let p = f.pages.addr.port();
     // Keep-alive towards the proxy: two requests, one client connection.
     let mut s = TcpStream::connect(f.proxy.addr).await.unwrap();
@@ -222,7 +233,10 @@ async fn plain_http_is_forwarded_and_logged_without_the_url() {
         reply.contains(&format!("location: http://127.0.0.1:{c}/")),
         "{reply:?}"
     );
-    let rows = rows_when(&f.store, "b_plain", |rows| rows.len() == 2).await;
+    let rows = rows_when(&f.store, "b_plainaaaaaaaaaaaaaaaaaaaaa", |rows| {
+        rows.len() == 2
+    })
+    .await;
     let hosts: Vec<_> = rows.iter().map(|r| r.entry.host.as_str()).collect();
     assert_eq!(hosts, ["127.0.0.1", "pages.test"]);
     assert!(
@@ -235,7 +249,7 @@ async fn plain_http_is_forwarded_and_logged_without_the_url() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plain_http_websocket_upgrade_is_tunnelled() {
-    let f = fixture("b_ws", Limits::default()).await;
+    let f = fixture("b_wsaaaaaaaaaaaaaaaaaaaaaaaa", Limits::default()).await;
     let mut s = TcpStream::connect(f.proxy.addr).await.unwrap();
     s.write_all(
         format!(
@@ -264,7 +278,10 @@ async fn a_plain_http_websocket_upgrade_is_tunnelled() {
     assert_eq!(echo, [0x81, 0x02, b'h', b'i']);
 
     drop(s);
-    let rows = rows_when(&f.store, "b_ws", |rows| !rows.is_empty()).await;
+    let rows = rows_when(&f.store, "b_wsaaaaaaaaaaaaaaaaaaaaaaaa", |rows| {
+        !rows.is_empty()
+    })
+    .await;
     assert_eq!(rows[0].entry.decision, Decision::Allowed);
     assert!(rows[0].entry.bytes_up > 0 && rows[0].entry.bytes_down > 4);
 }
@@ -295,7 +312,10 @@ async fn a_name_is_resolved_once_per_request_and_the_checked_address_is_used() {
     let policy = AddressPolicy::with_allowlist([pages.addr.to_string()]).unwrap();
     let guard =
         EgressGuard::with_resolver(policy, store.clone(), resolver.clone(), Limits::default());
-    let proxy = guard.listen("b_rebind".into()).await.unwrap();
+    let proxy = guard
+        .listen("b_rebindaaaaaaaaaaaaaaaaaaaa".into())
+        .await
+        .unwrap();
 
     let first = exchange(
         proxy.addr,
@@ -318,7 +338,10 @@ async fn a_name_is_resolved_once_per_request_and_the_checked_address_is_used() {
         "one lookup per request"
     );
     proxy.close().await;
-    let rows = store.egress_for_sandbox("b_rebind").await.unwrap();
+    let rows = store
+        .egress_for_sandbox(&"b_rebindaaaaaaaaaaaaaaaaaaaa".parse().unwrap())
+        .await
+        .unwrap();
     let reasons: Vec<_> = rows.iter().map(|r| r.entry.reason.as_deref()).collect();
     assert_eq!(reasons, [None, Some("cloud_metadata")]);
 }
@@ -329,7 +352,7 @@ async fn idle_tunnels_are_cut_and_close_flushes_the_log() {
         idle_timeout: Duration::from_millis(300),
         ..Limits::default()
     };
-    let f = fixture("b_idle", limits).await;
+    let f = fixture("b_idleaaaaaaaaaaaaaaaaaaaaaa", limits).await;
     let target = f.pages.addr;
     let open_tunnel = || async {
         let mut s = TcpStream::connect(f.proxy.addr).await.unwrap();
@@ -350,7 +373,11 @@ async fn idle_tunnels_are_cut_and_close_flushes_the_log() {
     let mut busy = open_tunnel().await;
     f.proxy.close().await;
     assert!(read_all(&mut busy).await.is_empty());
-    let rows = f.store.egress_for_sandbox("b_idle").await.unwrap();
+    let rows = f
+        .store
+        .egress_for_sandbox(&"b_idleaaaaaaaaaaaaaaaaaaaaaa".parse().unwrap())
+        .await
+        .unwrap();
     assert_eq!(rows.len(), 2, "{rows:#?}");
     assert!(
         TcpStream::connect(target).await.is_ok(),
@@ -385,7 +412,10 @@ async fn chromiums_own_service_endpoints_are_refused_before_any_lookup_even_if_a
     .unwrap();
     let guard =
         EgressGuard::with_resolver(policy, store.clone(), resolver.clone(), Limits::default());
-    let proxy = guard.listen("b_services".into()).await.unwrap();
+    let proxy = guard
+        .listen("b_servicesaaaaaaaaaaaaaaaaaa".into())
+        .await
+        .unwrap();
     let requests = [
         format!("CONNECT update.googleapis.com:{p} HTTP/1.1\r\nConnection: close\r\n\r\n"),
         "CONNECT UPDATE.googleapis.com.:443 HTTP/1.1\r\nConnection: close\r\n\r\n".to_owned(),
@@ -418,7 +448,10 @@ async fn chromiums_own_service_endpoints_are_refused_before_any_lookup_even_if_a
         "only the ordinary name was looked up"
     );
     proxy.close().await;
-    let rows = store.egress_for_sandbox("b_services").await.unwrap();
+    let rows = store
+        .egress_for_sandbox(&"b_servicesaaaaaaaaaaaaaaaaaa".parse().unwrap())
+        .await
+        .unwrap();
     let got: Vec<_> = rows
         .iter()
         .map(|r| (r.entry.host.as_str(), r.entry.reason.as_deref()))
@@ -438,9 +471,9 @@ async fn chromiums_own_service_endpoints_are_refused_before_any_lookup_even_if_a
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_private_listener_serves_only_this_process() {
-    let f = fixture("b_private_unused", Limits::default()).await;
+    let f = fixture("b_privateunusedaaaaaaaaaaaaa", Limits::default()).await;
     let proxy = super::guard(f.store.clone(), f.pages.addr, Limits::default())
-        .listen_private("b_private".into())
+        .listen_private("b_privateaaaaaaaaaaaaaaaaaaa".into())
         .await
         .unwrap();
     let p = f.pages.addr.port();
@@ -451,7 +484,11 @@ async fn a_private_listener_serves_only_this_process() {
     let theirs = crate::helpers::send_from_another_process(proxy.addr.port(), &request);
     assert!(theirs.is_empty(), "{theirs:?}");
     proxy.close().await;
-    let rows = f.store.egress_for_sandbox("b_private").await.unwrap();
+    let rows = f
+        .store
+        .egress_for_sandbox(&"b_privateaaaaaaaaaaaaaaaaaaa".parse().unwrap())
+        .await
+        .unwrap();
     assert_eq!(
         rows.len(),
         1,
@@ -479,9 +516,9 @@ async fn exchange_from(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pods_listener_serves_no_one_until_its_pod_is_known_then_only_that_pod() {
-    let f = fixture("b_pod_unused", Limits::default()).await;
+    let f = fixture("b_podunusedaaaaaaaaaaaaaaaaa", Limits::default()).await;
     let proxy = super::guard(f.store.clone(), f.pages.addr, Limits::default())
-        .listen_for_pod("b_pod".into())
+        .listen_for_pod("b_podaaaaaaaaaaaaaaaaaaaaaaa".into())
         .await
         .unwrap();
     let p = f.pages.addr.port();
@@ -501,7 +538,11 @@ async fn a_pods_listener_serves_no_one_until_its_pod_is_known_then_only_that_pod
     let mine = exchange_from(pod, proxy.addr, &request).await;
     assert!(mine.starts_with("HTTP/1.1 200"), "{mine:?}");
     proxy.close().await;
-    let rows = f.store.egress_for_sandbox("b_pod").await.unwrap();
+    let rows = f
+        .store
+        .egress_for_sandbox(&"b_podaaaaaaaaaaaaaaaaaaaaaaa".parse().unwrap())
+        .await
+        .unwrap();
     assert_eq!(
         rows.len(),
         1,

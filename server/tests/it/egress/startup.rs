@@ -29,7 +29,7 @@ async fn a_fresh_browser_sends_nothing_on_its_own(driver: &str) {
     let sandbox = app
         .state
         .sessions
-        .get(&"acme".parse().unwrap(), &sid)
+        .get(&"acme".parse().unwrap(), &sid.parse().unwrap())
         .await
         .unwrap()
         .sandbox
@@ -48,7 +48,7 @@ async fn a_fresh_browser_sends_nothing_on_its_own(driver: &str) {
         let rows = app
             .state
             .store
-            .egress_for_sandbox(&sandbox.id)
+            .egress_for_sandbox(&sandbox.id.parse().unwrap())
             .await
             .unwrap();
         if rows

@@ -96,7 +96,7 @@ async fn the_cli_lists_approves_denies_and_revokes() {
     );
     assert!(!warning[0].contains("127.0.0.1"), "{warned}");
     let tok = store
-        .grant_token_of_request(&first.request_id)
+        .grant_token_of_request(&first.request_id.parse().unwrap())
         .await
         .unwrap()
         .unwrap();

@@ -42,7 +42,7 @@ async fn refused_tokens_each_give_their_code_and_no_session(backend: Backend) {
 
     let (_, expired, jti) = granted(&app, &acme, &["127.0.0.1"], true).await;
     store
-        .grant_token_set_expiry(&jti, now_ms() - 1000)
+        .grant_token_set_expiry(&jti.parse().unwrap(), now_ms() - 1000)
         .await
         .unwrap();
     expect("grant_expired")(open_operator(&acme, &["127.0.0.1"], &expired).await);

@@ -273,7 +273,7 @@ async fn every_route_refuses_missing_wrong_and_foreign_credentials() {
     let globex_key = keys.iter().find(|k| k.tenant.as_str() == "globex").unwrap();
     app.state
         .store
-        .api_key_revoke(&globex_key.id)
+        .api_key_revoke(&globex_key.id.parse().unwrap())
         .await
         .unwrap();
     assert_eq!(other.get("/api/sessions").await.0, StatusCode::UNAUTHORIZED);

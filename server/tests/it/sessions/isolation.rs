@@ -88,7 +88,7 @@ async fn a_session_browser_cannot_reach_what_the_egress_guard_refuses() {
     let log = app
         .state
         .store
-        .egress_for_sandbox(&live.sandbox.id)
+        .egress_for_sandbox(&live.sandbox_id)
         .await
         .unwrap();
     drop(live);

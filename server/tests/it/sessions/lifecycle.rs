@@ -170,7 +170,7 @@ async fn the_warm_pool_hands_out_each_browser_once_and_refills_after_its_delay()
         .sessions
         .get(
             &"acme".parse().unwrap(),
-            first["session_id"].as_str().unwrap(),
+            &first["session_id"].as_str().unwrap().parse().unwrap(),
         )
         .await
         .unwrap();
@@ -179,7 +179,7 @@ async fn the_warm_pool_hands_out_each_browser_once_and_refills_after_its_delay()
         .sessions
         .get(
             &"acme".parse().unwrap(),
-            second["session_id"].as_str().unwrap(),
+            &second["session_id"].as_str().unwrap().parse().unwrap(),
         )
         .await
         .unwrap();
@@ -202,7 +202,11 @@ async fn shutdown_stops_every_browser() {
     let db = app.stop().await;
     let store = db.store().await;
     assert!(!cordon::sandbox::is_alive(pid, &marker));
-    let row = store.session_get("acme", &sid).await.unwrap().unwrap();
+    let row = store
+        .session_get("acme", &sid.parse().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
         (row.state.as_str(), row.close_reason.map(|r| r.as_str())),
         ("closed", Some("shutdown"))

@@ -159,12 +159,12 @@ async fn a_seed_is_stored_sealed_listed_without_its_secret_and_picked_by_host(ba
 
     // Deleted by id within its tenant only; audited without the secret.
     let other = vault
-        .totp_delete(&Actor::Cli, &tenant("beta"), &admin.id)
+        .totp_delete(&Actor::Cli, &tenant("beta"), &admin.id.parse().unwrap())
         .await
         .unwrap_err();
     assert!(matches!(other, VaultError::TotpNotFound(_)), "{other}");
     vault
-        .totp_delete(&Actor::Cli, &tenant("acme"), &admin.id)
+        .totp_delete(&Actor::Cli, &tenant("acme"), &admin.id.parse().unwrap())
         .await
         .unwrap();
     assert_eq!(vault.totp_list(&tenant("acme")).await.unwrap().len(), 1);
@@ -333,7 +333,7 @@ async fn a_rotation_reseals_seeds_and_a_moved_ciphertext_does_not_open(backend: 
         moved.err()
     );
     vault
-        .totp_delete(&Actor::Cli, &tenant("acme"), &a.id)
+        .totp_delete(&Actor::Cli, &tenant("acme"), &a.id.parse().unwrap())
         .await
         .unwrap();
     vault
@@ -493,6 +493,30 @@ fn the_cli_adds_lists_and_deletes_seeds_without_showing_a_secret() {
         &["creds", "totp", "delete", "--tenant", "acme", &id],
     );
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    // A malformed id is refused as an unknown one is (the same exit code and
+    // words, after the tenant's own check), and deletes nothing.
+    let answer = |tenant: &str, id: &str| {
+        let out = crate::helpers::cordon_cli(
+            dir.path(),
+            &[],
+            &["creds", "totp", "delete", "--tenant", tenant, id],
+        );
+        (out.status.code(), text(&out).replace(id, "<id>"))
+    };
+    for tenant in ["acme", "nobody"] {
+        let unknown = answer(tenant, &id);
+        assert_ne!(unknown.0, Some(0), "{unknown:?}");
+        for bad in [
+            cordon::domain::SessionId::generate().to_string(),
+            format!("x_{}", &id[3..]),
+            format!("{id}a"),
+            format!("tp_{}", "é".repeat(13)),
+            id.to_uppercase(),
+            "tp_".to_owned(),
+        ] {
+            assert_eq!(answer(tenant, &bad), unknown, "{tenant}: {bad:?}");
+        }
+    }
     let out = crate::helpers::cordon_cli(dir.path(), &[], &["creds", "totp", "list"]);
     assert_eq!(text(&out).lines().count(), 1);
 }

@@ -1565,13 +1565,19 @@ async fn main() {
         capacity_run(page_addr, &page, tmp.path(), capacity).await;
     }
     if only.split(',').any(|s| s.trim() == "memflags") {
+        mem_split(page_addr, &page, tmp.path()).await;
         mem_flags(&page, tmp.path()).await;
     }
 }
 
-/// PSS of a bare Chromium with Cordon's flags and `extra`, on `page`,
-/// after `idle`: the browser and every process below it, KiB.
-async fn bare_pss(tmp: &std::path::Path, page: &str, extra: &[String], idle: Duration) -> u64 {
+/// PSS and private dirty memory of a bare Chromium with Cordon's flags and `extra`, on
+/// `page`, after `idle`: the browser and every process below it, KiB.
+async fn bare_mem(
+    tmp: &std::path::Path,
+    page: &str,
+    extra: &[String],
+    idle: Duration,
+) -> (u64, u64) {
     let profile = tempfile::tempdir_in(tmp).unwrap();
     let (conn, child, _page) = {
         let (conn, child) = common::raw_chromium_with(profile.path(), 1280, 720, extra).await;
@@ -1588,11 +1594,23 @@ async fn bare_pss(tmp: &std::path::Path, page: &str, extra: &[String], idle: Dur
     };
     tokio::time::sleep(idle).await;
     let pid = child.id();
-    let total = common::pss_kib(pid)
-        + common::descendants(pid)
+    let mut pids = common::descendants(pid);
+    pids.push(pid);
+    let total = (
+        pids.iter().copied().map(common::pss_kib).sum::<u64>(),
+        pids.iter().copied().map(common::dirty_kib).sum::<u64>(),
+    );
+    if std::env::var_os("BENCH_MEM_KINDS").is_some() {
+        let kinds: Vec<String> = mem_by_kind(&pids)
             .into_iter()
-            .map(common::pss_kib)
-            .sum::<u64>();
+            .map(|(k, (_, u))| format!("{k} {:.1}", u as f64 / 1024.0))
+            .collect();
+        println!(
+            "  private dirty by process kind (MiB, {} processes): {}",
+            pids.len(),
+            kinds.join(", ")
+        );
+    }
     drop(conn);
     kill(child);
     total
@@ -1612,18 +1630,35 @@ async fn capacity_run(
     let hold = Duration::from_secs(env_usize("BENCH_HOLD_S", 60) as u64);
     let mut bare = Vec::new();
     for _ in 0..3 {
-        bare.push(bare_pss(tmp, page, &[], Duration::from_secs(10)).await);
+        bare.push(bare_mem(tmp, page, &[], Duration::from_secs(10)).await.0);
     }
     bare.sort_unstable();
-    let (api, stop, task, _) = start_cordon(&tmp.join("capacity"), page_addr, 2, &[]).await;
+    // No pool: a warm browser refilled after every open would be one more
+    // browser than sessions at the memory's edge.
+    let (api, stop, task, _) = start_cordon(&tmp.join("capacity"), page_addr, 0, &[]).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let base = mem_available_kib();
+    // The opens stop while this much memory is still free (MiB), so a run
+    // that does not fit ends with a figure instead of swapping.
+    let floor_kib = env_usize("BENCH_MIN_FREE_MIB", 1536) as u64 * 1024;
     let cp_before = common::pss_kib(std::process::id());
     let mut open = Vec::new();
     let mut failed = None;
     let mut opens = Vec::new();
     let t = Instant::now();
     for i in 0..n {
+        let free = mem_available_kib();
+        if free < floor_kib {
+            failed = Some((
+                i,
+                reqwest::StatusCode::INSUFFICIENT_STORAGE,
+                format!(
+                    "not tried: MemAvailable {} MiB, below BENCH_MIN_FREE_MIB",
+                    free / 1024
+                ),
+            ));
+            break;
+        }
         let o = Instant::now();
         let res = api
             .http
@@ -1663,12 +1698,12 @@ async fn capacity_run(
         .into_iter()
         .map(common::pss_kib)
         .sum();
-    let how = if per.len() == open.len() + 2 || per.len() >= open.len() {
+    let how = if per.len() >= open.len() {
         "cgroups"
     } else {
         // No cgroup per sandbox here: every browser process below this
-        // one, shared out (the pool's warm browsers included).
-        per = vec![all_browsers / (open.len() as u64 + 2).max(1); open.len()];
+        // one, shared out (there is no pool).
+        per = vec![all_browsers / (open.len() as u64).max(1); open.len()];
         "process tree"
     };
     per.sort_unstable();
@@ -1734,8 +1769,116 @@ async fn capacity_run(
     task.await.unwrap();
 }
 
-/// What Chromium flags save of a bare browser's memory on `page` (PSS
-/// after 10 s idle, median of 3), each against Cordon's flags alone.
+/// PSS and private dirty memory ([`common::dirty_kib`]) by Chromium process kind (`browser`,
+/// `renderer`, `utility:network` …, from each process's `--type=`; Chromium
+/// rewrites its children's command lines into one space-separated string),
+/// `other` for what is not Chromium (bwrap), KiB.
+fn mem_by_kind(pids: &[u32]) -> std::collections::BTreeMap<String, (u64, u64)> {
+    let mut out = std::collections::BTreeMap::new();
+    for &pid in pids {
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        let flag = |name: &str| {
+            cmd.split(' ')
+                .find_map(|a| a.strip_prefix(name).map(str::to_owned))
+        };
+        let chromium = cmd.split(' ').next().is_some_and(|a| a.contains("chrom"));
+        let kind = match (flag("--type="), flag("--utility-sub-type=")) {
+            (Some(t), Some(sub)) => format!("{t}:{}", sub.rsplit('.').next().unwrap_or(&sub)),
+            (Some(t), None) => t,
+            (None, _) if chromium => "browser".into(),
+            _ => "other".into(),
+        };
+        let e = out.entry(kind).or_insert((0, 0));
+        e.0 += common::pss_kib(pid);
+        e.1 += common::dirty_kib(pid);
+    }
+    out
+}
+
+/// Where a Cordon session's memory goes against a bare browser with the
+/// same flags, process kind by process kind (PSS after 10 s idle on
+/// `page`, one session of a Cordon with no pool, median of 3).
+async fn mem_split(page_addr: std::net::SocketAddr, page: &str, tmp: &std::path::Path) {
+    use std::collections::BTreeMap;
+    let (api, stop, task, _) = start_cordon(&tmp.join("memsplit"), page_addr, 0, &[]).await;
+    let mut cordon_runs: Vec<BTreeMap<String, (u64, u64)>> = Vec::new();
+    let mut bare_runs: Vec<BTreeMap<String, (u64, u64)>> = Vec::new();
+    for _ in 0..3 {
+        let sid = api.post("/api/sessions", json!({ "record": "off" })).await["session_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        api.post(
+            &format!("/api/sessions/{sid}/navigate"),
+            json!({ "url": page }),
+        )
+        .await;
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        // Every process below this one: the session's sandbox (there is no
+        // pool), and nothing another program on the machine runs.
+        let pids = common::descendants(std::process::id());
+        cordon_runs.push(mem_by_kind(&pids));
+        api.close(&sid).await;
+
+        let profile = tempfile::tempdir_in(tmp).unwrap();
+        let (conn, child) = common::raw_chromium_with(profile.path(), 1280, 720, &[]).await;
+        let p = conn.first_page().await.unwrap();
+        cordon::cdp::navigate(
+            &p,
+            page,
+            cordon::cdp::WaitUntil::Load,
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap();
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let mut pids = common::descendants(child.id());
+        pids.push(child.id());
+        bare_runs.push(mem_by_kind(&pids));
+        drop(conn);
+        kill(child);
+    }
+    // Medians over the runs, MiB: (PSS, private dirty) of one kind, or of all.
+    let median = |runs: &[BTreeMap<String, (u64, u64)>], kind: Option<&str>| {
+        let pick = |r: &BTreeMap<String, (u64, u64)>| match kind {
+            Some(k) => *r.get(k).unwrap_or(&(0, 0)),
+            None => r.values().fold((0, 0), |a, v| (a.0 + v.0, a.1 + v.1)),
+        };
+        let mut p: Vec<u64> = runs.iter().map(|r| pick(r).0).collect();
+        let mut u: Vec<u64> = runs.iter().map(|r| pick(r).1).collect();
+        p.sort_unstable();
+        u.sort_unstable();
+        (
+            p[p.len() / 2] as f64 / 1024.0,
+            u[u.len() / 2] as f64 / 1024.0,
+        )
+    };
+    let mut kinds: Vec<String> = cordon_runs
+        .iter()
+        .chain(&bare_runs)
+        .flat_map(|r| r.keys().cloned())
+        .collect();
+    kinds.sort();
+    kinds.dedup();
+    let rows = kinds
+        .iter()
+        .map(|k| (k.as_str(), Some(k.as_str())))
+        .chain([("all", None)]);
+    for (name, kind) in rows {
+        let ((cp, cu), (bp, bu)) = (median(&cordon_runs, kind), median(&bare_runs, kind));
+        println!(
+            "memsplit: {name:<24} dirty Cordon {cu:6.1} bare {bu:6.1} ({:+.1})   PSS Cordon {cp:6.1} bare {bp:6.1} ({:+.1}) MiB",
+            cu - bu,
+            cp - bp
+        );
+    }
+    let _ = stop.send(());
+    task.await.unwrap();
+}
+
+/// What Chromium flags save of a bare browser's memory on `page` (private
+/// dirty and PSS after 10 s idle, median of 3), each against Cordon's flags alone.
 async fn mem_flags(page: &str, tmp: &std::path::Path) {
     let features = cordon::sandbox::chromium::BASE_FLAGS
         .iter()
@@ -1766,6 +1909,14 @@ async fn mem_flags(page: &str, tmp: &std::path::Path) {
         ),
         ("+ --process-per-site", vec!["--process-per-site".into()]),
         (
+            "+ --enable-low-end-device-mode",
+            vec!["--enable-low-end-device-mode".into()],
+        ),
+        (
+            "+ V8 young generation 1 MiB (--max-semi-space-size=1)",
+            vec!["--js-flags=--max-semi-space-size=1".into()],
+        ),
+        (
             "+ --disable-dev-shm-usage",
             vec!["--disable-dev-shm-usage".into()],
         ),
@@ -1778,23 +1929,27 @@ async fn mem_flags(page: &str, tmp: &std::path::Path) {
             ],
         ),
     ];
-    let mut base = 0.0;
+    let mut base = (0.0, 0.0);
     for (name, extra) in variants {
         let mut v = Vec::new();
         for _ in 0..3 {
-            v.push(bare_pss(tmp, page, &extra, Duration::from_secs(10)).await);
+            v.push(bare_mem(tmp, page, &extra, Duration::from_secs(10)).await);
         }
-        v.sort_unstable();
-        let m = v[1] as f64 / 1024.0;
-        if base == 0.0 {
-            base = m;
+        let mid = |mut x: Vec<u64>| {
+            x.sort_unstable();
+            x[1] as f64 / 1024.0
+        };
+        let (p, u) = (
+            mid(v.iter().map(|m| m.0).collect()),
+            mid(v.iter().map(|m| m.1).collect()),
+        );
+        if base == (0.0, 0.0) {
+            base = (p, u);
         }
         println!(
-            "memflags: {name:<50} PSS {m:6.1} MiB ({:+.1} MiB)   runs {:.1} / {:.1} / {:.1}",
-            m - base,
-            v[0] as f64 / 1024.0,
-            v[1] as f64 / 1024.0,
-            v[2] as f64 / 1024.0
+            "memflags: {name:<50} dirty {u:6.1} MiB ({:+.1})   PSS {p:6.1} MiB ({:+.1})",
+            u - base.1,
+            p - base.0,
         );
     }
 }

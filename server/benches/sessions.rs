@@ -1570,50 +1570,55 @@ async fn main() {
     }
 }
 
-/// PSS and private dirty memory of a bare Chromium with Cordon's flags and `extra`, on
-/// `page`, after `idle`: the browser and every process below it, KiB.
+/// PSS and private dirty memory of a bare Chromium with Cordon's flags
+/// and `extra`, on `page`, after `idle`: the browser and every process
+/// below it, KiB.
 async fn bare_mem(
     tmp: &std::path::Path,
     page: &str,
     extra: &[String],
     idle: Duration,
 ) -> (u64, u64) {
+    let kinds = bare_mem_by_kind(tmp, page, extra, idle).await;
+    if std::env::var_os("BENCH_MEM_KINDS").is_some() {
+        let shown: Vec<String> = kinds
+            .iter()
+            .map(|(k, (_, u))| format!("{k} {:.1}", *u as f64 / 1024.0))
+            .collect();
+        println!(
+            "  private dirty by process kind (MiB): {}",
+            shown.join(", ")
+        );
+    }
+    kinds.values().fold((0, 0), |a, v| (a.0 + v.0, a.1 + v.1))
+}
+
+/// [`bare_mem`] by process kind ([`mem_by_kind`]).
+async fn bare_mem_by_kind(
+    tmp: &std::path::Path,
+    page: &str,
+    extra: &[String],
+    idle: Duration,
+) -> std::collections::BTreeMap<String, (u64, u64)> {
     let profile = tempfile::tempdir_in(tmp).unwrap();
-    let (conn, child, _page) = {
-        let (conn, child) = common::raw_chromium_with(profile.path(), 1280, 720, extra).await;
-        let p = conn.first_page().await.unwrap();
-        cordon::cdp::navigate(
-            &p,
-            page,
-            cordon::cdp::WaitUntil::Load,
-            Duration::from_secs(10),
-        )
-        .await
-        .unwrap();
-        (conn, child, p)
-    };
+    let (conn, child) = common::raw_chromium_with(profile.path(), 1280, 720, extra).await;
+    let p = conn.first_page().await.unwrap();
+    cordon::cdp::navigate(
+        &p,
+        page,
+        cordon::cdp::WaitUntil::Load,
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
     tokio::time::sleep(idle).await;
     let pid = child.id();
     let mut pids = common::descendants(pid);
     pids.push(pid);
-    let total = (
-        pids.iter().copied().map(common::pss_kib).sum::<u64>(),
-        pids.iter().copied().map(common::dirty_kib).sum::<u64>(),
-    );
-    if std::env::var_os("BENCH_MEM_KINDS").is_some() {
-        let kinds: Vec<String> = mem_by_kind(&pids)
-            .into_iter()
-            .map(|(k, (_, u))| format!("{k} {:.1}", u as f64 / 1024.0))
-            .collect();
-        println!(
-            "  private dirty by process kind (MiB, {} processes): {}",
-            pids.len(),
-            kinds.join(", ")
-        );
-    }
+    let kinds = mem_by_kind(&pids);
     drop(conn);
     kill(child);
-    total
+    kinds
 }
 
 /// Density: `n` idle sessions opened one after another, held
@@ -1821,23 +1826,7 @@ async fn mem_split(page_addr: std::net::SocketAddr, page: &str, tmp: &std::path:
         cordon_runs.push(mem_by_kind(&pids));
         api.close(&sid).await;
 
-        let profile = tempfile::tempdir_in(tmp).unwrap();
-        let (conn, child) = common::raw_chromium_with(profile.path(), 1280, 720, &[]).await;
-        let p = conn.first_page().await.unwrap();
-        cordon::cdp::navigate(
-            &p,
-            page,
-            cordon::cdp::WaitUntil::Load,
-            Duration::from_secs(10),
-        )
-        .await
-        .unwrap();
-        tokio::time::sleep(Duration::from_secs(10)).await;
-        let mut pids = common::descendants(child.id());
-        pids.push(child.id());
-        bare_runs.push(mem_by_kind(&pids));
-        drop(conn);
-        kill(child);
+        bare_runs.push(bare_mem_by_kind(tmp, page, &[], Duration::from_secs(10)).await);
     }
     // Medians over the runs, MiB: (PSS, private dirty) of one kind, or of all.
     let median = |runs: &[BTreeMap<String, (u64, u64)>], kind: Option<&str>| {

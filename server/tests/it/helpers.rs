@@ -436,6 +436,16 @@ impl TestApp {
             .expect("a live session")
     }
 
+    /// The stored row of session `sid`, which must exist.
+    pub async fn session_row(&self, sid: &str) -> cordon::store::sessions::SessionRow {
+        self.state
+            .store
+            .session_find(&sid.parse().expect("session id"))
+            .await
+            .expect("the store answers")
+            .expect("the session's row")
+    }
+
     /// Creates `tenant` (if needed) and an API key for it.
     pub async fn agent(&self, tenant: &str) -> AgentClient {
         let id: cordon::domain::TenantId = tenant.parse().unwrap();

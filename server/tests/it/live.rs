@@ -569,13 +569,7 @@ async fn refresh_sessions_refuse_bad_input_and_a_save_of_nothing_keeps_the_old_l
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
     // The refresh session has its own deadline and was audited as the operator's.
-    let row = app
-        .state
-        .store
-        .session_find(&sid.parse().unwrap())
-        .await
-        .unwrap()
-        .unwrap();
+    let row = app.session_row(&sid).await;
     let life = row.deadline_at - row.created_at;
     assert!((899_000..=901_000).contains(&life), "{life}");
     assert_eq!(row.api_key_id, None);
@@ -722,13 +716,7 @@ async fn carried_and_driven(extra: &[(&str, &str)]) {
     assert_eq!(status, StatusCode::OK, "{v}");
     let gone = agent.tool(&sid, "click", json!({ "x": 1, "y": 1 })).await;
     assert_error(&gone, StatusCode::GONE, "gone");
-    let row = app
-        .state
-        .store
-        .session_find(&sid.parse().unwrap())
-        .await
-        .unwrap()
-        .unwrap();
+    let row = app.session_row(&sid).await;
     assert_eq!(row.close_reason.map(|r| r.as_str()), Some("operator"));
     // A forged hop on a session function is refused, whatever it names.
     let forged = app

@@ -568,13 +568,7 @@ async fn an_mcp_session_is_served_by_its_replica_whichever_replica_a_request_rea
         .await;
     assert_eq!(nav["title"], "ready", "{nav}\n{}", b.warnings());
     // The browser session runs on `a`, where the MCP session is.
-    let row = app
-        .state
-        .store
-        .session_find(&sid.parse().unwrap())
-        .await
-        .unwrap()
-        .unwrap();
+    let row = app.session_row(&sid).await;
     assert_eq!(row.host, "a");
     mcp.ok("browser_close_session", json!({ "session_id": sid }))
         .await;

@@ -1601,16 +1601,7 @@ async fn bare_mem_by_kind(
     idle: Duration,
 ) -> std::collections::BTreeMap<String, (u64, u64)> {
     let profile = tempfile::tempdir_in(tmp).unwrap();
-    let (conn, child) = common::raw_chromium_with(profile.path(), 1280, 720, extra).await;
-    let p = conn.first_page().await.unwrap();
-    cordon::cdp::navigate(
-        &p,
-        page,
-        cordon::cdp::WaitUntil::Load,
-        Duration::from_secs(10),
-    )
-    .await
-    .unwrap();
+    let (conn, child, _page) = common::raw_page_with(profile.path(), page, extra).await;
     tokio::time::sleep(idle).await;
     let pid = child.id();
     let mut pids = common::descendants(pid);

@@ -228,7 +228,16 @@ pub async fn raw_page(
     profile: &std::path::Path,
     url: &str,
 ) -> (BrowserConn, std::process::Child, chromiumoxide::Page) {
-    let (conn, child) = raw_chromium(profile, 1280, 720).await;
+    raw_page_with(profile, url, &[]).await
+}
+
+/// [`raw_page`] with `extra` flags (see [`raw_chromium_with`]).
+pub async fn raw_page_with(
+    profile: &std::path::Path,
+    url: &str,
+    extra: &[String],
+) -> (BrowserConn, std::process::Child, chromiumoxide::Page) {
+    let (conn, child) = raw_chromium_with(profile, 1280, 720, extra).await;
     let page = conn.first_page().await.unwrap();
     cordon::cdp::navigate(
         &page,

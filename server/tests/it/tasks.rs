@@ -137,16 +137,13 @@ pub(crate) async fn fake_model(script: Vec<Reply>) -> (SocketAddr, Fake) {
 const KEY: &str = "sk-model-key-never-shown";
 
 async fn app_with_model(site: &site::Site, model: SocketAddr) -> TestApp {
-    let base = format!("http://{model}/v1");
-    session_app(
-        Backend::Sqlite,
-        &site.allow(),
+    // Pictures are checked: a loaded machine's late frame is waited for
+    // (the default favours speed).
+    model_app(
+        site,
+        model,
         &[
-            ("CORDON_MODEL_BASE_URL", &base),
-            ("CORDON_MODEL_API_KEY", KEY),
             ("CORDON_MODEL_TIMEOUT_S", "3"),
-            // Pictures are checked: a loaded machine's late frame is
-            // waited for (the default favours speed).
             ("CORDON_TASK_FRAME_SETTLE_MS", "400"),
         ],
     )
@@ -157,18 +154,27 @@ async fn app_with_model(site: &site::Site, model: SocketAddr) -> TestApp {
 /// the repaint (3 s), and for a frame still being encoded once the page
 /// has drawn (0.4 s): a slow machine is not a stale picture.
 async fn app_checking_pictures(site: &site::Site, model: SocketAddr) -> TestApp {
-    let base = format!("http://{model}/v1");
-    session_app(
-        Backend::Sqlite,
-        &site.allow(),
+    model_app(
+        site,
+        model,
         &[
-            ("CORDON_MODEL_BASE_URL", &base),
-            ("CORDON_MODEL_API_KEY", KEY),
             ("CORDON_TASK_FRAME_WAIT_MS", "3000"),
             ("CORDON_TASK_FRAME_SETTLE_MS", "400"),
         ],
     )
     .await
+}
+
+/// An app on SQLite whose tasks use the fake model at `model`, with
+/// `extra` settings.
+async fn model_app(site: &site::Site, model: SocketAddr, extra: &[(&str, &str)]) -> TestApp {
+    let base = format!("http://{model}/v1");
+    let mut env = vec![
+        ("CORDON_MODEL_BASE_URL", base.as_str()),
+        ("CORDON_MODEL_API_KEY", KEY),
+    ];
+    env.extend_from_slice(extra);
+    session_app(Backend::Sqlite, &site.allow(), &env).await
 }
 
 async fn run(agent: &AgentClient, body: Value) -> (StatusCode, Value) {

@@ -1321,8 +1321,20 @@ async fn browser_type_totp_over_mcp_types_a_code_the_agent_never_sees() {
         },
     )
     .await;
-    let tabs = mcp.ok("browser_tabs", json!({ "session_id": sid })).await;
-    assert!(tabs.to_string().contains("/verify?code="), "{tabs}");
+    // The site seeing the request comes before the browser commits the
+    // navigation to its answer: poll the tab list until it has.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let tabs = loop {
+        let tabs = mcp.ok("browser_tabs", json!({ "session_id": sid })).await;
+        if tabs.to_string().contains("/verify?code=") {
+            break tabs;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "waited 20 s for the tab to show /verify; last seen: {tabs}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
     assert!(
         !holds_a_code(&tabs.to_string(), &bytes),
         "browser_tabs shows the code"

@@ -163,17 +163,8 @@ cli tenant create acme >/dev/null
 install -m 0600 /dev/null "$work/auth"
 # (Its notice on stderr goes to a file too.)
 printf 'Authorization: Bearer %s\n' "$(cli apikey create --tenant acme --label images-check 2>"$work/apikey.err")" >"$work/auth"
-api() { # METHOD PATH [JSON] -> body on stdout; fails on a non-2xx status
-  local out code
-  out=$(curl -sS -H "@$work/auth" -H 'content-type: application/json' -X "$1" \
-    ${3:+-d "$3"} -w '\n%{http_code}' "$url$2")
-  code=${out##*$'\n'}
-  out=${out%$'\n'*}
-  case $code in 2??) printf '%s' "$out" ;; *) fail "$1 $2: HTTP $code: ${out:0:400}" ;; esac
-}
-jget() { "$py" -c 'import json,sys; v=json.load(sys.stdin)
-for k in sys.argv[1].split("."): v=v[k]
-print(v)' "$1"; }
+# shellcheck source=infra/tests/lib.sh
+. "$root/infra/tests/lib.sh"
 sandbox() { # /readyz's sandbox check, in short
   curl -fsS "$url/readyz" | "$py" -c 'import json,sys; s=json.load(sys.stdin)["checks"]["sandbox"]
 print("open_sessions {0[open_sessions]}, warm pool {0[pool_ready]}/{0[pool_size]}".format(s))'

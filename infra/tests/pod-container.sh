@@ -256,17 +256,8 @@ for _ in $(seq 1 60); do
 done
 leftovers
 
-api() { # METHOD PATH [JSON] -> body on stdout; fails on a non-2xx status
-  local out code
-  out=$(curl -sS -H "@$work/auth" -H 'content-type: application/json' -X "$1" \
-    ${3:+-d "$3"} -w '\n%{http_code}' "$url$2")
-  code=${out##*$'\n'}
-  out=${out%$'\n'*}
-  case $code in 2??) printf '%s' "$out" ;; *) fail "$1 $2: HTTP $code: ${out:0:400}" ;; esac
-}
-jget() { "$py" -c 'import json,sys; v=json.load(sys.stdin)
-for k in sys.argv[1].split("."): v=v[k]
-print(v)' "$1"; }
+# shellcheck source=infra/tests/lib.sh
+. "$root/infra/tests/lib.sh"
 
 t0=$(date +%s%N)
 sid=$(api POST /api/sessions '{"downloads":"allow"}' | jget session_id)

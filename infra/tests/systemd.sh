@@ -130,6 +130,9 @@ install -m 0755 "$bin" "$rootfs/usr/local/bin/cordon"
 rm -rf "$rootfs/usr/local/share/cordon/site" "$rootfs/var/lib/cordon"
 mkdir -p "$rootfs/usr/local/share/cordon"
 cp -R "$site" "$rootfs/usr/local/share/cordon/site"
+rm -rf "$rootfs/usr/local/share/doc/cordon"
+mkdir -p "$rootfs/usr/local/share/doc/cordon"
+cp -R README.md docs "$rootfs/usr/local/share/doc/cordon/"
 install -D -m 0644 infra/systemd/cordon.toml "$rootfs/etc/cordon/cordon.toml"
 install -m 0600 /dev/null "$rootfs/etc/cordon/cordon.env"
 {
@@ -138,6 +141,10 @@ install -m 0600 /dev/null "$rootfs/etc/cordon/cordon.env"
   echo "CORDON_EGRESS_ALLOW=127.0.0.1:8000"
 } >"$rootfs/etc/cordon/cordon.env"
 install -m 0644 infra/systemd/cordon.service "$rootfs/etc/systemd/system/cordon.service"
+read -ra docs < <(sed -n 's/^Documentation=//p' infra/systemd/cordon.service)
+for doc in "${docs[@]}"; do
+  [ -f "$rootfs${doc#file://}" ] || fail "Documentation= names $doc, which the install does not put there"
+done
 chroot "$rootfs" systemctl enable cordon.service >/dev/null 2>&1
 mkdir -p "$rootfs/srv/page"
 cat >"$rootfs/srv/page/index.html" <<'EOF'

@@ -7,9 +7,17 @@
 //! `BENCH_IDLE_S` idle CPU window, default 5; `BENCH_VIEWERS` viewers at
 //! once on separate sessions, default 3, below 2 skips it; `BENCH_SLOW_S`
 //! slow-client window, default 20; `BENCH_SLOW_RATE` its bytes per second,
-//! default 1000000; `BENCH_DRIVER`, default `auto`; `BENCH_ONLY`: any of
-//! `fps,input,multi,slow`). Prints medians and p95s; BENCHMARKS.md keeps
-//! the figures. Everything runs on 127.0.0.1.
+//! default 1000000; `BENCH_DRIVER`, default `auto`; `BENCH_LOAD` viewer
+//! counts for the load section, default `1,4,8`; `BENCH_ONLY`: any of
+//! `fps,input,multi,slow,load`). Prints medians and p95s; BENCHMARKS.md
+//! keeps the figures. Everything runs on 127.0.0.1.
+//!
+//! The load section (issue 25 item 4) runs, for each viewer count N, N raw
+//! Chromiums each with a CDP screencast, then N Cordon sessions each with
+//! a live viewer, all on `BUSY` (animated every frame, with a square that
+//! flips colour on a click): the frame rate every viewer gets over one
+//! window, then click → frame on the first viewer while the others go on
+//! watching.
 //!
 //! CPU figures are this process's own (getrusage: user + system): it hosts
 //! Cordon *and* the bench's WebSocket client, which only counts bytes while
@@ -63,6 +71,22 @@ const FLIP: &str = r#"<!doctype html><html><head><title>flip</title><style>
 html,body{margin:0;height:100%}</style></head><body style="background:rgb(255,0,0)"><script>
 let red=true;addEventListener('mousedown',()=>{red=!red;
 document.body.style.background=red?'rgb(255,0,0)':'rgb(0,0,255)'})</script></body></html>"#;
+
+/// The load section's page: a box and a counter moving along the top band
+/// on every animation frame (the page's rate in its title, as `ANIM`'s),
+/// and a square under the centre that flips red ↔ blue on every
+/// `mousedown`.
+const BUSY: &str = r#"<!doctype html><html><head><title>busy</title><style>
+html,body{margin:0;height:100%;overflow:hidden;background:#eee;font:16px sans-serif}
+#b{position:absolute;top:0;width:160px;height:120px;background:#333;color:#fff;font-size:40px}
+#c{position:absolute;left:240px;top:200px;right:240px;bottom:60px;background:rgb(255,0,0)}
+</style></head><body><div id=b></div><div id=c></div><script>
+let n=0,c=0,k=0,last=performance.now(),red=true;
+const b=document.getElementById('b'),q=document.getElementById('c');
+addEventListener('mousedown',()=>{red=!red;q.style.background=red?'rgb(255,0,0)':'rgb(0,0,255)'});
+function f(now){n++;c++;if(now-last>=1000){document.title='raf '+Math.round(c*1000/(now-last))+' #'+(++k);c=0;last=now}
+b.style.left=(n*7%1120)+'px';b.textContent=n;requestAnimationFrame(f)}
+requestAnimationFrame(f)</script></body></html>"#;
 
 const BLANK: &str = "<!doctype html><html><head><title>blank</title></head><body></body></html>";
 
@@ -143,6 +167,7 @@ async fn page_server() -> std::net::SocketAddr {
     let app = axum::Router::new()
         .route("/anim", axum::routing::get(|| async { Html(ANIM) }))
         .route("/flip", axum::routing::get(|| async { Html(FLIP) }))
+        .route("/busy", axum::routing::get(|| async { Html(BUSY) }))
         .route("/blank", axum::routing::get(|| async { Html(BLANK) }));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -639,6 +664,26 @@ async fn raw_fps(page: &Page, page_base: &str, window: Duration) -> Fps {
     out
 }
 
+/// A left click at the centre, pressed and released, straight over CDP.
+async fn raw_click(page: &Page) {
+    for kind in [
+        DispatchMouseEventType::MousePressed,
+        DispatchMouseEventType::MouseReleased,
+    ] {
+        let pressed = i64::from(kind == DispatchMouseEventType::MousePressed);
+        let ev = DispatchMouseEventParams::builder()
+            .r#type(kind)
+            .x(f64::from(W) / 2.0)
+            .y(f64::from(H) / 2.0)
+            .button(MouseButton::Left)
+            .buttons(pressed)
+            .click_count(1)
+            .build()
+            .unwrap();
+        page.execute(ev).await.unwrap();
+    }
+}
+
 async fn raw_input(page: &Page, page_base: &str, rounds: usize) -> (Stats, usize, Split) {
     raw_goto(page, &format!("{page_base}/flip")).await;
     let mut cast = RawCast::start(page).await;
@@ -661,22 +706,7 @@ async fn raw_input(page: &Page, page_base: &str, rounds: usize) -> (Stats, usize
         let want = !red;
         let t = Instant::now();
         let sent_ms = unix_ms();
-        for kind in [
-            DispatchMouseEventType::MousePressed,
-            DispatchMouseEventType::MouseReleased,
-        ] {
-            let pressed = i64::from(kind == DispatchMouseEventType::MousePressed);
-            let ev = DispatchMouseEventParams::builder()
-                .r#type(kind)
-                .x(f64::from(W) / 2.0)
-                .y(f64::from(H) / 2.0)
-                .button(MouseButton::Left)
-                .buttons(pressed)
-                .click_count(1)
-                .build()
-                .unwrap();
-            page.execute(ev).await.unwrap();
-        }
+        raw_click(page).await;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
         loop {
             match tokio::time::timeout_at(deadline, cast.rx.recv()).await {
@@ -978,6 +1008,272 @@ async fn cordon_slow(cordon: &Cordon, page_base: &str, window: Duration, rate: f
     cordon.close(&sid).await;
 }
 
+/// One side's figures for N viewers at once.
+struct Load {
+    /// Frames per second each viewer got over the window.
+    fps: Vec<f64>,
+    /// Each page's own animation rate meanwhile.
+    raf: Vec<f64>,
+    /// Click → frame with the new colour, on the first viewer.
+    click: Stats,
+    missed: usize,
+}
+
+impl Load {
+    fn show(&self) -> String {
+        let fps: Vec<f64> = self.fps.clone();
+        let min = fps.iter().copied().fold(f64::INFINITY, f64::min);
+        format!(
+            "fps median {:.1} (min {:.1}), page rAF median {:.1}; click → frame {} missed {}",
+            median_f(&fps),
+            min,
+            median_f(&self.raf),
+            self.click.show(),
+            self.missed
+        )
+    }
+}
+
+/// Set while the first viewer clicks; the others watch until it clears.
+type Watching = Arc<std::sync::atomic::AtomicBool>;
+
+/// Raw: `n` Chromiums of our own on `BUSY`, each with a screencast.
+async fn raw_load(
+    dir: &std::path::Path,
+    page_base: &str,
+    n: usize,
+    window: Duration,
+    rounds: usize,
+) -> Load {
+    let mut views = Vec::new();
+    for i in 0..n {
+        let (conn, page, child) = raw_browser(&dir.join(format!("load-{n}-{i}"))).await;
+        raw_goto(&page, &format!("{page_base}/busy")).await;
+        let cast = RawCast::start(&page).await;
+        views.push((conn, page, child, cast));
+    }
+    // Warm up: a second of frames on every view.
+    futures::future::join_all(views.iter_mut().map(|(_, _, _, cast)| async move {
+        let warm = tokio::time::Instant::now() + Duration::from_secs(1);
+        while tokio::time::timeout_at(warm, cast.rx.recv()).await.is_ok() {}
+    }))
+    .await;
+    let counted =
+        futures::future::join_all(views.iter_mut().map(|(_, page, _, cast)| async move {
+            let n0 = cordon::cdp::evaluate(page, "n")
+                .await
+                .unwrap()
+                .as_f64()
+                .unwrap();
+            let t0 = Instant::now();
+            let end = tokio::time::Instant::now() + window;
+            let mut frames = 0u64;
+            while let Ok(Some(_)) = tokio::time::timeout_at(end, cast.rx.recv()).await {
+                frames += 1;
+            }
+            let n1 = cordon::cdp::evaluate(page, "n")
+                .await
+                .unwrap()
+                .as_f64()
+                .unwrap();
+            (
+                frames as f64 / window.as_secs_f64(),
+                (n1 - n0) / t0.elapsed().as_secs_f64(),
+            )
+        }))
+        .await;
+    let watching: Watching = Arc::new(true.into());
+    let (first, rest) = views.split_first_mut().unwrap();
+    let clicks = async {
+        let (_, page, _, cast) = first;
+        let (mut red, mut out, mut missed) = (true, Vec::new(), 0);
+        for _ in 0..rounds {
+            // A pause, the frames meanwhile only drained.
+            let until = tokio::time::Instant::now() + Duration::from_millis(150);
+            while tokio::time::timeout_at(until, cast.rx.recv()).await.is_ok() {}
+            let want = !red;
+            let t = Instant::now();
+            let sent_ms = unix_ms();
+            raw_click(page).await;
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+            loop {
+                match tokio::time::timeout_at(deadline, cast.rx.recv()).await {
+                    // Only frames made after the click are decoded (a JPEG
+                    // decode per frame of an animation would load the bench).
+                    Ok(Some((at, ev)))
+                        if at >= t
+                            && ev
+                                .metadata
+                                .timestamp
+                                .as_ref()
+                                .is_none_or(|ts| *ts.inner() * 1000.0 >= sent_ms) =>
+                    {
+                        if centre_is_red(&b64(&ev)) == Some(want) {
+                            out.push(at - t);
+                            break;
+                        }
+                    }
+                    Ok(Some(_)) => {}
+                    _ => {
+                        missed += 1;
+                        break;
+                    }
+                }
+            }
+            red = want;
+        }
+        watching.store(false, std::sync::atomic::Ordering::SeqCst);
+        (Stats(out), missed)
+    };
+    let watch = futures::future::join_all(rest.iter_mut().map(|(_, _, _, cast)| {
+        let watching = watching.clone();
+        async move {
+            while watching.load(std::sync::atomic::Ordering::SeqCst) {
+                let _ = tokio::time::timeout(Duration::from_millis(100), cast.rx.recv()).await;
+            }
+        }
+    }));
+    let ((click, missed), _) = tokio::join!(clicks, watch);
+    for (conn, page, child, cast) in views {
+        cast.stop().await;
+        drop(page);
+        drop(conn);
+        let mut child = child;
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
+        let _ = child.wait();
+    }
+    Load {
+        fps: counted.iter().map(|c| c.0).collect(),
+        raf: counted.iter().map(|c| c.1).collect(),
+        click,
+        missed,
+    }
+}
+
+/// Cordon: `n` sessions on `BUSY`, each with a live viewer; the first
+/// viewer takes control and clicks.
+async fn cordon_load(
+    cordon: &Cordon,
+    page_base: &str,
+    n: usize,
+    window: Duration,
+    rounds: usize,
+) -> Load {
+    let mut sids = Vec::new();
+    let mut views = Vec::new();
+    for _ in 0..n {
+        let sid = cordon.open(&format!("{page_base}/busy")).await;
+        let mut ws = cordon.view(&sid).await;
+        first_frame(&mut ws).await;
+        sids.push(sid);
+        views.push(ws);
+    }
+    futures::future::join_all(views.iter_mut().map(|ws| async move {
+        let _ = count_frames(ws, Duration::from_secs(1)).await;
+    }))
+    .await;
+    let counted = futures::future::join_all(
+        views
+            .iter_mut()
+            .map(|ws| async move { count_frames(ws, window).await }),
+    )
+    .await;
+    let watching: Watching = Arc::new(true.into());
+    let (first, rest) = views.split_first_mut().unwrap();
+    let clicks = async {
+        let ws = first;
+        ws.send(Message::Text(
+            json!({ "type": "take_control" }).to_string().into(),
+        ))
+        .await
+        .unwrap();
+        loop {
+            match tokio::time::timeout(Duration::from_secs(20), ws.next()).await {
+                Ok(Some(Ok(Message::Text(t)))) => {
+                    let v: Value = serde_json::from_str(t.as_str()).unwrap();
+                    if v["type"] == "control" && v["yours"] == true {
+                        break;
+                    }
+                }
+                Ok(Some(Ok(_))) => {}
+                other => panic!("no control: {other:?}"),
+            }
+        }
+        let click = json!({ "type": "mouse", "action": "click", "x": f64::from(W) / 2.0,
+                            "y": f64::from(H) / 2.0, "button": "left" })
+        .to_string();
+        let (mut red, mut out, mut missed) = (true, Vec::new(), 0);
+        for _ in 0..rounds {
+            let until = tokio::time::Instant::now() + Duration::from_millis(150);
+            while let Ok(Some(Ok(m))) = tokio::time::timeout_at(until, ws.next()).await {
+                if let Message::Text(t) = m
+                    && t.as_str().contains("\"error\"")
+                {
+                    panic!("live view error: {t}");
+                }
+            }
+            let want = !red;
+            let t = Instant::now();
+            let sent_ms = unix_ms();
+            ws.send(Message::Text(click.clone().into())).await.unwrap();
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+            // Each frame's own time comes in the text message before it;
+            // only frames made after the click are decoded.
+            let mut made = 0.0;
+            loop {
+                match tokio::time::timeout_at(deadline, ws.next()).await {
+                    Ok(Some(Ok(Message::Binary(b)))) => {
+                        if made >= sent_ms && centre_is_red(&b) == Some(want) {
+                            out.push(t.elapsed());
+                            break;
+                        }
+                    }
+                    Ok(Some(Ok(Message::Text(t)))) if t.as_str().contains("\"error\"") => {
+                        panic!("live view error: {t}")
+                    }
+                    Ok(Some(Ok(Message::Text(t))))
+                        if t.as_str().starts_with("{\"type\":\"frame\"") =>
+                    {
+                        let v: Value = serde_json::from_str(t.as_str()).unwrap();
+                        made = v["ts"].as_f64().unwrap_or_default();
+                    }
+                    Ok(Some(Ok(_))) => {}
+                    _ => {
+                        missed += 1;
+                        break;
+                    }
+                }
+            }
+            red = want;
+        }
+        watching.store(false, std::sync::atomic::Ordering::SeqCst);
+        (Stats(out), missed)
+    };
+    let watch = futures::future::join_all(rest.iter_mut().map(|ws| {
+        let watching = watching.clone();
+        async move {
+            while watching.load(std::sync::atomic::Ordering::SeqCst) {
+                let _ = tokio::time::timeout(Duration::from_millis(100), ws.next()).await;
+            }
+        }
+    }));
+    let ((click, missed), _) = tokio::join!(clicks, watch);
+    drop(views);
+    for sid in &sids {
+        cordon.close(sid).await;
+    }
+    Load {
+        fps: counted
+            .iter()
+            .map(|(frames, _, _)| *frames as f64 / window.as_secs_f64())
+            .collect(),
+        raf: counted.iter().map(|(_, _, raf)| median_f(raf)).collect(),
+        click,
+        missed,
+    }
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     cordon::telemetry::init_tracing(cordon::config::LogFormat::Text, "warn");
@@ -989,6 +1285,16 @@ async fn main() {
     let slow_rate = env_usize("BENCH_SLOW_RATE", 1_000_000) as f64;
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
     let run = |name: &str| only.is_empty() || only.split(',').any(|s| s.trim() == name);
+    let loads: Vec<usize> = std::env::var("BENCH_LOAD")
+        .unwrap_or_else(|_| "1,4,8".into())
+        .split(',')
+        .map(|n| {
+            n.trim()
+                .parse()
+                .expect("BENCH_LOAD: viewer counts, e.g. 1,4,8")
+        })
+        .filter(|&n| n > 0)
+        .collect();
     let page_addr = page_server().await;
     let base = format!("http://{page_addr}");
     let tmp = tempfile::tempdir().unwrap();
@@ -1098,6 +1404,25 @@ async fn main() {
     }
     if run("slow") {
         cordon_slow(&cordon, &base, slow_s, slow_rate).await;
+    }
+    if run("load") {
+        // Raw first, then Cordon, for each count: the two sides of one
+        // count are a minute apart at most.
+        for &n in &loads {
+            let raw = raw_load(tmp.path(), &base, n, window, rounds).await;
+            let c = cordon_load(&cordon, &base, n, window, rounds).await;
+            println!(
+                "load, {n} viewer(s) on {n} session(s) at once (load average {}):",
+                load()
+            );
+            println!("  cordon  {}", c.show());
+            println!("  raw     {}", raw.show());
+            println!(
+                "  cordon / raw: fps {:.2}, click → frame p50 {:.2}",
+                median_f(&c.fps) / median_f(&raw.fps),
+                ms(c.click.median()) / ms(raw.click.median())
+            );
+        }
     }
     println!("load average at the end: {}", load());
     cordon.stop().await;

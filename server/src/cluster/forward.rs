@@ -122,7 +122,7 @@ pub async fn forward(State(state): State<AppState>, req: Request, next: Next) ->
     if matches!(peer, Ok(Peer::Lost)) && !is_task {
         match state
             .cluster
-            .end_lost_session(&owner.tenant, &id, &replica)
+            .end_lost_session(&state.sessions, &owner.tenant, &id, &replica)
             .await
         {
             // Ended before its replica was lost (its owner was cached):
@@ -166,7 +166,7 @@ pub async fn forward(State(state): State<AppState>, req: Request, next: Next) ->
         Err(Peer::Lost) => {
             match state
                 .cluster
-                .end_lost_session(&owner.tenant, &id, &replica)
+                .end_lost_session(&state.sessions, &owner.tenant, &id, &replica)
                 .await
             {
                 Ok(true) => {}

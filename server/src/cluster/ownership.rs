@@ -1,11 +1,7 @@
 //! Which replica runs a session or a task, and whether it can be reached.
 
-use serde_json::json;
-
 use super::{Cluster, Peer};
-use crate::audit::{Actor, NewEvent};
 use crate::domain::{SessionId, TaskId, TenantId};
-use crate::time::now_ms;
 
 impl Cluster {
     /// The replica that runs session `id` of `tenant`, when it is another
@@ -100,10 +96,12 @@ impl Cluster {
         }
     }
 
-    /// Ends session `id`, whose replica is lost (the leader's pass would
-    /// too; a caller must not wait for it). True if this call ended it.
+    /// Ends session `id`, whose replica is lost, as the leader's pass
+    /// would (`SessionManager::end_lost`; a caller must not wait for it),
+    /// and forgets its owner. True if this call ended it.
     pub async fn end_lost_session(
         &self,
+        sessions: &crate::sessions::SessionManager,
         tenant: &TenantId,
         id: &str,
         replica: &str,
@@ -111,27 +109,7 @@ impl Cluster {
         let Ok(sid) = id.parse::<SessionId>() else {
             return Ok(false);
         };
-        let store = &self.0.store;
-        let ended = store
-            .session_end(
-                &sid,
-                true,
-                crate::domain::CloseReason::ReplicaLost,
-                Some("the replica that ran it stopped answering"),
-                now_ms(),
-            )
-            .await?;
-        if ended {
-            store
-                .audit_append(
-                    NewEvent::new(Actor::System, "session.reap")
-                        .tenant(tenant)
-                        .session(id.to_owned())
-                        .params(json!({ "reason": "replica_lost", "replica": replica }))
-                        .outcome("ok"),
-                )
-                .await?;
-        }
+        let ended = sessions.end_lost(tenant, &sid, replica).await?;
         self.0.owners.lock().expect("owners lock").remove(id);
         Ok(ended)
     }

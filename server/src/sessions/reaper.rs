@@ -115,6 +115,29 @@ impl SessionManager {
         Ok(report)
     }
 
+    /// Ends session `id` of `tenant`, which ran on `replica`, a replica
+    /// found lost when a request for it arrived (ahead of the leader's
+    /// [`reap_replica`](Self::reap_replica)), as that reap would: the row,
+    /// the files its close would have removed, `session.reap`. False when
+    /// it had ended already or is not the tenant's.
+    pub async fn end_lost(
+        &self,
+        tenant: &crate::domain::TenantId,
+        id: &SessionId,
+        replica: &str,
+    ) -> anyhow::Result<bool> {
+        let Some(row) = self.0.store.session_get(tenant.as_str(), id).await? else {
+            return Ok(false);
+        };
+        self.end_orphan(
+            &row,
+            CloseReason::ReplicaLost,
+            "the replica that ran it stopped answering",
+            json!({ "reason": "replica_lost", "replica": replica }),
+        )
+        .await
+    }
+
     /// Ends a session row no replica runs any more (as `reason`, with
     /// `message`), removes what its close would have, and audits
     /// `session.reap` with its previous state and `params`' fields; false

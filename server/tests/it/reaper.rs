@@ -198,3 +198,102 @@ async fn crash_and_restart(driver: &str) {
         assert_eq!(state, "stopped");
     }
 }
+
+/// A request that finds its session's replica lost ends the session there
+/// and then, as the leader's reap would: the row (`replica_lost`), the
+/// files its close would have removed (a transient session's frames, its
+/// downloads) and a `session.reap` row with its previous state. Twice is
+/// once; another tenant's call for it changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_found_on_a_lost_replica_by_a_request_ends_as_the_leaders_reap_would() {
+    use cordon::domain::{SessionId, SessionState};
+    let app = crate::helpers::TestApp::spawn(crate::helpers::Backend::Sqlite).await;
+    let store = &app.state.store;
+    let acme = crate::helpers::tenant("acme");
+    let other = crate::helpers::tenant("other");
+    for t in [&acme, &other] {
+        store.tenant_create(t, t.as_str()).await.unwrap();
+    }
+    let sid = SessionId::generate();
+    let now = cordon::time::now_ms();
+    let row = cordon::store::sessions::SessionRow {
+        id: sid.to_string(),
+        tenant_id: acme.to_string(),
+        api_key_id: None,
+        state: SessionState::Ready,
+        close_reason: None,
+        error: None,
+        credential_mode: "clean".into(),
+        domains: "[]".into(),
+        record: "transient".into(),
+        viewport_w: 1280,
+        viewport_h: 720,
+        sandbox_id: None,
+        host: "ghost".into(),
+        created_at: now,
+        ready_at: Some(now),
+        closed_at: None,
+        deadline_at: now + 3_600_000,
+        last_activity_at: now,
+    };
+    assert!(store.session_insert_limited(&row, 100).await.unwrap());
+    // What the lost replica left in a shared data dir.
+    let data = app.db.dir.path().join("data");
+    let frames = data.join("sessions/acme").join(sid.as_str());
+    let downloads = data.join("downloads/acme").join(sid.as_str());
+    for dir in [&frames, &downloads] {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join("000001.jpg"), b"x").unwrap();
+    }
+
+    let sessions = &app.state.sessions;
+    let cluster = &app.state.cluster;
+    assert!(
+        !cluster
+            .end_lost_session(sessions, &other, sid.as_str(), "ghost")
+            .await
+            .unwrap(),
+        "another tenant's call ended it"
+    );
+    assert_eq!(
+        store.session_find(&sid).await.unwrap().unwrap().state,
+        SessionState::Ready
+    );
+    assert!(frames.exists() && downloads.exists());
+
+    assert!(
+        cluster
+            .end_lost_session(sessions, &acme, sid.as_str(), "ghost")
+            .await
+            .unwrap()
+    );
+    let ended = store.session_find(&sid).await.unwrap().unwrap();
+    assert_eq!(
+        ended.close_reason.map(|r| r.as_str().to_owned()),
+        Some("replica_lost".to_owned()),
+        "{ended:?}"
+    );
+    assert!(!frames.exists(), "the transient frames are still there");
+    assert!(!downloads.exists(), "the downloads are still there");
+    let reaps = |rows: Vec<cordon::domain::audit::Event>| -> Vec<serde_json::Value> {
+        rows.into_iter()
+            .filter(|e| e.action == "session.reap" && e.session.as_deref() == Some(sid.as_str()))
+            .map(|e| serde_json::from_str(&e.params).unwrap())
+            .collect()
+    };
+    let rows = reaps(store.audit_page(0, 10_000).await.unwrap());
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["reason"], "replica_lost", "{rows:?}");
+    assert_eq!(rows[0]["replica"], "ghost", "{rows:?}");
+    assert_eq!(rows[0]["previous_state"], "ready", "{rows:?}");
+
+    assert!(
+        !cluster
+            .end_lost_session(sessions, &acme, sid.as_str(), "ghost")
+            .await
+            .unwrap(),
+        "ended twice"
+    );
+    assert_eq!(reaps(store.audit_page(0, 10_000).await.unwrap()).len(), 1);
+    app.stop().await;
+}

@@ -25,24 +25,39 @@ impl Store {
             .await
             .context("failed to begin audit append")?;
         // A write first, so SQLite takes its write lock before reading the head
-        // and PostgreSQL locks the head row until commit; the previous
-        // event's time comes back with it (one round trip to the database
-        // less per append: on SQLite each is a hand-off to its thread).
-        let head = sqlx::query(
+        // and PostgreSQL locks the head row until commit.
+        //
+        // Time never goes backwards along the chain (a clock stepped back,
+        // or another replica's clock behind, repeats the previous event's
+        // time), so a time range is a seq range (`audit_query`). On SQLite
+        // the previous event's time comes back with the lock: one hand-off
+        // to its thread less per append, and the transaction reads one
+        // snapshot throughout. Not on PostgreSQL: a subquery there reads
+        // the statement's snapshot, taken before it waited for the lock, so
+        // it would miss the event another replica appended meanwhile; its
+        // own statement afterwards sees it.
+        let sqlite = self.kind() == crate::domain::DatabaseKind::Sqlite;
+        let head = sqlx::query(if sqlite {
             "UPDATE audit_head SET seq = seq WHERE id = 1 \
-             RETURNING seq, hash, (SELECT ts FROM audit_events WHERE seq = audit_head.seq) AS prev_ts",
-        )
+             RETURNING seq, hash, (SELECT ts FROM audit_events WHERE seq = audit_head.seq) AS prev_ts"
+        } else {
+            "UPDATE audit_head SET seq = seq WHERE id = 1 RETURNING seq, hash"
+        })
         .fetch_one(&mut *tx)
         .await
         .context("failed to lock the audit head")?;
         let prev_seq: i64 = head.try_get("seq")?;
         let prev_hash: String = head.try_get("hash")?;
-        // Time never goes backwards along the chain (a clock stepped back
-        // repeats the previous event's time), so a time range is a seq range
-        // (`audit_query`).
-        let prev_ts: Option<i64> = head
-            .try_get("prev_ts")
-            .context("failed to read the previous audit event's time")?;
+        let prev_ts: Option<i64> = if sqlite {
+            head.try_get("prev_ts")
+                .context("failed to read the previous audit event's time")?
+        } else {
+            sqlx::query_scalar("SELECT ts FROM audit_events WHERE seq = $1")
+                .bind(prev_seq)
+                .fetch_optional(&mut *tx)
+                .await
+                .context("failed to read the previous audit event's time")?
+        };
         let mut stored = Event {
             seq: prev_seq + 1,
             ts: crate::time::now_ms().max(prev_ts.unwrap_or(i64::MIN)),

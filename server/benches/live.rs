@@ -815,6 +815,92 @@ async fn cordon_multi(
     (out, share, idle_share)
 }
 
+/// How a click round starts.
+enum Pause {
+    /// Once nothing has come for this many ms (a still page).
+    Quiet(u64),
+    /// After this many ms, whatever came meanwhile drained (an animated
+    /// page never goes quiet).
+    Fixed(u64),
+}
+
+/// `rounds` clicks at the centre through the live view `ws` (its viewer in
+/// control; the page's centre red at first, flipping on every press), each
+/// timed to the first frame made after it (by the frame's own time, which
+/// its text message gives before it) whose centre has the new colour:
+/// click → frame, rounds missed, and the split at the frame's time.
+async fn live_clicks<S>(
+    ws: &mut WebSocketStream<S>,
+    rounds: usize,
+    pause: Pause,
+) -> (Stats, usize, Split)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let click = json!({ "type": "mouse", "action": "click", "x": f64::from(W) / 2.0,
+                        "y": f64::from(H) / 2.0, "button": "left" })
+    .to_string();
+    let (mut red, mut out, mut split, mut missed) = (true, Vec::new(), Split::default(), 0);
+    for _ in 0..rounds {
+        let until = tokio::time::Instant::now()
+            + Duration::from_millis(match pause {
+                Pause::Fixed(ms) => ms,
+                Pause::Quiet(_) => 0,
+            });
+        loop {
+            let next = match pause {
+                Pause::Quiet(ms) => {
+                    tokio::time::timeout(Duration::from_millis(ms), ws.next()).await
+                }
+                Pause::Fixed(_) => tokio::time::timeout_at(until, ws.next()).await,
+            };
+            match next {
+                Ok(Some(Ok(Message::Text(t)))) if t.as_str().contains("\"error\"") => {
+                    panic!("live view error: {t}")
+                }
+                Ok(Some(Ok(_))) => {}
+                _ => break,
+            }
+        }
+        let want = !red;
+        let t = Instant::now();
+        let sent_ms = unix_ms();
+        ws.send(Message::Text(click.clone().into())).await.unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        // Only frames made after the click are decoded (a JPEG decode per
+        // frame of an animation would load the bench).
+        let mut made = 0.0;
+        loop {
+            match tokio::time::timeout_at(deadline, ws.next()).await {
+                Ok(Some(Ok(Message::Binary(b)))) => {
+                    // Arrived now; the decode below is the bench's, not
+                    // the view's.
+                    let took = t.elapsed();
+                    if made >= sent_ms && centre_is_red(&b) == Some(want) {
+                        out.push(took);
+                        split.push(sent_ms, made, sent_ms + ms(took));
+                        break;
+                    }
+                }
+                Ok(Some(Ok(Message::Text(t)))) if t.as_str().contains("\"error\"") => {
+                    panic!("live view error: {t}")
+                }
+                Ok(Some(Ok(Message::Text(t)))) if t.as_str().starts_with("{\"type\":\"frame\"") => {
+                    let v: Value = serde_json::from_str(t.as_str()).unwrap();
+                    made = v["ts"].as_f64().unwrap_or_default();
+                }
+                Ok(Some(Ok(_))) => {}
+                _ => {
+                    missed += 1;
+                    break;
+                }
+            }
+        }
+        red = want;
+    }
+    (Stats(out), missed, split)
+}
+
 /// Cordon's click rounds: (click → frame, missed, split, audit append
 /// alone, run_tool(down) + run_tool(up) called in-process).
 async fn cordon_input(
@@ -846,55 +932,7 @@ async fn cordon_input(
             other => panic!("no control or first frame: {other:?}"),
         }
     }
-    let click = json!({ "type": "mouse", "action": "click", "x": f64::from(W) / 2.0,
-                        "y": f64::from(H) / 2.0, "button": "left" })
-    .to_string();
-    let mut red = true;
-    let mut out = Vec::new();
-    let mut split = Split::default();
-    let mut last_ts = 0.0;
-    let mut missed = 0;
-    for _ in 0..rounds {
-        while let Ok(Some(Ok(m))) =
-            tokio::time::timeout(Duration::from_millis(300), ws.next()).await
-        {
-            if let Message::Text(t) = m
-                && t.as_str().contains("\"error\"")
-            {
-                panic!("live view error: {t}");
-            }
-        }
-        let want = !red;
-        let t = Instant::now();
-        let sent_ms = unix_ms();
-        ws.send(Message::Text(click.clone().into())).await.unwrap();
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-        loop {
-            match tokio::time::timeout_at(deadline, ws.next()).await {
-                Ok(Some(Ok(Message::Binary(b)))) => {
-                    let at = Instant::now();
-                    if centre_is_red(&b) == Some(want) {
-                        out.push(at - t);
-                        split.push(sent_ms, last_ts, sent_ms + ms(at - t));
-                        break;
-                    }
-                }
-                Ok(Some(Ok(Message::Text(t)))) if t.as_str().contains("\"error\"") => {
-                    panic!("live view error: {t}")
-                }
-                Ok(Some(Ok(Message::Text(t)))) if t.as_str().starts_with("{\"type\":\"frame\"") => {
-                    let v: Value = serde_json::from_str(t.as_str()).unwrap();
-                    last_ts = v["ts"].as_f64().unwrap_or_default();
-                }
-                Ok(Some(Ok(_))) => {}
-                _ => {
-                    missed += 1;
-                    break;
-                }
-            }
-        }
-        red = want;
-    }
+    let (clicks, missed, split) = live_clicks(&mut ws, rounds, Pause::Quiet(300)).await;
     // The pipeline's parts, in-process: one audit append, and the click's
     // two tool calls as the socket's worker runs them.
     let state = &cordon.state;
@@ -939,7 +977,7 @@ async fn cordon_input(
     }
     drop(ws);
     cordon.close(&sid).await;
-    (Stats(out), missed, split, Stats(audit), Stats(tools))
+    (clicks, missed, split, Stats(audit), Stats(tools))
 }
 
 async fn cordon_slow(cordon: &Cordon, page_base: &str, window: Duration, rate: f64) {
@@ -1200,55 +1238,9 @@ async fn cordon_load(
                 other => panic!("no control: {other:?}"),
             }
         }
-        let click = json!({ "type": "mouse", "action": "click", "x": f64::from(W) / 2.0,
-                            "y": f64::from(H) / 2.0, "button": "left" })
-        .to_string();
-        let (mut red, mut out, mut missed) = (true, Vec::new(), 0);
-        for _ in 0..rounds {
-            let until = tokio::time::Instant::now() + Duration::from_millis(150);
-            while let Ok(Some(Ok(m))) = tokio::time::timeout_at(until, ws.next()).await {
-                if let Message::Text(t) = m
-                    && t.as_str().contains("\"error\"")
-                {
-                    panic!("live view error: {t}");
-                }
-            }
-            let want = !red;
-            let t = Instant::now();
-            let sent_ms = unix_ms();
-            ws.send(Message::Text(click.clone().into())).await.unwrap();
-            let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-            // Each frame's own time comes in the text message before it;
-            // only frames made after the click are decoded.
-            let mut made = 0.0;
-            loop {
-                match tokio::time::timeout_at(deadline, ws.next()).await {
-                    Ok(Some(Ok(Message::Binary(b)))) => {
-                        if made >= sent_ms && centre_is_red(&b) == Some(want) {
-                            out.push(t.elapsed());
-                            break;
-                        }
-                    }
-                    Ok(Some(Ok(Message::Text(t)))) if t.as_str().contains("\"error\"") => {
-                        panic!("live view error: {t}")
-                    }
-                    Ok(Some(Ok(Message::Text(t))))
-                        if t.as_str().starts_with("{\"type\":\"frame\"") =>
-                    {
-                        let v: Value = serde_json::from_str(t.as_str()).unwrap();
-                        made = v["ts"].as_f64().unwrap_or_default();
-                    }
-                    Ok(Some(Ok(_))) => {}
-                    _ => {
-                        missed += 1;
-                        break;
-                    }
-                }
-            }
-            red = want;
-        }
+        let (click, missed, _) = live_clicks(ws, rounds, Pause::Fixed(150)).await;
         watching.store(false, std::sync::atomic::Ordering::SeqCst);
-        (Stats(out), missed)
+        (click, missed)
     };
     let watch = futures::future::join_all(rest.iter_mut().map(|ws| {
         let watching = watching.clone();

@@ -103,6 +103,7 @@ async fn start_cordon(
         ),
     ];
     let mut env = env;
+    env.retain(|(k, _)| !extra_env.iter().any(|(e, _)| e == k));
     env.extend(extra_env.iter().map(|(k, v)| ((*k).to_owned(), v.clone())));
     let app = Application::build(Settings::load_from(None, env).unwrap())
         .await
@@ -1043,13 +1044,8 @@ async fn screencast_arrivals(
     tokio::sync::mpsc::UnboundedReceiver<Instant>,
     tokio::task::JoinHandle<()>,
 ) {
-    use base64::Engine;
-    use chromiumoxide::cdp::browser_protocol::page::{
-        EventScreencastFrame, ScreencastFrameAckParams,
-    };
-    use futures::StreamExt;
-    let mut frames = page.event_listener::<EventScreencastFrame>().await.unwrap();
-    page.execute(
+    screencast_arrivals_with(
+        page,
         cordon::live::Encoding {
             quality: 80,
             max_width: 1280,
@@ -1058,7 +1054,23 @@ async fn screencast_arrivals(
         .params(),
     )
     .await
-    .unwrap();
+}
+
+/// [`screencast_arrivals`] with other screencast parameters.
+async fn screencast_arrivals_with(
+    page: &chromiumoxide::Page,
+    params: chromiumoxide::cdp::browser_protocol::page::StartScreencastParams,
+) -> (
+    tokio::sync::mpsc::UnboundedReceiver<Instant>,
+    tokio::task::JoinHandle<()>,
+) {
+    use base64::Engine;
+    use chromiumoxide::cdp::browser_protocol::page::{
+        EventScreencastFrame, ScreencastFrameAckParams,
+    };
+    use futures::StreamExt;
+    let mut frames = page.event_listener::<EventScreencastFrame>().await.unwrap();
+    page.execute(params).await.unwrap();
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let acks = page.clone();
     let pump = tokio::spawn(async move {
@@ -1514,7 +1526,8 @@ async fn main() {
     let page = format!("http://{page_addr}/");
     let tmp = tempfile::tempdir().unwrap();
     // BENCH_ONLY: comma-separated sections (engine, inject, limits, mcp, task, gate, cdp, capacity); all
-    // when unset. `gatesplit` (the gate's reads timed apart) runs only when named.
+    // when unset. `gatesplit` (the gate's reads timed apart), `repaint` (the
+    // click → frame bisection), `framesignal` and `memflags` run only when named.
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
     let run = |name: &str| only.is_empty() || only.split(',').any(|s| s.trim() == name);
     println!(
@@ -1556,6 +1569,9 @@ async fn main() {
     }
     if only.split(',').any(|s| s.trim() == "gatesplit") {
         gate_split(&page, tmp.path(), iters).await;
+    }
+    if only.split(',').any(|s| s.trim() == "repaint") {
+        repaint_gap(page_addr, &format!("{page}count"), tmp.path(), iters).await;
     }
     if only.split(',').any(|s| s.trim() == "framesignal") {
         frame_signal(&page, tmp.path(), iters).await;
@@ -1997,6 +2013,423 @@ async fn frame_signal(page_url: &str, tmp: &std::path::Path, iters: usize) {
         }
         pump.abort();
         drop(page);
+        drop(conn);
+        kill(child);
+    }
+}
+
+/// How a repaint probe clicks.
+#[derive(Clone, Copy, PartialEq)]
+enum Press {
+    /// `cdp::click`: the pointer moved to the point, then pressed and
+    /// released (what Cordon's click does after its checks).
+    Click,
+    /// Pressed and released only (the pointer is already there).
+    ButtonOnly,
+    /// Cordon's `click` tool over the HTTP API.
+    Api,
+}
+
+/// What of Cordon's page set-up a raw repaint probe repeats.
+#[derive(Clone, Copy)]
+enum SetUp {
+    None,
+    /// `Emulation.setDeviceMetricsOverride` (1280×720, scale 1), as an open does.
+    Metrics,
+    /// `Target.setAutoAttach` without the pause (`cdp::release_new_targets`).
+    Attach,
+    Both,
+    /// No override; a window tall enough for a 1280×720 viewport.
+    TallWindow,
+}
+
+/// One page being clicked: its frames' arrivals, and what was measured.
+struct Probe {
+    name: String,
+    page: chromiumoxide::Page,
+    press: Press,
+    sid: Option<String>,
+    rx: tokio::sync::mpsc::UnboundedReceiver<Instant>,
+    pump: tokio::task::JoinHandle<()>,
+    frame: Vec<Duration>,
+    input: Vec<Duration>,
+    missed: usize,
+}
+
+/// Issue 25 item 1: from a click's start to the first screencast frame of
+/// its repaint, in Cordon's sessions and in raw Chromiums that each differ
+/// from Cordon's flags (or screencast, or input, or page set-up) in one
+/// thing: the bisection of the repaint gap. All browsers run at once and
+/// the probes take turns, three clicks each a round, the order rotating,
+/// so the machine's drift falls on all of them alike.
+async fn repaint_gap(
+    page_addr: std::net::SocketAddr,
+    url: &str,
+    tmp: &std::path::Path,
+    iters: usize,
+) {
+    use chromiumoxide::cdp::browser_protocol::emulation::SetDeviceMetricsOverrideParams;
+    use chromiumoxide::cdp::browser_protocol::input::{
+        DispatchMouseEventParams, DispatchMouseEventType, MouseButton,
+    };
+    use chromiumoxide::cdp::browser_protocol::page::{
+        StartScreencastFormat, StartScreencastParams,
+    };
+    let base: Vec<String> = cordon::sandbox::chromium::BASE_FLAGS
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let without = |drop: &dyn Fn(&str) -> bool| -> Vec<String> {
+        base.iter().filter(|f| !drop(f)).cloned().collect()
+    };
+    let jpeg = |quality: u8, w: u32, h: u32| {
+        cordon::live::Encoding {
+            quality,
+            max_width: w,
+            max_height: h,
+        }
+        .params()
+    };
+    let png = StartScreencastParams::builder()
+        .format(StartScreencastFormat::Png)
+        .max_width(1280)
+        .max_height(720)
+        .every_nth_frame(1)
+        .build();
+    // (name, flags, screencast, Cordon's page set-up, input)
+    let raws: Vec<(&str, Vec<String>, StartScreencastParams, SetUp, Press)> = vec![
+        (
+            "raw, Cordon's flags",
+            base.clone(),
+            jpeg(80, 1280, 720),
+            SetUp::None,
+            Press::Click,
+        ),
+        (
+            "raw, + Cordon's page set-up (metrics override, auto-attach)",
+            base.clone(),
+            jpeg(80, 1280, 720),
+            SetUp::Both,
+            Press::Click,
+        ),
+        (
+            "raw, + the metrics override alone",
+            base.clone(),
+            jpeg(80, 1280, 720),
+            SetUp::Metrics,
+            Press::Click,
+        ),
+        (
+            "raw, no override, window 1280x807 (a 1280x720 viewport too)",
+            base.clone(),
+            jpeg(80, 1280, 720),
+            SetUp::TallWindow,
+            Press::Click,
+        ),
+        (
+            "raw, + auto-attach alone",
+            base.clone(),
+            jpeg(80, 1280, 720),
+            SetUp::Attach,
+            Press::Click,
+        ),
+        (
+            "raw, press and release only",
+            base.clone(),
+            jpeg(80, 1280, 720),
+            SetUp::None,
+            Press::ButtonOnly,
+        ),
+        (
+            "raw, screencast PNG",
+            base.clone(),
+            png,
+            SetUp::None,
+            Press::Click,
+        ),
+        (
+            "raw, screencast JPEG q30 640x360",
+            base.clone(),
+            jpeg(30, 640, 360),
+            SetUp::None,
+            Press::Click,
+        ),
+        (
+            "raw, without --disable-gpu",
+            without(&|f| f == "--disable-gpu"),
+            jpeg(80, 1280, 720),
+            SetUp::None,
+            Press::Click,
+        ),
+        (
+            "raw, without --in-process-gpu",
+            without(&|f| f == "--in-process-gpu"),
+            jpeg(80, 1280, 720),
+            SetUp::None,
+            Press::Click,
+        ),
+        (
+            "raw, without NetworkServiceInProcess2",
+            without(&|f| f.starts_with("--enable-features=")),
+            jpeg(80, 1280, 720),
+            SetUp::None,
+            Press::Click,
+        ),
+        (
+            "raw, without the --disable-features list",
+            without(&|f| f.starts_with("--disable-features=")),
+            jpeg(80, 1280, 720),
+            SetUp::None,
+            Press::Click,
+        ),
+        (
+            "raw, without --hide-scrollbars",
+            without(&|f| f == "--hide-scrollbars"),
+            jpeg(80, 1280, 720),
+            SetUp::None,
+            Press::Click,
+        ),
+        (
+            "raw, a minimal set (headless, DevTools, no first run)",
+            [
+                "--headless",
+                "--no-first-run",
+                "--remote-debugging-address=127.0.0.1",
+                "--remote-debugging-port=0",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+            jpeg(80, 1280, 720),
+            SetUp::None,
+            Press::Click,
+        ),
+    ];
+    // BENCH_REPAINT: comma-separated parts of the probes' names to run
+    // (the first, the raw baseline, always runs); all when unset.
+    let chosen = std::env::var("BENCH_REPAINT").unwrap_or_default();
+    let wanted =
+        |name: &str| chosen.is_empty() || chosen.split(',').any(|c| name.contains(c.trim()));
+    let mut probes = Vec::new();
+    let mut children = Vec::new();
+    for (i, (name, flags, params, setup, press)) in raws.into_iter().enumerate() {
+        if i > 0 && !wanted(name) {
+            continue;
+        }
+        // Headless Chromium keeps 87 px of a window for the browser's
+        // frame: a 1280x720 window shows a 1280x633 viewport unless the
+        // metrics are overridden, as Cordon does.
+        let height = if matches!(setup, SetUp::TallWindow) {
+            807
+        } else {
+            720
+        };
+        let (conn, child) =
+            common::raw_chromium_flags(&tmp.join(format!("repaint-{i}")), 1280, height, flags)
+                .await;
+        let page = conn.first_page().await.unwrap();
+        if matches!(setup, SetUp::Both | SetUp::Attach) {
+            cordon::cdp::release_new_targets(&page).await.unwrap();
+        }
+        if matches!(setup, SetUp::Both | SetUp::Metrics) {
+            page.execute(SetDeviceMetricsOverrideParams::new(1280, 720, 1.0, false))
+                .await
+                .unwrap();
+        }
+        cordon::cdp::navigate(
+            &page,
+            url,
+            cordon::cdp::WaitUntil::Load,
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap();
+        let (rx, pump) = screencast_arrivals_with(&page, params).await;
+        probes.push(Probe {
+            name: name.to_owned(),
+            page,
+            press,
+            sid: None,
+            rx,
+            pump,
+            frame: Vec::new(),
+            input: Vec::new(),
+            missed: 0,
+        });
+        children.push((conn, child));
+    }
+    // Cordon: its default driver, and the plain process driver without
+    // the per-session limits (no namespaces, no cgroup, the host's /dev/shm).
+    let mut cordons = Vec::new();
+    for (driver, env) in [
+        ("auto", vec![]),
+        (
+            "auto, no limits",
+            vec![("CORDON_SESSION_LIMITS", "false".to_string())],
+        ),
+        (
+            "process, no limits",
+            vec![
+                ("CORDON_SANDBOX_DRIVER", "process".to_string()),
+                ("CORDON_SESSION_LIMITS", "false".to_string()),
+            ],
+        ),
+    ] {
+        if !wanted(&format!("Cordon ({driver})")) {
+            continue;
+        }
+        let (api, stop, task, state) = start_cordon(
+            &tmp.join(format!(
+                "repaint-cordon-{}",
+                driver.replace([' ', ','], "-")
+            )),
+            page_addr,
+            0,
+            &env,
+        )
+        .await;
+        let sid = api.open().await;
+        api.post(
+            &format!("/api/sessions/{sid}/navigate"),
+            json!({ "url": url }),
+        )
+        .await;
+        let live = state
+            .sessions
+            .find_live(&sid.parse().unwrap())
+            .await
+            .unwrap();
+        let page = live.pages().await.unwrap().remove(0);
+        let presses: &[Press] = if driver == "auto" {
+            &[Press::Click, Press::Api]
+        } else {
+            &[Press::Click]
+        };
+        for &press in presses {
+            // One screencast per tab: the second probe of a session listens
+            // to the same frames (its start is refused as already active).
+            let (rx, pump) = if press == Press::Click {
+                screencast_arrivals(&page).await
+            } else {
+                let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+                let mut frames = page
+                    .event_listener::<chromiumoxide::cdp::browser_protocol::page::EventScreencastFrame>()
+                    .await
+                    .unwrap();
+                let pump = tokio::spawn(async move {
+                    use futures::StreamExt;
+                    while frames.next().await.is_some() {
+                        let _ = tx.send(Instant::now());
+                    }
+                });
+                (rx, pump)
+            };
+            probes.push(Probe {
+                name: format!(
+                    "Cordon ({driver}), {}",
+                    if press == Press::Api {
+                        "the click tool over the API"
+                    } else {
+                        "cdp::click on its page"
+                    }
+                ),
+                page: page.clone(),
+                press,
+                sid: Some(sid.clone()),
+                rx,
+                pump,
+                frame: Vec::new(),
+                input: Vec::new(),
+                missed: 0,
+            });
+        }
+        cordons.push((api, stop, task, sid));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let n = probes.len();
+    let mut k = 0u64;
+    for round in 0..iters {
+        for j in 0..n {
+            let p = &mut probes[(j + round) % n];
+            let api = p.sid.as_ref().map(|sid| {
+                (
+                    &cordons
+                        .iter()
+                        .find(|c| &c.3 == sid)
+                        .expect("the probe's Cordon")
+                        .0,
+                    sid,
+                )
+            });
+            for _ in 0..3 {
+                while p.rx.try_recv().is_ok() {}
+                let t = Instant::now();
+                match p.press {
+                    Press::Click => cordon::cdp::click(
+                        &p.page,
+                        &cordon::cdp::Locator::Point(60.0, 30.0),
+                        Duration::from_secs(5),
+                    )
+                    .await
+                    .unwrap(),
+                    Press::ButtonOnly => {
+                        for kind in [
+                            DispatchMouseEventType::MousePressed,
+                            DispatchMouseEventType::MouseReleased,
+                        ] {
+                            let mut ev = DispatchMouseEventParams::new(kind, 60.0, 30.0);
+                            ev.button = Some(MouseButton::Left);
+                            ev.buttons = Some(1);
+                            ev.click_count = Some(1);
+                            p.page.execute(ev).await.unwrap();
+                        }
+                    }
+                    Press::Api => {
+                        let (api, sid) = api.expect("an API probe has its session");
+                        api.post(
+                            &format!("/api/sessions/{sid}/click"),
+                            json!({ "x": 60, "y": 30 }),
+                        )
+                        .await;
+                    }
+                }
+                p.input.push(t.elapsed());
+                match tokio::time::timeout(Duration::from_secs(2), p.rx.recv()).await {
+                    Ok(Some(at)) => p.frame.push(at - t),
+                    _ => p.missed += 1,
+                }
+                // 40–56 ms: the clicks start at every point of the frame alike.
+                k += 1;
+                tokio::time::sleep(Duration::from_millis(40 + (k * 7) % 17)).await;
+            }
+        }
+    }
+    let raw = Stats(probes[0].frame.clone()).median();
+    println!(
+        "repaint: click start → the first screencast frame after it ({} clicks a probe, 1280x720, the page's heading counts clicks)",
+        iters * 3
+    );
+    for p in &probes {
+        let f = Stats(p.frame.clone());
+        println!(
+            "  {:<62} frame p50 {:>6.1} ms  p95 {:>6.1} ms  ({:.2}x raw)  input p50 {:>5.1} ms  missed {}",
+            p.name,
+            ms(f.median()),
+            ms(f.pct(0.95)),
+            ms(f.median()) / ms(raw),
+            ms(Stats(p.input.clone()).median()),
+            p.missed
+        );
+    }
+    for p in probes {
+        p.pump.abort();
+    }
+    for (api, stop, task, sid) in cordons {
+        api.close(&sid).await;
+        let _ = stop.send(());
+        task.await.unwrap();
+    }
+    for (conn, child) in children {
         drop(conn);
         kill(child);
     }

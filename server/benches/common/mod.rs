@@ -193,13 +193,25 @@ pub async fn raw_chromium_with(
     height: u32,
     extra: &[String],
 ) -> (BrowserConn, std::process::Child) {
-    use std::os::unix::process::CommandExt;
-    std::fs::create_dir_all(profile).unwrap();
-    let mut args: Vec<String> = cordon::sandbox::chromium::BASE_FLAGS
+    let mut flags: Vec<String> = cordon::sandbox::chromium::BASE_FLAGS
         .iter()
         .map(|s| s.to_string())
         .collect();
-    args.extend(extra.iter().cloned());
+    flags.extend(extra.iter().cloned());
+    raw_chromium_flags(profile, width, height, flags).await
+}
+
+/// A raw Chromium with exactly `flags` (and `--no-sandbox`, the window
+/// size, the profile and `about:blank` after them).
+pub async fn raw_chromium_flags(
+    profile: &std::path::Path,
+    width: u32,
+    height: u32,
+    flags: Vec<String>,
+) -> (BrowserConn, std::process::Child) {
+    use std::os::unix::process::CommandExt;
+    std::fs::create_dir_all(profile).unwrap();
+    let mut args = flags;
     args.push("--no-sandbox".into());
     args.push(format!("--window-size={width},{height}"));
     args.push(format!("--user-data-dir={}", profile.display()));

@@ -248,15 +248,7 @@ impl Connection {
                             break;
                         }
                     }
-                    mut frame = writer_slot.next() => {
-                        // Acknowledged as it is taken, without waiting for
-                        // the answer: Chromium encodes the next frame while
-                        // this one is written. One frame ahead, no more: a
-                        // frame waiting in the slot is acknowledged only
-                        // when taken, so a slow socket still holds Chromium
-                        // back.
-                        let (page, acks) = (frame.page.clone(), std::mem::take(&mut frame.acks));
-                        tokio::spawn(async move { Frame::ack(&page, acks).await });
+                    frame = writer_slot.next() => {
                         seq += 1;
                         let meta = ServerMsg::Frame(FrameMeta {
                             seq,
@@ -271,6 +263,8 @@ impl Connection {
                         let bytes = frame.jpeg.len();
                         let sent = sink.send(text(&meta)).await.is_ok()
                             && sink.send(Message::Binary(frame.jpeg.into())).await.is_ok();
+                        // Only now may Chromium send the next frame.
+                        Frame::ack(&frame.page, frame.acks).await;
                         if !sent {
                             break;
                         }

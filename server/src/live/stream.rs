@@ -3,12 +3,10 @@
 //! Chromium sends a frame and waits for its acknowledgement before it sends
 //! many more (it allows a couple in flight). The pump puts each frame into
 //! the slot, replacing one the socket has not taken yet, and never
-//! acknowledges it itself: the socket's writer does, for the frame it takes
-//! and every frame that one replaced, as it takes it (Chromium encodes the
-//! next frame while this one is written). A frame left in the slot is not
-//! acknowledged, so a slow socket slows Chromium down, one frame ahead,
-//! instead of growing a queue, and what it gets is always the newest
-//! picture.
+//! acknowledges it itself: the socket's writer does, for the frame it sent
+//! and every frame that one replaced, once the send has completed. A slow
+//! socket therefore slows Chromium down instead of growing a queue, and
+//! what it gets is always the newest picture.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -42,7 +40,7 @@ pub struct Frame {
     pub ts: f64,
     /// The tab it came from (acknowledgements go there).
     pub page: Page,
-    /// Chromium's frame numbers to acknowledge once this one is taken: its
+    /// Chromium's frame numbers to acknowledge once this one is sent: its
     /// own and those of the frames it replaced.
     pub acks: Vec<i64>,
 }

@@ -62,7 +62,9 @@ build() {
   # The dependencies of another commit's build, when there is one.
   if [ ! -d "$target" ]; then
     local seed
-    seed=$(find "$dir" -maxdepth 1 -name 'target-*' -type d | head -n 1)
+    # The newest: most likely the nearest commit (the fewest crates to
+    # build again).
+    seed=$(ls -td "$dir"/target-* 2>/dev/null | head -n 1)
     if [ -n "$seed" ]; then
       echo "== $sha: starting from a copy of $seed" >&2
       cp -a "$seed" "$target"
@@ -102,7 +104,8 @@ for r in $(seq 1 "$rounds"); do
   done
 done
 
-# The figures: every `p50 N ms` (named by the text before it on its line),
+# The figures: every `p50 N ms` (named by the text before it on its line,
+# its numbers as N),
 # and `N× raw`, `N MiB per session`, `N fps` with their line's start.
 python3 - "$out" "$rounds" "${old:0:12}" "${new:0:12}" <<'PY'
 import re, statistics, sys
@@ -113,6 +116,9 @@ other = re.compile(r"([0-9.]+)\s*(×|x raw|MiB per session|fps)")
 def short(text):
     text = re.sub(r"p50.*?\(n=\d+\)", "", text)  # earlier stats on the line
     text = re.sub(r"\([^()]*\)", "", text)        # asides
+    # Numbers in a label (a frame rate printed before the figure) would
+    # make the two sides' names differ; a label printed twice is numbered.
+    text = re.sub(r"\d+(?:\.\d+)?", "N", text)
     return " ".join(text.replace(":", " ").split())[:78] or "(unnamed)"
 def figures(text):
     # A name printed twice (the same sub-line under two headings) is

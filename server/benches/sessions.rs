@@ -2096,113 +2096,65 @@ async fn repaint_gap(
         .max_height(720)
         .every_nth_frame(1)
         .build();
-    // (name, flags, screencast, Cordon's page set-up, input)
+    // (name, flags, screencast, Cordon's page set-up, input): each differs
+    // from the first in one thing.
+    let with = |name, setup, press| (name, base.clone(), jpeg(80, 1280, 720), setup, press);
+    let flags = |name, flags| (name, flags, jpeg(80, 1280, 720), SetUp::None, Press::Click);
+    let cast = |name, params| (name, base.clone(), params, SetUp::None, Press::Click);
+    let minimal = [
+        "--headless",
+        "--no-first-run",
+        "--remote-debugging-address=127.0.0.1",
+        "--remote-debugging-port=0",
+    ];
     let raws: Vec<(&str, Vec<String>, StartScreencastParams, SetUp, Press)> = vec![
-        (
-            "raw, Cordon's flags",
-            base.clone(),
-            jpeg(80, 1280, 720),
-            SetUp::None,
-            Press::Click,
-        ),
-        (
+        with("raw, Cordon's flags", SetUp::None, Press::Click),
+        with(
             "raw, + Cordon's page set-up (metrics override, auto-attach)",
-            base.clone(),
-            jpeg(80, 1280, 720),
             SetUp::Both,
             Press::Click,
         ),
-        (
+        with(
             "raw, + the metrics override alone",
-            base.clone(),
-            jpeg(80, 1280, 720),
             SetUp::Metrics,
             Press::Click,
         ),
-        (
+        with(
             "raw, no override, window 1280x807 (a 1280x720 viewport too)",
-            base.clone(),
-            jpeg(80, 1280, 720),
             SetUp::TallWindow,
             Press::Click,
         ),
-        (
-            "raw, + auto-attach alone",
-            base.clone(),
-            jpeg(80, 1280, 720),
-            SetUp::Attach,
-            Press::Click,
-        ),
-        (
+        with("raw, + auto-attach alone", SetUp::Attach, Press::Click),
+        with(
             "raw, press and release only",
-            base.clone(),
-            jpeg(80, 1280, 720),
             SetUp::None,
             Press::ButtonOnly,
         ),
-        (
-            "raw, screencast PNG",
-            base.clone(),
-            png,
-            SetUp::None,
-            Press::Click,
-        ),
-        (
-            "raw, screencast JPEG q30 640x360",
-            base.clone(),
-            jpeg(30, 640, 360),
-            SetUp::None,
-            Press::Click,
-        ),
-        (
+        cast("raw, screencast PNG", png),
+        cast("raw, screencast JPEG q30 640x360", jpeg(30, 640, 360)),
+        flags(
             "raw, without --disable-gpu",
             without(&|f| f == "--disable-gpu"),
-            jpeg(80, 1280, 720),
-            SetUp::None,
-            Press::Click,
         ),
-        (
+        flags(
             "raw, without --in-process-gpu",
             without(&|f| f == "--in-process-gpu"),
-            jpeg(80, 1280, 720),
-            SetUp::None,
-            Press::Click,
         ),
-        (
+        flags(
             "raw, without NetworkServiceInProcess2",
             without(&|f| f.starts_with("--enable-features=")),
-            jpeg(80, 1280, 720),
-            SetUp::None,
-            Press::Click,
         ),
-        (
+        flags(
             "raw, without the --disable-features list",
             without(&|f| f.starts_with("--disable-features=")),
-            jpeg(80, 1280, 720),
-            SetUp::None,
-            Press::Click,
         ),
-        (
+        flags(
             "raw, without --hide-scrollbars",
             without(&|f| f == "--hide-scrollbars"),
-            jpeg(80, 1280, 720),
-            SetUp::None,
-            Press::Click,
         ),
-        (
+        flags(
             "raw, a minimal set (headless, DevTools, no first run)",
-            [
-                "--headless",
-                "--no-first-run",
-                "--remote-debugging-address=127.0.0.1",
-                "--remote-debugging-port=0",
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect(),
-            jpeg(80, 1280, 720),
-            SetUp::None,
-            Press::Click,
+            minimal.iter().map(|s| s.to_string()).collect(),
         ),
     ];
     // BENCH_REPAINT: comma-separated parts of the probes' names to run
@@ -2236,14 +2188,7 @@ async fn repaint_gap(
                 .await
                 .unwrap();
         }
-        cordon::cdp::navigate(
-            &page,
-            url,
-            cordon::cdp::WaitUntil::Load,
-            Duration::from_secs(10),
-        )
-        .await
-        .unwrap();
+        common::load(&page, url).await;
         let (rx, pump) = screencast_arrivals_with(&page, params).await;
         probes.push(Probe {
             name: name.to_owned(),

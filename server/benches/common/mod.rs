@@ -251,15 +251,20 @@ pub async fn raw_page_with(
 ) -> (BrowserConn, std::process::Child, chromiumoxide::Page) {
     let (conn, child) = raw_chromium_with(profile, 1280, 720, extra).await;
     let page = conn.first_page().await.unwrap();
+    load(&page, url).await;
+    (conn, child, page)
+}
+
+/// Loads `url` in `page` (until `load`, 10 s at most).
+pub async fn load(page: &chromiumoxide::Page, url: &str) {
     cordon::cdp::navigate(
-        &page,
+        page,
         url,
         cordon::cdp::WaitUntil::Load,
         Duration::from_secs(10),
     )
     .await
     .unwrap();
-    (conn, child, page)
 }
 
 /// Serves `app` on a task of its own until the sender is used (or dropped).

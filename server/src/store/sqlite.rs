@@ -29,12 +29,6 @@ pub(super) async fn connect(url: &str) -> anyhow::Result<AnyPool> {
     let pool = AnyPoolOptions::new()
         .max_connections(if in_memory { 1 } else { 8 })
         .acquire_timeout(Duration::from_secs(10))
-        // sqlx pings an idle connection before lending it, by default: on
-        // SQLite a hand-off to the connection's thread and back before
-        // every query, for a link that cannot drop (the file is local).
-        // Off, a tool call makes two fewer (the key's lookup, the audit
-        // row's transaction).
-        .test_before_acquire(false)
         .after_connect(|conn, _meta| {
             Box::pin(async move {
                 // WAL lets the dashboard read while sessions write; the busy

@@ -62,9 +62,12 @@ build() {
   # The dependencies of another commit's build, when there is one.
   if [ ! -d "$target" ]; then
     local seed
-    # The newest: most likely the nearest commit (the fewest crates to
-    # build again).
-    seed=$(ls -td "$dir"/target-* 2>/dev/null | head -n 1)
+    # The one built last (its `release/deps` changes at every build that
+    # compiles something): most likely the nearest commit, with the fewest
+    # crates to build again.
+    seed=$(find "$dir" -mindepth 3 -maxdepth 3 -path "$dir/target-*/release/deps" \
+      -printf '%T@ %h\n' | sort -rn | head -n 1 | cut -d' ' -f2-)
+    seed=${seed%/release}
     if [ -n "$seed" ]; then
       echo "== $sha: starting from a copy of $seed" >&2
       cp -a "$seed" "$target"

@@ -685,11 +685,15 @@ async fn engine(page_addr: std::net::SocketAddr, page: &str, tmp: &std::path::Pa
     );
 
     // --- Cordon warm pool ---------------------------------------------------
-    let (api, stop, task, _) = start_cordon(&tmp.join("warm"), page_addr, 2, &[]).await;
+    let (api, stop, task, state) = start_cordon(&tmp.join("warm"), page_addr, 2, &[]).await;
     let mut warm_ready = Vec::new();
     let mut warm_nav = Vec::new();
     let mut tool_key = Vec::new();
     let mut tool_eval = Vec::new();
+    // A `press`'s stages, in-process (no HTTP): the key's lookup, one
+    // audit append, and the whole pipeline (`run_tool`: the audit append,
+    // the tab lock, the two key events).
+    let (mut lookup, mut append, mut pipeline) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..iters {
         // Let the pool refill: this measures the pool, not the cold path.
         tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -715,6 +719,40 @@ async fn engine(page_addr: std::net::SocketAddr, page: &str, tmp: &std::path::Pa
                 .await;
             tool_eval.push(t.elapsed());
         }
+        let live = state
+            .sessions
+            .find_live(&sid.parse().unwrap())
+            .await
+            .unwrap();
+        let actor = cordon::audit::Actor::Agent("bench".into());
+        for _ in 0..10 {
+            let t = Instant::now();
+            let found = state.store.api_key_lookup(&api.key).await.unwrap();
+            lookup.push(t.elapsed());
+            assert!(found.is_some(), "the bench's key");
+            let t = Instant::now();
+            state
+                .store
+                .audit_append(cordon::audit::NewEvent::new(actor.clone(), "bench.probe"))
+                .await
+                .unwrap();
+            append.push(t.elapsed());
+            let t = Instant::now();
+            state
+                .sessions
+                .run_tool(
+                    &live,
+                    actor.clone(),
+                    cordon::audit::Surface::Http,
+                    cordon::sessions::ToolCall::new(cordon::sessions::Tool::Press {
+                        key: "Tab".into(),
+                    }),
+                )
+                .await
+                .unwrap();
+            pipeline.push(t.elapsed());
+        }
+        drop(live);
         api.close(&sid).await;
     }
     let (tool_key, raw_key) = (Stats(tool_key), Stats(raw_key));
@@ -738,6 +776,21 @@ async fn engine(page_addr: std::net::SocketAddr, page: &str, tmp: &std::path::Pa
         tool_eval.show(),
         raw_eval.show(),
         ms(tool_eval.median()) - ms(raw_eval.median())
+    );
+    let (lookup, append, pipeline) = (Stats(lookup), Stats(append), Stats(pipeline));
+    println!(
+        "press in-process: run_tool {}\n  of which one audit append {}\n  the key's lookup (HTTP only) {}",
+        pipeline.show(),
+        append.show(),
+        lookup.show()
+    );
+    println!(
+        "  split of the press overhead p50 {:.2} ms: audit {:.2}, the rest of run_tool {:.2}, key lookup {:.2}, HTTP and routing {:.2} ms",
+        ms(tool_key.median()) - ms(raw_key.median()),
+        ms(append.median()),
+        ms(pipeline.median()) - ms(append.median()) - ms(raw_key.median()),
+        ms(lookup.median()),
+        ms(tool_key.median()) - ms(pipeline.median()) - ms(lookup.median())
     );
 
     let _ = stop.send(());

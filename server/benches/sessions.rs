@@ -2101,7 +2101,8 @@ struct Probe {
     name: String,
     page: chromiumoxide::Page,
     press: Press,
-    sid: Option<String>,
+    /// For the API's click: the index of its Cordon, and the session.
+    api: Option<(usize, String)>,
     rx: tokio::sync::mpsc::UnboundedReceiver<Instant>,
     pump: tokio::task::JoinHandle<()>,
     frame: Vec<Duration>,
@@ -2122,9 +2123,6 @@ async fn repaint_gap(
     iters: usize,
 ) {
     use chromiumoxide::cdp::browser_protocol::emulation::SetDeviceMetricsOverrideParams;
-    use chromiumoxide::cdp::browser_protocol::input::{
-        DispatchMouseEventParams, DispatchMouseEventType, MouseButton,
-    };
     use chromiumoxide::cdp::browser_protocol::page::{
         StartScreencastFormat, StartScreencastParams,
     };
@@ -2247,7 +2245,7 @@ async fn repaint_gap(
             name: name.to_owned(),
             page,
             press,
-            sid: None,
+            api: None,
             rx,
             pump,
             frame: Vec::new(),
@@ -2333,7 +2331,7 @@ async fn repaint_gap(
                 ),
                 page: page.clone(),
                 press,
-                sid: Some(sid.clone()),
+                api: Some((cordons.len(), sid.clone())),
                 rx,
                 pump,
                 frame: Vec::new(),
@@ -2349,16 +2347,7 @@ async fn repaint_gap(
     for round in 0..iters {
         for j in 0..n {
             let p = &mut probes[(j + round) % n];
-            let api = p.sid.as_ref().map(|sid| {
-                (
-                    &cordons
-                        .iter()
-                        .find(|c| &c.3 == sid)
-                        .expect("the probe's Cordon")
-                        .0,
-                    sid,
-                )
-            });
+            let api = p.api.as_ref().map(|(i, sid)| (&cordons[*i].0, sid));
             for _ in 0..3 {
                 while p.rx.try_recv().is_ok() {}
                 let t = Instant::now();
@@ -2371,15 +2360,11 @@ async fn repaint_gap(
                     .await
                     .unwrap(),
                     Press::ButtonOnly => {
-                        for kind in [
-                            DispatchMouseEventType::MousePressed,
-                            DispatchMouseEventType::MouseReleased,
-                        ] {
-                            let mut ev = DispatchMouseEventParams::new(kind, 60.0, 30.0);
-                            ev.button = Some(MouseButton::Left);
-                            ev.buttons = Some(1);
-                            ev.click_count = Some(1);
-                            p.page.execute(ev).await.unwrap();
+                        for kind in [cordon::cdp::MouseKind::Down, cordon::cdp::MouseKind::Up] {
+                            let left = cordon::cdp::Button::Left;
+                            cordon::cdp::mouse_event(&p.page, kind, 60.0, 30.0, left, 1, 1, 0)
+                                .await
+                                .unwrap();
                         }
                     }
                     Press::Api => {

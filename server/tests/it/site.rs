@@ -633,4 +633,22 @@ impl Canary {
     pub fn hits(&self) -> usize {
         self.hits.load(Ordering::SeqCst)
     }
+
+    /// Whether a `navigate` tool's answer is the guard's refusal of this
+    /// canary: a typed error, the guard's 403 page, or `egress_refused`
+    /// naming the canary's port with `reason` (Chromium can turn the
+    /// guard's answer into a net error and show its own error page; seen
+    /// once in a loaded CI run). [`Canary::hits`] is the proof either way.
+    pub fn refused(
+        &self,
+        status: reqwest::StatusCode,
+        v: &serde_json::Value,
+        reason: &str,
+    ) -> bool {
+        status == reqwest::StatusCode::UNPROCESSABLE_ENTITY
+            || (status == reqwest::StatusCode::OK
+                && (v["status"] == 403
+                    || (v["egress_refused"]["port"] == self.addr.port()
+                        && v["egress_refused"]["reason"] == reason)))
+    }
 }

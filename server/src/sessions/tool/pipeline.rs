@@ -157,6 +157,11 @@ impl SessionManager {
         let out = match out {
             ToolOutput::Navigated(mut nav) => {
                 nav.note_refusals(session.refusals.since(refusals));
+                if let Some(failure) = &nav.failure {
+                    // Chromium's net error (no URL): which one the guard's
+                    // refusal turned into, for whoever reads a flaky run.
+                    tracing::debug!(session.id = %session.id, error = %failure, refused = nav.egress_refused.is_some(), "navigation failed");
+                }
                 if let Some(failure) = nav.failure.take()
                     && nav.egress_refused.is_none()
                 {

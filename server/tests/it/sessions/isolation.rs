@@ -67,14 +67,10 @@ async fn a_session_browser_cannot_reach_what_the_egress_guard_refuses() {
     let canary_url = format!("http://127.0.0.1:{}/", canary.addr.port());
     // Refused by the guard: shown as its 403 page (plain http) or a failed
     // navigation (tunnels), never the canary's answer.
-    let refused = |status: StatusCode, v: &Value| {
-        status == StatusCode::UNPROCESSABLE_ENTITY
-            || (status == StatusCode::OK && v["status"] == 403)
-    };
     let (status, res) = agent
         .tool(&sid, "navigate", json!({ "url": canary_url }))
         .await;
-    assert!(refused(status, &res), "{status} {res}");
+    assert!(canary.refused(status, &res, "loopback"), "{status} {res}");
     let redirect = site.url(&format!(
         "/redirect?to=http://localhost:{}/",
         canary.addr.port()
@@ -82,7 +78,7 @@ async fn a_session_browser_cannot_reach_what_the_egress_guard_refuses() {
     let (status, res) = agent
         .tool(&sid, "navigate", json!({ "url": redirect }))
         .await;
-    assert!(refused(status, &res), "{status} {res}");
+    assert!(canary.refused(status, &res, "loopback"), "{status} {res}");
     assert_eq!(canary.hits(), 0, "the canary was reached");
     let live = app.live("acme", &sid).await;
     let log = app

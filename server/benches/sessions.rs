@@ -1580,7 +1580,8 @@ async fn main() {
     let tmp = tempfile::tempdir().unwrap();
     // BENCH_ONLY: comma-separated sections (engine, inject, limits, mcp, task, gate, cdp, capacity); all
     // when unset. `gatesplit` (the gate's reads timed apart), `repaint` (the
-    // click → frame bisection), `framesignal` and `memflags` run only when named.
+    // click → frame bisection), `firstpage` (the warm first page, split),
+    // `framesignal` and `memflags` run only when named.
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
     let run = |name: &str| only.is_empty() || only.split(',').any(|s| s.trim() == name);
     println!(
@@ -1625,6 +1626,9 @@ async fn main() {
     }
     if only.split(',').any(|s| s.trim() == "repaint") {
         repaint_gap(page_addr, &format!("{page}count"), tmp.path(), iters).await;
+    }
+    if only.split(',').any(|s| s.trim() == "firstpage") {
+        first_page_split(page_addr, &page, tmp.path(), iters).await;
     }
     if only.split(',').any(|s| s.trim() == "framesignal") {
         frame_signal(&page, tmp.path(), iters).await;
@@ -2416,4 +2420,160 @@ async fn repaint_gap(
         drop(conn);
         kill(child);
     }
+}
+
+/// The warm first page, split: where a fresh session's first navigation
+/// spends its time against a raw browser's. Each round, one after another
+/// with a rest before each (the pool refills, the raw browser settles):
+/// - raw, a fresh idle browser's first navigation, then the same URL again
+///   (the engine section's "raw navigate", a warm renderer and cache);
+/// - raw with Cordon's viewport override set first (what a session has);
+/// - Cordon from the pool, the session's page navigated over CDP directly
+///   after a rest (the browser in its sandbox, behind the egress guard: no
+///   control plane);
+/// - the same over the API (the control plane's part of a navigation);
+/// - Cordon from the pool, open and navigate over the API (the engine
+///   section's "open → first page loaded (warm)").
+async fn first_page_split(
+    page_addr: std::net::SocketAddr,
+    page: &str,
+    tmp: &std::path::Path,
+    iters: usize,
+) {
+    use chromiumoxide::cdp::browser_protocol::emulation::SetDeviceMetricsOverrideParams;
+    let rest = Duration::from_millis(1500);
+    let nav = |p: chromiumoxide::Page| async move {
+        let t = Instant::now();
+        cordon::cdp::navigate(
+            &p,
+            page,
+            cordon::cdp::WaitUntil::Load,
+            Duration::from_secs(20),
+        )
+        .await
+        .unwrap();
+        t.elapsed()
+    };
+    let (api, stop, task, state) = start_cordon(&tmp.join("firstpage"), page_addr, 1, &[]).await;
+    let (mut raw_first, mut raw_again, mut raw_override) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut cdp_nav, mut api_open, mut api_nav, mut api_total) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut api_rested = Vec::new();
+    for i in 0..iters {
+        for with_override in [false, true] {
+            let (conn, child) = common::raw_chromium(
+                &tmp.join(format!("firstpage-raw-{i}-{with_override}")),
+                1280,
+                720,
+            )
+            .await;
+            let p = conn.first_page().await.unwrap();
+            if with_override {
+                p.execute(SetDeviceMetricsOverrideParams::new(1280, 720, 1.0, false))
+                    .await
+                    .unwrap();
+            }
+            tokio::time::sleep(rest).await;
+            let first = nav(p.clone()).await;
+            if with_override {
+                raw_override.push(first);
+            } else {
+                raw_first.push(first);
+                raw_again.push(nav(p).await);
+            }
+            drop(conn);
+            kill(child);
+        }
+        tokio::time::sleep(rest).await;
+        let sid = api.open().await;
+        let live = state
+            .sessions
+            .find_live(&sid.parse().unwrap())
+            .await
+            .unwrap();
+        let p = live.pages().await.unwrap().remove(0);
+        drop(live);
+        tokio::time::sleep(rest).await;
+        cdp_nav.push(nav(p).await);
+        api.close(&sid).await;
+        tokio::time::sleep(rest).await;
+        let sid = api.open().await;
+        tokio::time::sleep(rest).await;
+        let t = Instant::now();
+        api.post(
+            &format!("/api/sessions/{sid}/navigate"),
+            json!({ "url": page }),
+        )
+        .await;
+        api_rested.push(t.elapsed());
+        api.close(&sid).await;
+        tokio::time::sleep(rest).await;
+        let t = Instant::now();
+        let sid = api.open().await;
+        let opened = t.elapsed();
+        let res = api
+            .post(
+                &format!("/api/sessions/{sid}/navigate"),
+                json!({ "url": page }),
+            )
+            .await;
+        assert!(res["status"] == 200, "{res}");
+        let total = t.elapsed();
+        api_open.push(opened);
+        api_nav.push(total - opened);
+        api_total.push(total);
+        api.close(&sid).await;
+    }
+    let _ = stop.send(());
+    task.await.unwrap();
+    let (raw_first, raw_again, raw_override) =
+        (Stats(raw_first), Stats(raw_again), Stats(raw_override));
+    let (cdp_nav, api_open, api_nav, api_total) = (
+        Stats(cdp_nav),
+        Stats(api_open),
+        Stats(api_nav),
+        Stats(api_total),
+    );
+    let r = |s: &Stats| ms(s.median()) / ms(raw_first.median());
+    println!("first page, split ({iters} rounds; ratios to raw's first navigation)");
+    println!(
+        "raw  first navigation, fresh idle browser   {}",
+        raw_first.show()
+    );
+    println!(
+        "raw  the same URL again (engine's baseline) {}   {:.2}×",
+        raw_again.show(),
+        r(&raw_again)
+    );
+    println!(
+        "raw  first navigation, viewport override    {}   {:.2}×",
+        raw_override.show(),
+        r(&raw_override)
+    );
+    println!(
+        "cordon session's first navigation over CDP  {}   {:.2}×",
+        cdp_nav.show(),
+        r(&cdp_nav)
+    );
+    let api_rested = Stats(api_rested);
+    println!(
+        "cordon navigate (API), the session at rest  {}   {:.2}×",
+        api_rested.show(),
+        r(&api_rested)
+    );
+    println!(
+        "cordon open (API, from the pool)            {}",
+        api_open.show()
+    );
+    println!(
+        "cordon navigate (API), after the open       {}   {:.2}×",
+        api_nav.show(),
+        r(&api_nav)
+    );
+    println!(
+        "cordon open → first page loaded (API)       {}   {:.2}×   ({:.2}× the engine's baseline)",
+        api_total.show(),
+        r(&api_total),
+        ms(api_total.median()) / ms(raw_again.median())
+    );
 }

@@ -6,7 +6,17 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = cordon::cli::Cli::parse();
-    let runtime = match tokio::runtime::Runtime::new() {
+    // The relay inside each sandbox only copies bytes for one browser: one
+    // thread does, and a worker per core in each of hundreds of sandboxes
+    // would be memory for nothing (BENCHMARKS.md, issue 25 item 3).
+    let runtime = if matches!(cli.command, Some(cordon::cli::Command::Relay(_))) {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Runtime::new()
+    };
+    let runtime = match runtime {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

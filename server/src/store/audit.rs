@@ -71,29 +71,36 @@ impl Store {
             hash: String::new(),
         };
         stored.hash = chain_hash(&stored.prev_hash, &stored.canonical_bytes());
-        sqlx::query(
-            "INSERT INTO audit_events (seq, ts, tenant_id, session_id, actor, action, params, outcome, prev_hash, hash) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-        )
-        .bind(stored.seq)
-        .bind(stored.ts)
-        .bind(stored.tenant.clone())
-        .bind(stored.session.clone())
-        .bind(&stored.actor)
-        .bind(&stored.action)
-        .bind(&stored.params)
-        .bind(&stored.outcome)
-        .bind(&stored.prev_hash)
-        .bind(&stored.hash)
-        .execute(&mut *tx)
-        .await
-        .context("failed to insert audit event")?;
-        sqlx::query("UPDATE audit_head SET seq = $1, hash = $2 WHERE id = 1")
+        // On SQLite the head moves in the same call as the insert (its
+        // driver runs each statement of a call with the call's binds, by
+        // number): one hand-off to its thread less per append.
+        const INSERT: &str = "INSERT INTO audit_events (seq, ts, tenant_id, session_id, actor, action, params, outcome, prev_hash, hash) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
+        const INSERT_AND_MOVE: &str = "INSERT INTO audit_events (seq, ts, tenant_id, session_id, actor, action, params, outcome, prev_hash, hash) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10); \
+             UPDATE audit_head SET seq = $1, hash = $10 WHERE id = 1";
+        sqlx::query(if sqlite { INSERT_AND_MOVE } else { INSERT })
             .bind(stored.seq)
+            .bind(stored.ts)
+            .bind(stored.tenant.clone())
+            .bind(stored.session.clone())
+            .bind(&stored.actor)
+            .bind(&stored.action)
+            .bind(&stored.params)
+            .bind(&stored.outcome)
+            .bind(&stored.prev_hash)
             .bind(&stored.hash)
             .execute(&mut *tx)
             .await
-            .context("failed to move the audit head")?;
+            .context("failed to insert audit event")?;
+        if !sqlite {
+            sqlx::query("UPDATE audit_head SET seq = $1, hash = $2 WHERE id = 1")
+                .bind(stored.seq)
+                .bind(&stored.hash)
+                .execute(&mut *tx)
+                .await
+                .context("failed to move the audit head")?;
+        }
         tx.commit().await.context("failed to commit audit append")?;
         metrics::counter!("cordon_audit_events_total").increment(1);
         self.changes.publish(crate::events::Topic::Audit);

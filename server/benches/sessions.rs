@@ -2427,7 +2427,9 @@ async fn repaint_gap(
 /// with a rest before each (the pool refills, the raw browser settles):
 /// - raw, a fresh idle browser's first navigation, then the same URL again
 ///   (the engine section's "raw navigate", a warm renderer and cache);
-/// - raw with Cordon's viewport override set first (what a session has);
+/// - raw with a device-metrics override set first (what a session had
+///   until the window was sized instead), and with its window sized for
+///   the same 1280×720 viewport (what a session has now);
 /// - Cordon from the pool, the session's page navigated over CDP directly
 ///   after a rest (the browser in its sandbox, behind the egress guard: no
 ///   control plane);
@@ -2456,30 +2458,37 @@ async fn first_page_split(
     };
     let (api, stop, task, state) = start_cordon(&tmp.join("firstpage"), page_addr, 1, &[]).await;
     let (mut raw_first, mut raw_again, mut raw_override) = (Vec::new(), Vec::new(), Vec::new());
+    let mut raw_sized = Vec::new();
     let (mut cdp_nav, mut api_open, mut api_nav, mut api_total) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut api_rested = Vec::new();
     for i in 0..iters {
-        for with_override in [false, true] {
-            let (conn, child) = common::raw_chromium(
-                &tmp.join(format!("firstpage-raw-{i}-{with_override}")),
-                1280,
-                720,
-            )
-            .await;
+        // 0: as started (a 1280×633 viewport in a 1280×720 window), 1:
+        // Cordon's old viewport override, 2: the window sized for a
+        // 1280×720 viewport, as Cordon's are now.
+        for setup in 0..3 {
+            let (conn, child) =
+                common::raw_chromium(&tmp.join(format!("firstpage-raw-{i}-{setup}")), 1280, 720)
+                    .await;
             let p = conn.first_page().await.unwrap();
-            if with_override {
-                p.execute(SetDeviceMetricsOverrideParams::new(1280, 720, 1.0, false))
-                    .await
-                    .unwrap();
+            match setup {
+                1 => {
+                    p.execute(SetDeviceMetricsOverrideParams::new(1280, 720, 1.0, false))
+                        .await
+                        .unwrap();
+                }
+                2 => cordon::cdp::size_viewport(&p, 1280, 720).await.unwrap(),
+                _ => {}
             }
             tokio::time::sleep(rest).await;
             let first = nav(p.clone()).await;
-            if with_override {
-                raw_override.push(first);
-            } else {
-                raw_first.push(first);
-                raw_again.push(nav(p).await);
+            match setup {
+                0 => {
+                    raw_first.push(first);
+                    raw_again.push(nav(p).await);
+                }
+                1 => raw_override.push(first),
+                _ => raw_sized.push(first),
             }
             drop(conn);
             kill(child);
@@ -2549,6 +2558,12 @@ async fn first_page_split(
         "raw  first navigation, viewport override    {}   {:.2}×",
         raw_override.show(),
         r(&raw_override)
+    );
+    let raw_sized = Stats(raw_sized);
+    println!(
+        "raw  first navigation, window sized 1280×720 {}   {:.2}×",
+        raw_sized.show(),
+        r(&raw_sized)
     );
     println!(
         "cordon session's first navigation over CDP  {}   {:.2}×",

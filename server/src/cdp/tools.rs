@@ -59,6 +59,27 @@ pub(super) async fn bounded<T>(
     }
 }
 
+/// Sizes `page`'s window so that its viewport is `width`×`height`: the
+/// page then renders at its own size, without the emulation a device-metrics
+/// override runs at every frame and navigation (about 1.5 ms a repaint and
+/// 3 ms a first navigation here: BENCHMARKS.md, issue 25). Chromium
+/// resizes the renderer before it answers.
+pub async fn size_viewport(page: &Page, width: u32, height: u32) -> Result<(), CdpError> {
+    use chromiumoxide::cdp::browser_protocol::browser::{
+        GetWindowForTargetParams, SetContentsSizeParams,
+    };
+    let window = page
+        .execute(GetWindowForTargetParams::default())
+        .await?
+        .result
+        .window_id;
+    let mut size = SetContentsSizeParams::new(window);
+    size.width = Some(i64::from(width));
+    size.height = Some(i64::from(height));
+    page.execute(size).await?;
+    Ok(())
+}
+
 /// Loads `url` in `page` and waits as asked.
 pub async fn navigate(
     page: &Page,

@@ -31,8 +31,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use chromiumoxide::cdp::browser_protocol::emulation::SetDeviceMetricsOverrideParams;
-
 use crate::domain::{SessionId, TenantId};
 use crate::egress::EgressGuard;
 use crate::recording::Recorder;
@@ -111,11 +109,6 @@ impl Inner {
             .remove(&warm.sandbox.id);
         warm.egress.close().await;
     }
-}
-
-/// Sets the page's viewport (the window may be larger).
-pub(crate) fn metrics_override(v: Viewport) -> SetDeviceMetricsOverrideParams {
-    SetDeviceMetricsOverrideParams::new(i64::from(v.width), i64::from(v.height), 1.0, false)
 }
 
 /// The session engine; cheap to clone.

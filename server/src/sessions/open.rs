@@ -9,7 +9,7 @@ use serde_json::json;
 use super::files::Downloads;
 use super::{
     CredentialMode, DownloadPolicy, OpenRequest, OpenRequestError, RunningSession, SessionError,
-    SessionInfo, SessionManager, injection, metrics_override, pool,
+    SessionInfo, SessionManager, injection, pool,
 };
 use crate::audit::{Actor, NewEvent};
 use crate::domain::{CloseReason, SessionId, SessionState, TenantId};
@@ -332,8 +332,11 @@ impl SessionManager {
         let mut setup = async {
             let assign = async { inner.store.sandbox_assign(&warm.sandbox_id, id).await };
             let viewport = async {
-                warm.page
-                    .execute(metrics_override(req.viewport))
+                if req.viewport == warm.viewport {
+                    return Ok(());
+                }
+                let v = req.viewport;
+                crate::cdp::size_viewport(&warm.page, v.width, v.height)
                     .await
                     .context("failed to set the viewport")
             };

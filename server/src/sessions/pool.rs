@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
+use anyhow::Context;
 use chromiumoxide::Page;
 use tokio::sync::Notify;
 
@@ -13,6 +14,7 @@ use crate::cdp::BrowserConn;
 use crate::domain::SandboxId;
 use crate::egress::EgressListener;
 use crate::sandbox::{EgressReach, Sandbox, SandboxSpec};
+use crate::sessions::Viewport;
 use crate::store::sessions::SandboxRow;
 
 use super::Inner;
@@ -25,6 +27,8 @@ pub(super) struct Warm {
     pub conn: BrowserConn,
     pub page: Page,
     pub egress: EgressListener,
+    /// The viewport its window was sized for.
+    pub viewport: Viewport,
 }
 
 #[derive(Default)]
@@ -180,6 +184,7 @@ async fn start_inner(inner: &Inner, sandbox_id: SandboxId, state: &str) -> anyho
         session_id: None,
         cdp_url: None,
     };
+    let viewport = Viewport::default();
     let connected = async {
         inner.store.sandbox_insert(&row, &sandbox.cdp_url).await?;
         let conn = BrowserConn::connect(&sandbox.cdp_url).await?;
@@ -187,6 +192,12 @@ async fn start_inner(inner: &Inner, sandbox_id: SandboxId, state: &str) -> anyho
         let (denied, page) = tokio::join!(conn.deny_downloads(), conn.first_page());
         denied?;
         let page = page?;
+        // The window sized for the usual viewport ahead of time: an open
+        // that asks for it has nothing to set (an override would cost
+        // every frame: `cdp::size_viewport`).
+        crate::cdp::size_viewport(&page, viewport.width, viewport.height)
+            .await
+            .context("failed to size the browser's window")?;
         anyhow::Ok((conn, page))
     }
     .await;
@@ -197,6 +208,7 @@ async fn start_inner(inner: &Inner, sandbox_id: SandboxId, state: &str) -> anyho
             conn,
             page,
             egress,
+            viewport,
         }),
         Err(e) => {
             if let Err(e) = inner.driver.stop(&sandbox).await {

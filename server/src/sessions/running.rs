@@ -386,8 +386,8 @@ impl RunningSession {
         for params in sources {
             page.execute(params).await?;
         }
-        page.execute(super::metrics_override(self.viewport()))
-            .await?;
+        let v = self.viewport();
+        crate::cdp::size_viewport(&page, v.width, v.height).await?;
         if let Some(url) = url {
             page.goto(url).await?;
         }

@@ -51,3 +51,58 @@ async fn the_fixture_starts_a_real_chromium_and_kills_it_on_drop() {
         "chromium still running"
     );
 }
+
+/// `cdp::size_viewport` gives the page exactly the viewport asked for, at
+/// once (no override: the window itself), for sizes wider and taller than
+/// the window the browser started with, and a screenshot has that size.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_window_sized_for_a_viewport_shows_exactly_that_viewport_at_once() {
+    let browser = Chromium::start_with(&["--window-size=1280,720".into()], "about:blank");
+    let version: serde_json::Value = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .get(format!(
+            "http://127.0.0.1:{}/json/version",
+            browser.devtools_port
+        ))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let conn = cordon::cdp::BrowserConn::connect(version["webSocketDebuggerUrl"].as_str().unwrap())
+        .await
+        .unwrap();
+    let page = conn.first_page().await.unwrap();
+    for (w, h) in [
+        (1280, 720),
+        (1920, 1080),
+        (390, 844),
+        (200, 200),
+        (3840, 2160),
+        (800, 600),
+    ] {
+        cordon::cdp::size_viewport(&page, w, h).await.unwrap();
+        let seen = cordon::cdp::evaluate(&page, "[innerWidth, innerHeight, devicePixelRatio]")
+            .await
+            .unwrap();
+        assert_eq!(seen, serde_json::json!([w, h, 1]), "asked for {w}×{h}");
+        let png = cordon::cdp::screenshot(
+            &page,
+            cordon::cdp::ImageFormat::Png,
+            None,
+            false,
+            Duration::from_secs(20),
+        )
+        .await
+        .unwrap();
+        let dims = image::ImageReader::new(std::io::Cursor::new(&png))
+            .with_guessed_format()
+            .unwrap()
+            .into_dimensions()
+            .unwrap();
+        assert_eq!(dims, (w, h), "the screenshot of {w}×{h}");
+    }
+}

@@ -188,7 +188,7 @@ async fn input(
         } => cdp::key_event(page, *down, key, code, *modifiers).await?,
         LiveInput::Text(text) => cdp::insert_text(page, text).await?,
         LiveInput::Resize(v) => {
-            page.execute(crate::sessions::metrics_override(*v)).await?;
+            cdp::size_viewport(page, v.width, v.height).await?;
             session.set_viewport(*v);
         }
     }

@@ -403,6 +403,13 @@ pub async fn start() -> Site {
             }),
         )
         .route("/popup", get(|| async { Html(POPUP) }))
+        // The viewport the page itself sees, as its title.
+        .route(
+            "/size",
+            get(|| async {
+                Html("<title>-</title><script>document.title = `${innerWidth}x${innerHeight}x${devicePixelRatio}`</script>")
+            }),
+        )
         .route("/iframe", get(|| async { Html(IFRAME) }))
         .route("/show-state", get(|| async { Html(SHOW_STATE) }))
         .route("/set-login", get(set_login))

@@ -265,3 +265,46 @@ async fn downloads_are_refused_and_write_no_file_anywhere() {
     agent.navigate_ok(&sid, &site.url("/form")).await;
     app.stop().await;
 }
+
+/// The page sees the viewport its session asked for, from the pool's
+/// browser (sized ahead for the default) and for another size, in a tab
+/// the agent opens too; a screenshot has that size.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_sees_the_viewport_asked_for_in_every_tab() {
+    let site = site::start().await;
+    let app = session_app(Backend::Sqlite, &site.allow(), &[("CORDON_POOL_SIZE", "1")]).await;
+    let agent = app.agent("acme").await;
+    for (asked, w, h) in [
+        (json!({}), 1280, 720),
+        (
+            json!({ "viewport": { "width": 390, "height": 844 } }),
+            390,
+            844,
+        ),
+        (
+            json!({ "viewport": { "width": 1920, "height": 1080 } }),
+            1920,
+            1080,
+        ),
+    ] {
+        let want = format!("{w}x{h}x1");
+        let sid = agent.open(asked.clone()).await;
+        let nav = agent.navigate_ok(&sid, &site.url("/size")).await;
+        assert_eq!(nav["title"], want.as_str(), "{asked}: {nav}");
+        let (status, shot) = agent.tool(&sid, "screenshot", json!({})).await;
+        assert_eq!(status, StatusCode::OK, "{shot:.200}");
+        assert_eq!(
+            (shot["width"].as_u64(), shot["height"].as_u64()),
+            (Some(w), Some(h)),
+            "{asked}"
+        );
+        let (status, tab) = agent
+            .post(&format!("/api/sessions/{sid}/tabs"), json!({}))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{tab}");
+        let nav = agent.navigate_ok(&sid, &site.url("/size")).await;
+        assert_eq!(nav["title"], want.as_str(), "{asked}, a new tab: {nav}");
+        agent.close(&sid).await;
+    }
+    app.stop().await;
+}

@@ -105,4 +105,24 @@ async fn a_window_sized_for_a_viewport_shows_exactly_that_viewport_at_once() {
             .unwrap();
         assert_eq!(dims, (w, h), "the screenshot of {w}×{h}");
     }
+    // A hostile page cannot resize a window it did not open: the viewport
+    // stays what the control plane made it.
+    for page in [page.clone(), conn.new_page("about:blank").await.unwrap()] {
+        cordon::cdp::size_viewport(&page, 800, 600).await.unwrap();
+        cordon::cdp::evaluate(&page, "resizeTo(300, 300); resizeBy(-200, -200); 0")
+            .await
+            .unwrap();
+        // An absence: a resize would show within a frame or two; this
+        // waits far longer (a slow machine can only make it pass late,
+        // never fail wrongly).
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let seen = cordon::cdp::evaluate(&page, "[innerWidth, innerHeight]")
+            .await
+            .unwrap();
+        assert_eq!(
+            seen,
+            serde_json::json!([800, 600]),
+            "after the page's resizeTo"
+        );
+    }
 }

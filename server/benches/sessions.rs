@@ -2502,12 +2502,14 @@ async fn first_page_split(
             .unwrap();
         let p = live.pages().await.unwrap().remove(0);
         drop(live);
-        tokio::time::sleep(rest).await;
+        // Past the pool's refill (it starts `pool_refill_delay`, 1 s,
+        // after the take, and a Chromium start takes both cores a while).
+        tokio::time::sleep(rest * 2).await;
         cdp_nav.push(nav(p).await);
         api.close(&sid).await;
         tokio::time::sleep(rest).await;
         let sid = api.open().await;
-        tokio::time::sleep(rest).await;
+        tokio::time::sleep(rest * 2).await;
         let t = Instant::now();
         api.post(
             &format!("/api/sessions/{sid}/navigate"),

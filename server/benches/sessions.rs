@@ -608,14 +608,7 @@ async fn engine(page_addr: std::net::SocketAddr, page: &str, tmp: &std::path::Pa
         raw_cold_t.push(t);
         let p = conn.first_page().await.unwrap();
         let t = Instant::now();
-        cordon::cdp::navigate(
-            &p,
-            page,
-            cordon::cdp::WaitUntil::Load,
-            Duration::from_secs(20),
-        )
-        .await
-        .unwrap();
+        common::load(&p, page).await;
         raw_nav.push(t.elapsed());
         for _ in 0..10 {
             let t = Instant::now();
@@ -2446,14 +2439,7 @@ async fn first_page_split(
     let rest = Duration::from_millis(1500);
     let nav = |p: chromiumoxide::Page| async move {
         let t = Instant::now();
-        cordon::cdp::navigate(
-            &p,
-            page,
-            cordon::cdp::WaitUntil::Load,
-            Duration::from_secs(20),
-        )
-        .await
-        .unwrap();
+        common::load(&p, page).await;
         t.elapsed()
     };
     let (api, stop, task, state) = start_cordon(&tmp.join("firstpage"), page_addr, 1, &[]).await;

@@ -11,20 +11,7 @@ use crate::helpers::Chromium;
 async fn the_fixture_starts_a_real_chromium_and_kills_it_on_drop() {
     let browser = Chromium::start();
     let pid = browser.pid();
-    let version: serde_json::Value = reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .unwrap()
-        .get(format!(
-            "http://127.0.0.1:{}/json/version",
-            browser.devtools_port
-        ))
-        .send()
-        .await
-        .expect("DevTools answers")
-        .json()
-        .await
-        .unwrap();
+    let version = browser.version().await;
     assert!(
         version["Browser"].as_str().unwrap().contains("Chrome"),
         "{version}"
@@ -58,23 +45,7 @@ async fn the_fixture_starts_a_real_chromium_and_kills_it_on_drop() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_window_sized_for_a_viewport_shows_exactly_that_viewport_at_once() {
     let browser = Chromium::start_with(&["--window-size=1280,720".into()], "about:blank");
-    let version: serde_json::Value = reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .unwrap()
-        .get(format!(
-            "http://127.0.0.1:{}/json/version",
-            browser.devtools_port
-        ))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let conn = cordon::cdp::BrowserConn::connect(version["webSocketDebuggerUrl"].as_str().unwrap())
-        .await
-        .unwrap();
+    let conn = browser.connect().await;
     let page = conn.first_page().await.unwrap();
     for (w, h) in [
         (1280, 720),

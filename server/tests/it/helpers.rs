@@ -350,6 +350,32 @@ impl Chromium {
     pub fn pid(&self) -> i32 {
         i32::try_from(self.child.id()).expect("pid fits")
     }
+
+    /// What `/json/version` says.
+    pub async fn version(&self) -> serde_json::Value {
+        reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .unwrap()
+            .get(format!(
+                "http://127.0.0.1:{}/json/version",
+                self.devtools_port
+            ))
+            .send()
+            .await
+            .expect("DevTools answers")
+            .json()
+            .await
+            .unwrap()
+    }
+
+    /// A CDP connection to the browser.
+    pub async fn connect(&self) -> cordon::cdp::BrowserConn {
+        let version = self.version().await;
+        cordon::cdp::BrowserConn::connect(version["webSocketDebuggerUrl"].as_str().unwrap())
+            .await
+            .unwrap()
+    }
 }
 
 impl Drop for Chromium {

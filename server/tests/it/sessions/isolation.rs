@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::helpers::{Backend, PATIENCE, session_app, wait_until};
 use crate::site::{self, Canary};
@@ -130,23 +130,7 @@ async fn a_sessions_browser_runs_no_hidden_browser_ui_pages() {
     // popup's WebUI (a renderer of ~34 MiB), and the check sees it.
     let started = Instant::now();
     let control = crate::helpers::Chromium::start();
-    let version: Value = reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .unwrap()
-        .get(format!(
-            "http://127.0.0.1:{}/json/version",
-            control.devtools_port
-        ))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let conn = cordon::cdp::BrowserConn::connect(version["webSocketDebuggerUrl"].as_str().unwrap())
-        .await
-        .unwrap();
+    let conn = control.connect().await;
     wait_until(
         "the control browser's hidden WebUI page",
         PATIENCE,

@@ -115,8 +115,25 @@ test("a scoped operator's Sessions and Approvals pages show only their tenant", 
 
 test('the admin rescopes an operator on the Operators page and the next page load follows', async () => {
   const { page, errors } = admin;
+  const streams = [];
+  const onRequest = (r) => { if (new URL(r.url()).pathname === '/ui/events') streams.push(r.url()); };
+  page.on('request', onRequest);
   await page.goto(server.url + '/operators');
   await live(page);
+  page.off('request', onRequest);
+  // One change stream for the page, though its badges and both its lists
+  // listen: a browser holds at most six HTTP/1.1 connections to a host.
+  assert.equal(streams.length, 1, `change streams opened: ${streams.length}`);
+  // So more tabs of the dashboard in one browser all load and go live
+  // (with a stream per listener, four a page, the third waited forever).
+  const tabs = [];
+  for (let i = 0; i < 3; i++) {
+    const tab = await admin.context.newPage();
+    tabs.push(tab);
+    await tab.goto(server.url + '/operators');
+    await live(tab);
+  }
+  for (const tab of tabs) await tab.close();
   const row = page.locator('tr[data-operator="sam"]');
   await row.waitFor();
   assert.equal(await row.locator('input[name="tenants"]').inputValue(), 'acme');

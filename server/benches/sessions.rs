@@ -687,6 +687,7 @@ async fn engine(page_addr: std::net::SocketAddr, page: &str, tmp: &std::path::Pa
     // audit append, and the whole pipeline (`run_tool`: the audit append,
     // the tab lock, the two key events).
     let (mut lookup, mut append, mut pipeline) = (Vec::new(), Vec::new(), Vec::new());
+    let mut floor = Vec::new();
     for _ in 0..iters {
         // Let the pool refill: this measures the pool, not the cold path.
         tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -707,6 +708,18 @@ async fn engine(page_addr: std::net::SocketAddr, page: &str, tmp: &std::path::Pa
             )
             .await;
             tool_key.push(t.elapsed());
+            // The HTTP floor: a request through every layer the API's
+            // requests pass (no key, no body, no browser).
+            let t = Instant::now();
+            let res = api
+                .http
+                .get(format!("{}/healthz", api.base))
+                .send()
+                .await
+                .unwrap();
+            assert!(res.status().is_success());
+            res.bytes().await.unwrap();
+            floor.push(t.elapsed());
             let t = Instant::now();
             api.post(&format!("/api/sessions/{sid}/read_dom"), json!({}))
                 .await;
@@ -771,19 +784,24 @@ async fn engine(page_addr: std::net::SocketAddr, page: &str, tmp: &std::path::Pa
         ms(tool_eval.median()) - ms(raw_eval.median())
     );
     let (lookup, append, pipeline) = (Stats(lookup), Stats(append), Stats(pipeline));
+    let floor = Stats(floor);
+    println!("HTTP floor (GET /healthz, every layer) {}", floor.show());
     println!(
         "press in-process: run_tool {}\n  of which one audit append {}\n  the key's lookup (HTTP only) {}",
         pipeline.show(),
         append.show(),
         lookup.show()
     );
+    let http = ms(tool_key.median()) - ms(pipeline.median()) - ms(lookup.median());
     println!(
-        "  split of the press overhead p50 {:.2} ms: audit {:.2}, the rest of run_tool {:.2}, key lookup {:.2}, HTTP and routing {:.2} ms",
+        "  split of the press overhead p50 {:.2} ms: audit {:.2}, the rest of run_tool {:.2}, key lookup {:.2}, HTTP and routing {:.2} ms (of which the floor {:.2}, the tool route's own {:.2})",
         ms(tool_key.median()) - ms(raw_key.median()),
         ms(append.median()),
         ms(pipeline.median()) - ms(append.median()) - ms(raw_key.median()),
         ms(lookup.median()),
-        ms(tool_key.median()) - ms(pipeline.median()) - ms(lookup.median())
+        http,
+        ms(floor.median()),
+        http - ms(floor.median())
     );
 
     let _ = stop.send(());

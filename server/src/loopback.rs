@@ -4,66 +4,43 @@
 //! sandbox's DevTools socket, and the egress listener its forwarder feeds)
 //! are reachable by every process on the host. A connection is only taken
 //! when its client socket is one of this process's own file descriptors:
-//! the client end's inode is found in `/proc/self/net/tcp` (or `tcp6`) and
-//! looked for among `/proc/self/fd`. Another local user or process, even
+//! among `/proc/self/fd`, a socket whose own address is the connection's
+//! peer and whose peer is the listener. Another local user or process, even
 //! one that finds the port, gets the connection closed.
+//!
+//! Each descriptor is asked directly (`getsockname`, `getpeername`). The
+//! kernel's `/proc/self/net/tcp`, read here before, walks the whole TCP
+//! hash table to print it, about 4 ms of CPU a read on a 24 GiB host
+//! whatever few sockets there are, and every new connection to these
+//! listeners paid it (BENCHMARKS.md, 13:40).
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
+use std::os::fd::RawFd;
 
 /// Whether the TCP connection from `peer` to `local` was opened by this
 /// process. `false` when it cannot be told (not Linux, `/proc` unreadable).
 pub fn opened_by_this_process(local: SocketAddr, peer: SocketAddr) -> bool {
-    let table = match peer.ip() {
-        IpAddr::V4(_) => "/proc/self/net/tcp",
-        IpAddr::V6(_) => "/proc/self/net/tcp6",
-    };
-    let Ok(text) = std::fs::read_to_string(table) else {
-        return false;
-    };
-    let Some(inode) = client_inode(&text, peer, local) else {
-        return false;
-    };
-    let want = format!("socket:[{inode}]");
     let Ok(fds) = std::fs::read_dir("/proc/self/fd") else {
         return false;
     };
-    fds.flatten().any(|fd| {
-        std::fs::read_link(fd.path()).is_ok_and(|target| target.as_os_str() == want.as_str())
-    })
+    fds.flatten()
+        .filter_map(|fd| fd.file_name().to_str()?.parse::<RawFd>().ok())
+        .any(|fd| connects(fd, peer, local))
 }
 
-/// The inode of the socket whose local address is `client` and remote
-/// address is `server`, from the text of `/proc/net/tcp[6]`.
-fn client_inode(table: &str, client: SocketAddr, server: SocketAddr) -> Option<u64> {
-    let (want_local, want_remote) = (hex_addr(client), hex_addr(server));
-    // The first line is the column header. Each line is split only as far
-    // as it must be: the table holds every TCP socket of the network
-    // namespace, and this runs for each connection a sandbox's relay takes
-    // (BENCHMARKS.md, "instructions per call": collecting every line's
-    // columns was half of an open's instructions).
-    table.lines().skip(1).find_map(|line| {
-        // sl local rem st tx:rx tr:when retrnsmt uid timeout inode …
-        let mut cols = line.split_ascii_whitespace();
-        let (_sl, local, remote) = (cols.next()?, cols.next()?, cols.next()?);
-        if local != want_local || remote != want_remote {
-            return None;
+/// Whether descriptor `fd` of this process is a socket from `client` to
+/// `server`. A descriptor that is not a socket, or was closed meanwhile,
+/// is not.
+fn connects(fd: RawFd, client: SocketAddr, server: SocketAddr) -> bool {
+    use nix::sys::socket::{SockaddrStorage, getpeername, getsockname};
+    let addr = |s: SockaddrStorage| -> Option<SocketAddr> {
+        if let Some(v4) = s.as_sockaddr_in() {
+            return Some(SocketAddr::V4((*v4).into()));
         }
-        cols.nth(6)?.parse().ok().filter(|&i| i != 0)
-    })
-}
-
-/// An address as the kernel prints it in `/proc/net/tcp[6]`: each 32-bit
-/// word of the address in host byte order as hex, then the port in hex.
-fn hex_addr(addr: SocketAddr) -> String {
-    let ip = match addr.ip() {
-        IpAddr::V4(v4) => format!("{:08X}", u32::from_ne_bytes(v4.octets())),
-        IpAddr::V6(v6) => v6
-            .octets()
-            .chunks(4)
-            .map(|w| format!("{:08X}", u32::from_ne_bytes([w[0], w[1], w[2], w[3]])))
-            .collect(),
+        s.as_sockaddr_in6().map(|v6| SocketAddr::V6((*v6).into()))
     };
-    format!("{ip}:{:04X}", addr.port())
+    getsockname::<SockaddrStorage>(fd).ok().and_then(addr) == Some(client)
+        && getpeername::<SockaddrStorage>(fd).ok().and_then(addr) == Some(server)
 }
 
 #[cfg(test)]
@@ -73,63 +50,17 @@ mod tests {
     use std::net::{Ipv4Addr, TcpListener, TcpStream};
 
     #[test]
-    fn the_kernels_address_format_is_matched() {
-        let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\
-   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1111 1 0000000000000000 100 0 0 10 0\n\
-   1: 0100007F:C350 0100007F:1F90 01 00000000:00000000 00:00000000 00000000     0        0 2222 1 0000000000000000 20 4 30 10 -1\n";
-        if cfg!(target_endian = "little") {
-            assert_eq!(
-                client_inode(
-                    table,
-                    "127.0.0.1:50000".parse().unwrap(),
-                    "127.0.0.1:8080".parse().unwrap()
-                ),
-                Some(2222)
-            );
-        }
-        assert_eq!(
-            client_inode(
-                table,
-                "127.0.0.1:50001".parse().unwrap(),
-                "127.0.0.1:8080".parse().unwrap()
-            ),
-            None
-        );
-    }
-
-    #[test]
-    fn a_short_or_inode_less_line_names_no_socket() {
-        let (client, server) = (
-            "127.0.0.1:50000".parse().unwrap(),
-            "127.0.0.1:8080".parse().unwrap(),
-        );
-        let header = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n";
-        let (l, r) = (hex_addr(client), hex_addr(server));
-        for line in [
-            // Cut short before the inode.
-            format!("   1: {l} {r} 01 00000000:00000000 00:00000000 00000000     0        0"),
-            // Inode 0: a socket being torn down.
-            format!("   1: {l} {r} 06 00000000:00000000 00:00000000 00000000     0        0 0 1"),
-            // The right client, another server.
-            format!(
-                "   1: {l} 0100007F:0051 01 00000000:00000000 00:00000000 00000000     0        0 3333 1"
-            ),
-            // Not a number where the inode is.
-            format!("   1: {l} {r} 01 00000000:00000000 00:00000000 00000000     0        0 x 1"),
-        ] {
-            assert_eq!(
-                client_inode(&format!("{header}{line}\n"), client, server),
-                None,
-                "{line}"
-            );
-        }
-        let good = format!(
-            "   2: {l} {r} 01 00000000:00000000 00:00000000 00000000     0        0 4444 1\n"
-        );
-        assert_eq!(
-            client_inode(&format!("{header}{good}"), client, server),
-            Some(4444)
-        );
+    fn a_socket_of_this_process_to_another_server_is_not_taken_for_it() {
+        let one = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let other = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let _client = TcpStream::connect(other.local_addr().unwrap()).unwrap();
+        let (_server, peer) = other.accept().unwrap();
+        assert!(opened_by_this_process(other.local_addr().unwrap(), peer));
+        assert!(!opened_by_this_process(one.local_addr().unwrap(), peer));
+        // A port no socket of this process uses.
+        let mut nobody = peer;
+        nobody.set_port(peer.port().wrapping_add(1).max(1));
+        assert!(!opened_by_this_process(other.local_addr().unwrap(), nobody));
     }
 
     #[test]

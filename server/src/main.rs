@@ -7,8 +7,8 @@ use clap::Parser;
 fn main() -> ExitCode {
     let cli = cordon::cli::Cli::parse();
     // The relay inside each sandbox only copies bytes for one browser: one
-    // thread does, and a worker per core in each of hundreds of sandboxes
-    // would be memory for nothing (BENCHMARKS.md, issue 25 item 3).
+    // thread does (a worker per core saved about 70 KiB a sandbox on 2
+    // cores, more on bigger hosts: BENCHMARKS.md 12:24).
     let runtime = if matches!(cli.command, Some(cordon::cli::Command::Relay(_))) {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()

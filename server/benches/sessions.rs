@@ -1580,8 +1580,24 @@ async fn gate_split(page_url: &str, tmp: &std::path::Path, iters: usize) {
     kill(child);
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
+fn main() {
+    // BENCH_WORKERS: the runtime's worker threads (default 2; 0 for one
+    // thread that runs everything, as `cordon serve --workers 0` would).
+    let workers = env_usize("BENCH_WORKERS", 2);
+    let runtime = if workers == 0 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .enable_all()
+            .build()
+    };
+    runtime.expect("the bench's runtime").block_on(bench());
+}
+
+async fn bench() {
     // Warnings and errors of the Cordons under test (why a start failed).
     cordon::telemetry::init_tracing(cordon::config::LogFormat::Text, "warn");
     let iters = env_usize("BENCH_ITER", 20);
@@ -1596,8 +1612,9 @@ async fn main() {
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
     let run = |name: &str| only.is_empty() || only.split(',').any(|s| s.trim() == name);
     println!(
-        "cordon session benchmark: {iters} rounds, {} cores",
-        std::thread::available_parallelism().unwrap()
+        "cordon session benchmark: {iters} rounds, {} cores, {} runtime workers",
+        std::thread::available_parallelism().unwrap(),
+        env_usize("BENCH_WORKERS", 2)
     );
 
     if run("engine") {

@@ -11,6 +11,7 @@ pub mod bwrap;
 pub mod chromium;
 mod devtools;
 pub mod exec;
+pub mod handover;
 pub mod kube;
 pub mod limits;
 pub mod process;

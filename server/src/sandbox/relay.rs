@@ -2,14 +2,19 @@
 //! process that runs inside a `bwrap` sandbox next to Chromium.
 //!
 //! The sandbox's network namespace holds only its own loopback, so the two
-//! ways in and out are unix sockets the host made:
+//! ways in and out are unix sockets the host made. Over them the relay
+//! hands the host Chromium's own TCP sockets ([`super::handover`]) and
+//! keeps no copy, so no byte crosses the relay:
 //!
-//! - Chromium's proxy: in-sandbox `127.0.0.1:<proxy port>` → relay →
+//! - Chromium's proxy: Chromium connects to in-sandbox
+//!   `127.0.0.1:<proxy port>`; the relay accepts and hands the socket over
 //!   `/run/cordon/egress.sock` (in a read-only bind of the host's socket
-//!   directory) → (host side of the driver) → egress guard;
-//! - CDP: control plane → (host side) → the host's `cdp.sock`, whose
-//!   listening socket is the relay's stdin → relay → Chromium's DevTools
-//!   port on the in-sandbox loopback.
+//!   directory) to the host side of the driver, whose egress guard serves
+//!   it directly;
+//! - CDP: the control plane connects to the host's `cdp.sock`, whose
+//!   listening socket is the relay's stdin; the relay connects to
+//!   Chromium's DevTools port on the in-sandbox loopback and hands that
+//!   socket back, which the host joins to its CDP client's connection.
 //!
 //! The relay creates no file: it can run with nothing writable.
 //!
@@ -26,6 +31,8 @@ use anyhow::Context;
 use tokio::io::copy_bidirectional;
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::task::JoinSet;
+
+use super::handover;
 
 /// `cordon relay …` (hidden; only the `bwrap` driver starts it).
 #[derive(Debug, Clone, clap::Args)]
@@ -66,8 +73,8 @@ pub async fn run(args: RelayArgs) -> anyhow::Result<ExitCode> {
         .spawn()
         .with_context(|| format!("relay: cannot start {}", program.to_string_lossy()))?;
     let forwarders = [
-        tokio::spawn(tcp_to_unix(proxy, args.egress_socket, Clients::Any)),
-        tokio::spawn(unix_to_tcp(cdp, args.cdp_target)),
+        tokio::spawn(hand_over_accepted(proxy, args.egress_socket)),
+        tokio::spawn(hand_over_connected(cdp, args.cdp_target)),
     ];
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("relay: cannot handle SIGTERM")?;
@@ -109,20 +116,80 @@ fn exit_code(status: std::process::ExitStatus) -> ExitCode {
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 
-/// Who may connect to a [`tcp_to_unix`] listener.
+/// Who may connect to a [`tcp_to_handed`] listener.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Clients {
-    /// Anyone who can reach the port (inside a sandbox: its Chromium).
+    /// Anyone who can reach the port.
     Any,
     /// Only this process ([`crate::loopback::opened_by_this_process`]): the
     /// host side of a sandbox's DevTools socket.
     ThisProcess,
 }
 
-/// Accepts TCP connections on `listener` and joins each to a new connection
-/// to the unix socket `to`. Runs until aborted; aborting it also ends every
-/// connection it carries.
-pub async fn tcp_to_unix(listener: TcpListener, to: PathBuf, clients: Clients) {
+/// Inside the sandbox: accepts Chromium's connections on `listener` (its
+/// proxy address) and hands each to the host over a new connection to the
+/// unix socket `to`, keeping no copy. Runs until aborted.
+pub async fn hand_over_accepted(listener: TcpListener, to: PathBuf) {
+    let mut conns = JoinSet::new();
+    loop {
+        let inbound = match listener.accept().await {
+            Ok((s, _)) => s,
+            Err(e) => {
+                accept_failed(&e).await;
+                continue;
+            }
+        };
+        while conns.try_join_next().is_some() {}
+        let to = to.clone();
+        conns.spawn(async move {
+            let _ = inbound.set_nodelay(true);
+            let sent = match UnixStream::connect(&to).await {
+                Ok(out) => handover::send(&out, &inbound).await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = sent {
+                tracing::debug!(error = %e, "relay: could not hand a proxy connection over");
+            }
+        });
+    }
+}
+
+/// Inside the sandbox: for each connection the host makes to `listener`,
+/// connects to `to` (Chromium's DevTools) and hands that socket back over
+/// it, keeping no copy. Runs until aborted.
+pub async fn hand_over_connected(listener: UnixListener, to: SocketAddr) {
+    let mut conns = JoinSet::new();
+    loop {
+        let inbound = match listener.accept().await {
+            Ok((s, _)) => s,
+            Err(e) => {
+                accept_failed(&e).await;
+                continue;
+            }
+        };
+        while conns.try_join_next().is_some() {}
+        conns.spawn(async move {
+            // A refused connection (DevTools not up yet) closes `inbound`
+            // unanswered: the host's attempt fails and it tries again.
+            let sent = match TcpStream::connect(to).await {
+                Ok(out) => {
+                    let _ = out.set_nodelay(true);
+                    handover::send(&inbound, &out).await
+                }
+                Err(e) => Err(e),
+            };
+            if let Err(e) = sent {
+                tracing::debug!(error = %e, "relay: could not hand a DevTools connection over");
+            }
+        });
+    }
+}
+
+/// On the host: accepts TCP connections on `listener` (from `clients`
+/// only) and joins each to the socket the relay hands over a new
+/// connection to the unix socket `to`. Runs until aborted; aborting it also
+/// ends every connection it carries.
+pub async fn tcp_to_handed(listener: TcpListener, to: PathBuf, clients: Clients) {
     let mut conns = JoinSet::new();
     let local = listener.local_addr().ok();
     loop {
@@ -148,20 +215,31 @@ pub async fn tcp_to_unix(listener: TcpListener, to: PathBuf, clients: Clients) {
         let _ = inbound.set_nodelay(true);
         let to = to.clone();
         conns.spawn(async move {
-            if let Ok(mut out) = UnixStream::connect(&to).await {
-                let _ = copy_bidirectional(&mut inbound, &mut out).await;
+            let Ok(unix) = UnixStream::connect(&to).await else {
+                return;
+            };
+            match handover::receive(&unix, handover::RECEIVE_TIMEOUT).await {
+                Ok(mut out) => {
+                    drop(unix);
+                    let _ = copy_bidirectional(&mut inbound, &mut out).await;
+                }
+                Err(e) => tracing::debug!(error = %e, "relay: no socket handed over"),
             }
         });
     }
 }
 
-/// Accepts unix-socket connections on `listener` and joins each to a new TCP
-/// connection to `to`. Runs until aborted; aborting it also ends every
-/// connection it carries.
-pub async fn unix_to_tcp(listener: UnixListener, to: SocketAddr) {
+/// On the host: accepts unix-socket connections on `listener` and gives
+/// the TCP socket handed over each to `serve`. Runs until aborted; aborting
+/// it also ends what `serve` runs (not what it spawns).
+pub async fn serve_handed<F, Fut>(listener: UnixListener, serve: F)
+where
+    F: Fn(TcpStream) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     let mut conns = JoinSet::new();
     loop {
-        let mut inbound = match listener.accept().await {
+        let inbound = match listener.accept().await {
             Ok((s, _)) => s,
             Err(e) => {
                 accept_failed(&e).await;
@@ -169,10 +247,16 @@ pub async fn unix_to_tcp(listener: UnixListener, to: SocketAddr) {
             }
         };
         while conns.try_join_next().is_some() {}
+        let serve = serve.clone();
+        // Received in a task of its own: a connection that sends nothing
+        // holds up no other.
         conns.spawn(async move {
-            if let Ok(mut out) = TcpStream::connect(to).await {
-                let _ = out.set_nodelay(true);
-                let _ = copy_bidirectional(&mut inbound, &mut out).await;
+            match handover::receive(&inbound, handover::RECEIVE_TIMEOUT).await {
+                Ok(tcp) => {
+                    drop(inbound);
+                    serve(tcp).await;
+                }
+                Err(e) => tracing::debug!(error = %e, "relay: refused a handed-over socket"),
             }
         });
     }
@@ -190,11 +274,10 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    #[tokio::test]
-    async fn bytes_cross_tcp_to_unix_to_tcp_both_ways() {
-        // echo server ← unix_to_tcp ← unix socket ← tcp_to_unix ← client
+    /// A TCP echo server on loopback.
+    async fn echo() -> SocketAddr {
         let echo = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let echo_addr = echo.local_addr().unwrap();
+        let addr = echo.local_addr().unwrap();
         tokio::spawn(async move {
             while let Ok((mut s, _)) = echo.accept().await {
                 tokio::spawn(async move {
@@ -203,28 +286,88 @@ mod tests {
                 });
             }
         });
+        addr
+    }
+
+    #[tokio::test]
+    async fn the_cdp_path_joins_the_client_to_the_socket_the_relay_hands_over() {
+        // echo server (Chromium's DevTools) ← relay's connection, handed
+        // over cdp.sock ← host's listener ← client.
+        let echo_addr = echo().await;
         let dir = tempfile::tempdir().unwrap();
-        let sock = dir.path().join("s.sock");
-        let inner = tokio::spawn(unix_to_tcp(UnixListener::bind(&sock).unwrap(), echo_addr));
+        let sock = dir.path().join("cdp.sock");
+        let inner = tokio::spawn(hand_over_connected(
+            UnixListener::bind(&sock).unwrap(),
+            echo_addr,
+        ));
         let front = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let front_addr = front.local_addr().unwrap();
-        let outer = tokio::spawn(tcp_to_unix(front, sock, Clients::ThisProcess));
+        let outer = tokio::spawn(tcp_to_handed(front, sock, Clients::ThisProcess));
 
         let mut c = TcpStream::connect(front_addr).await.unwrap();
-        c.write_all(b"ping through two relays").await.unwrap();
-        let mut buf = [0u8; 23];
+        c.write_all(b"ping through the handed socket")
+            .await
+            .unwrap();
+        let mut buf = [0u8; 30];
         c.read_exact(&mut buf).await.unwrap();
-        assert_eq!(&buf, b"ping through two relays");
+        assert_eq!(&buf, b"ping through the handed socket");
 
-        // Aborting the relays ends the connections they carry.
-        outer.abort();
+        // The relay keeps no copy: stopping it leaves the connection up.
         inner.abort();
+        let _ = inner.await;
+        c.write_all(b"still").await.unwrap();
+        let mut still = [0u8; 5];
+        c.read_exact(&mut still).await.unwrap();
+        assert_eq!(&still, b"still");
+
+        // Aborting the host's side ends the connections it carries.
+        outer.abort();
         let mut rest = Vec::new();
         let n = tokio::time::timeout(Duration::from_secs(5), c.read_to_end(&mut rest))
             .await
-            .expect("the connection ends with its relay")
+            .expect("the connection ends with the host's side")
             .unwrap_or(0);
         assert_eq!(n, 0);
+    }
+
+    #[tokio::test]
+    async fn the_proxy_path_hands_the_browsers_connection_to_the_host() {
+        // client (Chromium) → relay's proxy listener, handed over
+        // egress.sock → host, which serves it (here: an echo of its own).
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("egress.sock");
+        let host = tokio::spawn(serve_handed(
+            UnixListener::bind(&sock).unwrap(),
+            |mut tcp: TcpStream| async move {
+                let (mut r, mut w) = tcp.split();
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+            },
+        ));
+        let proxy = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let proxy_addr = proxy.local_addr().unwrap();
+        let relay = tokio::spawn(hand_over_accepted(proxy, sock.clone()));
+
+        let mut c = TcpStream::connect(proxy_addr).await.unwrap();
+        c.write_all(b"GET / HTTP/1.1").await.unwrap();
+        let mut buf = [0u8; 14];
+        c.read_exact(&mut buf).await.unwrap();
+        assert_eq!(&buf, b"GET / HTTP/1.1");
+
+        // A hostile connection to egress.sock that sends nothing, or sends
+        // something else, holds up no other connection.
+        let _idle = UnixStream::connect(&sock).await.unwrap();
+        let mut junk = UnixStream::connect(&sock).await.unwrap();
+        junk.write_all(b"not a socket").await.unwrap();
+        let mut c2 = TcpStream::connect(proxy_addr).await.unwrap();
+        c2.write_all(b"second").await.unwrap();
+        let mut buf = [0u8; 6];
+        tokio::time::timeout(Duration::from_secs(5), c2.read_exact(&mut buf))
+            .await
+            .expect("a second connection is served while another sends nothing")
+            .unwrap();
+        assert_eq!(&buf, b"second");
+        relay.abort();
+        host.abort();
     }
 
     #[test]

@@ -492,3 +492,99 @@ async fn another_local_process_cannot_reach_a_bwrap_sessions_devtools() {
     assert_eq!(status, StatusCode::OK, "{nav}");
     app.stop().await;
 }
+
+/// A compromised browser can connect to its sandbox's `egress.sock` itself
+/// and pose as the relay. What it hands over there gets the guard's whole
+/// policy (a socket it holds the other end of is served as a proxy client,
+/// and refused the canary), anything else is refused, and a connection that
+/// sends nothing holds up no other: the session browses on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_compromised_browser_hands_over_its_egress_socket_gets_the_guards_policy() {
+    use std::os::fd::AsRawFd;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream, UnixStream};
+
+    let site = site::start().await;
+    let canary = Canary::start().await;
+    let app = session_app(Backend::Sqlite, &site.allow(), BWRAP).await;
+    let agent = app.agent("acme").await;
+    let sid = agent.open(json!({ "record": "off" })).await;
+    let sandbox = sandbox_of(&app, &sid).await;
+    let egress = sandbox.runtime_dir.join("sock").join("egress.sock");
+
+    // Silent connections, held open.
+    let mut silent = Vec::new();
+    for _ in 0..8 {
+        silent.push(UnixStream::connect(&egress).await.unwrap());
+    }
+    // Bytes and no descriptor; a file; a unix socket.
+    let mut junk = UnixStream::connect(&egress).await.unwrap();
+    junk.write_all(b"CONNECT 127.0.0.1:1 HTTP/1.1\r\n\r\n")
+        .await
+        .unwrap();
+    let file = std::fs::File::open("/etc/hostname").unwrap();
+    let (u1, _u2) = std::os::unix::net::UnixStream::pair().unwrap();
+    for fd in [file.as_raw_fd(), u1.as_raw_fd()] {
+        let conn = UnixStream::connect(&egress).await.unwrap();
+        nix::sys::socket::sendmsg::<()>(
+            conn.as_raw_fd(),
+            &[std::io::IoSlice::new(b"S")],
+            &[nix::sys::socket::ControlMessage::ScmRights(&[fd])],
+            nix::sys::socket::MsgFlags::empty(),
+            None,
+        )
+        .unwrap();
+        // Refused: the host closes the connection without serving it.
+        let mut conn = conn;
+        let mut rest = Vec::new();
+        let n = tokio::time::timeout(PATIENCE, conn.read_to_end(&mut rest))
+            .await
+            .expect("a refused hand-over is closed")
+            .unwrap_or(0);
+        assert_eq!(n, 0, "{rest:?}");
+    }
+
+    // A socket whose other end this test holds: the guard serves it as
+    // it serves Chromium's, and refuses the canary on loopback.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let mut mine = TcpStream::connect(listener.local_addr().unwrap())
+        .await
+        .unwrap();
+    let (handed, _) = listener.accept().await.unwrap();
+    let conn = UnixStream::connect(&egress).await.unwrap();
+    cordon::sandbox::handover::send(&conn, &handed)
+        .await
+        .unwrap();
+    drop((conn, handed));
+    let port = canary.addr.port();
+    mine.write_all(
+        format!(
+            "GET http://127.0.0.1:{port}/ HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(PATIENCE, mine.read_to_end(&mut answer))
+        .await
+        .expect("the guard answers a handed-over socket")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        answer.starts_with("HTTP/1.1 403"),
+        "the guard did not refuse the canary: {answer}"
+    );
+
+    // The browser's own connections are still served while the silent
+    // ones wait.
+    let (status, nav) = agent
+        .tool(&sid, "navigate", json!({ "url": site.url("/form") }))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{nav}");
+    assert_eq!(nav["status"], json!(200), "{nav}");
+    drop(silent);
+    agent.close(&sid).await;
+    assert_eq!(canary.hits(), 0, "the canary was reached");
+    app.stop().await;
+}

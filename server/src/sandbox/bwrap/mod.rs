@@ -29,11 +29,14 @@
 //!   relay as its stdin; the relay only accepts on it.
 //! - a network namespace with only its own loopback: no route anywhere.
 //!
-//! Plumbing (see [`super::relay`]):
+//! Plumbing (see [`super::relay`]): the relay only makes the connections
+//! and hands their sockets to the host (`SCM_RIGHTS`,
+//! [`super::handover`]), so the bytes cross no process between Chromium
+//! and the control plane:
 //!
 //! ```text
-//! Chromium ─► 127.0.0.1:3128 (relay) ─► /run/cordon/egress.sock ═ runtime_dir/sock/egress.sock ─► (driver) ─► egress guard
-//! chromiumoxide ─► host 127.0.0.1:<port> (driver) ─► runtime_dir/cdp.sock ═ relay's stdin (listener) ─► (relay) ─► 127.0.0.1:9222 (Chromium)
+//! Chromium ─► 127.0.0.1:3128 (accepted by the relay) ═ handed over /run/cordon/egress.sock ═► (driver) egress guard
+//! chromiumoxide ─► host 127.0.0.1:<port> (driver) ─► 127.0.0.1:9222 (Chromium; connected by the relay, handed over runtime_dir/cdp.sock)
 //! ```
 
 use std::collections::HashMap;

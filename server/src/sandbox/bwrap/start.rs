@@ -17,22 +17,9 @@ use super::{
     AbortOnDrop, BwrapDriver, Layout, Running, START_TIMEOUT, bwrap_args, sandbox_command,
 };
 use crate::sandbox::devtools::browser_path;
-use crate::sandbox::relay::{Clients, tcp_to_unix, unix_to_tcp};
+use crate::sandbox::relay::{Clients, serve_handed, tcp_to_handed};
 use crate::sandbox::{Sandbox, SandboxSpec};
 
-/// Accepts the sandbox's egress connections on `listener` and serves each
-/// with the guard in this process. Runs until aborted.
-async fn unix_to_guard(listener: UnixListener, port: crate::egress::EgressPort) {
-    loop {
-        match listener.accept().await {
-            Ok((stream, _)) => port.serve(stream),
-            Err(e) => {
-                tracing::debug!(error = %e, "bwrap egress: accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-    }
-}
 impl BwrapDriver {
     /// Starts the forwarders and bwrap and waits for CDP. On error, returns
     /// the sandbox as far as it got, for `stop`.
@@ -57,10 +44,23 @@ impl BwrapDriver {
                 )
             })
             .map_err(|e| fail(e, &sandbox))?;
+        // The relay hands over each of Chromium's proxy connections.
         tasks.0.push(match spec.egress.clone() {
-            // Straight into the guard: no TCP hop, no port to share.
-            Some(port) => tokio::spawn(unix_to_guard(egress, port)),
-            None => tokio::spawn(unix_to_tcp(egress, spec.proxy)),
+            // The guard serves Chromium's own socket: no hop, no port to
+            // share.
+            Some(port) => tokio::spawn(serve_handed(egress, move |tcp| {
+                port.serve(tcp);
+                std::future::ready(())
+            })),
+            None => {
+                let proxy = spec.proxy;
+                tokio::spawn(serve_handed(egress, move |mut tcp| async move {
+                    if let Ok(mut out) = tokio::net::TcpStream::connect(proxy).await {
+                        let _ = out.set_nodelay(true);
+                        let _ = tokio::io::copy_bidirectional(&mut tcp, &mut out).await;
+                    }
+                }))
+            }
         });
         // CDP's socket, outside the sandbox's view: the host listens, the
         // relay gets the listener as its stdin and accepts.
@@ -73,7 +73,8 @@ impl BwrapDriver {
             .try_clone()
             .context("cannot pass on the relay binary")
             .map_err(|e| fail(e, &sandbox))?;
-        // Host side of CDP: a loopback port → cdp.sock.
+        // Host side of CDP: a loopback port, each connection joined to the
+        // DevTools socket the relay hands over cdp.sock.
         let cdp = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
             .await
             .context("cannot listen on a loopback port")
@@ -84,7 +85,7 @@ impl BwrapDriver {
             .port();
         // Only this process may use it: another local process that found the
         // port could otherwise drive the browser and read its cookies.
-        tasks.0.push(tokio::spawn(tcp_to_unix(
+        tasks.0.push(tokio::spawn(tcp_to_handed(
             cdp,
             cdp_path,
             Clients::ThisProcess,

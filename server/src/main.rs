@@ -9,12 +9,19 @@ fn main() -> ExitCode {
     // The relay inside each sandbox only copies bytes for one browser: one
     // thread does (a worker per core saved about 70 KiB a sandbox on 2
     // cores, more on bigger hosts: BENCHMARKS.md 12:24).
-    let runtime = if matches!(cli.command, Some(cordon::cli::Command::Relay(_))) {
-        tokio::runtime::Builder::new_current_thread()
+    let runtime = match &cli.command {
+        Some(cordon::cli::Command::Relay(_)) => tokio::runtime::Builder::new_current_thread()
             .enable_all()
-            .build()
-    } else {
-        tokio::runtime::Runtime::new()
+            .build(),
+        // `runtime_workers`; settings that do not load are reported by
+        // `run`, on a default runtime.
+        None | Some(cordon::cli::Command::Serve) => {
+            match cordon::config::Settings::load(cli.config.as_deref()) {
+                Ok(settings) => settings.server.runtime(),
+                Err(_) => tokio::runtime::Runtime::new(),
+            }
+        }
+        Some(_) => tokio::runtime::Runtime::new(),
     };
     let runtime = match runtime {
         Ok(rt) => rt,

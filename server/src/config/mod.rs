@@ -100,6 +100,33 @@ pub struct ServerSection {
     /// the proxy's https:// address.
     #[serde(default)]
     pub trusted_proxy: bool,
+    /// Threads that run the control plane's own work (HTTP, CDP, the egress
+    /// guard, the live view); 0 is one per core, at most 1024. 1 runs it all on one
+    /// thread, with no hand-offs between threads: about 0.2–0.3 ms less per
+    /// tool call on 2 cores (BENCHMARKS.md, 2026-11-27 15:35), at the cost
+    /// of using one core for it at most. Image work and file walks run on
+    /// their own threads either way. `cordon serve` only.
+    #[serde(default)]
+    pub runtime_workers: u16,
+}
+
+/// The most `runtime_workers` may ask for.
+pub const MAX_RUNTIME_WORKERS: u16 = 1024;
+
+impl ServerSection {
+    /// The async runtime `runtime_workers` asks for.
+    pub fn runtime(&self) -> std::io::Result<tokio::runtime::Runtime> {
+        match self.runtime_workers {
+            0 => tokio::runtime::Runtime::new(),
+            1 => tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build(),
+            n => tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(usize::from(n))
+                .enable_all()
+                .build(),
+        }
+    }
 }
 
 /// The defaults of [`ServerSection`], one function per setting that has one.
@@ -290,6 +317,13 @@ impl Settings {
         self.sandbox.validate_tenant_limits()?;
         self.live.validate_links()?;
         crate::policy::rules::validate(&self.risk)?;
+        if server.runtime_workers > MAX_RUNTIME_WORKERS {
+            bail!(
+                "runtime_workers: {} threads is more than the {MAX_RUNTIME_WORKERS} allowed \
+                 (0 is one per core)",
+                server.runtime_workers
+            );
+        }
         tracing_subscriber::EnvFilter::try_new(&server.log_level)
             .with_context(|| format!("log_level: invalid filter {:?}", server.log_level))?;
         Ok(())

@@ -725,6 +725,7 @@ const EVERY_SETTING: &[KeyCase] = &[
     ("risk_levels", r#"{ destructive_click = "critical" }"#, r#"{"destructive_click": "critical"}"#, &[]),
     ("risk_payment_words", r#"["zahlen"]"#, "zahlen", &[]),
     ("risk_sensitive_domains", r#"["bank.test"]"#, "bank.test", &[]),
+    ("runtime_workers", "1", "1", &[]),
     ("sandbox_driver", r#""bwrap""#, "bwrap", &[]),
     ("session_cpu_weight", "200", "200", &[]),
     ("session_deadline_max_s", "7200", "7200", &[]),
@@ -972,4 +973,22 @@ fn a_misspelled_variable_of_any_section_is_named_with_the_one_it_meant() {
         ]
         .map(|(a, b)| (a.to_owned(), b.to_owned()))
     );
+}
+
+#[test]
+fn runtime_workers_picks_the_runtime_and_refuses_absurd_counts() {
+    use tokio::runtime::RuntimeFlavor;
+    let of = |n: &str| {
+        let s = Settings::load_from(None, env(&[("CORDON_RUNTIME_WORKERS", n)])).unwrap();
+        let rt = s.server.runtime().unwrap();
+        (rt.handle().runtime_flavor(), rt.metrics().num_workers())
+    };
+    assert_eq!(of("1"), (RuntimeFlavor::CurrentThread, 1));
+    assert_eq!(of("3"), (RuntimeFlavor::MultiThread, 3));
+    let cores = std::thread::available_parallelism().unwrap().get();
+    assert_eq!(of("0"), (RuntimeFlavor::MultiThread, cores));
+    let err = load_err(&[("CORDON_RUNTIME_WORKERS", "5000")]);
+    assert!(err.contains("runtime_workers"), "{err}");
+    let err = load_err(&[("CORDON_RUNTIME_WORKERS", "-1")]);
+    assert!(err.contains("runtime_workers"), "{err}");
 }

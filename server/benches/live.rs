@@ -9,7 +9,8 @@
 //! slow-client window, default 20; `BENCH_SLOW_RATE` its bytes per second,
 //! default 1000000; `BENCH_DRIVER`, default `auto`; `BENCH_LOAD` viewer
 //! counts for the load section, default `1,4,8`; `BENCH_ONLY`: any of
-//! `fps,input,multi,slow,load`). Prints medians and p95s; BENCHMARKS.md
+//! `fps,input,multi,slow,load`; `BENCH_WORKERS`, the runtime's worker
+//! threads, default 2, 0 for one thread). Prints medians and p95s; BENCHMARKS.md
 //! keeps the figures. Everything runs on 127.0.0.1.
 //!
 //! The load section (issue 25 item 4) runs, for each viewer count N, N raw
@@ -1266,8 +1267,11 @@ async fn cordon_load(
     }
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
+fn main() {
+    common::runtime().block_on(bench());
+}
+
+async fn bench() {
     cordon::telemetry::init_tracing(cordon::config::LogFormat::Text, "warn");
     let window = Duration::from_secs(env_usize("BENCH_FPS_S", 10) as u64);
     let rounds = env_usize("BENCH_ROUNDS", 30);

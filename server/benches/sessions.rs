@@ -1581,20 +1581,7 @@ async fn gate_split(page_url: &str, tmp: &std::path::Path, iters: usize) {
 }
 
 fn main() {
-    // BENCH_WORKERS: the runtime's worker threads (default 2; 0 for one
-    // thread that runs everything, as `cordon serve --workers 0` would).
-    let workers = env_usize("BENCH_WORKERS", 2);
-    let runtime = if workers == 0 {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(workers)
-            .enable_all()
-            .build()
-    };
-    runtime.expect("the bench's runtime").block_on(bench());
+    common::runtime().block_on(bench());
 }
 
 async fn bench() {

@@ -14,6 +14,24 @@ pub fn env_usize(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// The bench's async runtime: `BENCH_WORKERS` worker threads (default 2;
+/// 0 for one thread that runs everything, the shape `runtime_workers = 1`
+/// gives `cordon serve`).
+pub fn runtime() -> tokio::runtime::Runtime {
+    let workers = env_usize("BENCH_WORKERS", 2);
+    let built = if workers == 0 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .enable_all()
+            .build()
+    };
+    built.expect("the bench's runtime")
+}
+
 /// Durations measured, summarised by percentile.
 pub struct Stats(pub Vec<Duration>);
 

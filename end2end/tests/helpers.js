@@ -139,9 +139,29 @@ export async function addAuthenticator(cdp) {
 /** Opens an enrollment link, creates a passkey, and waits until logged in. */
 export async function enroll(page, link, origin) {
   await page.goto(link);
-  await page.click('#enroll-submit');
-  await page.waitForURL(`${origin}/`, { timeout: 30_000 });
-  await page.waitForSelector('#whoami', { timeout: 30_000 });
+  // What the page still waits for, if its load never comes (paths only:
+  // the link's secret is in its fragment, which no request carries).
+  const pending = new Map();
+  const started = (r) => pending.set(r, Date.now());
+  const ended = (r) => pending.delete(r);
+  page.on('request', started);
+  page.on('requestfinished', ended);
+  page.on('requestfailed', ended);
+  try {
+    await page.click('#enroll-submit');
+    await page.waitForURL(`${origin}/`, { timeout: 30_000 });
+    await page.waitForSelector('#whoami', { timeout: 30_000 });
+  } catch (e) {
+    const now = Date.now();
+    const open = [...pending].map(([r, t]) => `${r.method()} ${new URL(r.url()).pathname} (${now - t} ms)`);
+    const state = await page.evaluate(() => document.readyState).catch((err) => `unknown: ${err.message}`);
+    console.log(`enroll: the page did not finish loading; readyState ${state}; requests still open: ${open.join(', ') || 'none'}`);
+    throw e;
+  } finally {
+    page.off('request', started);
+    page.off('requestfinished', ended);
+    page.off('requestfailed', ended);
+  }
 }
 
 /** Logs in as `name` with the page's passkey. */

@@ -130,45 +130,32 @@ pub enum Clients {
 /// proxy address) and hands each to the host over a new connection to the
 /// unix socket `to`, keeping no copy. Runs until aborted.
 pub async fn hand_over_accepted(listener: TcpListener, to: PathBuf) {
-    let mut conns = JoinSet::new();
-    loop {
-        let inbound = match listener.accept().await {
-            Ok((s, _)) => s,
-            Err(e) => {
-                accept_failed(&e).await;
-                continue;
+    each_connection(
+        || listener.accept(),
+        move |(inbound, _)| {
+            let to = to.clone();
+            async move {
+                let _ = inbound.set_nodelay(true);
+                let sent = match UnixStream::connect(&to).await {
+                    Ok(out) => handover::send(&out, &inbound).await,
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = sent {
+                    tracing::debug!(error = %e, "relay: could not hand a proxy connection over");
+                }
             }
-        };
-        while conns.try_join_next().is_some() {}
-        let to = to.clone();
-        conns.spawn(async move {
-            let _ = inbound.set_nodelay(true);
-            let sent = match UnixStream::connect(&to).await {
-                Ok(out) => handover::send(&out, &inbound).await,
-                Err(e) => Err(e),
-            };
-            if let Err(e) = sent {
-                tracing::debug!(error = %e, "relay: could not hand a proxy connection over");
-            }
-        });
-    }
+        },
+    )
+    .await;
 }
 
 /// Inside the sandbox: for each connection the host makes to `listener`,
 /// connects to `to` (Chromium's DevTools) and hands that socket back over
 /// it, keeping no copy. Runs until aborted.
 pub async fn hand_over_connected(listener: UnixListener, to: SocketAddr) {
-    let mut conns = JoinSet::new();
-    loop {
-        let inbound = match listener.accept().await {
-            Ok((s, _)) => s,
-            Err(e) => {
-                accept_failed(&e).await;
-                continue;
-            }
-        };
-        while conns.try_join_next().is_some() {}
-        conns.spawn(async move {
+    each_connection(
+        || listener.accept(),
+        move |(inbound, _)| async move {
             // A refused connection (DevTools not up yet) closes `inbound`
             // unanswered: the host's attempt fails and it tries again.
             let sent = match TcpStream::connect(to).await {
@@ -181,8 +168,9 @@ pub async fn hand_over_connected(listener: UnixListener, to: SocketAddr) {
             if let Err(e) = sent {
                 tracing::debug!(error = %e, "relay: could not hand a DevTools connection over");
             }
-        });
-    }
+        },
+    )
+    .await;
 }
 
 /// On the host: accepts TCP connections on `listener` (from `clients`
@@ -190,11 +178,12 @@ pub async fn hand_over_connected(listener: UnixListener, to: SocketAddr) {
 /// connection to the unix socket `to`. Runs until aborted; aborting it also
 /// ends every connection it carries.
 pub async fn tcp_to_handed(listener: TcpListener, to: PathBuf, clients: Clients) {
-    let mut conns = JoinSet::new();
     let local = listener.local_addr().ok();
-    loop {
-        let mut inbound = match listener.accept().await {
-            Ok((s, peer)) => {
+    each_connection(
+        || listener.accept(),
+        move |(mut inbound, peer): (TcpStream, SocketAddr)| {
+            let to = to.clone();
+            async move {
                 if clients == Clients::ThisProcess
                     && !local.is_some_and(|l| crate::loopback::opened_by_this_process(l, peer))
                 {
@@ -202,31 +191,23 @@ pub async fn tcp_to_handed(listener: TcpListener, to: PathBuf, clients: Clients)
                         port = local.map(|l| l.port()),
                         "refused a connection to a sandbox's DevTools from another process"
                     );
-                    continue;
+                    return;
                 }
-                s
-            }
-            Err(e) => {
-                accept_failed(&e).await;
-                continue;
-            }
-        };
-        while conns.try_join_next().is_some() {}
-        let _ = inbound.set_nodelay(true);
-        let to = to.clone();
-        conns.spawn(async move {
-            let Ok(unix) = UnixStream::connect(&to).await else {
-                return;
-            };
-            match handover::receive(&unix, handover::RECEIVE_TIMEOUT).await {
-                Ok(mut out) => {
-                    drop(unix);
-                    let _ = copy_bidirectional(&mut inbound, &mut out).await;
+                let _ = inbound.set_nodelay(true);
+                let Ok(unix) = UnixStream::connect(&to).await else {
+                    return;
+                };
+                match handover::receive(&unix, handover::RECEIVE_TIMEOUT).await {
+                    Ok(mut out) => {
+                        drop(unix);
+                        let _ = copy_bidirectional(&mut inbound, &mut out).await;
+                    }
+                    Err(e) => tracing::debug!(error = %e, "relay: no socket handed over"),
                 }
-                Err(e) => tracing::debug!(error = %e, "relay: no socket handed over"),
             }
-        });
-    }
+        },
+    )
+    .await;
 }
 
 /// On the host: accepts unix-socket connections on `listener` and gives
@@ -237,28 +218,44 @@ where
     F: Fn(TcpStream) -> Fut + Clone + Send + 'static,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
+    each_connection(
+        || listener.accept(),
+        move |(inbound, _)| {
+            let serve = serve.clone();
+            // Received in the connection's own task: one that sends
+            // nothing holds up no other.
+            async move {
+                match handover::receive(&inbound, handover::RECEIVE_TIMEOUT).await {
+                    Ok(tcp) => {
+                        drop(inbound);
+                        serve(tcp).await;
+                    }
+                    Err(e) => tracing::debug!(error = %e, "relay: refused a handed-over socket"),
+                }
+            }
+        },
+    )
+    .await;
+}
+
+/// Runs `handle` on each connection `accept` gives, each in a task of its
+/// own that ends when this is aborted. Runs until aborted.
+async fn each_connection<C, A, AF, H, HF>(mut accept: A, mut handle: H)
+where
+    A: FnMut() -> AF,
+    AF: std::future::Future<Output = std::io::Result<C>>,
+    H: FnMut(C) -> HF,
+    HF: std::future::Future<Output = ()> + Send + 'static,
+{
     let mut conns = JoinSet::new();
     loop {
-        let inbound = match listener.accept().await {
-            Ok((s, _)) => s,
-            Err(e) => {
-                accept_failed(&e).await;
-                continue;
+        match accept().await {
+            Ok(conn) => {
+                while conns.try_join_next().is_some() {}
+                conns.spawn(handle(conn));
             }
-        };
-        while conns.try_join_next().is_some() {}
-        let serve = serve.clone();
-        // Received in a task of its own: a connection that sends nothing
-        // holds up no other.
-        conns.spawn(async move {
-            match handover::receive(&inbound, handover::RECEIVE_TIMEOUT).await {
-                Ok(tcp) => {
-                    drop(inbound);
-                    serve(tcp).await;
-                }
-                Err(e) => tracing::debug!(error = %e, "relay: refused a handed-over socket"),
-            }
-        });
+            Err(e) => accept_failed(&e).await,
+        }
     }
 }
 

@@ -116,16 +116,6 @@ fn exit_code(status: std::process::ExitStatus) -> ExitCode {
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 
-/// Who may connect to a [`tcp_to_handed`] listener.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Clients {
-    /// Anyone who can reach the port.
-    Any,
-    /// Only this process ([`crate::loopback::opened_by_this_process`]): the
-    /// host side of a sandbox's DevTools socket.
-    ThisProcess,
-}
-
 /// Inside the sandbox: accepts Chromium's connections on `listener` (its
 /// proxy address) and hands each to the host over a new connection to the
 /// unix socket `to`, keeping no copy. Runs until aborted.
@@ -135,7 +125,7 @@ pub async fn hand_over_accepted(listener: TcpListener, to: PathBuf) {
         move |(inbound, _)| {
             let to = to.clone();
             async move {
-                let _ = inbound.set_nodelay(true);
+                // No socket option here: the host sets its own on receipt.
                 let sent = match UnixStream::connect(&to).await {
                     Ok(out) => handover::send(&out, &inbound).await,
                     Err(e) => Err(e),
@@ -159,10 +149,7 @@ pub async fn hand_over_connected(listener: UnixListener, to: SocketAddr) {
             // A refused connection (DevTools not up yet) closes `inbound`
             // unanswered: the host's attempt fails and it tries again.
             let sent = match TcpStream::connect(to).await {
-                Ok(out) => {
-                    let _ = out.set_nodelay(true);
-                    handover::send(&inbound, &out).await
-                }
+                Ok(out) => handover::send(&inbound, &out).await,
                 Err(e) => Err(e),
             };
             if let Err(e) = sent {
@@ -173,20 +160,20 @@ pub async fn hand_over_connected(listener: UnixListener, to: SocketAddr) {
     .await;
 }
 
-/// On the host: accepts TCP connections on `listener` (from `clients`
-/// only) and joins each to the socket the relay hands over a new
+/// On the host: accepts TCP connections on `listener` from this process
+/// only ([`crate::loopback::opened_by_this_process`]: another local process
+/// that found the port could otherwise drive the browser and read its
+/// cookies) and joins each to the socket the relay hands over a new
 /// connection to the unix socket `to`. Runs until aborted; aborting it also
 /// ends every connection it carries.
-pub async fn tcp_to_handed(listener: TcpListener, to: PathBuf, clients: Clients) {
+pub async fn tcp_to_handed(listener: TcpListener, to: PathBuf) {
     let local = listener.local_addr().ok();
     each_connection(
         || listener.accept(),
         move |(mut inbound, peer): (TcpStream, SocketAddr)| {
             let to = to.clone();
             async move {
-                if clients == Clients::ThisProcess
-                    && !local.is_some_and(|l| crate::loopback::opened_by_this_process(l, peer))
-                {
+                if !local.is_some_and(|l| crate::loopback::opened_by_this_process(l, peer)) {
                     tracing::warn!(
                         port = local.map(|l| l.port()),
                         "refused a connection to a sandbox's DevTools from another process"
@@ -299,7 +286,7 @@ mod tests {
         ));
         let front = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let front_addr = front.local_addr().unwrap();
-        let outer = tokio::spawn(tcp_to_handed(front, sock, Clients::ThisProcess));
+        let outer = tokio::spawn(tcp_to_handed(front, sock));
 
         let mut c = TcpStream::connect(front_addr).await.unwrap();
         c.write_all(b"ping through the handed socket")

@@ -17,7 +17,7 @@ use super::{
     AbortOnDrop, BwrapDriver, Layout, Running, START_TIMEOUT, bwrap_args, sandbox_command,
 };
 use crate::sandbox::devtools::browser_path;
-use crate::sandbox::relay::{Clients, serve_handed, tcp_to_handed};
+use crate::sandbox::relay::{serve_handed, tcp_to_handed};
 use crate::sandbox::{Sandbox, SandboxSpec};
 
 impl BwrapDriver {
@@ -85,11 +85,7 @@ impl BwrapDriver {
             .port();
         // Only this process may use it: another local process that found the
         // port could otherwise drive the browser and read its cookies.
-        tasks.0.push(tokio::spawn(tcp_to_handed(
-            cdp,
-            cdp_path,
-            Clients::ThisProcess,
-        )));
+        tasks.0.push(tokio::spawn(tcp_to_handed(cdp, cdp_path)));
 
         let no_sandbox = nix::unistd::geteuid().is_root();
         let (uploads_dir, downloads_dir) =

@@ -21,12 +21,20 @@ use common::{Stats, env_usize, ms, rss_kib};
 /// A heading that counts the clicks on it: each click repaints.
 const COUNT: &str = "<!doctype html><html><head><title>Count</title></head><body><h1 onclick=\"this.textContent = 'clicked ' + (window.n = (window.n || 0) + 1)\">Count</h1><p>Hello</p></body></html>";
 
+/// A page 3000 px tall of random pixels: its full-page PNG is about as
+/// large as its pixels (some 15 MB), a heavy neighbour's screenshot.
+const NOISE: &str = "<!doctype html><html><head><title>Noise</title></head><body style=margin:0><canvas id=c width=1280 height=3000 style=display:block></canvas><script>\
+const x = document.getElementById('c').getContext('2d'); const d = x.createImageData(1280, 3000);\
+for (let i = 0; i < d.data.length; i += 65536) crypto.getRandomValues(d.data.subarray(i, i + 65536));\
+for (let i = 3; i < d.data.length; i += 4) d.data[i] = 255; x.putImageData(d, 0, 0);</script></body></html>";
+
 const PAGE: &str = "<!doctype html><html><head><title>Bench</title></head><body><h1>Bench</h1><input id=i><p>Hello</p></body></html>";
 
 async fn page_server() -> std::net::SocketAddr {
     let app = axum::Router::new()
         .route("/", axum::routing::get(|| async { Html(PAGE) }))
-        .route("/count", axum::routing::get(|| async { Html(COUNT) }));
+        .route("/count", axum::routing::get(|| async { Html(COUNT) }))
+        .route("/noise", axum::routing::get(|| async { Html(NOISE) }));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -70,18 +78,14 @@ impl Api {
     }
 }
 
-async fn start_cordon(
+/// The settings every Cordon of this bench runs with, `extra` last.
+fn cordon_env(
     data: &std::path::Path,
     page: std::net::SocketAddr,
     pool: usize,
     extra_env: &[(&str, String)],
-) -> (
-    Api,
-    tokio::sync::oneshot::Sender<()>,
-    tokio::task::JoinHandle<()>,
-    cordon::state::AppState,
-) {
-    let env = vec![
+) -> Vec<(String, String)> {
+    let mut env = vec![
         ("CORDON_BIND".to_string(), "127.0.0.1:0".to_string()),
         ("CORDON_DATA_DIR".to_string(), data.display().to_string()),
         ("CORDON_POOL_SIZE".to_string(), pool.to_string()),
@@ -102,9 +106,23 @@ async fn start_cordon(
             std::env::var("BENCH_DRIVER").unwrap_or_else(|_| "auto".into()),
         ),
     ];
-    let mut env = env;
     env.retain(|(k, _)| !extra_env.iter().any(|(e, _)| e == k));
     env.extend(extra_env.iter().map(|(k, v)| ((*k).to_owned(), v.clone())));
+    env
+}
+
+async fn start_cordon(
+    data: &std::path::Path,
+    page: std::net::SocketAddr,
+    pool: usize,
+    extra_env: &[(&str, String)],
+) -> (
+    Api,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+    cordon::state::AppState,
+) {
+    let env = cordon_env(data, page, pool, extra_env);
     let app = Application::build(Settings::load_from(None, env).unwrap())
         .await
         .unwrap();
@@ -1595,7 +1613,8 @@ async fn bench() {
     // BENCH_ONLY: comma-separated sections (engine, inject, limits, mcp, task, gate, cdp, capacity); all
     // when unset. `gatesplit` (the gate's reads timed apart), `repaint` (the
     // click → frame bisection), `firstpage` (the warm first page, split),
-    // `framesignal` and `memflags` run only when named.
+    // `framesignal`, `memflags` and `busy` (many sessions at once, one
+    // runtime thread against a worker per core) run only when named.
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
     let run = |name: &str| only.is_empty() || only.split(',').any(|s| s.trim() == name);
     println!(
@@ -1649,6 +1668,9 @@ async fn bench() {
         frame_signal(&page, tmp.path(), iters).await;
     }
 
+    if only.split(',').any(|s| s.trim() == "busy") {
+        busy(page_addr, &page, tmp.path()).await;
+    }
     if capacity > 0 && run("capacity") {
         capacity_run(page_addr, &page, tmp.path(), capacity).await;
     }
@@ -1705,6 +1727,227 @@ async fn bare_mem_by_kind(
 /// every process in its cgroup (or, without cgroups, of every browser
 /// process below this one), each answering a `snapshot` at the end;
 /// against a bare Chromium with Cordon's flags on the same page.
+/// Cordon on a runtime of its own, shaped by `runtime_workers` as `cordon
+/// serve` shapes it, driven from an OS thread named `cordon`: the bench's
+/// client (on the bench's runtime) neither shares its threads nor counts in
+/// its CPU. The sender stops it; the thread ends when it has.
+async fn start_cordon_apart(
+    data: &std::path::Path,
+    page: std::net::SocketAddr,
+    workers: u16,
+) -> (
+    Api,
+    tokio::sync::oneshot::Sender<()>,
+    std::thread::JoinHandle<()>,
+) {
+    let env = cordon_env(
+        data,
+        page,
+        0,
+        &[("CORDON_RUNTIME_WORKERS", workers.to_string())],
+    );
+    let settings = Settings::load_from(None, env).unwrap();
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+    let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name("cordon".into())
+        .spawn(move || {
+            let rt = settings.server.runtime().unwrap();
+            rt.block_on(async move {
+                let app = Application::build(settings).await.unwrap();
+                let state = app.state();
+                let tenant: cordon::domain::TenantId = "bench".parse().unwrap();
+                let _ = state.store.tenant_create(&tenant, "bench").await;
+                let (_, key) = state.store.api_key_create(&tenant, "bench").await.unwrap();
+                let _ = ready_tx.send((format!("http://{}", app.local_addr()), key));
+                app.run_until(async {
+                    let _ = stop_rx.await;
+                })
+                .await
+                .unwrap();
+            });
+        })
+        .unwrap();
+    let (base, key) = ready_rx.await.expect("Cordon started");
+    let api = Api {
+        http: reqwest::Client::builder().no_proxy().build().unwrap(),
+        base,
+        key,
+    };
+    (api, stop, thread)
+}
+
+/// CPU time so far, in clock ticks (USER_HZ, 100 a second on Linux), user
+/// and system: this whole process's, exited threads included, and the
+/// bench's own threads' (the main thread and the runtime's, named
+/// `bench`). The rest is Cordon's: its runtime, sqlx's worker, its
+/// blocking pool.
+fn cpu_ticks() -> ([u64; 2], [u64; 2]) {
+    fn of(stat: &str) -> (&str, [u64; 2]) {
+        let (head, rest) = stat.rsplit_once(')').unwrap();
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        // `rest` starts at field 3; utime and stime are fields 14 and 15.
+        let t = [f[11].parse().unwrap(), f[12].parse().unwrap()];
+        (head.split_once('(').unwrap().1, t)
+    }
+    let all = of(&std::fs::read_to_string("/proc/self/stat").unwrap()).1;
+    let pid = std::process::id().to_string();
+    let mut bench = [0, 0];
+    for e in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        let (comm, t) = of(&stat);
+        if comm == "bench" || e.file_name().to_str() == Some(pid.as_str()) {
+            bench[0] += t[0];
+            bench[1] += t[1];
+        }
+    }
+    (all, bench)
+}
+
+/// Many busy sessions at once, Cordon on one runtime thread
+/// (`runtime_workers = 1`) against one worker per core (0, the default),
+/// each shape in turn: for each count in `BENCH_BUSY` (default `8,64`),
+/// that many sessions each press Tab in a loop as fast as their answers
+/// come, for `BENCH_BUSY_S` seconds (default 20) after 3 s unmeasured,
+/// while one more session takes full-page PNGs of `/noise` (about 15 MB
+/// each) back to back (`BENCH_BUSY_HEAVY=0` leaves it out). Prints the
+/// presses' p50 / p95 / p99, presses a second, the screenshots, and
+/// Cordon's own CPU (its threads: not the bench's client, not Chromium).
+async fn busy(page_addr: std::net::SocketAddr, page: &str, tmp: &std::path::Path) {
+    let counts: Vec<usize> = std::env::var("BENCH_BUSY")
+        .unwrap_or_else(|_| "8,64".into())
+        .split(',')
+        .map(|c| {
+            c.trim()
+                .parse()
+                .expect("BENCH_BUSY: session counts, e.g. 8,64")
+        })
+        .collect();
+    let secs = env_usize("BENCH_BUSY_S", 20) as u64;
+    let heavy = env_usize("BENCH_BUSY_HEAVY", 1) == 1;
+    let (warm, window) = (Duration::from_secs(3), Duration::from_secs(secs));
+    println!(
+        "busy sessions: {secs} s a window, {} a heavy neighbour (full-page PNGs of /noise)",
+        if heavy { "with" } else { "without" }
+    );
+    for (i, &n) in counts.iter().enumerate() {
+        let shapes: [u16; 2] = if i % 2 == 0 { [1, 0] } else { [0, 1] };
+        for workers in shapes {
+            let shape = if workers == 1 {
+                "one thread       "
+            } else {
+                "a worker per core"
+            };
+            let (api, stop, thread) =
+                start_cordon_apart(&tmp.join(format!("busy-{n}-{workers}")), page_addr, workers)
+                    .await;
+            let api = std::sync::Arc::new(api);
+            // Opened four at a time: each is a cold start (no pool).
+            let mut sids = Vec::new();
+            for chunk in (0..n + usize::from(heavy)).collect::<Vec<_>>().chunks(4) {
+                let opened = futures::future::join_all(chunk.iter().map(|&k| {
+                    let api = api.clone();
+                    let url = if heavy && k == n {
+                        format!("{page}noise")
+                    } else {
+                        page.to_owned()
+                    };
+                    async move {
+                        let sid = api.open().await;
+                        api.post(
+                            &format!("/api/sessions/{sid}/navigate"),
+                            json!({ "url": url }),
+                        )
+                        .await;
+                        sid
+                    }
+                }))
+                .await;
+                sids.extend(opened);
+            }
+            let start = Instant::now();
+            let (from, until) = (start + warm, start + warm + window);
+            let mut presses = tokio::task::JoinSet::new();
+            for sid in &sids[..n] {
+                let (api, sid) = (api.clone(), sid.clone());
+                presses.spawn(async move {
+                    let mut got = Vec::new();
+                    while Instant::now() < until {
+                        let t = Instant::now();
+                        api.post(
+                            &format!("/api/sessions/{sid}/press"),
+                            json!({ "key": "Tab" }),
+                        )
+                        .await;
+                        if t >= from && Instant::now() <= until {
+                            got.push(t.elapsed());
+                        }
+                    }
+                    got
+                });
+            }
+            let shots = heavy.then(|| {
+                let (api, sid) = (api.clone(), sids[n].clone());
+                tokio::spawn(async move {
+                    let mut got = Vec::new();
+                    while Instant::now() < until {
+                        let t = Instant::now();
+                        api.post(
+                            &format!("/api/sessions/{sid}/screenshot"),
+                            json!({ "full_page": true, "format": "png" }),
+                        )
+                        .await;
+                        if t >= from && Instant::now() <= until {
+                            got.push(t.elapsed());
+                        }
+                    }
+                    got
+                })
+            });
+            tokio::time::sleep_until(from.into()).await;
+            let cpu0 = cpu_ticks();
+            tokio::time::sleep_until(until.into()).await;
+            let cpu1 = cpu_ticks();
+            let mut pressed = Vec::new();
+            while let Some(got) = presses.join_next().await {
+                pressed.extend(got.unwrap());
+            }
+            let shot = match shots {
+                Some(task) => Stats(task.await.unwrap()),
+                None => Stats(Vec::new()),
+            };
+            let pressed = Stats(pressed);
+            // Cordon's user and system seconds in the window.
+            let [user, sys] = [0, 1].map(|k| {
+                (cpu1.0[k] - cpu0.0[k]).saturating_sub(cpu1.1[k] - cpu0.1[k]) as f64 / 100.0
+            });
+            let cpu_s = user + sys;
+            let calls = pressed.0.len() + shot.0.len();
+            println!(
+                "  {n:>3} sessions, {shape}: press p50 {:.2} ms  p95 {:.2} ms  p99 {:.2} ms  ({:.0} presses/s)",
+                ms(pressed.median()),
+                ms(pressed.pct(0.95)),
+                ms(pressed.pct(0.99)),
+                pressed.0.len() as f64 / window.as_secs_f64()
+            );
+            println!(
+                "      screenshots {} ; Cordon CPU {:.0} % of a core ({:.0} % in the kernel), {:.0} µs a call",
+                shot.show(),
+                100.0 * cpu_s / window.as_secs_f64(),
+                100.0 * sys / cpu_s.max(f64::MIN_POSITIVE),
+                1e6 * cpu_s / calls.max(1) as f64
+            );
+            futures::future::join_all(sids.iter().map(|sid| api.close(sid))).await;
+            let _ = stop.send(());
+            tokio::task::spawn_blocking(move || thread.join().unwrap())
+                .await
+                .unwrap();
+        }
+    }
+}
+
 async fn capacity_run(
     page_addr: std::net::SocketAddr,
     page: &str,

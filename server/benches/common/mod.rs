@@ -16,7 +16,8 @@ pub fn env_usize(name: &str, default: usize) -> usize {
 
 /// The bench's async runtime: `BENCH_WORKERS` worker threads (default 2;
 /// 0 for one thread that runs everything, the shape `runtime_workers = 1`
-/// gives `cordon serve`).
+/// gives `cordon serve`). Its threads are named `bench`, so a section can
+/// tell their CPU from a Cordon running on a runtime of its own.
 pub fn runtime() -> tokio::runtime::Runtime {
     let workers = env_usize("BENCH_WORKERS", 2);
     let built = if workers == 0 {
@@ -26,6 +27,7 @@ pub fn runtime() -> tokio::runtime::Runtime {
     } else {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(workers)
+            .thread_name("bench")
             .enable_all()
             .build()
     };

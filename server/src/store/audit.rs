@@ -13,12 +13,101 @@ pub(super) const COLUMNS: &str =
 
 impl Store {
     /// Appends an event to the chain and returns it as stored. Appends are
-    /// serialised: in this process by a mutex, across processes by the row
-    /// lock the first `UPDATE audit_head` takes, so the chain never forks.
+    /// serialised: in this process by a mutex, across processes by the
+    /// database's write lock (SQLite) or the row lock the first `UPDATE
+    /// audit_head` takes (PostgreSQL), so the chain never forks.
+    ///
+    /// On SQLite the mutex also keeps the head this process last wrote or
+    /// read. An append then links to it without reading it first: one
+    /// call to SQLite's thread instead of four, in one transaction that
+    /// writes only if the head in the database is still that one. When
+    /// another process (the CLI) appended meanwhile, nothing is written,
+    /// and the append reads the head as on PostgreSQL.
     #[tracing::instrument(skip_all, fields(audit.action = %event.action))]
     pub async fn audit_append(&self, event: NewEvent) -> anyhow::Result<Event> {
         let params = canonical_params(&event.params);
-        let _guard = self.audit_lock.lock().await;
+        let head = self.audit_lock.clone().lock_owned().await;
+        let (mut head, linked) = if head.is_some() {
+            // On a task of its own, holding the lock: the append is one
+            // call of several statements on a pooled connection, and a
+            // caller that gives up (its client gone) must not stop it
+            // between `BEGIN` and `COMMIT`.
+            let (store, event, params) = (self.clone(), event.clone(), params.clone());
+            tokio::spawn(async move {
+                let mut head = head;
+                let linked = store.append_at_head(&mut head, &event, params).await;
+                (head, linked)
+            })
+            .await
+            .context("the audit append's task failed")?
+        } else {
+            (head, Ok(None))
+        };
+        let stored = match linked? {
+            Some(stored) => stored,
+            None => self.append_reading_head(&mut head, event, params).await?,
+        };
+        drop(head);
+        metrics::counter!("cordon_audit_events_total").increment(1);
+        self.changes.publish(crate::events::Topic::Audit);
+        if let Some(topic) = crate::events::Topic::of_action(&stored.action) {
+            self.changes.publish(topic);
+        }
+        Ok(stored)
+    }
+
+    /// The append linked to `head` (SQLite), in one call: `None`, and no
+    /// head, when the database's head is no longer that one. On an error
+    /// the connection is closed, not pooled, so no transaction is left
+    /// open on it.
+    async fn append_at_head(
+        &self,
+        head: &mut Option<AuditHead>,
+        event: &NewEvent,
+        params: String,
+    ) -> anyhow::Result<Option<Event>> {
+        let Some(prev) = head.take() else {
+            return Ok(None);
+        };
+        let stored = chained(prev.seq, prev.hash, prev.ts, event.clone(), params);
+        // Both writes are conditional on the head they link to; the
+        // `RETURNING` row says they were made.
+        const APPEND_AT_HEAD: &str = "BEGIN IMMEDIATE; \
+             INSERT INTO audit_events (seq, ts, tenant_id, session_id, actor, action, params, outcome, prev_hash, hash) \
+             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10 \
+             WHERE EXISTS (SELECT 1 FROM audit_head WHERE id = 1 AND seq = $1 - 1 AND hash = $9); \
+             UPDATE audit_head SET seq = $1, hash = $10 WHERE id = 1 AND seq = $1 - 1 AND hash = $9 RETURNING seq; \
+             COMMIT";
+        let mut conn = self
+            .pool()
+            .acquire()
+            .await
+            .context("failed to begin audit append")?;
+        let written = bind_event(sqlx::query(APPEND_AT_HEAD), &stored)
+            .fetch_all(&mut *conn)
+            .await;
+        match written {
+            Ok(rows) if rows.is_empty() => Ok(None),
+            Ok(_) => {
+                *head = Some(AuditHead::of(&stored));
+                Ok(Some(stored))
+            }
+            Err(e) => {
+                conn.close_on_drop();
+                Err(e).context("failed to insert audit event")
+            }
+        }
+    }
+
+    /// The append after reading the head, in a transaction that locks it
+    /// first. Leaves `head` at the new event on SQLite, else `None`.
+    async fn append_reading_head(
+        &self,
+        head: &mut Option<AuditHead>,
+        event: NewEvent,
+        params: String,
+    ) -> anyhow::Result<Event> {
+        *head = None;
         let mut tx = self
             .pool()
             .begin()
@@ -37,7 +126,7 @@ impl Store {
         // it would miss the event another replica appended meanwhile; its
         // own statement afterwards sees it.
         let sqlite = self.kind() == crate::domain::DatabaseKind::Sqlite;
-        let head = sqlx::query(if sqlite {
+        let row = sqlx::query(if sqlite {
             "UPDATE audit_head SET seq = seq WHERE id = 1 \
              RETURNING seq, hash, (SELECT ts FROM audit_events WHERE seq = audit_head.seq) AS prev_ts"
         } else {
@@ -46,10 +135,10 @@ impl Store {
         .fetch_one(&mut *tx)
         .await
         .context("failed to lock the audit head")?;
-        let prev_seq: i64 = head.try_get("seq")?;
-        let prev_hash: String = head.try_get("hash")?;
+        let prev_seq: i64 = row.try_get("seq")?;
+        let prev_hash: String = row.try_get("hash")?;
         let prev_ts: Option<i64> = if sqlite {
-            head.try_get("prev_ts")
+            row.try_get("prev_ts")
                 .context("failed to read the previous audit event's time")?
         } else {
             sqlx::query_scalar("SELECT ts FROM audit_events WHERE seq = $1")
@@ -58,19 +147,7 @@ impl Store {
                 .await
                 .context("failed to read the previous audit event's time")?
         };
-        let mut stored = Event {
-            seq: prev_seq + 1,
-            ts: crate::time::now_ms().max(prev_ts.unwrap_or(i64::MIN)),
-            tenant: event.tenant.map(String::from),
-            session: event.session,
-            actor: event.actor.as_stored(),
-            action: event.action,
-            params,
-            outcome: event.outcome,
-            prev_hash,
-            hash: String::new(),
-        };
-        stored.hash = chain_hash(&stored.prev_hash, &stored.canonical_bytes());
+        let stored = chained(prev_seq, prev_hash, prev_ts, event, params);
         // On SQLite the head moves in the same call as the insert (its
         // driver runs each statement of a call with the call's binds, by
         // number): one hand-off to its thread less per append.
@@ -79,20 +156,13 @@ impl Store {
         const INSERT_AND_MOVE: &str = "INSERT INTO audit_events (seq, ts, tenant_id, session_id, actor, action, params, outcome, prev_hash, hash) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10); \
              UPDATE audit_head SET seq = $1, hash = $10 WHERE id = 1";
-        sqlx::query(if sqlite { INSERT_AND_MOVE } else { INSERT })
-            .bind(stored.seq)
-            .bind(stored.ts)
-            .bind(stored.tenant.clone())
-            .bind(stored.session.clone())
-            .bind(&stored.actor)
-            .bind(&stored.action)
-            .bind(&stored.params)
-            .bind(&stored.outcome)
-            .bind(&stored.prev_hash)
-            .bind(&stored.hash)
-            .execute(&mut *tx)
-            .await
-            .context("failed to insert audit event")?;
+        bind_event(
+            sqlx::query(if sqlite { INSERT_AND_MOVE } else { INSERT }),
+            &stored,
+        )
+        .execute(&mut *tx)
+        .await
+        .context("failed to insert audit event")?;
         if !sqlite {
             sqlx::query("UPDATE audit_head SET seq = $1, hash = $2 WHERE id = 1")
                 .bind(stored.seq)
@@ -102,10 +172,8 @@ impl Store {
                 .context("failed to move the audit head")?;
         }
         tx.commit().await.context("failed to commit audit append")?;
-        metrics::counter!("cordon_audit_events_total").increment(1);
-        self.changes.publish(crate::events::Topic::Audit);
-        if let Some(topic) = crate::events::Topic::of_action(&stored.action) {
-            self.changes.publish(topic);
+        if sqlite {
+            *head = Some(AuditHead::of(&stored));
         }
         Ok(stored)
     }
@@ -184,4 +252,66 @@ impl Store {
             .context("failed to read the audit head")?;
         Ok((row.try_get("seq")?, row.try_get("hash")?))
     }
+}
+
+/// The head of the chain as this process last wrote or read it: where its
+/// next append links on SQLite ([`Store::audit_append`]).
+#[derive(Debug, Clone)]
+pub(super) struct AuditHead {
+    seq: i64,
+    hash: String,
+    ts: Option<i64>,
+}
+
+impl AuditHead {
+    fn of(event: &Event) -> Self {
+        Self {
+            seq: event.seq,
+            hash: event.hash.clone(),
+            ts: Some(event.ts),
+        }
+    }
+}
+
+/// `event` as the next link after the event `prev_seq` (hash `prev_hash`,
+/// time `prev_ts`): its time never before the previous one's.
+fn chained(
+    prev_seq: i64,
+    prev_hash: String,
+    prev_ts: Option<i64>,
+    event: NewEvent,
+    params: String,
+) -> Event {
+    let mut stored = Event {
+        seq: prev_seq + 1,
+        ts: crate::time::now_ms().max(prev_ts.unwrap_or(i64::MIN)),
+        tenant: event.tenant.map(String::from),
+        session: event.session,
+        actor: event.actor.as_stored(),
+        action: event.action,
+        params,
+        outcome: event.outcome,
+        prev_hash,
+        hash: String::new(),
+    };
+    stored.hash = chain_hash(&stored.prev_hash, &stored.canonical_bytes());
+    stored
+}
+
+/// An insert's ten binds, `$1`–`$10`, in [`COLUMNS`]' order.
+fn bind_event<'q>(
+    query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+    e: &'q Event,
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+    query
+        .bind(e.seq)
+        .bind(e.ts)
+        .bind(e.tenant.clone())
+        .bind(e.session.clone())
+        .bind(&e.actor)
+        .bind(&e.action)
+        .bind(&e.params)
+        .bind(&e.outcome)
+        .bind(&e.prev_hash)
+        .bind(&e.hash)
 }

@@ -37,9 +37,10 @@ pub use crate::domain::DatabaseKind;
 pub struct Store {
     pool: AnyPool,
     kind: DatabaseKind,
-    /// Serialises audit appends within this process; the database's row lock
-    /// on `audit_head` serialises them across processes and replicas.
-    audit_lock: Arc<Mutex<()>>,
+    /// Serialises audit appends within this process (the database's locks
+    /// serialise them across processes and replicas) and, on SQLite, holds
+    /// the head of the chain this process last wrote or read.
+    audit_lock: Arc<Mutex<Option<audit::AuditHead>>>,
     /// Change notices for the dashboard, published after each commit of
     /// something a page shows.
     pub(crate) changes: crate::events::Changes,
@@ -74,7 +75,7 @@ impl Store {
         Ok(Self {
             pool,
             kind,
-            audit_lock: Arc::new(Mutex::new(())),
+            audit_lock: Arc::new(Mutex::new(None)),
             changes: crate::events::Changes::default(),
         })
     }

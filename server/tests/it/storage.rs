@@ -11,6 +11,9 @@ both_backends!(
     migrations_can_run_twice,
     each_appended_event_links_to_the_one_before,
     concurrent_writers_in_two_processes_never_fork_the_chain,
+    an_append_after_another_process_appended_links_to_its_event,
+    an_append_whose_caller_gives_up_leaves_the_chain_whole,
+    a_failed_append_writes_nothing_and_holds_no_lock,
     the_audit_table_refuses_updates_and_deletes,
     verify_names_the_first_edited_event,
     verify_finds_a_removed_middle_event,
@@ -199,6 +202,112 @@ async fn concurrent_writers_in_two_processes_never_fork_the_chain(backend: Backe
     assert_eq!(
         audit::verify(&stores[0]).await.unwrap(),
         Verification::Intact { events: 40 }
+    );
+}
+
+/// An append links to the head it last saw only while that is still the
+/// database's head: after another process appended, it links to that
+/// event instead (SQLite keeps the head in the process, `audit_append`).
+async fn an_append_after_another_process_appended_links_to_its_event(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let (a, b) = (db.store().await, db.store().await);
+    let e1 = a.audit_append(event(1)).await.unwrap();
+    let e2 = a.audit_append(event(2)).await.unwrap();
+    let e3 = b.audit_append(event(3)).await.unwrap();
+    let e4 = a.audit_append(event(4)).await.unwrap();
+    let e5 = a.audit_append(event(5)).await.unwrap();
+    let e6 = b.audit_append(event(6)).await.unwrap();
+    let seqs = [&e1, &e2, &e3, &e4, &e5, &e6].map(|e| e.seq);
+    assert_eq!(seqs, [1, 2, 3, 4, 5, 6]);
+    for (before, after) in [(&e2, &e3), (&e3, &e4), (&e5, &e6)] {
+        assert_eq!(after.prev_hash, before.hash, "event {}", after.seq);
+        assert!(after.ts >= before.ts, "time goes back at {}", after.seq);
+    }
+    assert_eq!(b.audit_head().await.unwrap(), (6, e6.hash.clone()));
+    assert_eq!(
+        audit::verify(&a).await.unwrap(),
+        Verification::Intact { events: 6 }
+    );
+}
+
+/// Appends dropped part-way (a client gone mid-call), at forty points
+/// from before the first statement to after the last: each is whole or
+/// absent, and none leaves a transaction open: another process appends at
+/// once after them (an open one would hold SQLite's write lock until its
+/// busy timeout failed the append).
+async fn an_append_whose_caller_gives_up_leaves_the_chain_whole(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let (a, b) = (db.store().await, db.store().await);
+    a.audit_append(event(0)).await.unwrap();
+    for i in 1..=40u64 {
+        let _ = tokio::time::timeout(
+            std::time::Duration::from_micros(i * 25),
+            a.audit_append(event(i as usize)),
+        )
+        .await;
+    }
+    let other = b
+        .audit_append(event(98))
+        .await
+        .expect("another process appends after the dropped ones");
+    let next = a
+        .audit_append(event(99))
+        .await
+        .expect("the process whose appends were dropped appends again");
+    assert_eq!(next.prev_hash, other.hash);
+    assert_eq!(next.seq, other.seq + 1);
+    assert_eq!(
+        audit::verify(&a).await.unwrap(),
+        Verification::Intact { events: next.seq }
+    );
+}
+
+/// An insert the database refuses fails the append with the database's
+/// reason, writes nothing, and leaves no transaction open on a pooled
+/// connection: both processes append after it.
+async fn a_failed_append_writes_nothing_and_holds_no_lock(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let (a, b) = (db.store().await, db.store().await);
+    let refuse = match backend {
+        Backend::Sqlite => {
+            "CREATE TRIGGER audit_refuse BEFORE INSERT ON audit_events \
+             WHEN NEW.action = 'test.refused' BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;"
+        }
+        Backend::Postgres => {
+            "CREATE FUNCTION audit_refuse() RETURNS trigger AS $$ BEGIN \
+             RAISE EXCEPTION 'refused by the test'; END $$ LANGUAGE plpgsql; \
+             CREATE TRIGGER audit_refuse BEFORE INSERT ON audit_events FOR EACH ROW \
+             WHEN (NEW.action = 'test.refused') EXECUTE FUNCTION audit_refuse();"
+        }
+    };
+    db.raw(refuse).await.expect("the refusing trigger");
+    let e1 = a.audit_append(event(1)).await.unwrap();
+    for _ in 0..3 {
+        let err = a
+            .audit_append(NewEvent::new(Actor::System, "test.refused"))
+            .await
+            .expect_err("the database refuses the insert");
+        assert!(
+            format!("{err:#}").contains("refused by the test"),
+            "{err:#}"
+        );
+    }
+    assert_eq!(a.audit_head().await.unwrap(), (1, e1.hash.clone()));
+    let e2 = b
+        .audit_append(event(2))
+        .await
+        .expect("the other process appends");
+    let e3 = a
+        .audit_append(event(3))
+        .await
+        .expect("this process appends");
+    assert_eq!(
+        (e2.prev_hash.as_str(), e3.prev_hash.as_str()),
+        (e1.hash.as_str(), e2.hash.as_str())
+    );
+    assert_eq!(
+        audit::verify(&a).await.unwrap(),
+        Verification::Intact { events: 3 }
     );
 }
 

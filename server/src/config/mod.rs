@@ -101,11 +101,14 @@ pub struct ServerSection {
     #[serde(default)]
     pub trusted_proxy: bool,
     /// Threads that run the control plane's own work (HTTP, CDP, the egress
-    /// guard, the live view); 0 is one per core, at most 1024. 1 runs it all on one
-    /// thread, with no hand-offs between threads: about 0.2–0.3 ms less per
-    /// tool call on 2 cores (BENCHMARKS.md, 2026-11-27 15:35), at the cost
-    /// of using one core for it at most. Image work and file walks run on
-    /// their own threads either way. `cordon serve` only.
+    /// guard, the live view), at most 1024. 0 (the default) is one per four
+    /// cores, so one thread up to 7 cores: the browsers take the machine's
+    /// CPU, and the control plane an eighth of it with 8 busy sessions on 2
+    /// cores (BENCHMARKS.md, 2026-11-27 18:30). One thread has no hand-offs
+    /// between threads, about 0.2–0.3 ms less per tool call on 2 cores
+    /// (2026-11-27 15:35), and under load did as well as a worker per core.
+    /// 1 is one thread, N is N worker threads. Image work and file walks
+    /// run on their own threads either way. `cordon serve` only.
     #[serde(default)]
     pub runtime_workers: u16,
 }
@@ -114,15 +117,25 @@ pub struct ServerSection {
 pub const MAX_RUNTIME_WORKERS: u16 = 1024;
 
 impl ServerSection {
-    /// The async runtime `runtime_workers` asks for.
-    pub fn runtime(&self) -> std::io::Result<tokio::runtime::Runtime> {
+    /// The runtime's threads `runtime_workers` asks for on a machine
+    /// with `cores` cores: 0 is one per four cores, at least one.
+    pub fn runtime_threads(&self, cores: usize) -> usize {
         match self.runtime_workers {
-            0 => tokio::runtime::Runtime::new(),
+            0 => (cores / 4).max(1),
+            n => usize::from(n),
+        }
+    }
+
+    /// The async runtime `runtime_workers` asks for: one thread that runs
+    /// everything, or that many workers.
+    pub fn runtime(&self) -> std::io::Result<tokio::runtime::Runtime> {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        match self.runtime_threads(cores) {
             1 => tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build(),
             n => tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(usize::from(n))
+                .worker_threads(n)
                 .enable_all()
                 .build(),
         }
@@ -320,7 +333,7 @@ impl Settings {
         if server.runtime_workers > MAX_RUNTIME_WORKERS {
             bail!(
                 "runtime_workers: {} threads is more than the {MAX_RUNTIME_WORKERS} allowed \
-                 (0 is one per core)",
+                 (0 is one per four cores)",
                 server.runtime_workers
             );
         }

@@ -985,8 +985,19 @@ fn runtime_workers_picks_the_runtime_and_refuses_absurd_counts() {
     };
     assert_eq!(of("1"), (RuntimeFlavor::CurrentThread, 1));
     assert_eq!(of("3"), (RuntimeFlavor::MultiThread, 3));
+    // 0: one per four cores, and one thread that runs everything below 8.
     let cores = std::thread::available_parallelism().unwrap().get();
-    assert_eq!(of("0"), (RuntimeFlavor::MultiThread, cores));
+    let auto = if cores < 8 {
+        (RuntimeFlavor::CurrentThread, 1)
+    } else {
+        (RuntimeFlavor::MultiThread, cores / 4)
+    };
+    assert_eq!(of("0"), auto);
+    let s = Settings::load_from(None, env(&[])).unwrap();
+    let threads = [1, 2, 4, 7, 8, 15, 16, 64].map(|c| s.server.runtime_threads(c));
+    assert_eq!(threads, [1, 1, 1, 1, 2, 3, 4, 16]);
+    let s = Settings::load_from(None, env(&[("CORDON_RUNTIME_WORKERS", "3")])).unwrap();
+    assert_eq!(s.server.runtime_threads(64), 3);
     let err = load_err(&[("CORDON_RUNTIME_WORKERS", "5000")]);
     assert!(err.contains("runtime_workers"), "{err}");
     let err = load_err(&[("CORDON_RUNTIME_WORKERS", "-1")]);

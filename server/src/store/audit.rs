@@ -26,50 +26,37 @@ impl Store {
     #[tracing::instrument(skip_all, fields(audit.action = %event.action))]
     pub async fn audit_append(&self, event: NewEvent) -> anyhow::Result<Event> {
         let params = canonical_params(&event.params);
-        let head = self.audit_lock.clone().lock_owned().await;
-        let (mut head, linked) = if head.is_some() {
-            // On a task of its own, holding the lock: the append is one
-            // call of several statements on a pooled connection, and a
-            // caller that gives up (its client gone) must not stop it
-            // between `BEGIN` and `COMMIT`.
-            let (store, event, params) = (self.clone(), event.clone(), params.clone());
-            tokio::spawn(async move {
-                let mut head = head;
-                let linked = store.append_at_head(&mut head, &event, params).await;
-                (head, linked)
-            })
-            .await
-            .context("the audit append's task failed")?
-        } else {
-            (head, Ok(None))
-        };
-        let stored = match linked? {
-            Some(stored) => stored,
-            None => self.append_reading_head(&mut head, event, params).await?,
-        };
-        drop(head);
-        metrics::counter!("cordon_audit_events_total").increment(1);
-        self.changes.publish(crate::events::Topic::Audit);
-        if let Some(topic) = crate::events::Topic::of_action(&stored.action) {
-            self.changes.publish(topic);
+        let mut head = self.audit_lock.lock().await;
+        if let Some(stored) = self.append_at_head(&mut head, &event, &params).await? {
+            return Ok(stored);
         }
-        Ok(stored)
+        self.append_reading_head(&mut head, event, params).await
     }
 
     /// The append linked to `head` (SQLite), in one call: `None`, and no
-    /// head, when the database's head is no longer that one. On an error
-    /// the connection is closed, not pooled, so no transaction is left
-    /// open on it.
+    /// head, when there is none or the database's is no longer that one.
+    /// Unless the call finishes, its connection is closed, not pooled: a
+    /// call that failed, or whose caller gave up (its client gone) between
+    /// `BEGIN` and `COMMIT`, leaves no transaction open on a connection
+    /// (an in-memory database, one connection, is lost with it: it is for
+    /// tests only). The append that reads the head may be stopped anywhere:
+    /// its transaction rolls back when dropped.
     async fn append_at_head(
         &self,
         head: &mut Option<AuditHead>,
         event: &NewEvent,
-        params: String,
+        params: &str,
     ) -> anyhow::Result<Option<Event>> {
         let Some(prev) = head.take() else {
             return Ok(None);
         };
-        let stored = chained(prev.seq, prev.hash, prev.ts, event.clone(), params);
+        let stored = chained(
+            prev.seq,
+            prev.hash,
+            prev.ts,
+            event.clone(),
+            params.to_owned(),
+        );
         // Both writes are conditional on the head they link to; the
         // `RETURNING` row says they were made.
         const APPEND_AT_HEAD: &str = "BEGIN IMMEDIATE; \
@@ -78,24 +65,31 @@ impl Store {
              WHERE EXISTS (SELECT 1 FROM audit_head WHERE id = 1 AND seq = $1 - 1 AND hash = $9); \
              UPDATE audit_head SET seq = $1, hash = $10 WHERE id = 1 AND seq = $1 - 1 AND hash = $9 RETURNING seq; \
              COMMIT";
-        let mut conn = self
-            .pool()
-            .acquire()
-            .await
-            .context("failed to begin audit append")?;
+        let mut conn = ClosedUnlessDone(Some(
+            self.pool()
+                .acquire()
+                .await
+                .context("failed to begin audit append")?,
+        ));
         let written = bind_event(sqlx::query(APPEND_AT_HEAD), &stored)
-            .fetch_all(&mut *conn)
-            .await;
-        match written {
-            Ok(rows) if rows.is_empty() => Ok(None),
-            Ok(_) => {
-                *head = Some(AuditHead::of(&stored));
-                Ok(Some(stored))
-            }
-            Err(e) => {
-                conn.close_on_drop();
-                Err(e).context("failed to insert audit event")
-            }
+            .fetch_all(&mut **conn.0.as_mut().expect("held until done"))
+            .await
+            .context("failed to insert audit event")?;
+        conn.done();
+        if written.is_empty() {
+            return Ok(None);
+        }
+        *head = Some(AuditHead::of(&stored));
+        self.appended(&stored);
+        Ok(Some(stored))
+    }
+
+    /// What follows an append: the counter, and the dashboard's notices.
+    fn appended(&self, stored: &Event) {
+        metrics::counter!("cordon_audit_events_total").increment(1);
+        self.changes.publish(crate::events::Topic::Audit);
+        if let Some(topic) = crate::events::Topic::of_action(&stored.action) {
+            self.changes.publish(topic);
         }
     }
 
@@ -175,6 +169,7 @@ impl Store {
         if sqlite {
             *head = Some(AuditHead::of(&stored));
         }
+        self.appended(&stored);
         Ok(stored)
     }
 
@@ -251,6 +246,28 @@ impl Store {
             .await
             .context("failed to read the audit head")?;
         Ok((row.try_get("seq")?, row.try_get("hash")?))
+    }
+}
+
+/// A pooled connection that is closed, not returned to the pool, when it
+/// is dropped before [`ClosedUnlessDone::done`]: after an error, a panic
+/// or a drop part-way through a call that opened a transaction. (sqlx's
+/// SQLite thread stops a call whose caller is gone after the statement it
+/// is on; closing the connection then rolls back what it began.)
+struct ClosedUnlessDone(Option<sqlx::pool::PoolConnection<sqlx::Any>>);
+
+impl ClosedUnlessDone {
+    /// The call finished: the connection goes back to the pool.
+    fn done(mut self) {
+        self.0.take();
+    }
+}
+
+impl Drop for ClosedUnlessDone {
+    fn drop(&mut self) {
+        if let Some(conn) = self.0.as_mut() {
+            conn.close_on_drop();
+        }
     }
 }
 

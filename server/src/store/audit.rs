@@ -65,17 +65,17 @@ impl Store {
              WHERE EXISTS (SELECT 1 FROM audit_head WHERE id = 1 AND seq = $1 - 1 AND hash = $9); \
              UPDATE audit_head SET seq = $1, hash = $10 WHERE id = 1 AND seq = $1 - 1 AND hash = $9 RETURNING seq; \
              COMMIT";
-        let mut conn = ClosedUnlessDone(Some(
-            self.pool()
-                .acquire()
-                .await
-                .context("failed to begin audit append")?,
-        ));
+        let mut conn = self
+            .pool()
+            .acquire()
+            .await
+            .context("failed to begin audit append")?;
+        let unfinished = ClosedUnlessDone(&mut conn);
         let written = bind_event(sqlx::query(APPEND_AT_HEAD), &stored)
-            .fetch_all(&mut **conn.0.as_mut().expect("held until done"))
+            .fetch_all(&mut **unfinished.0)
             .await
             .context("failed to insert audit event")?;
-        conn.done();
+        std::mem::forget(unfinished);
         if written.is_empty() {
             return Ok(None);
         }
@@ -249,25 +249,16 @@ impl Store {
     }
 }
 
-/// A pooled connection that is closed, not returned to the pool, when it
-/// is dropped before [`ClosedUnlessDone::done`]: after an error, a panic
-/// or a drop part-way through a call that opened a transaction. (sqlx's
-/// SQLite thread stops a call whose caller is gone after the statement it
-/// is on; closing the connection then rolls back what it began.)
-struct ClosedUnlessDone(Option<sqlx::pool::PoolConnection<sqlx::Any>>);
+/// Marks a pooled connection to be closed, not returned to the pool, if
+/// this is dropped: by an error, a panic or a drop part-way through a call
+/// that opened a transaction. (sqlx's SQLite thread stops a call whose
+/// caller is gone after the statement it is on; closing the connection
+/// then rolls back what it began.) A call that finished forgets it.
+struct ClosedUnlessDone<'c>(&'c mut sqlx::pool::PoolConnection<sqlx::Any>);
 
-impl ClosedUnlessDone {
-    /// The call finished: the connection goes back to the pool.
-    fn done(mut self) {
-        self.0.take();
-    }
-}
-
-impl Drop for ClosedUnlessDone {
+impl Drop for ClosedUnlessDone<'_> {
     fn drop(&mut self) {
-        if let Some(conn) = self.0.as_mut() {
-            conn.close_on_drop();
-        }
+        self.0.close_on_drop();
     }
 }
 

@@ -1281,16 +1281,7 @@ async fn bench() {
     let slow_rate = env_usize("BENCH_SLOW_RATE", 1_000_000) as f64;
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
     let run = |name: &str| only.is_empty() || only.split(',').any(|s| s.trim() == name);
-    let loads: Vec<usize> = std::env::var("BENCH_LOAD")
-        .unwrap_or_else(|_| "1,4,8".into())
-        .split(',')
-        .map(|n| {
-            n.trim()
-                .parse()
-                .expect("BENCH_LOAD: viewer counts, e.g. 1,4,8")
-        })
-        .filter(|&n| n > 0)
-        .collect();
+    let loads = common::env_counts("BENCH_LOAD", "1,4,8");
     let page_addr = page_server().await;
     let base = format!("http://{page_addr}");
     let tmp = tempfile::tempdir().unwrap();

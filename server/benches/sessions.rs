@@ -78,6 +78,13 @@ impl Api {
     }
 }
 
+/// An API key of the tenant `bench`, created with it when it is new.
+async fn bench_key(store: &cordon::store::Store) -> String {
+    let tenant: cordon::domain::TenantId = "bench".parse().unwrap();
+    let _ = store.tenant_create(&tenant, "bench").await;
+    store.api_key_create(&tenant, "bench").await.unwrap().1
+}
+
 /// The settings every Cordon of this bench runs with, `extra` last.
 fn cordon_env(
     data: &std::path::Path,
@@ -129,9 +136,7 @@ async fn start_cordon(
     let base = format!("http://{}", app.local_addr());
     let state = app.state();
     let kept = state.clone();
-    let tenant: cordon::domain::TenantId = "bench".parse().unwrap();
-    let _ = state.store.tenant_create(&tenant, "bench").await;
-    let (_, key) = state.store.api_key_create(&tenant, "bench").await.unwrap();
+    let key = bench_key(&state.store).await;
     let (tx, task) = common::serve(app);
     (
         Api {
@@ -1755,10 +1760,7 @@ async fn start_cordon_apart(
             let rt = settings.server.runtime().unwrap();
             rt.block_on(async move {
                 let app = Application::build(settings).await.unwrap();
-                let state = app.state();
-                let tenant: cordon::domain::TenantId = "bench".parse().unwrap();
-                let _ = state.store.tenant_create(&tenant, "bench").await;
-                let (_, key) = state.store.api_key_create(&tenant, "bench").await.unwrap();
+                let key = bench_key(&app.state().store).await;
                 let _ = ready_tx.send((format!("http://{}", app.local_addr()), key));
                 app.run_until(async {
                     let _ = stop_rx.await;
@@ -1816,15 +1818,7 @@ fn cpu_ticks() -> ([u64; 2], [u64; 2]) {
 /// presses' p50 / p95 / p99, presses a second, the screenshots, and
 /// Cordon's own CPU (its threads: not the bench's client, not Chromium).
 async fn busy(page_addr: std::net::SocketAddr, page: &str, tmp: &std::path::Path) {
-    let counts: Vec<usize> = std::env::var("BENCH_BUSY")
-        .unwrap_or_else(|_| "8,64".into())
-        .split(',')
-        .map(|c| {
-            c.trim()
-                .parse()
-                .expect("BENCH_BUSY: session counts, e.g. 8,64")
-        })
-        .collect();
+    let counts = common::env_counts("BENCH_BUSY", "8,64");
     let secs = env_usize("BENCH_BUSY_S", 20) as u64;
     let heavy = env_usize("BENCH_BUSY_HEAVY", 1) == 1;
     let (warm, window) = (Duration::from_secs(3), Duration::from_secs(secs));

@@ -14,6 +14,22 @@ pub fn env_usize(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// Counts from a comma-separated setting (`1,4,8`), or `default`'s;
+/// zeros dropped. A count that is not a number stops the bench, naming
+/// the setting.
+pub fn env_counts(name: &str, default: &str) -> Vec<usize> {
+    std::env::var(name)
+        .unwrap_or_else(|_| default.into())
+        .split(',')
+        .map(|n| {
+            n.trim()
+                .parse()
+                .unwrap_or_else(|_| panic!("{name}: counts apart by commas, e.g. {default}"))
+        })
+        .filter(|&n| n > 0)
+        .collect()
+}
+
 /// The bench's async runtime: `BENCH_WORKERS` worker threads (default 2;
 /// 0 for one thread that runs everything, the shape `runtime_workers = 1`
 /// gives `cordon serve`). Its threads are named `bench`, so a section can

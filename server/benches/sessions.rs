@@ -2193,6 +2193,10 @@ async fn mem_flags(page: &str, tmp: &std::path::Path) {
     let variants: Vec<(&str, Vec<String>)> = vec![
         ("Cordon's flags", vec![]),
         (
+            "- --no-unsandboxed-zygote (what it saves)",
+            vec!["!--no-unsandboxed-zygote".into()],
+        ),
+        (
             "+ --renderer-process-limit=1",
             vec!["--renderer-process-limit=1".into()],
         ),

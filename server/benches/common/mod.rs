@@ -222,18 +222,21 @@ pub async fn raw_chromium(
 }
 
 /// [`raw_chromium`] with `extra` flags after Cordon's (a later
-/// `--disable-features=` replaces an earlier one: repeat Cordon's list).
+/// `--disable-features=` replaces an earlier one: repeat Cordon's list);
+/// an entry `!FLAG` leaves Cordon's `FLAG` out instead.
 pub async fn raw_chromium_with(
     profile: &std::path::Path,
     width: u32,
     height: u32,
     extra: &[String],
 ) -> (BrowserConn, std::process::Child) {
+    let left_out: Vec<&str> = extra.iter().filter_map(|f| f.strip_prefix('!')).collect();
     let mut flags: Vec<String> = cordon::sandbox::chromium::BASE_FLAGS
         .iter()
+        .filter(|f| !left_out.contains(f))
         .map(|s| s.to_string())
         .collect();
-    flags.extend(extra.iter().cloned());
+    flags.extend(extra.iter().filter(|f| !f.starts_with('!')).cloned());
     raw_chromium_flags(profile, width, height, flags).await
 }
 

@@ -33,6 +33,12 @@ pub const BASE_FLAGS: &[&str] = &[
     // session here (BENCHMARKS.md). The driver's sandbox contains them all.
     "--enable-features=NetworkServiceInProcess2",
     "--in-process-gpu",
+    // Chromium starts a second zygote for processes that run without its
+    // sandbox; with the network service and the GPU in process, nothing
+    // here is launched from it, and it holds ~15 MiB of private memory per
+    // browser (BENCHMARKS.md, 2026-11-27 20:30). Whatever would use it is
+    // launched directly instead.
+    "--no-unsandboxed-zygote",
     "--metrics-recording-only",
     "--mute-audio",
     "--password-store=basic",

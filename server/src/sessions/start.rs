@@ -62,6 +62,24 @@ impl SessionManager {
                  on a shared host"
             );
         }
+        if !driver.caps().remote
+            && let Some(limit) = inotify_instances()
+            && let Some(browsers) = inotify_short(
+                settings.sessions.max_total + settings.sessions.pool_size,
+                limit,
+            )
+        {
+            tracing::warn!(
+                limit,
+                browsers,
+                "this user may hold {limit} inotify instances (fs.inotify.max_user_instances, or \
+                 a container's user.max_inotify_instances), and max_sessions with the pool allow \
+                 {browsers} browsers: each Chromium holds one, and past the limit its file \
+                 watching fails and a browser may crash at start. Fix: \
+                 sysctl fs.inotify.max_user_instances={} (in /etc/sysctl.d/ to keep it)",
+                (browsers + INOTIFY_MARGIN).next_power_of_two()
+            );
+        }
         let run_dir = settings.data_dir.join("run");
         std::fs::create_dir_all(&run_dir)
             .with_context(|| format!("data_dir: cannot create {}", run_dir.display()))?;
@@ -109,5 +127,49 @@ impl SessionManager {
         tokio::spawn(pool::refill_loop(inner.clone()));
         tokio::spawn(manager.clone().ticker());
         Ok(manager)
+    }
+}
+
+/// Instances of inotify the host's other programs of the same user may
+/// hold beside the browsers (a desktop session, a file manager, the
+/// control plane's own).
+const INOTIFY_MARGIN: usize = 16;
+
+/// How many inotify instances this user may hold: the host's
+/// `fs.inotify.max_user_instances`, or the user namespace's own
+/// `user.max_inotify_instances` (a container's) when that is lower.
+fn inotify_instances() -> Option<usize> {
+    let read =
+        |path: &str| -> Option<usize> { std::fs::read_to_string(path).ok()?.trim().parse().ok() };
+    [
+        read("/proc/sys/fs/inotify/max_user_instances"),
+        read("/proc/sys/user/max_inotify_instances"),
+    ]
+    .into_iter()
+    .flatten()
+    .min()
+}
+
+/// `browsers` when that many Chromiums (one inotify instance each, in the
+/// browser process) do not fit under `limit` with [`INOTIFY_MARGIN`] to
+/// spare. BENCHMARKS.md 2026-11-27 20:45: at Linux's default of 128, the
+/// 200-session runs logged `inotify_init() failed: Too many open files`
+/// past ~120 browsers, and one browser start each crashed with SIGSEGV.
+fn inotify_short(browsers: usize, limit: usize) -> Option<usize> {
+    (browsers + INOTIFY_MARGIN > limit).then_some(browsers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_whose_inotify_limit_is_below_the_browsers_is_told() {
+        // Linux's default against the default max_sessions (150) and pool (2).
+        assert_eq!(inotify_short(152, 128), Some(152));
+        // The margin counts: 112 browsers leave 16 for everything else.
+        assert_eq!(inotify_short(112, 128), None);
+        assert_eq!(inotify_short(113, 128), Some(113));
+        assert_eq!(inotify_short(152, 1024), None);
     }
 }

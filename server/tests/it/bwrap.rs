@@ -146,6 +146,24 @@ async fn bwrap_session_browses_through_the_guard_and_leaves_nothing_behind() {
         (nav["status"].clone(), nav["title"].clone()),
         (json!(200), json!("Login"))
     );
+    // The page's renderer comes from Chromium's zygote, and there is no
+    // second zygote for unsandboxed children (`--no-unsandboxed-zygote`,
+    // ~15 MiB a session: BENCHMARKS.md 2026-11-27 20:30). A Chromium that
+    // stopped honouring the switch would fail here, not only in a bench.
+    let running = tree(pid);
+    let kind = |p: &Proc, t: &str| p.cmdline.contains(&format!("--type={t}"));
+    assert!(
+        running.iter().any(|p| kind(p, "renderer")) && running.iter().any(|p| kind(p, "zygote")),
+        "{running:#?}"
+    );
+    let unsandboxed: Vec<&Proc> = running
+        .iter()
+        .filter(|p| kind(p, "zygote") && p.cmdline.contains("--no-zygote-sandbox"))
+        .collect();
+    assert!(
+        unsandboxed.is_empty(),
+        "an unsandboxed zygote: {unsandboxed:#?}"
+    );
     let (status, shot) = agent.tool(&sid, "screenshot", json!({})).await;
     assert_eq!(status, StatusCode::OK, "{shot}");
     assert_eq!(
@@ -160,7 +178,11 @@ async fn bwrap_session_browses_through_the_guard_and_leaves_nothing_behind() {
 
     // Nothing of the sandbox is left, not even a zombie, and its runtime
     // dir is gone.
-    let left: Vec<&Proc> = procs.iter().filter(|p| still_there(p)).collect();
+    let left: Vec<&Proc> = procs
+        .iter()
+        .chain(&running)
+        .filter(|p| still_there(p))
+        .collect();
     assert!(left.is_empty(), "still running after close: {left:#?}");
     assert_eq!(with_marker(&sandbox.marker), vec![]);
     assert!(!sandbox.runtime_dir.exists());

@@ -6,7 +6,8 @@
 //! with nothing writable at `/sys/fs/cgroup`), a port in use, a data dir that cannot
 //! be made, a bad master key, PostgreSQL unreachable, TLS files missing,
 //! an IP address as `public_url`, two replicas with one name, replicas
-//! without `cluster_secret`.
+//! without `cluster_secret`, an inotify limit below the browsers (a user
+//! namespace of the test's own with a limit of 8).
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -164,6 +165,52 @@ fn cgroups_that_cannot_be_made_are_warned_about_with_the_fix() {
         warning.contains("Fix: run Cordon where it can create cgroups"),
         "{warning}"
     );
+}
+
+#[test]
+fn an_inotify_limit_below_the_browsers_is_warned_about_with_the_fix() {
+    // A user namespace of this test's own whose inotify limit is 8: fewer
+    // than the default max_sessions' browsers (150), as on a host left at
+    // Linux's default of 128 with max_sessions above it.
+    let dir = tempfile::tempdir().unwrap();
+    let log = started_log(
+        dir.path(),
+        &[
+            "unshare",
+            "--user",
+            "--map-root-user",
+            "sh",
+            "-c",
+            "echo 8 > /proc/sys/user/max_inotify_instances && exec \"$@\"",
+            "sh",
+        ],
+        &[],
+    );
+    let warning = log
+        .lines()
+        .find(|l| l.contains("this user may hold 8 inotify instances"))
+        .unwrap_or_else(|| panic!("no warning: {log}"));
+    assert!(
+        warning.contains("allow 150 browsers")
+            && warning.contains("sysctl fs.inotify.max_user_instances=256"),
+        "{warning}"
+    );
+    // With room for them (2 browsers and the margin under 64), nothing is said.
+    let dir = tempfile::tempdir().unwrap();
+    let log = started_log(
+        dir.path(),
+        &[
+            "unshare",
+            "--user",
+            "--map-root-user",
+            "sh",
+            "-c",
+            "echo 64 > /proc/sys/user/max_inotify_instances && exec \"$@\"",
+            "sh",
+        ],
+        &[("CORDON_MAX_SESSIONS", "2")],
+    );
+    assert!(!log.contains("inotify"), "{log}");
 }
 
 #[test]

@@ -36,7 +36,7 @@ pub const BASE_FLAGS: &[&str] = &[
     // Chromium starts a second zygote for processes that run without its
     // sandbox; with the network service and the GPU in process, nothing
     // here is launched from it, and it holds ~15 MiB of private memory per
-    // browser (BENCHMARKS.md, 2026-11-27 20:30). Whatever would use it is
+    // browser (BENCHMARKS.md, 2026-11-27 20:45). Whatever would use it is
     // launched directly instead.
     "--no-unsandboxed-zygote",
     "--metrics-recording-only",

@@ -152,9 +152,10 @@ fn inotify_instances() -> Option<usize> {
 
 /// `browsers` when that many Chromiums (one inotify instance each, in the
 /// browser process) do not fit under `limit` with [`INOTIFY_MARGIN`] to
-/// spare. BENCHMARKS.md 2026-11-27 20:45: at Linux's default of 128, the
-/// 200-session runs logged `inotify_init() failed: Too many open files`
-/// past ~120 browsers, and one browser start each crashed with SIGSEGV.
+/// spare. BENCHMARKS.md 2026-11-27 20:45: 200 sessions at Linux's default
+/// of 128 logged `inotify_init() failed: Too many open files` and one
+/// browser crashed at start (SIGSEGV; Cordon retried it), as in two
+/// earlier runs; at 1024, neither.
 fn inotify_short(browsers: usize, limit: usize) -> Option<usize> {
     (browsers + INOTIFY_MARGIN > limit).then_some(browsers)
 }

@@ -148,7 +148,7 @@ async fn bwrap_session_browses_through_the_guard_and_leaves_nothing_behind() {
     );
     // The page's renderer comes from Chromium's zygote, and there is no
     // second zygote for unsandboxed children (`--no-unsandboxed-zygote`,
-    // ~15 MiB a session: BENCHMARKS.md 2026-11-27 20:30). A Chromium that
+    // ~15 MiB a session: BENCHMARKS.md 2026-11-27 20:45). A Chromium that
     // stopped honouring the switch would fail here, not only in a bench.
     let running = tree(pid);
     let kind = |p: &Proc, t: &str| p.cmdline.contains(&format!("--type={t}"));

@@ -231,6 +231,12 @@ pub async fn raw_chromium_with(
     extra: &[String],
 ) -> (BrowserConn, std::process::Child) {
     let left_out: Vec<&str> = extra.iter().filter_map(|f| f.strip_prefix('!')).collect();
+    for flag in &left_out {
+        assert!(
+            cordon::sandbox::chromium::BASE_FLAGS.contains(flag),
+            "!{flag}: not one of Cordon's flags"
+        );
+    }
     let mut flags: Vec<String> = cordon::sandbox::chromium::BASE_FLAGS
         .iter()
         .filter(|f| !left_out.contains(f))

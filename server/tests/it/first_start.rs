@@ -157,39 +157,44 @@ fn cgroups_that_cannot_be_made_are_warned_about_with_the_fix() {
         ],
         &[],
     );
-    let warning = log
-        .lines()
-        .find(|l| l.contains("PER-SESSION LIMITS ARE NOT ENFORCED"))
-        .unwrap_or_else(|| panic!("no warning: {log}"));
+    let warning = line_with(&log, "PER-SESSION LIMITS ARE NOT ENFORCED");
     assert!(
         warning.contains("Fix: run Cordon where it can create cgroups"),
         "{warning}"
     );
 }
 
+/// The log of a start ([`started_log`]) in a user namespace of the test's
+/// own whose inotify limit is `limit`.
+fn started_with_inotify_limit(limit: u32, env: &[(&str, &str)]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!("echo {limit} > /proc/sys/user/max_inotify_instances && exec \"$@\"");
+    let wrap = [
+        "unshare",
+        "--user",
+        "--map-root-user",
+        "sh",
+        "-c",
+        &script,
+        "sh",
+    ];
+    started_log(dir.path(), &wrap, env)
+}
+
+/// The line of `log` that holds `needle`.
+fn line_with<'l>(log: &'l str, needle: &str) -> &'l str {
+    log.lines()
+        .find(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("no {needle:?} in: {log}"))
+}
+
 #[test]
 fn an_inotify_limit_below_the_browsers_is_warned_about_with_the_fix() {
-    // A user namespace of this test's own whose inotify limit is 8: fewer
-    // than the default max_sessions' browsers (150), as in a container
-    // given too few, or on a host left at Linux's default of 128.
-    let dir = tempfile::tempdir().unwrap();
-    let log = started_log(
-        dir.path(),
-        &[
-            "unshare",
-            "--user",
-            "--map-root-user",
-            "sh",
-            "-c",
-            "echo 8 > /proc/sys/user/max_inotify_instances && exec \"$@\"",
-            "sh",
-        ],
-        &[],
-    );
-    let warning = log
-        .lines()
-        .find(|l| l.contains("this user may hold 8 inotify instances"))
-        .unwrap_or_else(|| panic!("no warning: {log}"));
+    // A limit of 8: fewer than the default max_sessions' browsers (150),
+    // as in a container given too few, or on a host left at Linux's
+    // default of 128.
+    let log = started_with_inotify_limit(8, &[]);
+    let warning = line_with(&log, "this user may hold 8 inotify instances");
     // The namespace's own limit is the one to raise (the host's too,
     // where it is below 166).
     assert!(
@@ -199,20 +204,7 @@ fn an_inotify_limit_below_the_browsers_is_warned_about_with_the_fix() {
         "{warning}"
     );
     // With just room for them (2 browsers and the margin of 16), nothing is said.
-    let dir = tempfile::tempdir().unwrap();
-    let log = started_log(
-        dir.path(),
-        &[
-            "unshare",
-            "--user",
-            "--map-root-user",
-            "sh",
-            "-c",
-            "echo 18 > /proc/sys/user/max_inotify_instances && exec \"$@\"",
-            "sh",
-        ],
-        &[("CORDON_MAX_SESSIONS", "2")],
-    );
+    let log = started_with_inotify_limit(18, &[("CORDON_MAX_SESSIONS", "2")]);
     assert!(!log.contains("inotify"), "{log}");
 }
 
@@ -341,10 +333,7 @@ async fn replicas_with_one_name_or_without_a_cluster_secret_are_told_the_fix() {
     let b = env("b");
     let b: Vec<(&str, &str)> = b.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let log = started_log(b_dir.path(), &[], &b);
-    let warning = log
-        .lines()
-        .find(|l| l.contains("no cluster_secret"))
-        .unwrap_or_else(|| panic!("no warning: {log}"));
+    let warning = line_with(&log, "no cluster_secret");
     assert!(
         warning.contains("Fix: set the same cluster_secret")
             && warning.contains("\"replica\":\"a\""),

@@ -8,7 +8,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use serde_json::json;
 
-use crate::sandbox::chromium_runnable;
+use crate::sandbox::{chromium_runnable, inotify};
 use crate::state::AppState;
 use crate::store::DatabaseKind;
 
@@ -51,6 +51,9 @@ async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
                 "pool_ready": state.sessions.pool_ready(),
                 "pool_size": state.settings.sessions.pool_size,
                 "open_sessions": state.sessions.open_count(),
+                // Room for the browsers' inotify instances (one each),
+                // on hosts that run them (not `exec`, `kube`).
+                "inotify": (!state.sessions.driver_caps().remote).then(|| inotify_room(&state)),
             },
             // Several replicas on one database: this one's name and
             // whether it holds the housekeeping lock.
@@ -69,6 +72,20 @@ async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
         StatusCode::SERVICE_UNAVAILABLE
     };
     (status, Json(body))
+}
+
+/// The inotify instances this user may hold (`limit`, the lower of the
+/// host's and a container's own), the browsers `max_sessions` and the pool
+/// allow, and whether they fit with `sandbox::inotify::MARGIN` to spare.
+fn inotify_room(state: &AppState) -> serde_json::Value {
+    let limits = inotify::Limits::read();
+    let s = &state.settings.sessions;
+    let browsers = s.max_sessions as usize + s.pool_size as usize;
+    json!({
+        "limit": limits.lowest(),
+        "browsers": browsers,
+        "enough": inotify::short(browsers, limits).is_none(),
+    })
 }
 
 /// Prometheus text exposition.

@@ -12,6 +12,7 @@ pub mod chromium;
 mod devtools;
 pub mod exec;
 pub mod handover;
+pub mod inotify;
 pub mod kube;
 pub mod limits;
 pub mod process;

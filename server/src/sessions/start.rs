@@ -10,6 +10,7 @@ use anyhow::Context;
 use super::{EngineSettings, Inner, SessionManager, pool};
 use crate::egress::EgressGuard;
 use crate::recording::Recorder;
+use crate::sandbox::inotify;
 use crate::store::Store;
 
 impl SessionManager {
@@ -64,7 +65,7 @@ impl SessionManager {
         }
         let browsers = settings.sessions.max_total + settings.sessions.pool_size;
         if !driver.caps().remote
-            && let Some((limit, fix)) = inotify_short(browsers, InotifyLimits::read())
+            && let Some((limit, fix)) = inotify::short(browsers, inotify::Limits::read())
         {
             tracing::warn!(
                 inotify.limit = limit,
@@ -121,114 +122,5 @@ impl SessionManager {
         tokio::spawn(pool::refill_loop(inner.clone()));
         tokio::spawn(manager.clone().ticker());
         Ok(manager)
-    }
-}
-
-/// Instances of inotify the host's other programs of the same user may
-/// hold beside the browsers (a desktop session, a file manager, the
-/// control plane's own).
-const INOTIFY_MARGIN: usize = 16;
-
-/// The inotify instances this user may hold: the host's
-/// `fs.inotify.max_user_instances`, and, inside a user namespace (a
-/// container's), the namespace's own `user.max_inotify_instances`; the
-/// kernel holds a process to both. In the host's namespace the second is
-/// the first under another name, so it is not read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct InotifyLimits {
-    host: Option<usize>,
-    namespace: Option<usize>,
-}
-
-impl InotifyLimits {
-    fn read() -> Self {
-        let read = |path: &str| -> Option<String> { std::fs::read_to_string(path).ok() };
-        let number = |path: &str| read(path)?.trim().parse().ok();
-        // The host's namespace maps every uid to itself.
-        let in_host_namespace = read("/proc/self/uid_map")
-            .is_some_and(|m| m.split_whitespace().eq(["0", "0", "4294967295"]));
-        Self {
-            host: number("/proc/sys/fs/inotify/max_user_instances"),
-            namespace: if in_host_namespace {
-                None
-            } else {
-                number("/proc/sys/user/max_inotify_instances")
-            },
-        }
-    }
-}
-
-/// When `browsers` Chromiums (one inotify instance each, in the browser
-/// process) do not fit under `limits` with [`INOTIFY_MARGIN`] to spare:
-/// the lower limit, and the fix, naming each limit that is too low.
-/// BENCHMARKS.md 2026-11-27 20:45: 200 sessions at Linux's default of 128
-/// logged `inotify_init() failed: Too many open files`; at 1024, not.
-fn inotify_short(browsers: usize, limits: InotifyLimits) -> Option<(usize, String)> {
-    let need = browsers + INOTIFY_MARGIN;
-    let want = need.next_power_of_two();
-    let mut fixes = Vec::new();
-    if limits.host.is_some_and(|n| n < need) {
-        fixes.push(format!(
-            "sysctl -w fs.inotify.max_user_instances={want} on the host (a file in \
-             /etc/sysctl.d/ keeps it)"
-        ));
-    }
-    if limits.namespace.is_some_and(|n| n < need) {
-        fixes.push(format!(
-            "user.max_inotify_instances={want} in this container's user namespace (set by \
-             whoever starts the container)"
-        ));
-    }
-    let lowest = [limits.host, limits.namespace]
-        .into_iter()
-        .flatten()
-        .min()?;
-    (!fixes.is_empty()).then(|| (lowest, fixes.join(", and ")))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_host_whose_inotify_limit_is_below_the_browsers_is_told_which_to_raise() {
-        let host = |n| InotifyLimits {
-            host: Some(n),
-            namespace: None,
-        };
-        // Linux's default against the default max_sessions (150) and pool (2).
-        let (limit, fix) = inotify_short(152, host(128)).unwrap();
-        assert_eq!(limit, 128);
-        assert!(fix.starts_with("sysctl -w fs.inotify.max_user_instances=256 on the host"));
-        assert!(!fix.contains("user.max_inotify_instances"), "{fix}");
-        // The margin counts: 112 browsers leave 16 for everything else.
-        assert_eq!(inotify_short(112, host(128)), None);
-        assert_eq!(inotify_short(113, host(128)).unwrap().0, 128);
-        assert_eq!(inotify_short(152, host(1024)), None);
-        // Inside a container: only the limit that is too low is named.
-        let both = |h, n| InotifyLimits {
-            host: Some(h),
-            namespace: Some(n),
-        };
-        let (limit, fix) = inotify_short(152, both(1024, 8)).unwrap();
-        assert_eq!(limit, 8);
-        assert!(
-            fix.starts_with("user.max_inotify_instances=256 in this container's"),
-            "{fix}"
-        );
-        let (limit, fix) = inotify_short(152, both(128, 8)).unwrap();
-        assert_eq!(limit, 8);
-        assert!(
-            fix.contains("fs.inotify.max_user_instances=256")
-                && fix.contains("user.max_inotify_instances=256"),
-            "{fix}"
-        );
-        assert_eq!(inotify_short(152, both(1024, 4096)), None);
-        // A host that tells nothing is not warned about.
-        let none = InotifyLimits {
-            host: None,
-            namespace: None,
-        };
-        assert_eq!(inotify_short(152, none), None);
     }
 }

@@ -36,6 +36,46 @@ async fn readyz_reports_the_backend_and_chromium(backend: Backend) {
 }
 
 #[tokio::test]
+async fn readyz_says_whether_the_browsers_fit_the_inotify_limit() {
+    // The limit that binds this test's user: in the host's namespace both
+    // files show the same knob; in a container the lower one binds.
+    let read = |path: &str| -> u64 {
+        std::fs::read_to_string(path)
+            .unwrap_or_else(|e| panic!("{path}: {e}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let limit = read("/proc/sys/fs/inotify/max_user_instances")
+        .min(read("/proc/sys/user/max_inotify_instances"));
+    // More browsers than any limit holds …
+    let app = TestApp::spawn_with(Backend::Sqlite, &[("CORDON_MAX_SESSIONS", "3000000000")]).await;
+    let body: Value = app.get("/readyz").await.json().await.unwrap();
+    assert_eq!(body["status"], "ready", "{body}");
+    let sandbox = &body["checks"]["sandbox"];
+    let pool = sandbox["pool_size"].as_u64().unwrap();
+    assert_eq!(
+        sandbox["inotify"],
+        serde_json::json!({ "limit": limit, "browsers": 3_000_000_000 + pool, "enough": false }),
+        "{body}"
+    );
+    app.stop().await;
+    // … and two, which any host holds.
+    let app = TestApp::spawn_with(
+        Backend::Sqlite,
+        &[("CORDON_MAX_SESSIONS", "2"), ("CORDON_POOL_SIZE", "0")],
+    )
+    .await;
+    let body: Value = app.get("/readyz").await.json().await.unwrap();
+    assert_eq!(
+        body["checks"]["sandbox"]["inotify"],
+        serde_json::json!({ "limit": limit, "browsers": 2, "enough": true }),
+        "{body}"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
 async fn healthz_answers_ok() {
     let app = TestApp::spawn(Backend::Sqlite).await;
     let res = app.get("/healthz").await;

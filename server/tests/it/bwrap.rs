@@ -161,22 +161,8 @@ async fn bwrap_session_browses_through_the_guard_and_leaves_nothing_behind() {
         .filter(|p| kind(p, "zygote") && parents.get(&p.pid) == Some(&chromium.pid))
         .collect();
     assert_eq!(zygotes.len(), 1, "one zygote below Chromium: {running:#?}");
-    let below_zygote = |mut pid: i32| {
-        while let Some(&up) = parents.get(&pid) {
-            if up == zygotes[0].pid {
-                return true;
-            }
-            if up <= 1 {
-                return false;
-            }
-            pid = up;
-        }
-        false
-    };
     assert!(
-        running
-            .iter()
-            .any(|p| kind(p, "renderer") && below_zygote(p.pid)),
+        tree(zygotes[0].pid).iter().any(|p| kind(p, "renderer")),
         "no renderer below the zygote: {running:#?}"
     );
     let (status, shot) = agent.tool(&sid, "screenshot", json!({})).await;

@@ -111,6 +111,7 @@ pub const FACTS_FN: &str = r#"function() {
   const r = own.getBoundingClientRect();
   return {
     host: location.hostname,
+    scroll: [window.scrollX, window.scrollY],
     name: names[0] || '',
     names,
     password: ownType === 'password',
@@ -379,11 +380,22 @@ pub(super) async fn hit_facts(
     x: f64,
     y: f64,
 ) -> Result<(String, Value), CdpError> {
+    // The hit test takes the point in the document (it subtracts the
+    // scroll itself), the pointer's point is in the viewport: on a page
+    // scrolled by S, the viewport's point is the document's point + S.
+    // Read at that point, the gate judged what sat S pixels above the
+    // press. A zoomed-in page (pinch) is not placed: unknown.
+    let Some(scroll) = scroll_of(page).await? else {
+        return Ok((
+            String::new(),
+            unknown_at("the page is zoomed in: the gate cannot place the point"),
+        ));
+    };
     #[expect(
         clippy::cast_possible_truncation,
-        reason = "viewport pixels, checked in range"
+        reason = "viewport pixels plus the scroll, checked in range"
     )]
-    let (px, py) = (x.floor() as i64, y.floor() as i64);
+    let (px, py) = ((x + scroll.0).floor() as i64, (y + scroll.1).floor() as i64);
     let hit = page
         .execute(
             GetNodeForLocationParams::builder()
@@ -428,7 +440,15 @@ pub(super) async fn hit_facts(
     // node's resolution and the facts script.
     let (facts, (role, ax)) = futures::join!(script, ax_names(page, hit.backend_node_id));
     let facts = match facts {
-        Ok(f) if !f.is_null() => f,
+        // The scroll read is the main frame's: a node in a frame inside
+        // it has a scroll of its own.
+        Ok(f) if !f.is_null() => {
+            if page.mainframe().await?.as_ref() == Some(&hit.frame_id) {
+                moved_since(f, scroll)
+            } else {
+                f
+            }
+        }
         Ok(_) | Err(_) => unknown_at("the node at that point cannot be read"),
     };
     if facts["frame"].as_bool().unwrap_or(false)
@@ -448,6 +468,34 @@ pub(super) async fn hit_facts(
         .unwrap_or_default()
         .to_owned();
     Ok((host, merge(facts, role, ax)))
+}
+
+/// The main frame's scroll (CSS pixels: where the viewport's top left is
+/// in the document), `None` when the page is zoomed in (pinch), where
+/// the viewport's points are not the document's plus the scroll.
+async fn scroll_of(page: &Page) -> Result<Option<(f64, f64)>, CdpError> {
+    use chromiumoxide::cdp::browser_protocol::page::GetLayoutMetricsParams;
+    let m = page.execute(GetLayoutMetricsParams::default()).await?;
+    let v = &m.result.css_visual_viewport;
+    if (v.scale - 1.0).abs() > 1e-3 {
+        return Ok(None);
+    }
+    Ok(Some((v.page_x, v.page_y)))
+}
+
+/// `facts` as read, or unknown when the frame scrolled between the
+/// scroll's read and the facts' (the facts script reports its frame's
+/// scroll): the hit test then judged another point than the press's.
+pub(super) fn moved_since(facts: Value, scroll: (f64, f64)) -> Value {
+    let at = facts["scroll"]
+        .as_array()
+        .and_then(|s| Some((s.first()?.as_f64()?, s.get(1)?.as_f64()?)));
+    match at {
+        Some((sx, sy)) if (sx - scroll.0).abs() > 0.5 || (sy - scroll.1).abs() > 0.5 => {
+            unknown_at("the page scrolled while the gate read it")
+        }
+        _ => facts,
+    }
 }
 
 /// Facts that say only that the gate could not see.

@@ -412,7 +412,7 @@ async fn follow(
             .ok_or_else(|| CdpError::Failed("the point is on the frame's border".into()))?;
         in_tab = in_tab.then(place);
         let session = attach(client, targets, &frame.frame_id).await?;
-        let (mut facts, hit) = read_at(client, &session, at).await?;
+        let (mut facts, hit) = read_at(client, &session, frame.frame_id.as_str(), at).await?;
         // A frame in this one: followed, up to the depth's bound (the
         // last one's `<iframe>` stays unknown).
         if facts["frame"].as_bool().unwrap_or(false) && depth < MAX_DEPTH {
@@ -437,16 +437,21 @@ async fn follow(
 async fn read_at(
     client: &mut Client,
     session: &str,
+    frame: &str,
     (x, y): (f64, f64),
 ) -> Result<(Value, i64), CdpError> {
     let s = Some(session);
+    // The hit test takes a point of the frame's document: the point in its
+    // viewport plus its scroll, read in the gate's world (the page cannot
+    // redefine `scrollX` there).
+    let scroll = frame_scroll(client, s, frame).await?;
     let hit = client
         .call(
             s,
             "DOM.getNodeForLocation",
             json!({
-                "x": x.floor(),
-                "y": y.floor(),
+                "x": (x + scroll.0).floor(),
+                "y": (y + scroll.1).floor(),
                 "includeUserAgentShadowDOM": false,
                 "ignorePointerEventsNone": false,
             }),
@@ -492,7 +497,47 @@ async fn read_at(
         "the node at that point cannot be read",
     )
     .await;
+    let facts = if frame_id == frame {
+        super::facts::moved_since(facts, scroll)
+    } else {
+        facts
+    };
     Ok((facts, node))
+}
+
+/// The scroll of the frame `frame` (the document of `s`), read in the
+/// gate's isolated world.
+async fn frame_scroll(
+    client: &mut Client,
+    s: Option<&str>,
+    frame: &str,
+) -> Result<(f64, f64), CdpError> {
+    let world = client
+        .call(
+            s,
+            "Page.createIsolatedWorld",
+            json!({ "frameId": frame, "worldName": super::facts::WORLD }),
+        )
+        .await?;
+    let ctx = world["executionContextId"]
+        .as_i64()
+        .ok_or_else(|| CdpError::Failed("no isolated world in the frame".into()))?;
+    let res = client
+        .call(
+            s,
+            "Runtime.evaluate",
+            json!({
+                "expression": "[window.scrollX, window.scrollY]",
+                "contextId": ctx,
+                "returnByValue": true,
+            }),
+        )
+        .await?;
+    let v = &res["result"]["value"];
+    match (v[0].as_f64(), v[1].as_f64()) {
+        (Some(x), Some(y)) => Ok((x, y)),
+        _ => Err(CdpError::Failed("the frame's scroll cannot be read".into())),
+    }
 }
 
 /// Asks the frame's accessibility tree around `node` (answered later, by

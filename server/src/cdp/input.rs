@@ -67,6 +67,18 @@ pub fn is_known_key(key: &str) -> bool {
     get_key_definition(key).is_some()
 }
 
+/// The key the risk gate judges `key` as: a carriage return or newline is
+/// Enter ([`key_event`] sends it as its own text, and a keypress of char
+/// code 13 presses a button or submits a form as Enter does); any other
+/// key is itself.
+pub fn dom_key(key: &str) -> &str {
+    if key.contains(['\r', '\n']) {
+        "Enter"
+    } else {
+        key
+    }
+}
+
 /// The schema of a key name [`is_known_key`] accepts: one of them.
 pub fn key_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     let mut keys: Vec<&str> = chromiumoxide::keys::USKEYBOARD_LAYOUT

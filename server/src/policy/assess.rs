@@ -126,6 +126,15 @@ pub fn activation_key(key: &str) -> bool {
     matches!(key, "Enter" | " " | "Space" | "Spacebar")
 }
 
+/// A checkbox, radio button or switch: Space toggles it, Enter does not
+/// (Chromium leaves Enter to the form, which it submits).
+fn checkable(el: &ElementFacts) -> bool {
+    matches!(
+        el.role.as_deref(),
+        Some("checkbox" | "radio" | "switch" | "menuitemcheckbox" | "menuitemradio")
+    )
+}
+
 impl ElementFacts {
     /// Every name, the shown one first.
     fn all_names(&self) -> impl Iterator<Item = &str> {
@@ -214,16 +223,27 @@ pub fn assess(tool: &Tool, facts: &Facts, rules: &Rules) -> Assessment {
     }
     // The element the action presses: a click's or a select's target, or
     // the focus that Enter or Space activates.
+    // Enter reaches the element: pressed, or `type`'s submit, or a
+    // newline in its text (Chromium submits a field's form on a typed
+    // "\n" as on Enter).
+    let enter = match tool {
+        Tool::Press { key } => key == "Enter",
+        Tool::Type { submit, text, .. } => *submit || text.contains(['\r', '\n']),
+        _ => false,
+    };
     let presses = match (tool, el) {
         (Tool::Click(_) | Tool::Select { .. }, Some(_)) => true,
         (Tool::Press { key }, Some(el)) => activation_key(key) && el.activates,
+        // `type` on a button: its Enter presses it.
+        (Tool::Type { .. }, Some(el)) => enter && el.activates,
         _ => false,
     };
     // Enter in a field (or `type` with `submit`) submits the field's form
-    // through its submit button, whatever that button says.
-    let implicit_submit = match (tool, el) {
-        (Tool::Type { submit, .. }, Some(el)) => *submit && el.in_form,
-        (Tool::Press { key }, Some(el)) => key == "Enter" && el.in_form && !el.activates,
+    // through its submit button, whatever that button says; so does Enter
+    // on a checkbox or radio button (Space toggles them, Enter is left to
+    // the form).
+    let implicit_submit = match el {
+        Some(el) if enter => el.in_form && (!el.activates || checkable(el)),
         _ => false,
     };
     if let Some(el) = el {
@@ -255,7 +275,7 @@ pub fn assess(tool: &Tool, facts: &Facts, rules: &Rules) -> Assessment {
     }
     let submits = match (tool, el) {
         (Tool::Click(_), Some(el)) => el.submits,
-        (Tool::Press { .. }, Some(el)) if presses => el.submits,
+        (Tool::Press { .. } | Tool::Type { .. }, Some(el)) if presses => el.submits,
         _ => implicit_submit,
     };
     if submits && let Some(host) = sensitive_page(facts, rules) {

@@ -378,6 +378,19 @@ async fn what_would_break_the_sandbox_is_refused_with_a_cdp_error_naming_the_rul
             "file_paths",
         ),
         (
+            "Input.dispatchDragEvent",
+            json!({ "type": "drop", "x": 10, "y": 10,
+                    "data": { "items": [], "files": ["/etc/hostname"], "dragOperationsMask": 1 } }),
+            Some(tab.as_str()),
+            "file_paths",
+        ),
+        (
+            "Input.dispatchKeyEvent",
+            json!({ "type": "rawKeyDown", "key": "d", "modifiers": 1, "unmodifiedText": "d" }),
+            Some(tab.as_str()),
+            "access_key",
+        ),
+        (
             "Target.createBrowserContext",
             json!({ "proxyServer": "http://127.0.0.1:1" }),
             None,
@@ -819,6 +832,36 @@ async fn the_risk_gate_holds_a_cdp_press_and_keys_and_control_refuses_cdp_input(
         cdp.eval(&tab, "document.querySelector('#pw').value").await,
         ""
     );
+
+    // Enter under other names (a `char` of a carriage return, a key named
+    // otherwise whose text is one) on the focused "Delete account" waits
+    // as Enter does; denied, the button was never pressed.
+    for params in [
+        json!({ "type": "char", "text": "\r" }),
+        json!({ "type": "keyDown", "key": "a", "text": "\r" }),
+    ] {
+        cdp.eval(&tab, "document.querySelector('#delete').focus()")
+            .await;
+        let id = cdp.next;
+        cdp.next += 1;
+        cdp.send_raw(
+            json!({ "id": id, "sessionId": tab, "method": "Input.dispatchKeyEvent", "params": params })
+                .to_string(),
+        )
+        .await;
+        let approval = crate::gate::one_pending(&app, &cookie, &sid).await;
+        assert!(
+            approval["reasons"].to_string().contains("Delete account"),
+            "{params}: {approval}"
+        );
+        let (status, _) =
+            crate::gate::decide(&app, &cookie, approval["id"].as_str().unwrap(), false).await;
+        assert_eq!(status, StatusCode::OK);
+        let answer = cdp.answer_to(id).await;
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("denied_by_operator"), "{params}: {answer}");
+        assert_eq!(title(&mut cdp, &tab).await, "next", "{params}: pressed");
+    }
 
     // While an operator holds control, CDP input is refused.
     let live = app.live("acme", &sid).await;

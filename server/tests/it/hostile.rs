@@ -160,6 +160,41 @@ async fn tab_then_enter_or_space_on_a_destructive_button_waits() {
     on.stop().await;
 }
 
+/// Enter by other ways than `press`: `type` with `submit` on a focused
+/// button presses it; a typed newline in a field submits its form; Enter
+/// on a checkbox submits its form. Each is judged by what it presses.
+#[tokio::test]
+async fn type_with_submit_on_a_button_a_typed_newline_and_enter_on_a_checkbox_wait() {
+    let on = open_on("keyboard-focus.html").await;
+    on.waits_and_denied(
+        "type",
+        json!({ "selector": "#danger", "text": "x", "submit": true }),
+        &["destructive_click", "Delete repository"],
+    )
+    .await;
+    on.stop().await;
+    let on = open_on("keyboard-submit.html").await;
+    on.waits_and_denied(
+        "type",
+        json!({ "selector": "#confirm", "text": "\n" }),
+        &["submits its form with", "Delete repository"],
+    )
+    .await;
+    on.stop().await;
+    let on = open_on("checkbox-enter.html").await;
+    on.ok("press", json!({ "key": "Tab" })).await;
+    on.waits_and_denied(
+        "press",
+        json!({ "key": "Enter" }),
+        &["submits its form with", "Delete repository"],
+    )
+    .await;
+    // Space toggles the box: nothing is submitted, nothing waits.
+    on.ok("press", json!({ "key": " " })).await;
+    assert_eq!(title(&on.agent, &on.sid).await, "Repository");
+    on.stop().await;
+}
+
 #[tokio::test]
 async fn a_name_from_css_generated_content_is_read_as_the_browser_shows_it() {
     let on = open_on("generated-content.html").await;
@@ -184,6 +219,34 @@ async fn a_button_in_a_closed_shadow_root_is_judged_by_selector_and_by_point() {
     let (x, y) = centre_of(&on.app, &on.sid, "#host").await;
     on.waits_and_denied("click", json!({ "x": x, "y": y }), &["Delete repository"])
         .await;
+    on.stop().await;
+}
+
+/// Chromium's hit test takes a point of the document; the press's point
+/// is the viewport's. On a page scrolled by 200 px, "Delete repository"
+/// sits where a gate that mixed the two would read "Next".
+#[tokio::test]
+async fn a_click_on_a_scrolled_page_is_judged_where_the_button_goes_down() {
+    let on = open_on("scrolled.html").await;
+    // The page names itself once it has scrolled.
+    crate::gate::wait_title(&on.agent, &on.sid, "Repository").await;
+    // "Delete repository" is at 300–360 px of the viewport, "Next" at 100–160.
+    on.waits_and_denied(
+        "click",
+        json!({ "x": 100, "y": 330 }),
+        &["Delete repository"],
+    )
+    .await;
+    on.waits_and_denied(
+        "click",
+        json!({ "selector": "#danger" }),
+        &["Delete repository"],
+    )
+    .await;
+    // What is harmless at its point runs at once (the gate is not merely
+    // holding every click on a scrolled page).
+    on.ok("click", json!({ "x": 100, "y": 130 })).await;
+    assert_eq!(title(&on.agent, &on.sid).await, "Repository");
     on.stop().await;
 }
 

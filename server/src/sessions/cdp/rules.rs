@@ -235,6 +235,23 @@ pub fn decide(method: &str, params: &Value, ctx: &Context) -> Verdict {
             "input_lock",
             "the browser's input belongs to the session (an operator may need it)",
         ),
+        // Files named by path: the page would read the sandbox's (or the
+        // host's) files, the profile's cookie database among them.
+        ("Input", "dispatchDragEvent")
+            if params
+                .pointer("/data/files")
+                .and_then(Value::as_array)
+                .is_some_and(|f| !f.is_empty()) =>
+        {
+            refuse(
+                "file_paths",
+                "a drag carries no files by path: files come from the caller, POST /api/sessions/{id}/upload",
+            )
+        }
+        ("Input", "dispatchKeyEvent") if access_key(params) => refuse(
+            "access_key",
+            "Alt with a character fires the page's access keys, which the risk gate cannot judge",
+        ),
         ("Input", _) => Verdict::Act(input(name, params)),
         // Navigation.
         ("Page", "navigate") => match str_of(params, "url") {
@@ -299,6 +316,55 @@ fn download_behavior(params: &Value, ctx: &Context) -> Verdict {
     Verdict::Rewrite(rewritten)
 }
 
+/// The key a key event activates the focused element with, whatever
+/// field says so: its `key` (a link acts on Enter's keydown, a button on
+/// Space), its `code` or key codes (the key Chromium makes of them), or a
+/// carriage return or newline in its `text` or `unmodifiedText` (a
+/// keypress with char code 13 presses a button and submits a form,
+/// whatever the key is called). `None`: it activates nothing.
+fn activation(params: &Value) -> Option<&'static str> {
+    let field = |k: &str| str_of(params, k).unwrap_or("");
+    let code = params
+        .get("windowsVirtualKeyCode")
+        .or_else(|| params.get("nativeVirtualKeyCode"))
+        .and_then(Value::as_i64);
+    let texts = [field("text"), field("unmodifiedText")];
+    let enter = matches!(field("key"), "Enter")
+        || matches!(field("code"), "Enter" | "NumpadEnter")
+        || code == Some(13)
+        || texts.iter().any(|t| t.contains(['\r', '\n']));
+    let space = crate::policy::assess::activation_key(field("key"))
+        || field("code") == "Space"
+        || code == Some(32)
+        || texts.contains(&" ");
+    if enter {
+        Some("Enter")
+    } else if space {
+        Some(" ")
+    } else {
+        None
+    }
+}
+
+/// A key going down with Alt and a character: Chromium fires the page's
+/// `accesskey` for it (on Linux), acting on an element the focus is not on.
+fn access_key(params: &Value) -> bool {
+    const ALT: i64 = 1;
+    let alt = params
+        .get("modifiers")
+        .and_then(Value::as_i64)
+        .is_some_and(|m| m & ALT != 0);
+    let down = matches!(
+        str_of(params, "type"),
+        Some("keyDown" | "rawKeyDown" | "char")
+    );
+    let character = |k: &str| {
+        str_of(params, k)
+            .is_some_and(|t| t.chars().count() == 1 && !t.chars().all(char::is_control))
+    };
+    alt && down && (character("key") || character("unmodifiedText") || character("text"))
+}
+
 /// An `Input.*` command as what it does.
 fn input(name: &str, params: &Value) -> Act {
     let kind = str_of(params, "type").unwrap_or("");
@@ -320,9 +386,8 @@ fn input(name: &str, params: &Value) -> Act {
             }
         }
         ("dispatchKeyEvent", "keyDown" | "rawKeyDown" | "char") => {
-            let key = str_of(params, "key").unwrap_or("");
             let text = str_of(params, "text").unwrap_or("");
-            if kind != "char" && crate::policy::assess::activation_key(key) {
+            if let Some(key) = activation(params) {
                 Act::Key(key.to_owned())
             } else if !text.is_empty() && !text.chars().all(char::is_control) {
                 Act::Text(text.to_owned())
@@ -633,10 +698,90 @@ mod tests {
             act("Input.insertText", json!({"text": "hunter2"})),
             Act::Text("hunter2".into())
         );
+        // Enter and Space under other names: whatever field says so.
+        for params in [
+            json!({"type": "char", "text": "\r"}),
+            json!({"type": "char", "key": "Enter"}),
+            json!({"type": "keyDown", "key": "a", "text": "\r"}),
+            json!({"type": "rawKeyDown", "key": "a", "unmodifiedText": "\n"}),
+            json!({"type": "rawKeyDown", "code": "NumpadEnter"}),
+            json!({"type": "rawKeyDown", "windowsVirtualKeyCode": 13}),
+            json!({"type": "keyDown", "key": "Enter", "modifiers": 1}),
+        ] {
+            assert_eq!(
+                act("Input.dispatchKeyEvent", params.clone()),
+                Act::Key("Enter".into()),
+                "{params}"
+            );
+        }
+        for params in [
+            json!({"type": "rawKeyDown", "code": "Space"}),
+            json!({"type": "rawKeyDown", "nativeVirtualKeyCode": 32}),
+            json!({"type": "char", "text": " "}),
+        ] {
+            assert_eq!(
+                act("Input.dispatchKeyEvent", params.clone()),
+                Act::Key(" ".into()),
+                "{params}"
+            );
+        }
         // A press without a point is judged at a point no element has.
         match act("Input.dispatchMouseEvent", json!({"type": "mousePressed"})) {
             Act::Press { x, y } => assert!(x.is_nan() && y.is_nan()),
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_drop_of_files_by_path_and_access_keys_are_refused() {
+        let ctx = Context::default();
+        for files in [json!(["/etc/hostname"]), json!(["a", "b"])] {
+            let v = decide(
+                "Input.dispatchDragEvent",
+                &json!({"type": "drop", "x": 1, "y": 1, "data": {"items": [], "files": files, "dragOperationsMask": 1}}),
+                &ctx,
+            );
+            assert_eq!(rule(&v), Some("file_paths"), "{v:?}");
+        }
+        // Any stage of a drag that names files (the drop reads them).
+        let v = decide(
+            "Input.dispatchDragEvent",
+            &json!({"type": "dragEnter", "x": 1, "y": 1, "data": {"items": [], "files": ["/x"], "dragOperationsMask": 1}}),
+            &ctx,
+        );
+        assert_eq!(rule(&v), Some("file_paths"), "{v:?}");
+        // A drag of items alone is judged as a press at its drop.
+        assert!(matches!(
+            decide(
+                "Input.dispatchDragEvent",
+                &json!({"type": "drop", "x": 1, "y": 1, "data": {"items": [], "files": [], "dragOperationsMask": 1}}),
+                &ctx,
+            ),
+            Verdict::Act(Act::Press { .. })
+        ));
+        for params in [
+            json!({"type": "rawKeyDown", "key": "d", "modifiers": 1, "unmodifiedText": "d"}),
+            json!({"type": "keyDown", "key": "d", "modifiers": 3, "text": "d"}),
+            json!({"type": "char", "text": "x", "modifiers": 1}),
+        ] {
+            let v = decide("Input.dispatchKeyEvent", &params, &ctx);
+            assert_eq!(rule(&v), Some("access_key"), "{params}: {v:?}");
+        }
+        // Alt alone, Alt with a named key, Shift with a character: no
+        // access key.
+        for params in [
+            json!({"type": "rawKeyDown", "key": "Alt", "modifiers": 1}),
+            json!({"type": "rawKeyDown", "key": "ArrowLeft", "modifiers": 1}),
+            json!({"type": "keyDown", "key": "D", "modifiers": 8, "text": "D"}),
+            json!({"type": "keyUp", "key": "d", "modifiers": 1}),
+        ] {
+            assert!(
+                matches!(
+                    decide("Input.dispatchKeyEvent", &params, &ctx),
+                    Verdict::Act(_)
+                ),
+                "{params}"
+            );
         }
     }
 

@@ -615,10 +615,15 @@ fn as_action(input: &super::LiveInput) -> Option<Tool> {
             y,
             ..
         } => Some(Tool::Click(super::ElementTarget::Point(*x, *y))),
+        // Judged by the key Chromium is sent (`"\r"` goes as Enter).
         LiveInput::Key {
             down: true, key, ..
-        } if policy::assess::activation_key(key) || key.chars().count() == 1 => {
-            Some(Tool::Press { key: key.clone() })
+        } if policy::assess::activation_key(crate::cdp::dom_key(key))
+            || key.chars().count() == 1 =>
+        {
+            Some(Tool::Press {
+                key: crate::cdp::dom_key(key).to_owned(),
+            })
         }
         LiveInput::Text(text) => Some(Tool::Type {
             text: text.clone(),
@@ -626,5 +631,33 @@ fn as_action(input: &super::LiveInput) -> Option<Tool> {
             submit: false,
         }),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(key: &str) -> super::super::LiveInput {
+        super::super::LiveInput::Key {
+            down: true,
+            key: key.into(),
+            code: String::new(),
+            modifiers: 0,
+        }
+    }
+
+    #[test]
+    fn a_carriage_return_or_newline_key_is_judged_as_enter() {
+        for k in ["\r", "\n", "Enter"] {
+            match as_action(&key(k)) {
+                Some(Tool::Press { key }) => assert_eq!(key, "Enter", "{k:?}"),
+                other => panic!("{k:?}: {other:?}"),
+            }
+        }
+        match as_action(&key("a")) {
+            Some(Tool::Press { key }) => assert_eq!(key, "a"),
+            other => panic!("{other:?}"),
+        }
     }
 }

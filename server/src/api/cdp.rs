@@ -131,21 +131,7 @@ async fn connect(
     };
     let slot = match found {
         Ok(s) => s,
-        Err(CdpRefusal::Session(e)) => return ApiError::from(e).into_response(),
-        Err(e @ CdpRefusal::NotGranted) => {
-            return ApiError::Forbidden {
-                code: "cdp_not_granted",
-                message: e.to_string(),
-            }
-            .into_response();
-        }
-        Err(e @ CdpRefusal::TooMany) => {
-            return ApiError::TooManyRequests {
-                message: e.to_string(),
-                retry_after_s: 5,
-            }
-            .into_response();
-        }
+        Err(e) => return refusal(e).into_response(),
     };
     let Ok(ws) = ws else {
         return ApiError::BadRequest(
@@ -239,6 +225,37 @@ async fn pump(
     }
 }
 
+/// The API's answer to a CDP refusal.
+fn refusal(e: CdpRefusal) -> ApiError {
+    match e {
+        CdpRefusal::Session(e) => ApiError::from(e),
+        e @ CdpRefusal::NotGranted => ApiError::Forbidden {
+            code: "cdp_not_granted",
+            message: e.to_string(),
+        },
+        e @ CdpRefusal::TooMany => ApiError::TooManyRequests {
+            message: e.to_string(),
+            retry_after_s: 5,
+        },
+    }
+}
+
+/// The session `id` as the `/json/*` discovery routes serve it: as the
+/// socket would (404, or `cdp_not_granted` in operator mode without CDP
+/// in the grant: a tab's address and title are the session's pages).
+async fn discovered(
+    state: &AppState,
+    owner: &crate::store::api_keys::ApiKeyOwner,
+    id: &str,
+) -> Result<std::sync::Arc<crate::sessions::RunningSession>, ApiError> {
+    let sid = crate::sessions::session_id(id)?;
+    state
+        .sessions
+        .cdp_session(owner, &sid)
+        .await
+        .map_err(refusal)
+}
+
 /// Whether a read failed on a message over the size limit.
 fn too_large(e: axum::Error) -> bool {
     use tokio_tungstenite::tungstenite::Error as WsError;
@@ -255,8 +272,7 @@ async fn version(
     headers: HeaderMap,
     Agent(owner): Agent,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let sid = crate::sessions::session_id(&id)?;
-    let session = state.sessions.get(&owner.tenant, &sid).await?;
+    let session = discovered(&state, &owner, &id).await?;
     let v = session
         .browser_version()
         .await
@@ -289,8 +305,7 @@ async fn list(
     Path(id): Path<String>,
     Agent(owner): Agent,
 ) -> Result<Json<Vec<TargetEntry>>, ApiError> {
-    let sid = crate::sessions::session_id(&id)?;
-    let session = state.sessions.get(&owner.tenant, &sid).await?;
+    let session = discovered(&state, &owner, &id).await?;
     let tabs = session
         .tab_targets()
         .await
@@ -314,8 +329,7 @@ async fn protocol(
     Path(id): Path<String>,
     Agent(owner): Agent,
 ) -> Result<Response, ApiError> {
-    let sid = crate::sessions::session_id(&id)?;
-    let session = state.sessions.get(&owner.tenant, &sid).await?;
+    let session = discovered(&state, &owner, &id).await?;
     let base = crate::cdp::http_base(&session.sandbox.cdp_url)
         .ok_or_else(|| ApiError::Unavailable("the browser has no HTTP endpoint".into()))?;
     let res = reqwest::Client::new()

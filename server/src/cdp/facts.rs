@@ -64,6 +64,10 @@ pub const FACTS_FN: &str = r#"function() {
   const SEL = 'button,a[href],area[href],input,select,textarea,summary,label,[role=button],[role=link],[role=menuitem],[role=menuitemcheckbox],[role=menuitemradio],[role=tab],[role=checkbox],[role=radio],[role=switch],[role=option],[role=treeitem]';
   let el = own;
   for (let n = own; n; n = up(n)) { if (n.matches && n.matches(SEL)) { el = n; break; } }
+  // A click on a label clicks its control: judged as the control, by the
+  // names of both.
+  const label = el.localName === 'label' && el.control ? el : null;
+  if (label) el = label.control;
   const clean = (s) => String(s || '').replace(/\s+/g, ' ').trim().slice(0, 200);
   const gen = (n) => {
     try {
@@ -90,8 +94,12 @@ pub const FACTS_FN: &str = r#"function() {
   };
   const type = (el.getAttribute('type') || '').toLowerCase();
   const form = el.form || (el.closest && el.closest('form')) || null;
-  const submitter = form ? Array.from(form.elements).find((e) =>
-    (e.localName === 'button' || e.localName === 'input') && (e.type === 'submit' || e.type === 'image')) : null;
+  // The form's default button: its first submit button in tree order
+  // (`form.elements` leaves image inputs out; Enter uses them too).
+  const submitter = form ? [...Array.from(form.elements), ...Array.from(form.querySelectorAll('input[type=image]'))]
+    .filter((e) => (e.localName === 'button' || e.localName === 'input')
+      && (e.type === 'submit' || e.type === 'image') && e.form === form)
+    .sort((a, b) => a === b ? 0 : (a.compareDocumentPosition(b) & 4 ? -1 : 1))[0] || null : null;
   const submits = !!form && ((el.localName === 'button' && (type === '' || type === 'submit'))
     || (el.localName === 'input' && (type === 'submit' || type === 'image')));
   const ownType = own.localName === 'input' ? String(own.type || '').toLowerCase() : '';
@@ -106,7 +114,7 @@ pub const FACTS_FN: &str = r#"function() {
     : (tag === 'canvas') ? 'a canvas: what it draws is not readable'
     : (tag === 'object' || tag === 'embed') ? 'an embedded object'
     : null;
-  const names = namesOf(el);
+  const names = label ? [...new Set([...namesOf(el), ...namesOf(label)])] : namesOf(el);
   const href = (el.localName === 'a' || el.localName === 'area') ? String(el.href || '') : '';
   const r = own.getBoundingClientRect();
   return {

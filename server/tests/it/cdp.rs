@@ -686,6 +686,11 @@ async fn an_operator_mode_session_keeps_the_vault_sealed_over_cdp() {
         Some(StatusCode::FORBIDDEN),
         "cdp_not_granted"
     );
+    // Its discovery routes too: a tab's address and title are its pages'.
+    for route in ["json/list", "json/version", "json/protocol"] {
+        let (status, v) = acme.get(&format!("/cdp/{plain}/{route}")).await;
+        crate::helpers::assert_error(&(status, v), StatusCode::FORBIDDEN, "cdp_not_granted");
+    }
 
     // One that asked (`cdp: true`), approved.
     let (status, req) = acme

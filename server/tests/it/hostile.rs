@@ -195,6 +195,28 @@ async fn type_with_submit_on_a_button_a_typed_newline_and_enter_on_a_checkbox_wa
     on.stop().await;
 }
 
+/// A label clicks its control; a form's default button may be an image
+/// input: each is judged by what it sets off.
+#[tokio::test]
+async fn a_label_is_judged_by_its_control_and_enter_by_an_image_submit_button() {
+    let on = open_on("label-for.html").await;
+    on.waits_and_denied(
+        "click",
+        json!({ "selector": "#label" }),
+        &["Delete repository"],
+    )
+    .await;
+    on.stop().await;
+    let on = open_on("image-submit.html").await;
+    on.waits_and_denied(
+        "type",
+        json!({ "selector": "#q", "text": "x", "submit": true }),
+        &["submits its form with", "Delete repository"],
+    )
+    .await;
+    on.stop().await;
+}
+
 #[tokio::test]
 async fn a_name_from_css_generated_content_is_read_as_the_browser_shows_it() {
     let on = open_on("generated-content.html").await;

@@ -105,6 +105,21 @@ pub enum CdpRefusal {
 }
 
 impl SessionManager {
+    /// The agent's session `id` as the CDP endpoint serves it (its socket
+    /// and its `/json/*` discovery alike): 404 as the tool API answers,
+    /// and refused in operator mode unless the grant allowed CDP.
+    pub async fn cdp_session(
+        &self,
+        owner: &ApiKeyOwner,
+        id: &crate::domain::SessionId,
+    ) -> Result<Arc<RunningSession>, CdpRefusal> {
+        let session = self.get(&owner.tenant, id).await?;
+        if session.mode == CredentialMode::Operator && !session.cdp_granted {
+            return Err(CdpRefusal::NotGranted);
+        }
+        Ok(session)
+    }
+
     /// A place for one more CDP client on the agent's session `id` (404 for
     /// another tenant's, a refresh session or an unknown one, like the
     /// tool API).
@@ -113,10 +128,7 @@ impl SessionManager {
         owner: &ApiKeyOwner,
         id: &crate::domain::SessionId,
     ) -> Result<Slot, CdpRefusal> {
-        let session = self.get(&owner.tenant, id).await?;
-        if session.mode == CredentialMode::Operator && !session.cdp_granted {
-            return Err(CdpRefusal::NotGranted);
-        }
+        let session = self.cdp_session(owner, id).await?;
         let before = session.cdp_clients.fetch_add(1, Ordering::SeqCst);
         let slot = Slot { session };
         if before >= MAX_CONNECTIONS {

@@ -56,7 +56,12 @@ pub fn redact(v: &mut Value) -> bool {
                 changed = true;
             }
             for (key, value) in map.iter_mut() {
-                if is_cookie_header(key) || key == "headersText" || key == "rawCookieLine" {
+                // Raw header blocks under any name (`headersText`,
+                // `requestHeadersText`, …).
+                if is_cookie_header(key)
+                    || key.to_ascii_lowercase().ends_with("headerstext")
+                    || key == "rawCookieLine"
+                {
                     if !value.is_null() {
                         *value = Value::String(REDACTED.into());
                         changed = true;
@@ -117,6 +122,15 @@ mod tests {
         assert_eq!(v["params"]["headers"]["Cookie"], REDACTED);
         assert_eq!(v["sessionId"], "S");
 
+        // The WebSocket handshake's raw request block.
+        let ev = json!({
+            "method": "Network.webSocketHandshakeResponseReceived",
+            "params": {"requestId": "2", "response": {"status": 101,
+                "requestHeadersText": "GET /ws HTTP/1.1\r\nCookie: sid=SECRET4\r\n",
+                "headersText": "HTTP/1.1 101\r\n"}}
+        });
+        let out = seal(ev.to_string());
+        assert!(!out.contains("SECRET4") && out.contains("101"), "{out}");
         let ev = json!({
             "method": "Network.responseReceivedExtraInfo",
             "params": {"headers": {"set-cookie": "sid=SECRET2; HttpOnly"}, "blockedCookies": [{"cookieLine": "x=SECRET2"}]}

@@ -119,6 +119,12 @@ pub const FACTS_FN: &str = r#"function() {
   const r = own.getBoundingClientRect();
   return {
     host: location.hostname,
+    // What an approval is bound to besides the element's own facts (held
+    // in memory only): the document's address, and the text of the row,
+    // item or form the element sits in (another row's "Delete" is
+    // another approval).
+    url: location.href,
+    context: ((c) => c ? clean(String(c.textContent || '').slice(0, 1000)) : '')(el.closest && el.closest('tr,li,[role=row],[role=listitem],article,form,fieldset,dialog,[role=dialog]')),
     scroll: [window.scrollX, window.scrollY],
     name: names[0] || '',
     names,

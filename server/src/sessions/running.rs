@@ -99,16 +99,44 @@ pub struct RunningSession {
 }
 
 /// An operator's approval of an agent's raw input at a point, which the
-/// next events of the same gesture (the same facts at the same point,
-/// within seconds) share.
+/// rest of the same gesture shares: a click's up, a double click's second
+/// down and up (the same facts at the same point, within seconds, each
+/// event once, the click count going up). Another click, however soon,
+/// is judged, and waits, anew.
 #[derive(Debug, Clone)]
 pub(super) struct InputApproval {
     /// The approved assessment's reasons.
     pub reasons: Vec<String>,
+    /// What the gate saw (`tool::gate::seen`).
+    pub seen: serde_json::Value,
     /// The point, CSS pixels.
     pub at: (f64, f64),
     /// When it was approved.
     pub when: std::time::Instant,
+    /// The click count of the gesture's latest button down.
+    pub last_down: i64,
+    /// How many more events may share it.
+    pub left: i64,
+}
+
+/// A raw button going down or up: where, which, and its click count.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Gesture {
+    /// CSS pixels.
+    pub at: (f64, f64),
+    /// Down (true) or up.
+    pub down: bool,
+    /// 1, 2 (a double click's second), …
+    pub clicks: i64,
+}
+
+impl Gesture {
+    /// The events of a gesture that may follow this one under its
+    /// approval: up to a double click's (down, up, down, up).
+    fn rest(self) -> i64 {
+        const MOST_CLICKS: i64 = 2;
+        (2 * (MOST_CLICKS - self.clicks) + i64::from(self.down)).max(0)
+    }
 }
 
 impl RunningSession {
@@ -158,22 +186,32 @@ impl RunningSession {
     /// Whether an operator approved `assessment` for raw input at (about)
     /// `at` in the last few seconds: the other events of one gesture (a
     /// double click's four, a click's up) share its approval.
+    /// Uses up one event of it when it does.
     pub(super) fn shares_input_approval(
         &self,
         assessment: &crate::policy::Assessment,
-        at: (f64, f64),
+        seen: &serde_json::Value,
+        g: Gesture,
     ) -> bool {
         const SAME_GESTURE: std::time::Duration = std::time::Duration::from_secs(5);
-        self.input_approval
-            .lock()
-            .expect("approval lock")
-            .as_ref()
-            .is_some_and(|a| {
-                a.reasons == assessment.reasons
-                    && (a.at.0 - at.0).abs() <= 4.0
-                    && (a.at.1 - at.1).abs() <= 4.0
-                    && a.when.elapsed() < SAME_GESTURE
-            })
+        let mut approval = self.input_approval.lock().expect("approval lock");
+        let Some(a) = approval.as_mut() else {
+            return false;
+        };
+        let shares = a.reasons == assessment.reasons
+            && a.seen == *seen
+            && (a.at.0 - g.at.0).abs() <= 4.0
+            && (a.at.1 - g.at.1).abs() <= 4.0
+            && a.when.elapsed() < SAME_GESTURE
+            && a.left > 0
+            && (!g.down || g.clicks > a.last_down);
+        if shares {
+            a.left -= 1;
+            if g.down {
+                a.last_down = g.clicks;
+            }
+        }
+        shares
     }
 
     /// Whether a tab's main frame may load `host`: the session's domains
@@ -203,12 +241,16 @@ impl RunningSession {
     pub(super) fn remember_input_approval(
         &self,
         assessment: &crate::policy::Assessment,
-        at: (f64, f64),
+        seen: &serde_json::Value,
+        g: Gesture,
     ) {
         *self.input_approval.lock().expect("approval lock") = Some(InputApproval {
             reasons: assessment.reasons.clone(),
-            at,
+            seen: seen.clone(),
+            at: g.at,
             when: std::time::Instant::now(),
+            last_down: g.clicks,
+            left: g.rest(),
         });
     }
 

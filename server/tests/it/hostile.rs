@@ -384,6 +384,102 @@ async fn an_approved_click_whose_target_changed_while_waiting_waits_again() {
     on.stop().await;
 }
 
+/// Approves the one pending approval of `on`'s session, the click `call`
+/// still waiting; answers the next approval that follows it (the click
+/// judged anew found something else), failing if the call ends first.
+async fn approve_and_expect_another(
+    on: &On,
+    first: &Value,
+    call: &tokio::task::JoinHandle<(StatusCode, Value)>,
+) -> Value {
+    let id = first["id"].as_str().unwrap().to_owned();
+    let (status, v) = decide(&on.app, &on.cookie, &id, true).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    crate::helpers::wait_until("a second approval", crate::helpers::PATIENCE, || async {
+        assert!(
+            !call.is_finished(),
+            "the click ran on the first approval; the title is now {:?}",
+            title(&on.agent, &on.sid).await
+        );
+        let all = pending(&on.app, &on.cookie).await;
+        match all.as_slice() {
+            [one] if one["id"] != first["id"] => Ok(one.clone()),
+            _ => Err(format!("{all:?}")),
+        }
+    })
+    .await
+}
+
+/// An approval is bound to what the operator saw: another row's "Delete"
+/// (the rows swapped while it waited) or the same button on another page
+/// (the agent navigated while it waited) waits again.
+#[tokio::test]
+async fn an_approval_holds_for_the_row_and_page_it_was_given_on_only() {
+    let on = open_on("same-name.html").await;
+    let click = |on: &On| {
+        let agent = on.agent.clone();
+        let sid = on.sid.clone();
+        tokio::spawn(async move {
+            agent
+                .tool(&sid, "click", json!({ "x": 100, "y": 40 }))
+                .await
+        })
+    };
+    // The rows swap while the operator reads the approval.
+    let call = click(&on);
+    let first = one_pending(&on.app, &on.cookie, &on.sid).await;
+    {
+        let live = on.app.live("acme", &on.sid).await;
+        let mut tabs = live.tabs.lock().await;
+        let page = live.page(&mut tabs).await.unwrap();
+        cordon::cdp::evaluate(&page, "window.swap()").await.unwrap();
+    }
+    let second = approve_and_expect_another(&on, &first, &call).await;
+    let (status, v) = decide(&on.app, &on.cookie, second["id"].as_str().unwrap(), false).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_error(
+        &call.await.unwrap(),
+        StatusCode::FORBIDDEN,
+        "denied_by_operator",
+    );
+    assert_eq!(
+        title(&on.agent, &on.sid).await,
+        "Repositories",
+        "nothing ran"
+    );
+
+    // The agent goes to another repository's page while the operator
+    // reads the approval of this one's.
+    on.agent
+        .navigate_ok(
+            &on.sid,
+            &on.site.url("/hostile/same-name.html?only=scratch"),
+        )
+        .await;
+    let call = click(&on);
+    let first = one_pending(&on.app, &on.cookie, &on.sid).await;
+    on.agent
+        .navigate_ok(
+            &on.sid,
+            &on.site.url("/hostile/same-name.html?only=production"),
+        )
+        .await;
+    let second = approve_and_expect_another(&on, &first, &call).await;
+    let (status, v) = decide(&on.app, &on.cookie, second["id"].as_str().unwrap(), false).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_error(
+        &call.await.unwrap(),
+        StatusCode::FORBIDDEN,
+        "denied_by_operator",
+    );
+    assert_eq!(
+        title(&on.agent, &on.sid).await,
+        "Repositories",
+        "nothing ran"
+    );
+    on.stop().await;
+}
+
 #[tokio::test]
 async fn raw_input_of_run_task_double_and_right_clicks_and_keys_is_judged_as_the_action() {
     use cordon::audit::Actor;
@@ -441,6 +537,40 @@ async fn raw_input_of_run_task_double_and_right_clicks_and_keys_is_judged_as_the
         )
         .await;
     assert!(moved.is_ok(), "{moved:?}");
+
+    // Approved, a double click's own events share the approval: its up,
+    // its second down and up. Another click at the same point, a moment
+    // later, is another click: it waits again.
+    let run = |call: ToolCall| {
+        let sessions = on.app.state.sessions.clone();
+        let live = live.clone();
+        let agent = agent.clone();
+        tokio::spawn(async move {
+            sessions
+                .run_tool(&live, agent, cordon::audit::Surface::Task, call)
+                .await
+        })
+    };
+    let down = run(mouse(MouseKind::Down, 1));
+    let waiting = one_pending(&on.app, &on.cookie, &on.sid).await;
+    decide(&on.app, &on.cookie, waiting["id"].as_str().unwrap(), true).await;
+    let got = down.await.unwrap();
+    assert!(got.is_ok(), "{got:?}");
+    for (kind, clicks) in [(MouseKind::Up, 1), (MouseKind::Down, 2), (MouseKind::Up, 2)] {
+        let got = tokio::time::timeout(crate::helpers::PATIENCE, run(mouse(kind, clicks)))
+            .await
+            .expect("the double click's own events do not wait")
+            .unwrap();
+        assert!(got.is_ok(), "{kind:?} {clicks}: {got:?}");
+    }
+    let again = run(mouse(MouseKind::Down, 1));
+    let waiting = one_pending(&on.app, &on.cookie, &on.sid).await;
+    decide(&on.app, &on.cookie, waiting["id"].as_str().unwrap(), false).await;
+    let got = again.await.unwrap();
+    assert!(
+        matches!(got, Err(cordon::sessions::ToolError::DeniedByOperator(_))),
+        "another click shared the approval: {got:?}"
+    );
     on.stop().await;
 }
 

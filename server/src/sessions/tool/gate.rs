@@ -12,6 +12,7 @@ use serde_json::json;
 use super::{Tool, ToolError, exec};
 use crate::audit::{Actor, NewEvent};
 use crate::policy::{self, Assessment, Decision, ElementFacts, Facts, Pending, Rules};
+use crate::sessions::running::Gesture;
 use crate::sessions::{RunningSession, SessionManager};
 use crate::time::now_ms;
 
@@ -33,6 +34,42 @@ pub struct Held {
     assessment: Assessment,
     /// The target's box, for the outline on the approval's screenshot.
     rect: Option<[f64; 4]>,
+    /// What the gate saw ([`seen`]): an approval holds for this only.
+    seen: serde_json::Value,
+}
+
+/// What an operator approved: the assessment, and what the gate saw when
+/// it was made ([`seen`]). The action runs after the approval only if it
+/// is judged the same on the same page and element: an approval of
+/// "Delete" on one page is no approval of "Delete" on another.
+#[derive(Debug, Clone)]
+pub(super) struct Approved {
+    assessment: Assessment,
+    seen: serde_json::Value,
+}
+
+impl Approved {
+    /// Whether `assessment`, made of what `seen` says, is what was approved.
+    fn holds_for(&self, assessment: &Assessment, seen: &serde_json::Value) -> bool {
+        same(&self.assessment, assessment) && self.seen == *seen
+    }
+}
+
+/// What an approval is bound to: the page's host and address, the
+/// history entry a step goes to, and the element's facts (its names,
+/// kind, form, link, context) without its box and the scroll, which may
+/// move a little while the approval waits without the element changing.
+pub(super) fn seen(
+    host: &str,
+    element: &serde_json::Value,
+    history: Option<&str>,
+) -> serde_json::Value {
+    let mut element = element.clone();
+    if let Some(facts) = element.as_object_mut() {
+        facts.remove("rect");
+        facts.remove("scroll");
+    }
+    json!({ "host": host, "element": element, "history": history })
 }
 
 /// The gate's check of a click's target, run by the click between its
@@ -95,10 +132,9 @@ impl SessionManager {
             },
             t => t.clone(),
         };
-        let at = match &judged {
-            Tool::Click(super::ElementTarget::Point(x, y)) if matches!(tool, Tool::Input(_)) => {
-                Some((*x, *y))
-            }
+        // A raw button down or up: the gesture it belongs to.
+        let gesture = match tool {
+            Tool::Input(input) => gesture_of(input),
             _ => None,
         };
         // A raw button going down or up is judged with the pointer at its
@@ -124,7 +160,7 @@ impl SessionManager {
         if matches!(tool, Tool::Click(_)) && tab.is_none() {
             return Ok(Gate::AtClick);
         }
-        let mut approved: Option<Assessment> = None;
+        let mut approved: Option<Approved> = None;
         loop {
             let inspected = tokio::time::timeout(
                 bound,
@@ -137,7 +173,7 @@ impl SessionManager {
                     bound.as_millis()
                 )))
             });
-            let (assessment, screenshot) = match inspected {
+            let (assessment, screenshot, seen) = match inspected {
                 Ok(found) => found,
                 // What could not be checked does not run (a bad selector or
                 // ref fails here as it would in the tool), and is audited.
@@ -149,8 +185,10 @@ impl SessionManager {
                     return Err(e);
                 }
             };
-            if approved.as_ref().is_some_and(|a| same(a, &assessment))
-                || at.is_some_and(|p| session.shares_input_approval(&assessment, p))
+            if approved
+                .as_ref()
+                .is_some_and(|a| a.holds_for(&assessment, &seen))
+                || gesture.is_some_and(|g| session.shares_input_approval(&assessment, &seen, g))
             {
                 return Ok(Gate::Pass);
             }
@@ -168,10 +206,10 @@ impl SessionManager {
             if !waits {
                 return Ok(Gate::Pass);
             }
-            if let Some(p) = at {
-                session.remember_input_approval(&assessment, p);
+            if let Some(g) = gesture {
+                session.remember_input_approval(&assessment, &seen, g);
             }
-            approved = Some(assessment);
+            approved = Some(Approved { assessment, seen });
         }
     }
 
@@ -183,10 +221,11 @@ impl SessionManager {
         &'a self,
         session: &'a RunningSession,
         tool: &'a Tool,
-        approved: Option<&'a Assessment>,
+        approved: Option<&'a Approved>,
     ) -> ClickCheck<'a> {
         let rules = self.0.policy.rules(session.tenant.as_str());
         Box::new(move |host, element| {
+            let seen = seen(host, &element, None);
             let facts = Facts {
                 domains: session.domains.clone(),
                 page_host: Some(host.to_owned()).filter(|h| !h.is_empty()),
@@ -195,13 +234,14 @@ impl SessionManager {
                 history_url: None,
             };
             let assessment = policy::assess(tool, &facts, rules);
-            if approved.is_some_and(|a| same(a, &assessment)) {
+            if approved.is_some_and(|a| a.holds_for(&assessment, &seen)) {
                 return Ok(());
             }
             if assessment.forbidden || assessment.waits() {
                 return Err(ToolError::Held(Box::new(Held {
                     rect: facts.element.as_ref().and_then(|e| e.rect),
                     assessment,
+                    seen,
                 })));
             }
             Ok(())
@@ -218,7 +258,7 @@ impl SessionManager {
         tool: &Tool,
         event: &NewEvent,
         held: Held,
-    ) -> Result<Option<Assessment>, ToolError> {
+    ) -> Result<Option<Approved>, ToolError> {
         let rules = self.0.policy.rules(session.tenant.as_str());
         let screenshot = if held.assessment.forbidden || rules.dry_run {
             None
@@ -240,7 +280,10 @@ impl SessionManager {
             rules,
         )
         .await?;
-        Ok(waits.then_some(held.assessment))
+        Ok(waits.then_some(Approved {
+            assessment: held.assessment,
+            seen: held.seen,
+        }))
     }
 
     /// What follows an assessment: refused, run, recorded (dry run), or
@@ -412,7 +455,7 @@ impl SessionManager {
         look: bool,
         tab: Option<&chromiumoxide::cdp::browser_protocol::target::TargetId>,
         pointer: Option<Pointer>,
-    ) -> Result<(Assessment, Option<Vec<u8>>), ToolError> {
+    ) -> Result<(Assessment, Option<Vec<u8>>, serde_json::Value), ToolError> {
         let mut facts = Facts {
             domains: session.domains.clone(),
             ..Facts::default()
@@ -425,7 +468,7 @@ impl SessionManager {
         if !look && history.is_none() {
             let a = policy::assess(tool, &facts, rules);
             if !a.waits() || rules.dry_run {
-                return Ok((a, None));
+                return Ok((a, None, serde_json::Value::Null));
             }
         }
         let mut tabs = session.tabs.lock().await;
@@ -436,6 +479,7 @@ impl SessionManager {
         if let Some(delta) = history {
             facts.history_url = crate::cdp::history_url(&page, delta, LOOK).await?;
         }
+        let mut element_seen = serde_json::Value::Null;
         if look {
             // A CDP client's tab has the viewport the client gave it: its
             // points are judged wherever they are (outside the page, no
@@ -477,17 +521,23 @@ impl SessionManager {
                 }
             };
             facts.page_host = Some(host).filter(|h| !h.is_empty());
+            element_seen = element.clone();
             facts.element = serde_json::from_value::<Option<ElementFacts>>(element)
                 .map_err(|e| ToolError::Protocol(format!("element facts: {e}")))?;
         }
+        let seen = seen(
+            facts.page_host.as_deref().unwrap_or_default(),
+            &element_seen,
+            facts.history_url.as_deref(),
+        );
         let a = policy::assess(tool, &facts, rules);
         if !a.waits() || rules.dry_run {
-            return Ok((a, None));
+            return Ok((a, None, seen));
         }
         let shot = approval_shot(&page).await;
         drop(tabs);
         let rect = facts.element.as_ref().and_then(|e| e.rect);
-        Ok((a, outline(shot, rect).await))
+        Ok((a, outline(shot, rect).await, seen))
     }
 
     /// The pending approvals (the dashboard's queue).
@@ -599,6 +649,24 @@ fn pointer_before(input: &super::LiveInput) -> Option<Pointer> {
             let drags = if held == 0 { Button::None } else { *button };
             Some((drags, held, *modifiers))
         }
+    }
+}
+
+/// The gesture a raw button down or up belongs to; `None` for other input.
+fn gesture_of(input: &super::LiveInput) -> Option<Gesture> {
+    match input {
+        super::LiveInput::Mouse {
+            kind: kind @ (crate::cdp::MouseKind::Down | crate::cdp::MouseKind::Up),
+            x,
+            y,
+            click_count,
+            ..
+        } => Some(Gesture {
+            at: (*x, *y),
+            down: matches!(kind, crate::cdp::MouseKind::Down),
+            clicks: (*click_count).max(1),
+        }),
+        _ => None,
     }
 }
 

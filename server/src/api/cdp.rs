@@ -67,12 +67,21 @@ async fn caller(
     match (agent, token) {
         // The key, or the agent a hop or `route_cdp` already established.
         (Ok(Agent(owner)), _) => Ok(owner),
-        (Err(_), Some(token)) if !headers.contains_key(axum::http::header::AUTHORIZATION) => state
-            .live
-            .tickets
-            .redeem_cdp(&state.store, token, id)
-            .await
-            .map_err(|_| ApiError::Unauthorized),
+        (Err(_), Some(token)) if !headers.contains_key(axum::http::header::AUTHORIZATION) => {
+            let owner = state
+                .live
+                .tickets
+                .redeem_cdp(&state.store, token, id)
+                .await
+                .map_err(|_| ApiError::Unauthorized)?;
+            // A token outlives nothing: the key it was issued for must
+            // still be live.
+            match state.store.api_key_active(&owner.key_id).await {
+                Ok(true) => Ok(owner),
+                Ok(false) => Err(ApiError::Unauthorized),
+                Err(e) => Err(ApiError::Internal(e)),
+            }
+        }
         (Err(e), _) => Err(e),
     }
 }

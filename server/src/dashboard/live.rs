@@ -25,6 +25,14 @@ impl LiveBackend for AppState {
                 Err(e) => Err(e),
             };
             let id: SessionId = match found {
+                // Another operator's refresh session does not exist for them.
+                Ok(live) if !live.open_to(&op.id) => {
+                    return Err(session_error(
+                        &session,
+                        "finding the session",
+                        crate::sessions::SessionError::NotFound,
+                    ));
+                }
                 Ok(live) => live.id.clone(),
                 // Running on another replica: the view is carried there.
                 Err(e) => match (
@@ -108,7 +116,7 @@ impl LiveBackend for AppState {
             // The first page loads while the operator's browser opens the
             // live view; a refused address shows there as an error.
             let live = self
-                .running(&info.session_id, "starting a refresh session")
+                .running(op, &info.session_id, "starting a refresh session")
                 .await?;
             // The operator's from the first moment: nobody else drives a
             // refresh browser, before the live view connects or after it
@@ -147,7 +155,7 @@ impl LiveBackend for AppState {
         self.session_in_scope(op, &session, "hand a session back")
             .await?;
         let result = async {
-            let live = self.running(&session, "finding the session").await?;
+            let live = self.running(op, &session, "finding the session").await?;
             if live.mode == crate::sessions::CredentialMode::Refresh {
                 return Err(UiError::conflict(
                     "a refresh session stays with its operator: there is no agent to hand it to",
@@ -179,7 +187,7 @@ impl LiveBackend for AppState {
         self.session_in_scope(op, &session, "save a refresh session's login")
             .await?;
         let result = async {
-            let (live, domains) = self.refresh_of(&session, &domains).await?;
+            let (live, domains) = self.refresh_of(op, &session, &domains).await?;
             let preview = self
                 .sessions
                 .harvest_preview(&live, &domains)
@@ -227,7 +235,7 @@ impl LiveBackend for AppState {
         self.session_in_scope(op, &session, "save a refresh session's login")
             .await?;
         let result = async {
-            let (live, domains) = self.refresh_of(&session, &domains).await?;
+            let (live, domains) = self.refresh_of(op, &session, &domains).await?;
             let report = self
                 .sessions
                 .harvest_save(&live, &actor(op), &domains)
@@ -258,7 +266,7 @@ impl LiveBackend for AppState {
     async fn session_totp(&self, op: &Operator, session: String) -> UiResult<Vec<TotpView>> {
         self.session_in_scope(op, &session, "list a refresh session's TOTP seeds")
             .await?;
-        let live = self.running(&session, "finding the session").await?;
+        let live = self.running(op, &session, "finding the session").await?;
         if live.mode != CredentialMode::Refresh {
             return Ok(Vec::new());
         }
@@ -281,7 +289,7 @@ impl LiveBackend for AppState {
         self.session_in_scope(op, &session, "type a second-factor code")
             .await?;
         let result = async {
-            let live = self.running(&session, "finding the session").await?;
+            let live = self.running(op, &session, "finding the session").await?;
             if live.mode != CredentialMode::Refresh {
                 return Err(UiError::conflict(
                     "codes are typed from the live view only into refresh sessions",
@@ -319,13 +327,28 @@ impl LiveBackend for AppState {
 impl AppState {
     /// The running session `session` names, any tenant's (a malformed id
     /// is an unknown session); a refusal as [`session_error`] words it.
-    async fn running(&self, session: &str, what: &str) -> UiResult<std::sync::Arc<RunningSession>> {
+    async fn running(
+        &self,
+        op: &Operator,
+        session: &str,
+        what: &str,
+    ) -> UiResult<std::sync::Arc<RunningSession>> {
         let sid =
             crate::sessions::session_id(session).map_err(|e| session_error(session, what, e))?;
-        self.sessions
+        let live = self
+            .sessions
             .find_live(&sid)
             .await
-            .map_err(|e| session_error(session, what, e))
+            .map_err(|e| session_error(session, what, e))?;
+        // Another operator's refresh session does not exist for them.
+        if !live.open_to(&op.id) {
+            return Err(session_error(
+                session,
+                what,
+                crate::sessions::SessionError::NotFound,
+            ));
+        }
+        Ok(live)
     }
 
     /// `NotFound` (audited) when `session` is a session of a tenant outside
@@ -357,10 +380,11 @@ impl AppState {
     /// started for.
     async fn refresh_of(
         &self,
+        op: &Operator,
         session: &str,
         domains: &str,
     ) -> UiResult<(std::sync::Arc<RunningSession>, Vec<Domain>)> {
-        let live = self.running(session, "finding the session").await?;
+        let live = self.running(op, session, "finding the session").await?;
         if live.mode != CredentialMode::Refresh {
             return Err(UiError::conflict(
                 "only a refresh session's logins can be saved; start one from the credentials page",

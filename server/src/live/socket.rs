@@ -199,7 +199,7 @@ pub fn serve_view(
 ) -> Response {
     // A session of a tenant outside the operator's scope does not exist
     // for them (whichever replica the view reached).
-    if !op.sees(live.tenant.as_str()) {
+    if !op.sees(live.tenant.as_str()) || !live.open_to(&op.id) {
         let tenant = live.tenant.to_string();
         tokio::spawn(async move {
             state

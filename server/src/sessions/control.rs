@@ -22,6 +22,10 @@ impl SessionManager {
         operator_id: &str,
         name: &str,
     ) -> Result<(), SessionError> {
+        // A refresh session is its operator's alone: control never passes.
+        if !live.open_to(operator_id) {
+            return Err(SessionError::NotFound);
+        }
         let previous = live.control();
         if previous
             .as_ref()

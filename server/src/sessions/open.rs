@@ -96,6 +96,7 @@ impl SessionManager {
             // A login page shows what is typed: nothing is recorded.
             record: crate::recording::RecordMode::Off,
             deadline_s: Some(deadline_s),
+            refresh_operator: Some(operator_id.to_owned()),
             ..OpenRequest::default()
         };
         let who = Opener {

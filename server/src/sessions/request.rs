@@ -155,6 +155,10 @@ pub struct OpenRequest {
     #[serde(skip)]
     #[schemars(skip)]
     pub totp_granted: bool,
+    /// A refresh session: the operator who started it, whose alone it is
+    /// (never from the request body).
+    #[serde(skip)]
+    pub refresh_operator: Option<String>,
 }
 
 impl std::fmt::Debug for OpenRequest {

@@ -91,6 +91,9 @@ pub struct RunningSession {
     pub(super) cdp_clients: std::sync::atomic::AtomicUsize,
     /// Operator mode: the grant allowed CDP (`cdp: true`).
     pub cdp_granted: bool,
+    /// A refresh session: the operator who started it. Nobody else
+    /// watches, drives or saves it.
+    refresh_operator: Option<String>,
     /// Operator mode: the grant allowed typing TOTP codes (`totp: true`).
     pub totp_granted: bool,
     /// Codes `type_totp` typed, kept until they are worthless so that no
@@ -176,6 +179,7 @@ impl RunningSession {
             allowed_hosts: std::sync::Mutex::default(),
             cdp_clients: std::sync::atomic::AtomicUsize::new(0),
             cdp_granted: req.cdp_granted,
+            refresh_operator: req.refresh_operator.clone(),
             totp_granted: req.totp_granted,
             typed_codes: std::sync::Mutex::new(Vec::new()),
             downloads,
@@ -235,6 +239,14 @@ impl RunningSession {
             .lock()
             .expect("hosts lock")
             .insert(host.trim_matches(['[', ']']).to_ascii_lowercase());
+    }
+
+    /// Whether `operator_id` may watch, drive and save this session: any
+    /// operator in scope may any other session; a refresh session is its
+    /// operator's alone (another operator is told it does not exist).
+    pub fn open_to(&self, operator_id: &str) -> bool {
+        self.mode != super::CredentialMode::Refresh
+            || self.refresh_operator.as_deref() == Some(operator_id)
     }
 
     /// Records an operator's approval of raw input at `at`.

@@ -136,6 +136,17 @@ impl Store {
         Ok(())
     }
 
+    /// Whether key `id` exists and is not revoked (a connection that
+    /// outlives the request it was made with asks again).
+    pub async fn api_key_active(&self, id: &str) -> anyhow::Result<bool> {
+        let row = sqlx::query("SELECT 1 FROM api_keys WHERE id = $1 AND revoked_at IS NULL")
+            .bind(id)
+            .fetch_optional(self.pool())
+            .await
+            .context("failed to look up api key")?;
+        Ok(row.is_some())
+    }
+
     /// Revokes a key; false if no such live key.
     pub async fn api_key_revoke(&self, id: &ApiKeyId) -> anyhow::Result<bool> {
         let res =

@@ -1025,3 +1025,46 @@ async fn a_cdp_press_on_a_button_that_swaps_on_hover_waits_whether_or_not_the_cl
     }
     app.stop().await;
 }
+
+/// A key revoked while its CDP client is connected: the connection ends
+/// within a second or so (policy violation, 1008), and a connect token
+/// issued with it before connects nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_keys_connections_end_and_its_tokens_connect_nothing() {
+    let site = site::start().await;
+    let (app, agent, sid, mut cdp) = driven(&site).await;
+    cdp.ok("Browser.getVersion", json!({}), None).await;
+    let (status, tok) = agent
+        .post(&format!("/api/sessions/{sid}/cdp_token"), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{tok}");
+    let query = tok["cdp_url"]
+        .as_str()
+        .unwrap()
+        .split_once('?')
+        .unwrap()
+        .1
+        .to_owned();
+    let keys = app
+        .state
+        .store
+        .api_key_list(Some(&crate::helpers::tenant("acme")))
+        .await
+        .unwrap();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    let id = keys[0].id.parse().unwrap();
+    assert!(app.state.store.api_key_revoke(&id).await.unwrap());
+    assert_eq!(
+        cdp.closed_with().await,
+        1008,
+        "the connection outlived its key"
+    );
+    assert_eq!(
+        connect(&app, &format!("/cdp/{sid}?{query}"), None)
+            .await
+            .err(),
+        Some(StatusCode::UNAUTHORIZED),
+        "a token of a revoked key"
+    );
+    app.stop().await;
+}

@@ -805,6 +805,47 @@ async fn a_refresh_browser_is_the_operators_alone_before_during_and_after_the_li
     let got = agent_reaches(&agent, &sid).await;
     assert!(hidden(&got), "while watched: {got:?}");
 
+    // Another operator of the same scope, even an admin, finds no such
+    // session: no ticket, no socket (with a ticket issued by hand), no
+    // preview, save or code, no control.
+    let (oscar, other) = app.operator_session("oscar", Role::Admin).await;
+    let (status, v) = app
+        .server_fn("live_ticket", &format!("session={sid}"), Some(&other))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "live_ticket: {v}");
+    let ticket = app
+        .state
+        .live
+        .tickets
+        .issue(&app.state.store, &oscar, &sid.parse().unwrap())
+        .await
+        .unwrap();
+    let refused = connect(&app, &format!("/live/{sid}?ticket={ticket}"), Some(&other)).await;
+    assert_eq!(
+        refused.as_ref().err().map(|(s, _)| *s),
+        Some(404),
+        "another operator's socket: {:?}",
+        refused.as_ref().err()
+    );
+    for (f, body) in [
+        (
+            "refresh_preview",
+            format!("session={sid}&domains=127.0.0.1"),
+        ),
+        ("save_refresh", format!("session={sid}&domains=127.0.0.1")),
+        ("type_totp", format!("session={sid}&label=admin")),
+    ] {
+        let (status, v) = app.server_fn(f, &body, Some(&other)).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{f}: {v}");
+    }
+    let taken = app
+        .state
+        .sessions
+        .take_control(&live, &oscar, "oscar")
+        .await;
+    assert!(taken.is_err(), "control passed: {taken:?}");
+    assert_eq!(live.control().map(|h| h.name), Some("olive".to_owned()));
+
     // After it closes; control is not handed back (there is no agent).
     drop(view);
     let (status, v) = app

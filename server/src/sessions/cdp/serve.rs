@@ -21,6 +21,9 @@ use crate::audit::Actor;
 use crate::sessions::{CredentialMode, RunningSession, SessionManager};
 use crate::store::api_keys::ApiKeyOwner;
 
+/// How often a connection asks whether its API key is still live.
+const KEY_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Whether a command is heavy for the renderer ([`MAX_IN_FLIGHT`]).
 pub(super) fn heavy(method: &str) -> bool {
     matches!(
@@ -132,10 +135,23 @@ impl SessionManager {
             since: Instant::now(),
             seen: 0,
         };
+        // The key is asked after again every second: revoked, its
+        // connections end within a second, as its requests do at once.
+        let mut key_check = tokio::time::interval(KEY_CHECK);
+        key_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let closing = loop {
             tokio::select! {
                 ended = &mut from_browser => {
                     break ended.unwrap_or(Closing::new(1011, "internal error"));
+                }
+                _ = key_check.tick() => {
+                    match self.0.store.api_key_active(&conn.owner.key_id).await {
+                        Ok(true) => {}
+                        Ok(false) => break Closing::new(1008, "the API key was revoked"),
+                        Err(e) => {
+                            tracing::warn!(error = %format!("{e:#}"), "cdp: cannot check the API key");
+                        }
+                    }
                 }
                 frame = inbound.recv() => {
                     let text = match frame {

@@ -47,7 +47,10 @@ pub fn router() -> Router<AppState> {
 }
 
 /// The client's address: the connection's peer, or behind a trusted proxy
-/// the address it appended last to `X-Forwarded-For`.
+/// the address it appended last to `X-Forwarded-For` (with or without a
+/// port). Only the last entry is the proxy's: when it cannot be read, the
+/// entries before it (the client's own, whatever it sent) are not used
+/// instead; the peer is.
 fn client_of(
     headers: &axum::http::HeaderMap,
     extensions: &axum::http::Extensions,
@@ -59,14 +62,23 @@ fn client_of(
             .iter()
             .filter_map(|v| v.to_str().ok())
             .flat_map(|v| v.split(','))
-            .filter_map(|a| a.trim().parse::<IpAddr>().ok())
             .next_back()
+            .and_then(forwarded_ip)
     {
         return Some(ip);
     }
     extensions
         .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
         .map(|c| c.0.ip())
+}
+
+/// One `X-Forwarded-For` entry's address: `ip`, `ip:port`, `[ip]:port`.
+fn forwarded_ip(entry: &str) -> Option<IpAddr> {
+    let entry = entry.trim();
+    entry
+        .parse::<IpAddr>()
+        .ok()
+        .or_else(|| entry.parse::<std::net::SocketAddr>().ok().map(|a| a.ip()))
 }
 
 /// A call of an endpoint anyone may call, within the throttle's bounds
@@ -353,4 +365,42 @@ async fn logout(State(state): State<AppState>, session: Session) -> Reply {
     }
     session.flush().await.map_err(session_error)?;
     Ok((StatusCode::SEE_OTHER, Redirect::to("/login")).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(xff: &[&str], trusted: bool) -> Option<IpAddr> {
+        let mut headers = axum::http::HeaderMap::new();
+        for v in xff {
+            headers.append("x-forwarded-for", v.parse().unwrap());
+        }
+        let mut ext = axum::http::Extensions::new();
+        ext.insert(axum::extract::ConnectInfo(std::net::SocketAddr::from((
+            [10, 0, 0, 9],
+            4000,
+        ))));
+        client_of(&headers, &ext, trusted)
+    }
+
+    #[test]
+    fn only_the_proxys_own_last_entry_names_the_client() {
+        let ip = |s: &str| Some(s.parse::<IpAddr>().unwrap());
+        assert_eq!(client(&["203.0.113.5"], true), ip("203.0.113.5"));
+        // What the client sent comes first; the proxy appends last.
+        assert_eq!(client(&["1.2.3.4, 203.0.113.5"], true), ip("203.0.113.5"));
+        assert_eq!(client(&["1.2.3.4", "203.0.113.5"], true), ip("203.0.113.5"));
+        // With a port.
+        assert_eq!(
+            client(&["1.2.3.4, 203.0.113.5:5555"], true),
+            ip("203.0.113.5")
+        );
+        assert_eq!(client(&["[2001:db8::1]:443"], true), ip("2001:db8::1"));
+        // A last entry that cannot be read: the peer, not the client's own.
+        assert_eq!(client(&["1.2.3.4, unknown"], true), ip("10.0.0.9"));
+        // Without a trusted proxy the header is not read at all.
+        assert_eq!(client(&["203.0.113.5"], false), ip("10.0.0.9"));
+        assert_eq!(client(&[], true), ip("10.0.0.9"));
+    }
 }

@@ -61,6 +61,24 @@ impl Bucket {
     }
 }
 
+/// The bucket a client address counts in: an IPv4 address its own, an
+/// IPv6 address its /64 (one host holds a whole /64 and could otherwise
+/// take a bucket per address, draining the shared one alone); an IPv4
+/// address written as IPv6 is the IPv4 address.
+fn bucket_of(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let mut s = v6.segments();
+                s[4..].fill(0);
+                IpAddr::from(s)
+            }
+        },
+    }
+}
+
 /// The buckets.
 pub(crate) struct Throttle {
     state: Mutex<(HashMap<IpAddr, Bucket>, Bucket)>,
@@ -86,6 +104,7 @@ impl Throttle {
     /// Takes a call for `client` (`None`: address unknown, only the shared
     /// bucket counts), or answers how long to wait.
     pub(crate) fn take(&self, client: Option<IpAddr>, now: Instant) -> Result<(), Duration> {
+        let client = client.map(bucket_of);
         let mut guard = self.state.lock().expect("throttle lock");
         let (clients, all) = &mut *guard;
         all.refill(self.all, now);
@@ -121,6 +140,27 @@ mod tests {
 
     fn ip(last: u8) -> Option<IpAddr> {
         Some(IpAddr::from([192, 0, 2, last]))
+    }
+
+    #[test]
+    fn an_ipv6_slash_64_is_one_client() {
+        let t = Throttle::default();
+        let now = Instant::now();
+        let v6 = |last: u16| Some(IpAddr::from([0x2001, 0xdb8, 0, 1, 0, 0, 0, last]));
+        for i in 0..60 {
+            assert!(t.take(v6(i), now).is_ok());
+        }
+        assert!(
+            t.take(v6(999), now).is_err(),
+            "a new address of the same /64"
+        );
+        assert!(
+            t.take(Some(IpAddr::from([0x2001, 0xdb8, 0, 2, 0, 0, 0, 1])), now)
+                .is_ok(),
+            "another /64"
+        );
+        let mapped: IpAddr = "::ffff:192.0.2.7".parse().unwrap();
+        assert_eq!(bucket_of(mapped), IpAddr::from([192, 0, 2, 7]));
     }
 
     #[test]

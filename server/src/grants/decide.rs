@@ -92,7 +92,11 @@ pub async fn poll(
         cdp: row.cdp,
         totp: row.totp,
     };
-    if row.state != GrantState::Approved {
+    // The token goes to the key that asked for it, not to another key of
+    // the tenant that learned the request's id: that key sees the state
+    // (the tenant's requests are its to read) and no token.
+    let requester = row.api_key_id.as_deref().is_none_or(|k| k == owner.key_id);
+    if row.state != GrantState::Approved || !requester {
         return Ok(status);
     }
     let Some(tok) = store.grant_token_of_request(id).await? else {

@@ -223,3 +223,53 @@ async fn one_single_use_token_raced_on_two_replicas_opens_one_session() {
     }
     assert_eq!(won, 1, "exactly one session over both replicas");
 }
+
+/// The token goes to the key that asked for it: another key of the same
+/// tenant that knows the request's id sees it approved, with no token,
+/// and the requester still gets it.
+#[tokio::test]
+async fn an_approved_token_is_handed_to_the_requesting_key_only() {
+    let site = site::start().await;
+    let app = session_app(Backend::Sqlite, &site.allow(), &[]).await;
+    let asker = app.agent("acme").await;
+    let other = app.agent("acme").await;
+    let (status, req) = asker
+        .post(
+            "/api/grants/requests",
+            json!({ "domains": ["127.0.0.1"], "reason": "test run" }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{req}");
+    let rid = req["request_id"].as_str().unwrap().to_owned();
+    cordon::grants::approve(
+        &app.state.store,
+        &Actor::Cli,
+        &rid.parse().unwrap(),
+        15,
+        true,
+    )
+    .await
+    .unwrap();
+    let path = format!("/api/grants/requests/{rid}");
+    for _ in 0..2 {
+        let (status, seen) = other.get(&path).await;
+        assert_eq!(
+            (status, seen["state"].as_str()),
+            (StatusCode::OK, Some("approved")),
+            "{seen}"
+        );
+        assert!(
+            seen.get("grant_token").is_none(),
+            "another key got the token: {seen}"
+        );
+    }
+    let (status, mine) = asker.get(&path).await;
+    assert_eq!(status, StatusCode::OK, "{mine}");
+    assert!(
+        mine["grant_token"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("cgt_")),
+        "the requester's poll carries the token"
+    );
+    app.stop().await;
+}

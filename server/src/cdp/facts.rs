@@ -139,6 +139,9 @@ pub const FACTS_FN: &str = r#"function() {
     unknown,
     frame: tag === 'iframe' || tag === 'frame',
     rect: [r.left, r.top, r.width, r.height],
+    // A select's options (value, text): `select` is judged by the ones
+    // it would choose.
+    options: el.localName === 'select' ? Array.from(el.options).slice(0, 1000).map((o) => [String(o.value), clean(o.text)]) : null,
   };
 }"#;
 

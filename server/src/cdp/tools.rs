@@ -466,13 +466,25 @@ pub async fn type_text(
 ) -> Result<(), CdpError> {
     bounded("type", timeout, async {
         if let Some(locator) = locator {
-            call_on(
+            // The text goes where the focus is: if the target did not
+            // take it (not focusable, or the page moved it on), typing
+            // would land in another element than the one judged: refused.
+            let focused = call_on(
                 page,
                 locator,
-                "function() { this.scrollIntoView({block: 'center'}); this.focus(); return true; }",
+                "function() { this.scrollIntoView({block: 'center'}); this.focus(); \
+                 const root = this.getRootNode(); \
+                 const active = root.activeElement !== undefined ? root.activeElement : document.activeElement; \
+                 return !!active && (active === this || this.contains(active)); }",
                 timeout,
             )
             .await?;
+            if focused != serde_json::Value::Bool(true) {
+                return Err(CdpError::Failed(
+                    "the target does not take the focus: the text would go to another element"
+                        .into(),
+                ));
+            }
         }
         input::insert_text(page, text).await?;
         if submit {

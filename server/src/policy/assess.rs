@@ -44,6 +44,9 @@ pub struct ElementFacts {
     /// Its box in viewport CSS pixels (left, top, width, height), for the
     /// outline on the approval's screenshot.
     pub rect: Option<[f64; 4]>,
+    /// A `<select>`'s options, (value, text) each.
+    #[serde(default)]
+    pub options: Option<Vec<(String, String)>>,
 }
 
 /// Everything `assess` looks at besides the tool.
@@ -124,6 +127,21 @@ pub fn matching<'a>(name: &str, list: &'a [String]) -> Option<&'a str> {
 /// submits the form of the focused field.
 pub fn activation_key(key: &str) -> bool {
     matches!(key, "Enter" | " " | "Space" | "Spacebar")
+}
+
+/// What `select` with `values` chooses on `el`: the texts and values of
+/// the options it matches (by value or text, as the tool does), or the
+/// values themselves when the options are not known.
+fn chosen<'a>(el: &'a ElementFacts, values: &'a [String]) -> Vec<&'a str> {
+    let squash = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    match &el.options {
+        Some(options) => options
+            .iter()
+            .filter(|(value, text)| values.iter().any(|v| v == value || squash(v) == *text))
+            .flat_map(|(value, text)| [text.as_str(), value.as_str()])
+            .collect(),
+        None => values.iter().map(String::as_str).collect(),
+    }
 }
 
 /// A checkbox, radio button or switch: Space toggles it, Enter does not
@@ -264,7 +282,13 @@ pub fn assess(tool: &Tool, facts: &Facts, rules: &Rules) -> Assessment {
             }
         };
         if presses {
-            words(el.all_names().collect(), "");
+            let mut names: Vec<&str> = el.all_names().collect();
+            // A select chooses options: they are what it acts with (the
+            // page's `change` handler reads them), judged by their texts.
+            if let Tool::Select { values, .. } = tool {
+                names.extend(chosen(el, values));
+            }
+            words(names, "");
         }
         if implicit_submit && let Some(button) = &el.submitter {
             words(

@@ -217,6 +217,44 @@ async fn a_label_is_judged_by_its_control_and_enter_by_an_image_submit_button() 
     on.stop().await;
 }
 
+/// A select is judged by the option it chooses, named by value or text;
+/// a harmless option runs at once.
+#[tokio::test]
+async fn a_select_is_judged_by_the_option_it_chooses() {
+    let on = open_on("select-option.html").await;
+    for values in [json!(["d"]), json!(["Delete repository"])] {
+        on.waits_and_denied(
+            "select",
+            json!({ "selector": "#s", "values": values }),
+            &["destructive_click", "Delete repository"],
+        )
+        .await;
+    }
+    on.ok("select", json!({ "selector": "#s", "values": ["r"] }))
+        .await;
+    assert_eq!(title(&on.agent, &on.sid).await, "Repository");
+    on.stop().await;
+}
+
+/// `type` judges its target, and the keys go where the focus is: a target
+/// that does not keep the focus is refused before a key is sent.
+#[tokio::test]
+async fn typing_into_a_target_that_does_not_keep_the_focus_is_refused() {
+    let on = open_on("focus-elsewhere.html").await;
+    let (status, v) = on
+        .agent
+        .tool(
+            &on.sid,
+            "type",
+            json!({ "selector": "#note", "text": "hunter2" }),
+        )
+        .await;
+    assert_ne!(status, StatusCode::OK, "{v}");
+    assert!(v.to_string().contains("does not take the focus"), "{v}");
+    assert_eq!(title(&on.agent, &on.sid).await, "Sign in", "typed");
+    on.stop().await;
+}
+
 #[tokio::test]
 async fn a_name_from_css_generated_content_is_read_as_the_browser_shows_it() {
     let on = open_on("generated-content.html").await;

@@ -66,12 +66,25 @@ impl ApprovalsBackend for AppState {
     }
 
     async fn decide_approval(&self, op: &Operator, id: String, approve: bool) -> UiResult<()> {
-        if !op.global()
-            && let Some(p) = every_tenants_pending(self, op)
+        // A scoped operator decides only what the listing shows in their
+        // scope: an approval it does not show (decided, or on a replica
+        // whose listing failed just now) is not decided on trust.
+        if !op.global() {
+            let found = every_tenants_pending(self, op)
                 .await
                 .into_iter()
-                .find(|p| p.id == id)
-        {
+                .find(|p| p.id == id);
+            let Some(p) = found else {
+                return super::audited(
+                    self,
+                    op,
+                    "approval.decide",
+                    Err(UiError::conflict(
+                        "this action is no longer waiting: it was decided, timed out or withdrawn",
+                    )),
+                )
+                .await;
+            };
             super::in_scope(self, op, "decide an approval", &p.tenant, || {
                 UiError::not_found(format!("approval {id:?}"))
             })

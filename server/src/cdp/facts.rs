@@ -396,13 +396,17 @@ pub(super) async fn hit_facts(
     reach: Reach<'_>,
     x: f64,
     y: f64,
+    scroll: Option<(f64, f64)>,
 ) -> Result<(String, Value), CdpError> {
     // The hit test takes the point in the document (it subtracts the
     // scroll itself), the pointer's point is in the viewport: on a page
     // scrolled by S, the viewport's point is the document's point + S.
     // Read at that point, the gate judged what sat S pixels above the
-    // press. A zoomed-in page (pinch) is not placed: unknown.
-    let Some(scroll) = scroll_of(page).await? else {
+    // press. `scroll` ([`scroll_of`]) may be read alongside the pointer's
+    // move (off the path): the facts script reports the scroll as the
+    // node is read, and a page that scrolled since (on the hover, say) is
+    // unknown. A zoomed-in page (pinch, `None`) is not placed: unknown.
+    let Some(scroll) = scroll else {
         return Ok((
             String::new(),
             unknown_at("the page is zoomed in: the gate cannot place the point"),
@@ -490,7 +494,7 @@ pub(super) async fn hit_facts(
 /// The main frame's scroll (CSS pixels: where the viewport's top left is
 /// in the document), `None` when the page is zoomed in (pinch), where
 /// the viewport's points are not the document's plus the scroll.
-async fn scroll_of(page: &Page) -> Result<Option<(f64, f64)>, CdpError> {
+pub(super) async fn scroll_of(page: &Page) -> Result<Option<(f64, f64)>, CdpError> {
     use chromiumoxide::cdp::browser_protocol::page::GetLayoutMetricsParams;
     let m = page.execute(GetLayoutMetricsParams::default()).await?;
     let v = &m.result.css_visual_viewport;
@@ -585,9 +589,10 @@ pub async fn click_checked<E>(
         // as "Next". A click that is held has moved the pointer there, as
         // a hover would. Boxed: the reads make a future too large for the
         // stack of a tool call in a debug build.
-        super::input::mouse_move(page, x, y).await?;
+        let (moved, scroll) = futures::join!(super::input::mouse_move(page, x, y), scroll_of(page));
+        moved?;
         let reach = Reach::new(browser, timeout);
-        let (host, facts) = Box::pin(hit_facts(page, reach, x, y)).await?;
+        let (host, facts) = Box::pin(hit_facts(page, reach, x, y, scroll?)).await?;
         if let Err(e) = allow(&host, facts) {
             return Ok(Err(e));
         }
@@ -610,18 +615,21 @@ pub async fn facts_under_pointer(
     browser: &str,
 ) -> Result<(String, Value), CdpError> {
     super::tools::bounded("checking the target", timeout, async {
-        super::input::mouse_event(
-            page,
-            super::MouseKind::Move,
-            x,
-            y,
-            button,
-            buttons,
-            0,
-            modifiers,
-        )
-        .await?;
-        Box::pin(hit_facts(page, Reach::new(browser, timeout), x, y)).await
+        let (moved, scroll) = futures::join!(
+            super::input::mouse_event(
+                page,
+                super::MouseKind::Move,
+                x,
+                y,
+                button,
+                buttons,
+                0,
+                modifiers,
+            ),
+            scroll_of(page)
+        );
+        moved?;
+        Box::pin(hit_facts(page, Reach::new(browser, timeout), x, y, scroll?)).await
     })
     .await
 }
@@ -640,7 +648,8 @@ pub async fn element_facts(
     super::tools::bounded("checking the target", timeout, async {
         let facts = match locator {
             Some(Locator::Point(x, y)) => {
-                return hit_facts(page, Reach::new(browser, timeout), *x, *y).await;
+                let scroll = scroll_of(page).await?;
+                return hit_facts(page, Reach::new(browser, timeout), *x, *y, scroll).await;
             }
             Some(other) => {
                 let object = super::tools::object_for(page, other).await?;

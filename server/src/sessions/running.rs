@@ -73,6 +73,11 @@ pub struct RunningSession {
     pub(super) refusals: Refusals,
     /// Tab state; lock it for the duration of a tool call.
     pub tabs: Mutex<Tabs>,
+    /// One acting call of an agent at a time, from the risk gate's check
+    /// to the end of its action (`tool::pipeline`): no other call of the
+    /// session can move the focus or the page between what the gate
+    /// judged and what the action does. Let go while an approval waits.
+    pub(super) acting: std::sync::Arc<Mutex<()>>,
     /// Its downloads, when it allows them.
     pub downloads: Option<std::sync::Arc<super::files::Downloads>>,
     /// Numbers each `upload` call's folder.
@@ -165,6 +170,7 @@ impl RunningSession {
             last_move_audited: AtomicI64::new(0),
             screenshot_seq: AtomicU64::new(0),
             screencast_stops: AtomicU64::new(0),
+            acting: std::sync::Arc::default(),
             tabs: Mutex::new(Tabs {
                 active: Some(warm.page.target_id().clone()),
                 refs: HashMap::new(),

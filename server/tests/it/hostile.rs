@@ -255,6 +255,47 @@ async fn typing_into_a_target_that_does_not_keep_the_focus_is_refused() {
     on.stop().await;
 }
 
+/// The gate's check and the action are one step: another call of the
+/// same agent (a `press Tab` right behind a `press Enter`) cannot move the
+/// focus between what the gate judged and what the key acts on.
+#[tokio::test]
+async fn a_call_queued_behind_a_judged_key_cannot_move_the_focus_in_between() {
+    let on = open_on("keyboard-focus.html").await;
+    on.ok("click", json!({ "selector": "#start" })).await;
+    let press = |key: &'static str| {
+        let agent = on.agent.clone();
+        let sid = on.sid.clone();
+        tokio::spawn(async move { agent.tool(&sid, "press", json!({ "key": key })).await })
+    };
+    // Both calls queue behind the tab lock, Enter first (the pauses only
+    // order them; either order must end without a press unjudged).
+    let live = on.app.live("acme", &on.sid).await;
+    let tabs = live.tabs.lock().await;
+    let enter = press("Enter");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let tab = press("Tab");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    drop(tabs);
+    // Had Tab run first, Enter is judged on the button: denied.
+    crate::helpers::wait_until("both calls to end", crate::helpers::PATIENCE, || async {
+        for p in pending(&on.app, &on.cookie).await {
+            decide(&on.app, &on.cookie, p["id"].as_str().unwrap(), false).await;
+        }
+        if enter.is_finished() && tab.is_finished() {
+            Ok(())
+        } else {
+            Err("still running".to_owned())
+        }
+    })
+    .await;
+    assert_eq!(
+        title(&on.agent, &on.sid).await,
+        "Repository",
+        "Enter pressed the button the gate never judged"
+    );
+    on.stop().await;
+}
+
 #[tokio::test]
 async fn a_name_from_css_generated_content_is_read_as_the_browser_shows_it() {
     let on = open_on("generated-content.html").await;

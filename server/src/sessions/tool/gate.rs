@@ -72,6 +72,14 @@ pub(super) fn seen(
     json!({ "host": host, "element": element, "history": history })
 }
 
+tokio::task_local! {
+    /// The calling tool call's hold on its session's `acting` lock
+    /// (`RunningSession::acting`, taken in `pipeline.rs`): let go while
+    /// an approval waits, so the session's other calls run meanwhile, and
+    /// taken again before the action is judged anew.
+    pub(super) static ACTING: std::cell::RefCell<Option<tokio::sync::OwnedMutexGuard<()>>>;
+}
+
 /// The gate's check of a click's target, run by the click between its
 /// lookup and the button going down: an error stops it.
 pub(super) type ClickCheck<'a> =
@@ -404,7 +412,16 @@ impl SessionManager {
             )
             .await?;
         session.touch();
+        // The session's other calls may run while the operator decides;
+        // this one is judged anew once it holds the lock again.
+        let held = ACTING.try_with(|a| a.borrow_mut().take()).ok().flatten();
+        let released = held.is_some();
+        drop(held);
         let decision = waiting.decision(rules.timeout).await;
+        if released {
+            let again = session.acting.clone().lock_owned().await;
+            let _ = ACTING.try_with(|a| *a.borrow_mut() = Some(again));
+        }
         session.touch();
         let refuse = |code: &str| event.clone().outcome(format!("refused: {code}"));
         match decision {

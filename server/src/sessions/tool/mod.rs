@@ -223,6 +223,21 @@ impl Tool {
         }
     }
 
+    /// Whether the tool acts on the page or the tabs (everything but the
+    /// reads): an agent's acting calls on one session run one at a time
+    /// from the risk gate's check to the end of the action.
+    pub fn acts(&self) -> bool {
+        !matches!(
+            self,
+            Self::Screenshot { .. }
+                | Self::ReadDom { .. }
+                | Self::Snapshot(_)
+                | Self::WaitFor(_)
+                | Self::Pdf
+                | Self::TabsList
+        )
+    }
+
     /// Whether the tool loads a new document in the active tab (which also
     /// brings a crashed tab back).
     fn navigates(&self) -> bool {

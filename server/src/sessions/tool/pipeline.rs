@@ -35,8 +35,33 @@ impl SessionManager {
         answer
     }
 
-    /// [`run_tool`](Self::run_tool) before its answer is scrubbed.
+    /// [`run_tool`](Self::run_tool) before its answer is scrubbed. An
+    /// agent's call that acts holds the session's `acting` lock from the
+    /// gate to the end of the action (let go while an approval waits:
+    /// [`gate::ACTING`]); reads and an operator's calls do not take it.
     async fn run_tool_unscrubbed(
+        &self,
+        session: &Arc<RunningSession>,
+        actor: Actor,
+        via: crate::audit::Surface,
+        call: ToolCall,
+    ) -> Result<ToolOutput, ToolError> {
+        // Boxed: the pipeline's future is large, and a task's step runs it
+        // deep in its own (a debug build's stack overflowed).
+        let acts = !matches!(actor, Actor::Operator(_)) && call.tool.acts();
+        let held = Box::pin(self.run_tool_held(session, actor, via, call));
+        if !acts {
+            return held.await;
+        }
+        let acting = session.acting.clone().lock_owned().await;
+        gate::ACTING
+            .scope(std::cell::RefCell::new(Some(acting)), held)
+            .await
+    }
+
+    /// [`run_tool_unscrubbed`](Self::run_tool_unscrubbed) once the call
+    /// holds what it must.
+    async fn run_tool_held(
         &self,
         session: &Arc<RunningSession>,
         actor: Actor,

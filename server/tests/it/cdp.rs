@@ -932,17 +932,7 @@ async fn a_cdp_client_reaching_another_replica_is_carried_to_the_sessions_one() 
     drop(cdp);
 
     // A connect token issued through `b`, used at `a`: once.
-    let (status, tok) = agent
-        .post(&format!("/api/sessions/{sid}/cdp_token"), json!({}))
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{tok}");
-    let query = tok["cdp_url"]
-        .as_str()
-        .unwrap()
-        .split_once('?')
-        .unwrap()
-        .1
-        .to_owned();
+    let query = token_query(&agent, &sid).await;
     let mut cdp = connect(&a, &format!("/cdp/{sid}?{query}"), None)
         .await
         .expect("the token works at any replica");
@@ -965,6 +955,22 @@ async fn a_cdp_client_reaching_another_replica_is_carried_to_the_sessions_one() 
     agent.close(&sid).await;
     drop(b);
     a.stop().await;
+}
+
+/// A single-use connect token for `sid` from `agent`: the query of its
+/// `cdp_url` (`token=cdpt_…`).
+async fn token_query(agent: &AgentClient, sid: &str) -> String {
+    let (status, tok) = agent
+        .post(&format!("/api/sessions/{sid}/cdp_token"), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{tok}");
+    tok["cdp_url"]
+        .as_str()
+        .unwrap()
+        .split_once('?')
+        .unwrap()
+        .1
+        .to_owned()
 }
 
 /// Sends a mouse press at `(x, y)` of `tab` without waiting for its answer;
@@ -1034,17 +1040,7 @@ async fn a_revoked_keys_connections_end_and_its_tokens_connect_nothing() {
     let site = site::start().await;
     let (app, agent, sid, mut cdp) = driven(&site).await;
     cdp.ok("Browser.getVersion", json!({}), None).await;
-    let (status, tok) = agent
-        .post(&format!("/api/sessions/{sid}/cdp_token"), json!({}))
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{tok}");
-    let query = tok["cdp_url"]
-        .as_str()
-        .unwrap()
-        .split_once('?')
-        .unwrap()
-        .1
-        .to_owned();
+    let query = token_query(&agent, &sid).await;
     let keys = app
         .state
         .store

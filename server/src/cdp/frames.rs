@@ -339,16 +339,7 @@ async fn focus_at(
     frame_id: &str,
 ) -> Result<(Value, i64), CdpError> {
     let s = Some(session);
-    let world = client
-        .call(
-            s,
-            "Page.createIsolatedWorld",
-            json!({ "frameId": frame_id, "worldName": super::facts::WORLD }),
-        )
-        .await?;
-    let ctx = world["executionContextId"]
-        .as_i64()
-        .ok_or_else(|| CdpError::Failed("no isolated world in the frame".into()))?;
+    let ctx = gate_world(client, s, frame_id).await?;
     let focused = client
         .call(
             s,
@@ -505,13 +496,9 @@ async fn read_at(
     Ok((facts, node))
 }
 
-/// The scroll of the frame `frame` (the document of `s`), read in the
-/// gate's isolated world.
-async fn frame_scroll(
-    client: &mut Client,
-    s: Option<&str>,
-    frame: &str,
-) -> Result<(f64, f64), CdpError> {
+/// An execution context of the gate's isolated world in `frame` (a frame
+/// of the document of `s`).
+async fn gate_world(client: &mut Client, s: Option<&str>, frame: &str) -> Result<i64, CdpError> {
     let world = client
         .call(
             s,
@@ -519,9 +506,19 @@ async fn frame_scroll(
             json!({ "frameId": frame, "worldName": super::facts::WORLD }),
         )
         .await?;
-    let ctx = world["executionContextId"]
+    world["executionContextId"]
         .as_i64()
-        .ok_or_else(|| CdpError::Failed("no isolated world in the frame".into()))?;
+        .ok_or_else(|| CdpError::Failed("no isolated world in the frame".into()))
+}
+
+/// The scroll of the frame `frame` (the document of `s`), read in the
+/// gate's isolated world.
+async fn frame_scroll(
+    client: &mut Client,
+    s: Option<&str>,
+    frame: &str,
+) -> Result<(f64, f64), CdpError> {
+    let ctx = gate_world(client, s, frame).await?;
     let res = client
         .call(
             s,

@@ -196,8 +196,41 @@ class LiveView {
       add.onclick = () => this.send({ type: 'tab_open' });
       return add;
     })());
+    this.dialog(p.dialog);
     if (p.loading) this.$('[data-conn]').textContent = 'Loading…';
     else if (this.root.dataset.state === 'live') this.$('[data-conn]').textContent = 'Live';
+  }
+
+  // The shown tab's JavaScript dialog (it stops the page): its message
+  // and OK / Cancel, answered by whoever drives.
+  dialog(d) {
+    const box = this.$('[data-dialog]');
+    this.root.dataset.dialogOpen = d ? d.kind : '';
+    if (!d) {
+      box.hidden = true;
+      this.dialogShown = null;
+      return;
+    }
+    const key = `${d.kind}\n${d.message}`;
+    if (this.dialogShown === key && !box.hidden) return;
+    this.dialogShown = key;
+    const names = { alert: 'The page says', confirm: 'The page asks you to confirm', prompt: 'The page asks for an answer', beforeunload: 'Leave this page?' };
+    this.$('[data-dialog-kind]').textContent = names[d.kind] || 'The page asks';
+    this.$('[data-dialog-message]').textContent = d.message || '(no message)';
+    const text = this.$('[data-dialog-text]');
+    text.hidden = d.kind !== 'prompt';
+    text.value = d.default_prompt || '';
+    this.$('[data-dialog-answer="cancel"]').hidden = d.kind === 'alert';
+    box.hidden = false;
+    this.dialogControls();
+  }
+
+  dialogControls() {
+    const mine = this.driving();
+    for (const b of this.root.querySelectorAll('[data-dialog-answer], [data-dialog-text]')) b.disabled = !mine || this.ended;
+    this.$('[data-dialog-note]').textContent = mine
+      ? 'The page is stopped until you answer.'
+      : 'The page is stopped until whoever drives answers. Take control to answer it.';
   }
 
   setControl(c) {
@@ -215,6 +248,7 @@ class LiveView {
     this.$('[data-take]').hidden = !c.may_control || c.yours;
     this.$('[data-release]').hidden = !c.yours || this.root.dataset.mode === 'refresh';
     this.root.classList.toggle('driving', c.yours);
+    this.dialogControls();
   }
 
   // Canvas pixels → the page's CSS pixels, from the last frame's metadata.
@@ -314,6 +348,16 @@ class LiveView {
       this.send({ type: 'navigate', url });
       this.keys.focus({ preventScroll: true });
     });
+    for (const b of this.root.querySelectorAll('[data-dialog-answer]')) {
+      b.addEventListener('click', () => {
+        if (!this.driving()) return;
+        const accept = b.dataset.dialogAnswer === 'ok';
+        const text = this.$('[data-dialog-text]');
+        const msg = { type: 'dialog', accept };
+        if (accept && !text.hidden) msg.text = text.value.slice(0, 4096);
+        this.send(msg);
+      });
+    }
     this.$('[data-take]').addEventListener('click', () => this.send({ type: 'take_control' }));
     this.$('[data-release]').addEventListener('click', () => this.send({ type: 'release_control' }));
     this.$('[data-viewport]').addEventListener('change', (e) => {

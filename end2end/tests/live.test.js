@@ -188,3 +188,39 @@ test('an operator takes control of an agent session, the agent is refused, and g
   await waitFor('the end', async () => (await viewState(page))?.state === 'ended');
   assert.deepEqual(errors, []);
 });
+
+test('a page\'s dialog shows in the live view, where the operator answers it', async () => {
+  const { page, errors } = admin;
+  const opened = await agentApi(server.url, key, 'POST', '/api/sessions', {});
+  assert.equal(opened.status, 201, JSON.stringify(opened.json));
+  const sid = opened.json.session_id;
+  const nav = await agentApi(server.url, key, 'POST', `/api/sessions/${sid}/navigate`, { url: site.url('/confirm') });
+  assert.equal(nav.status, 200, JSON.stringify(nav.json));
+  // The agent's click opens a confirm(): the call answers with it.
+  const click = await agentApi(server.url, key, 'POST', `/api/sessions/${sid}/click`, { selector: '#archive' });
+  assert.equal(click.status, 200, JSON.stringify(click.json));
+  assert.equal(click.json.dialog_opened.type, 'confirm', JSON.stringify(click.json));
+
+  await page.goto(`${server.url}/sessions/${sid}/live`);
+  await live(page);
+  const box = page.locator('[data-dialog]');
+  await box.waitFor({ state: 'visible', timeout: 60_000 });
+  assert.match(await box.locator('[data-dialog-message]').textContent(), /^Archive the project acme\/site\?/);
+  // Only whoever drives answers it.
+  assert.equal(await box.locator('[data-dialog-answer="ok"]').isDisabled(), true);
+  await page.click('[data-take]');
+  await waitFor('control', async () => (await viewState(page))?.control === 'yours');
+  assert.equal(await box.locator('[data-dialog-answer="ok"]').isDisabled(), false);
+  await shot(page, 'live-dialog', { fullPage: true });
+  await page.setViewportSize({ width: 390, height: 844 });
+  await shot(page, 'live-dialog-phone', { fullPage: true });
+  await page.setViewportSize({ width: 1280, height: 900 });
+  await box.locator('[data-dialog-answer="ok"]').click();
+  await waitFor('the answer', async () => {
+    const s = await viewState(page);
+    return s?.title === 'archived' && s.dialogOpen === '' ? s : null;
+  });
+  assert.equal(await box.isVisible(), false);
+  await agentApi(server.url, key, 'DELETE', `/api/sessions/${sid}`);
+  assert.deepEqual(errors, []);
+});

@@ -109,6 +109,11 @@ export async function startSite() {
 <button id="delete" style="position:absolute;left:40px;top:40px;width:220px;height:48px"
  onclick="window.d=(window.d||0)+1;document.title='deleted '+window.d">Delete account</button>`);
     }
+    if (url.pathname === '/confirm') {
+      return html(200, `<!doctype html><title>Archive</title><body style="margin:0;font:16px sans-serif">
+<button id="archive" style="position:absolute;left:40px;top:40px;width:220px;height:48px"
+ onclick="document.title = confirm('Archive the project acme/site? Its issues become read-only.') ? 'archived' : 'kept'">Archive project</button>`);
+    }
     if (url.pathname === '/cdp-page') {
       return html(200, `<!doctype html><title>cdp page</title><body style="margin:0;font:16px sans-serif">
 <input id="name" style="position:absolute;left:20px;top:20px;width:200px;height:30px">

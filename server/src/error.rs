@@ -350,6 +350,14 @@ impl From<crate::sessions::ToolError> for ApiError {
                 code: "not_a_file_input",
                 message,
             },
+            T::DialogOpen(_) => Self::Conflict {
+                code: "dialog_open",
+                message,
+            },
+            T::NoDialog => Self::Conflict {
+                code: "no_dialog",
+                message,
+            },
             T::RecordingQuotaFull(m) => Self::InsufficientStorage {
                 code: "recording_quota_full",
                 message: m,
@@ -450,6 +458,8 @@ mod tests {
             T::DownloadRefused,
             T::InvalidFileName("m".into()),
             T::NotAFileInput("m".into()),
+            T::DialogOpen("m".into()),
+            T::NoDialog,
             T::RecordingQuotaFull("m".into()),
             T::Timeout("m".into()),
             T::BrowserFailed,

@@ -188,6 +188,15 @@ pub enum ClientMsg {
         /// CSS pixels.
         height: u32,
     },
+    /// Answer the shown tab's JavaScript dialog: OK (with a prompt's text)
+    /// or Cancel.
+    Dialog {
+        /// OK (true) or Cancel.
+        accept: bool,
+        /// A prompt's answer, at most [`MAX_TEXT_CHARS`] characters.
+        #[serde(default)]
+        text: Option<String>,
+    },
     /// Take control: agent tool calls are refused until handed back.
     TakeControl {},
     /// Hand control back.
@@ -247,6 +256,22 @@ pub struct PageState {
     pub loading: bool,
     /// Every tab, in creation order.
     pub tabs: Vec<TabInfo>,
+    /// The JavaScript dialog open in the shown tab (it stops the page
+    /// until answered with [`ClientMsg::Dialog`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dialog: Option<DialogView>,
+}
+
+/// A JavaScript dialog as the live view shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DialogView {
+    /// `alert`, `confirm`, `prompt` or `beforeunload`.
+    pub kind: String,
+    /// Its message.
+    pub message: String,
+    /// A prompt's default text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_prompt: Option<String>,
 }
 
 /// Who drives the session.

@@ -128,6 +128,16 @@ fn Viewer(id: String) -> impl IntoView {
                 <canvas data-canvas width="1280" height="720" aria-label="The session's browser. Click to drive it and type; Shift+Escape gives the keyboard back."></canvas>
                 <textarea class="live-keys" data-keys aria-label="Keyboard input for the session's browser" autocomplete="off" autocapitalize="off" spellcheck="false"></textarea>
                 <div class="live-overlay" data-overlay>"Connecting…"</div>
+                <div class="live-dialog" data-dialog role="alertdialog" aria-modal="false" aria-labelledby="live-dialog-kind" aria-describedby="live-dialog-message" hidden>
+                    <p class="live-dialog-kind" id="live-dialog-kind" data-dialog-kind>"The page asks"</p>
+                    <p class="live-dialog-message" id="live-dialog-message" data-dialog-message></p>
+                    <input type="text" data-dialog-text aria-label="Your answer" autocomplete="off" spellcheck="false" hidden/>
+                    <div class="live-dialog-buttons">
+                        <button type="button" data-dialog-answer="cancel">"Cancel"</button>
+                        <button type="button" class="primary" data-dialog-answer="ok">"OK"</button>
+                    </div>
+                    <p class="live-dialog-note" data-dialog-note>"The page is stopped until the dialog is answered."</p>
+                </div>
                 <div class="live-focus" data-focus-hint hidden>"Keyboard captured · "<button type="button" data-blur>"Release (Shift+Esc)"</button></div>
             </div>
             <p class="live-error" data-error role="alert" hidden></p>

@@ -47,6 +47,7 @@ pub const BROWSER: Errors = &[
     (403, "denied_by_operator"),
     (403, "approval_timed_out"),
     (409, "operator_has_control"),
+    (409, "dialog_open"),
     (422, "browser_error"),
     (422, "tab_crashed"),
     (502, "browser_failed"),
@@ -105,6 +106,23 @@ impl Route {
     }
 }
 
+/// The tools (`/api/sessions/{id}/…`) that act on the page, whose page
+/// may open a JavaScript dialog while they run.
+const OPENS_DIALOGS: &[&str] = &[
+    "navigate",
+    "back",
+    "forward",
+    "reload",
+    "click",
+    "hover",
+    "type",
+    "type_totp",
+    "press",
+    "scroll",
+    "select",
+    "upload",
+];
+
 /// What each error code means, for the document.
 pub fn describe(code: &str) -> &'static str {
     match code {
@@ -148,6 +166,10 @@ pub fn describe(code: &str) -> &'static str {
             "audit recording is at the tenant's disk quota; the screenshot was not kept"
         }
         "last_tab" => "the session's last tab cannot be closed",
+        "dialog_open" => {
+            "a JavaScript dialog (alert, confirm, prompt, beforeunload) is open in the tab and stops its page; answer it with POST /api/sessions/{id}/dialog first (the message quotes it)"
+        }
+        "no_dialog" => "dialog: no JavaScript dialog is open in the active tab",
         "task_ended" => "the task has ended already",
         "operator_has_control" => {
             "an operator has taken control of the session from the live view; retry after they hand it back"
@@ -223,6 +245,19 @@ pub fn document(routes: &[Route]) -> Value {
         }
         let mut responses = Map::new();
         let ok = match r.response {
+            // An action whose page opens a JavaScript dialog answers with
+            // the dialog instead.
+            Some(res)
+                if OPENS_DIALOGS
+                    .iter()
+                    .any(|t| r.path.strip_prefix("/api/sessions/{id}/") == Some(t)) =>
+            {
+                let schema = json!({ "anyOf": [
+                    res(&mut answers),
+                    answers.subschema_for::<crate::sessions::tool::output::DialogOpened>(),
+                ] });
+                json!({ "description": "success; or, when the page opened a JavaScript dialog (which stops it until answered with dialog), dialog_opened", "content": { "application/json": { "schema": schema } } })
+            }
             Some(res) => {
                 json!({ "description": "success", "content": { "application/json": { "schema": res(&mut answers) } } })
             }

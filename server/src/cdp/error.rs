@@ -33,6 +33,10 @@ pub enum CdpError {
     /// The page refused or failed the action (navigation error, bad input).
     #[error("{0}")]
     Failed(String),
+    /// A JavaScript dialog opened in the tab (and stops its page) while a
+    /// read ran.
+    #[error("{0}")]
+    DialogOpen(String),
     /// The browser is gone (crashed or killed).
     #[error("the browser is gone")]
     BrowserGone,

@@ -2,6 +2,7 @@
 
 mod capture;
 mod cookies;
+mod dialogs;
 mod downloads;
 mod drawn;
 mod error;
@@ -32,6 +33,7 @@ use futures::StreamExt;
 
 pub use capture::{Capture, Download, Response as HeldResponse};
 pub use cookies::{cookie_param, vault_cookie};
+pub use dialogs::{Dialog, DialogKind, Dialogs, answer as answer_dialog};
 pub use downloads::{DownloadEvent, DownloadState};
 pub use drawn::frame_drawn;
 pub use error::CdpError;
@@ -60,6 +62,7 @@ pub struct BrowserConn {
     handler: tokio::task::JoinHandle<()>,
     crashes: TabEvents,
     downloads: TabEvents,
+    dialogs: Dialogs,
     download_feed: downloads::DownloadFeed,
     watcher: tokio::task::JoinHandle<()>,
     /// Tabs already told to let their workers start ([`release_new_targets`]).
@@ -151,6 +154,7 @@ impl BrowserConn {
             handler,
             crashes,
             downloads,
+            dialogs: Dialogs::default(),
             download_feed,
             watcher,
             released: std::sync::Mutex::default(),
@@ -171,6 +175,11 @@ impl BrowserConn {
     /// when the session allows downloads).
     pub fn downloads(&self) -> &TabEvents {
         &self.downloads
+    }
+
+    /// The JavaScript dialogs open in its tabs.
+    pub fn dialogs(&self) -> &Dialogs {
+        &self.dialogs
     }
 
     /// The browser.
@@ -197,6 +206,9 @@ impl BrowserConn {
         for page in &pages {
             let id = page.target_id().inner().clone();
             let first = self.released.lock().expect("released lock").insert(id);
+            if first {
+                self.watch_dialogs(page).await;
+            }
             if first && let Err(e) = release_new_targets(page).await {
                 // A tab closing meanwhile; one still open is tried again.
                 tracing::debug!(
@@ -219,8 +231,17 @@ impl BrowserConn {
             .lock()
             .expect("released lock")
             .insert(page.target_id().inner().clone());
+        self.watch_dialogs(&page).await;
         release_new_targets(&page).await?;
         Ok(page)
+    }
+
+    /// Follows a tab's dialogs from when it is first seen (a tab closing
+    /// meanwhile has none to follow).
+    async fn watch_dialogs(&self, page: &Page) {
+        if let Err(e) = self.dialogs.watch(page).await {
+            tracing::debug!(error = %e, "cannot follow a tab's dialogs (closing?)");
+        }
     }
 }
 

@@ -192,6 +192,18 @@ pub async fn title(page: &Page) -> Result<String, CdpError> {
         .to_owned())
 }
 
+/// The tab's title as the browser holds it (`Target.getTargetInfo`): no
+/// script runs in the page, so it answers while a dialog stops it.
+pub async fn title_of_target(page: &Page) -> Result<String, CdpError> {
+    use chromiumoxide::cdp::browser_protocol::target::GetTargetInfoParams;
+    let info = page
+        .execute(GetTargetInfoParams {
+            target_id: Some(page.target_id().clone()),
+        })
+        .await?;
+    Ok(info.result.target_info.title)
+}
+
 /// Screenshot options.
 #[derive(
     Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,

@@ -658,11 +658,21 @@ impl Connection {
             })
             .collect();
         let current = tabs.iter().find(|t| t.active);
+        let dialog = targets
+            .iter()
+            .find(|t| t.target_id.inner() == &shown)
+            .and_then(|t| self.live.dialog_on(&t.target_id))
+            .map(|d| app::api::live::DialogView {
+                kind: d.kind.as_str().to_owned(),
+                message: scrubbed(&d.message),
+                default_prompt: d.default_prompt.as_deref().map(scrubbed),
+            });
         let page = PageState {
             url: current.map(|t| t.url.clone()).unwrap_or_default(),
             title: current.map(|t| t.title.clone()).unwrap_or_default(),
             loading,
             tabs,
+            dialog,
         };
         if last.as_ref() != Some(&page) {
             *last = Some(page.clone());
@@ -934,6 +944,17 @@ pub fn calls(msg: ClientMsg) -> Result<Vec<ToolCall>, String> {
         ClientMsg::TabClose { id } => one(Tool::TabClose { tab: id }),
         ClientMsg::Resize { width, height } => {
             one(Tool::Input(LiveInput::Resize(Viewport { width, height })))
+        }
+        ClientMsg::Dialog { accept, text } => {
+            if text
+                .as_ref()
+                .is_some_and(|t| t.chars().count() > MAX_TEXT_CHARS)
+            {
+                return Err(format!(
+                    "a prompt's text is at most {MAX_TEXT_CHARS} characters"
+                ));
+            }
+            one(Tool::Dialog { accept, text })
         }
         ClientMsg::TakeControl {} | ClientMsg::ReleaseControl {} => Ok(Vec::new()),
     }

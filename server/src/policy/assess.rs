@@ -184,6 +184,8 @@ pub fn needs_page(tool: &Tool, rules: &Rules) -> bool {
         // Download links are checked too (cheap, the same call).
         Tool::Click(_) => true,
         Tool::Select { .. } => words,
+        // What OK on a dialog does is what its message asks.
+        Tool::Dialog { accept, .. } => *accept,
         _ => false,
     }
 }
@@ -251,6 +253,8 @@ pub fn assess(tool: &Tool, facts: &Facts, rules: &Rules) -> Assessment {
     };
     let presses = match (tool, el) {
         (Tool::Click(_) | Tool::Select { .. }, Some(_)) => true,
+        // OK on a dialog: judged by its message, as a button by its name.
+        (Tool::Dialog { accept: true, .. }, Some(_)) => true,
         (Tool::Press { key }, Some(el)) => activation_key(key) && el.activates,
         // `type` on a button: its Enter presses it.
         (Tool::Type { .. }, Some(el)) => enter && el.activates,
@@ -405,6 +409,34 @@ mod tests {
         assert_eq!(a.level, Level::High);
         assert!(a.waits() && !a.forbidden);
         assert!(a.reasons[0].starts_with("destructive_click:"), "{a:?}");
+    }
+
+    #[test]
+    fn ok_on_a_dialog_is_judged_by_its_message_and_cancel_never_waits() {
+        let ok = Tool::Dialog {
+            accept: true,
+            text: None,
+        };
+        let cancel = Tool::Dialog {
+            accept: false,
+            text: None,
+        };
+        let r = rules();
+        assert!(needs_page(&ok, &r) && !needs_page(&cancel, &r));
+        let a = assess(&ok, &on("Delete repository acme/site?"), &r);
+        assert!(a.waits(), "{a:?}");
+        assert!(a.reasons[0].starts_with("destructive_click:"), "{a:?}");
+        assert!(!assess(&cancel, &on("Delete repository acme/site?"), &r).waits());
+        assert!(!assess(&ok, &on("Saved."), &r).waits());
+        // A dialog the gate did not see is never harmless.
+        let unseen = Facts {
+            element: Some(ElementFacts {
+                unknown: Some("a dialog Cordon did not see open".into()),
+                ..ElementFacts::default()
+            }),
+            ..Facts::default()
+        };
+        assert!(assess(&ok, &unseen, &r).waits());
     }
 
     #[test]

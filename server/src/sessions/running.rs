@@ -405,6 +405,11 @@ impl RunningSession {
         Ok(first)
     }
 
+    /// The JavaScript dialog open in tab `target`, if any.
+    pub fn dialog_on(&self, target: &TargetId) -> Option<crate::cdp::Dialog> {
+        self.conn.dialogs().open_on(target.inner())
+    }
+
     /// The browser's product and protocol versions (`Browser.getVersion`).
     pub async fn browser_version(
         &self,

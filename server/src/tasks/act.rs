@@ -35,8 +35,39 @@ impl Runner {
                         )));
                     }
                 }
+                // The model neither sees nor answers dialogs: Cancel (an
+                // alert's OK is the same), and the step's trace says so.
+                Ok(ToolOutput::DialogOpened(d)) => {
+                    self.cancel_dialog().await?;
+                    *self.cancelled.lock().expect("cancelled lock") = Some(d.dialog_opened.kind);
+                    return Ok(ToolOutput::DialogOpened(d));
+                }
                 other => return other.map_err(StepError::from),
             }
+        }
+    }
+
+    /// Answers the active tab's dialog with Cancel, through the pipeline
+    /// (audited as the task's); none open (answered meanwhile) is fine.
+    pub(super) async fn cancel_dialog(&self) -> Result<(), StepError> {
+        let cancel = Tool::Dialog {
+            accept: false,
+            text: None,
+        };
+        match self
+            .tasks
+            .0
+            .sessions
+            .run_tool(
+                &self.live,
+                self.actor(),
+                crate::audit::Surface::Task,
+                ToolCall::new(cancel),
+            )
+            .await
+        {
+            Ok(_) | Err(crate::sessions::ToolError::NoDialog) => Ok(()),
+            Err(e) => Err(StepError::from(e)),
         }
     }
 

@@ -29,6 +29,16 @@ impl Runner {
     /// The step's picture: a screencast frame made after the last action
     /// (see `frames.rs`), or a capture when there is none.
     pub(super) async fn screenshot(&mut self) -> Result<Shot, StepError> {
+        // A dialog the page opened since (a timer's) stops it: cancelled
+        // first, as the steps' own are.
+        let open = {
+            let mut tabs = self.live.tabs.lock().await;
+            let page = self.live.page(&mut tabs).await.ok();
+            page.and_then(|p| self.live.dialog_on(p.target_id()))
+        };
+        if open.is_some() {
+            self.cancel_dialog().await?;
+        }
         if let Some(shot) = self.frame().await {
             metrics::counter!("cordon_task_pictures_total", "source" => "screencast").increment(1);
             return Ok(shot);

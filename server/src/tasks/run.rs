@@ -203,6 +203,7 @@ impl Tasks {
             frames: None,
             acted: tokio::time::Instant::now(),
             rows: Vec::new(),
+            cancelled: std::sync::Mutex::default(),
         };
         let handle = tokio::spawn(runner.drive(start));
         let _ = handle.await;

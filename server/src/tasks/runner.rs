@@ -64,6 +64,9 @@ pub(super) struct Runner {
     pub(super) acted: tokio::time::Instant,
     /// Trace rows being written.
     pub(super) rows: Vec<tokio::task::JoinHandle<()>>,
+    /// The kind of the JavaScript dialog the last action opened and the
+    /// runner cancelled (the model cannot see or answer dialogs).
+    pub(super) cancelled: std::sync::Mutex<Option<crate::cdp::DialogKind>>,
 }
 
 impl Runner {
@@ -241,9 +244,14 @@ impl Runner {
                     metrics::histogram!("cordon_task_step_action_seconds")
                         .record(acting.elapsed().as_secs_f64());
                     self.acted = tokio::time::Instant::now();
-                    let outcome = match &result {
-                        Ok(()) => "ok".to_owned(),
-                        Err(e) => format!("{}: {e}", e.code()),
+                    let cancelled = self.cancelled.lock().expect("cancelled lock").take();
+                    let outcome = match (&result, cancelled) {
+                        (Ok(()), None) => "ok".to_owned(),
+                        (Ok(()), Some(kind)) => format!(
+                            "ok; the page opened a {} dialog, which run_task cancels",
+                            kind.as_str()
+                        ),
+                        (Err(e), _) => format!("{}: {e}", e.code()),
                     };
                     self.record(n, thought, Some(shown), &outcome, &shot, Some(&answer));
                     if let Err(e) = result {

@@ -174,6 +174,33 @@ impl Cdp {
         }
     }
 
+    /// Waits for an event `method` (one seen already counts) and answers it.
+    async fn event(&mut self, method: &str) -> Value {
+        let seen = |t: &str| {
+            let v: Value = serde_json::from_str(t).unwrap();
+            (v["method"] == method).then_some(v)
+        };
+        if let Some(v) = self.events.iter().find_map(|t| seen(t)) {
+            return v;
+        }
+        tokio::time::timeout(PATIENCE, async {
+            loop {
+                match self.ws.next().await {
+                    Some(Ok(Message::Text(t))) => {
+                        self.events.push(t.as_str().to_owned());
+                        if let Some(v) = seen(t.as_str()) {
+                            return v;
+                        }
+                    }
+                    Some(Ok(_)) => {}
+                    other => panic!("the connection ended while waiting for {method}: {other:?}"),
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("no {method} within the patience"))
+    }
+
     /// Waits for the close frame and answers its code.
     async fn closed_with(&mut self) -> u16 {
         tokio::time::timeout(PATIENCE, async {
@@ -1062,5 +1089,62 @@ async fn a_revoked_keys_connections_end_and_its_tokens_connect_nothing() {
         Some(StatusCode::UNAUTHORIZED),
         "a token of a revoked key"
     );
+    app.stop().await;
+}
+
+/// OK on a page's `confirm("Delete repository …?")` over CDP is judged by
+/// the dialog's message, as the tool API's `dialog` is: it waits for an
+/// operator; denied, the dialog stays open, Cancel answers it at once, and
+/// the page never deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ok_on_a_confirm_dialog_over_cdp_waits_for_an_operator() {
+    let site = site::start().await;
+    let (app, agent, sid, mut cdp) = driven(&site).await;
+    let (_, cookie) = app
+        .operator_session("olive", app::api::auth::Role::Operator)
+        .await;
+    agent
+        .navigate_ok(&sid, &site.url("/hostile/confirm-dialog.html"))
+        .await;
+    let tab = cdp.attach_first_tab().await;
+    cdp.ok("Page.enable", json!({}), Some(&tab)).await;
+    // Clicked by script after the evaluate answers: the dialog stops the page.
+    cdp.eval(
+        &tab,
+        "setTimeout(() => document.querySelector('#next').click()); 1",
+    )
+    .await;
+    let opened = cdp.event("Page.javascriptDialogOpening").await;
+    assert_eq!(opened["params"]["type"], "confirm", "{opened}");
+    let id = cdp.next;
+    cdp.next += 1;
+    cdp.send_raw(
+        json!({ "id": id, "sessionId": tab, "method": "Page.handleJavaScriptDialog",
+                "params": { "accept": true } })
+        .to_string(),
+    )
+    .await;
+    let approval = crate::gate::one_pending(&app, &cookie, &sid).await;
+    assert!(
+        approval["reasons"]
+            .to_string()
+            .contains("Delete repository acme/site?"),
+        "{approval}"
+    );
+    let (status, _) =
+        crate::gate::decide(&app, &cookie, approval["id"].as_str().unwrap(), false).await;
+    assert_eq!(status, StatusCode::OK);
+    let answer = cdp.answer_to(id).await;
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("denied_by_operator"), "{answer}");
+    // Cancel acts on nothing: it runs at once, and the page goes on.
+    cdp.ok(
+        "Page.handleJavaScriptDialog",
+        json!({ "accept": false }),
+        Some(&tab),
+    )
+    .await;
+    assert_eq!(title(&mut cdp, &tab).await, "KEPT");
+    assert!(crate::gate::pending(&app, &cookie).await.is_empty());
     app.stop().await;
 }

@@ -841,3 +841,69 @@ async fn script_navigation_and_open_redirects_cannot_take_an_operator_session_of
 fn urlencoding(s: &str) -> String {
     url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }
+
+/// A harmless "Next" whose click asks `confirm("Delete repository …?")`:
+/// the click answers at once with the dialog (the page stops until it is
+/// answered, and nothing else runs there meanwhile); OK is judged by the
+/// dialog's message and waits, Cancel and an alert's OK run at once.
+#[tokio::test]
+async fn ok_on_a_confirm_dialog_is_judged_by_its_message() {
+    let on = open_on("confirm-dialog.html").await;
+    let (status, v) = on
+        .agent
+        .tool(&on.sid, "click", json!({ "selector": "#next" }))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["dialog_opened"]["type"], "confirm", "{v}");
+    let message = v["dialog_opened"]["message"].as_str().unwrap_or_default();
+    assert!(message.starts_with("Delete repository acme/site?"), "{v}");
+    // The page is stopped: a read is refused, with the dialog named.
+    let read = on.agent.tool(&on.sid, "read_dom", json!({})).await;
+    assert_error(&read, StatusCode::CONFLICT, "dialog_open");
+    assert!(read.1.to_string().contains("Delete repository"), "{read:?}");
+    let click = on
+        .agent
+        .tool(&on.sid, "click", json!({ "selector": "#hello" }))
+        .await;
+    assert_error(&click, StatusCode::CONFLICT, "dialog_open");
+    // OK waits for an operator, by the message; denied, the dialog stays.
+    on.waits_and_denied(
+        "dialog",
+        json!({ "accept": true }),
+        &["destructive_click", "Delete repository acme/site?"],
+    )
+    .await;
+    let (status, v) = on
+        .agent
+        .tool(&on.sid, "dialog", json!({ "accept": false }))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["accepted"], false, "{v}");
+    assert_eq!(v["dialog"]["type"], "confirm", "{v}");
+    poll_title(&on, "KEPT").await;
+    // Nothing is open now.
+    let none = on
+        .agent
+        .tool(&on.sid, "dialog", json!({ "accept": true }))
+        .await;
+    assert_error(&none, StatusCode::CONFLICT, "no_dialog");
+    // An alert's OK acts on nothing: it runs at once.
+    let (status, v) = on
+        .agent
+        .tool(&on.sid, "click", json!({ "selector": "#hello" }))
+        .await;
+    assert_eq!(v["dialog_opened"]["type"], "alert", "{status} {v}");
+    on.ok("dialog", json!({ "accept": true })).await;
+    poll_title(&on, "GREETED").await;
+    on.stop().await;
+}
+
+/// Waits until the page's title is `want` (a dialog's answer lets the
+/// page's script go on after the call answered).
+async fn poll_title(on: &On, want: &str) {
+    crate::helpers::wait_until("the page's title", crate::helpers::PATIENCE, || async {
+        let t = title(&on.agent, &on.sid).await;
+        if t == want { Ok(()) } else { Err(t) }
+    })
+    .await;
+}

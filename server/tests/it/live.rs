@@ -928,3 +928,57 @@ async fn a_refresh_form_posted_before_the_page_hydrated_lands_on_the_live_page()
     assert_eq!(live.mode.as_str(), "refresh");
     app.stop().await;
 }
+
+/// A page's dialog stops it: the view shows the dialog (its kind and
+/// message) with the page state, the operator's other input is refused
+/// while it is open, and the operator answers it from the view.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_sees_and_answers_a_pages_dialog_in_the_view() {
+    let Setup {
+        app, sid, cookie, ..
+    } = setup("/hostile/confirm-dialog.html").await;
+    let mut view = open_view(&app, &sid, &cookie).await;
+    view.wait_title("Repository").await;
+    view.send(json!({ "type": "take_control" })).await;
+    view.wait_for("control", |v| v["type"] == "control" && v["yours"] == true)
+        .await;
+    // "Next" asks to confirm a deletion.
+    view.click(200.0, 100.0).await;
+    let page = view
+        .wait_for("the dialog shown", |v| {
+            v["type"] == "page" && v["dialog"].is_object()
+        })
+        .await;
+    assert_eq!(page["dialog"]["kind"], "confirm", "{page}");
+    assert!(
+        page["dialog"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("Delete repository acme/site?")),
+        "{page}"
+    );
+    // The page is stopped: a click is refused, and says why.
+    view.click(200.0, 400.0).await;
+    let refused = view.wait_error("dialog_open").await;
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("confirm"),
+        "{refused}"
+    );
+    // Bad answers are refused and change nothing.
+    view.send(json!({ "type": "dialog", "accept": "yes" }))
+        .await;
+    view.wait_error("bad_message").await;
+    view.send(json!({ "type": "dialog", "accept": true, "text": "x".repeat(5000) }))
+        .await;
+    view.wait_error("bad_message").await;
+    // Cancel: the dialog goes, the page goes on.
+    view.send(json!({ "type": "dialog", "accept": false }))
+        .await;
+    view.wait_for("the dialog gone", |v| {
+        v["type"] == "page" && v["title"] == "KEPT" && v.get("dialog").is_none()
+    })
+    .await;
+    app.stop().await;
+}

@@ -775,3 +775,52 @@ async fn browser_run_task_over_mcp_answers_the_same_compact_result() {
     assert!(err.starts_with("bad_request: "), "{err}");
     app.stop().await;
 }
+
+/// The model neither sees nor answers a page's dialogs: `run_task` answers
+/// each with Cancel (so a `confirm("Delete …?")` a click opens deletes
+/// nothing, and an alert while the page loads does not stop the task),
+/// audited as the task's, and the step's trace says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_cancels_the_pages_dialogs_and_says_so() {
+    let site = site::start().await;
+    let (x, y) = model_xy(200.0, 100.0);
+    let click = format!("Thought: Next.\nAction: click(start_box='({x:.0},{y:.0})')");
+    let script = vec![
+        Reply::Text(Box::leak(click.into_boxed_str())),
+        Reply::Text("Thought: Done.\nAction: finished(content='done')"),
+    ];
+    let (model, _fake) = fake_model(script).await;
+    let app = app_with_model(&site, model).await;
+    let agent = app.agent("acme").await;
+    let (status, result) = run(
+        &agent,
+        json!({ "instruction": "Go on", "start_url": site.url("/hostile/confirm-dialog.html?welcome") }),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{result}");
+    assert_eq!(result["status"], "finished", "{result}");
+    let id = result["task_id"].as_str().unwrap();
+    let (_, detail) = agent.get(&format!("/api/tasks/{id}")).await;
+    let steps = detail["steps"].as_array().unwrap();
+    assert_eq!(
+        steps[0]["outcome"], "ok; the page opened a confirm dialog, which run_task cancels",
+        "{detail}"
+    );
+    // Both dialogs were answered with Cancel, by the task, through the
+    // pipeline.
+    let sid = result["session_id"].as_str().unwrap();
+    let all = app.state.store.audit_page(0, 10_000).await.unwrap();
+    let cancels: Vec<_> = all
+        .iter()
+        .filter(|e| e.session.as_deref() == Some(sid) && e.action == "tool.dialog")
+        .filter(|e| e.outcome == "requested")
+        .collect();
+    assert_eq!(cancels.len(), 2, "{cancels:?}");
+    assert!(
+        cancels
+            .iter()
+            .all(|e| { serde_json::from_str::<Value>(&e.params).unwrap()["accept"] == false }),
+        "{cancels:?}"
+    );
+    app.stop().await;
+}

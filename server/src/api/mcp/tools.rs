@@ -20,7 +20,7 @@ use crate::domain::GrantRequestId;
 use crate::error::ApiError;
 use crate::grants::{self, NewGrantRequest};
 use crate::sessions::tool::input::{
-    ElementReq, NavigateReq, PressReq, ReadDomReq, ScreenshotReq, ScrollReq, SelectReq,
+    DialogReq, ElementReq, NavigateReq, PressReq, ReadDomReq, ScreenshotReq, ScrollReq, SelectReq,
     SnapshotReq, TabsReq, TypeReq, TypeTotpReq, UploadReq, WaitForReq,
 };
 use crate::sessions::{OpenRequest, Tool, ToolCall, ToolError};
@@ -178,6 +178,12 @@ fn table() -> Vec<Entry> {
             tool("/api/sessions/{id}/press"),
             on_session::<PressReq>,
             session_tool!(PressReq, PressReq::into_call),
+        ),
+        e(
+            "browser_dialog",
+            tool("/api/sessions/{id}/dialog"),
+            on_session::<DialogReq>,
+            session_tool!(DialogReq, DialogReq::into_call),
         ),
         e(
             "browser_scroll",

@@ -14,12 +14,12 @@ use crate::api::openapi::{
 };
 use crate::sessions::files::{DownloadInfo, Uploaded};
 use crate::sessions::tool::input::{
-    ElementReq, NavigateReq, OpenTabReq, PressReq, ReadDomReq, ScreenshotReq, ScrollReq, SelectReq,
-    SnapshotReq, TypeReq, TypeTotpReq, UploadReq, WaitForReq,
+    DialogReq, ElementReq, NavigateReq, OpenTabReq, PressReq, ReadDomReq, ScreenshotReq, ScrollReq,
+    SelectReq, SnapshotReq, TypeReq, TypeTotpReq, UploadReq, WaitForReq,
 };
 use crate::sessions::tool::output::{
-    Dom, Done, Navigated, Pdf, Screenshot, Selected, SnapshotResult, TabClosed, TabInfo, TypedCode,
-    Waited,
+    DialogAnswered, Dom, Done, Navigated, Pdf, Screenshot, Selected, SnapshotResult, TabClosed,
+    TabInfo, TypedCode, Waited,
 };
 use crate::sessions::{OpenRequest, SessionInfo, Tool};
 use crate::state::AppState;
@@ -34,6 +34,7 @@ fn list_of<T: JsonSchema>(g: &mut SchemaGenerator) -> Schema {
 
 const TABS: Errors = &[(404, "tab_not_found")];
 const TAB_CLOSE: Errors = &[(404, "tab_not_found"), (409, "last_tab")];
+const DIALOG: Errors = &[(409, "no_dialog")];
 const PRESS: Errors = &[(400, "unknown_key")];
 const NAVIGATION: Errors = &[(422, "action_failed"), (422, "download_refused")];
 const WAIT: Errors = &[(400, "invalid_selector")];
@@ -248,6 +249,16 @@ pub fn routes() -> Vec<Route> {
             200,
             Some(s::<Done>),
             &[AUTH, BODY, SESSION, BROWSER, PRESS]
+        ),
+        route!(
+            post,
+            "/api/sessions/{id}/dialog",
+            "Answer the JavaScript dialog open in the active tab: OK (accept: true, with text for a prompt) or Cancel; OK on a confirm or prompt is judged by the risk gate by its message",
+            body_tool!(DialogReq, DialogReq::into_call),
+            Some(s::<DialogReq>),
+            200,
+            Some(s::<DialogAnswered>),
+            &[AUTH, BODY, SESSION, BROWSER, DIALOG]
         ),
         route!(
             post,

@@ -170,6 +170,10 @@ impl SessionManager {
             Act::OpenTab(Some(url)) => crate::domain::TargetUrl::parse(url)
                 .ok()
                 .map(|url| Tool::TabOpen { url: Some(url) }),
+            Act::DialogOk => Some(Tool::Dialog {
+                accept: true,
+                text: None,
+            }),
             _ => None,
         };
         let params = audit_params(method, &act);
@@ -253,6 +257,7 @@ fn audit_params(method: &str, act: &Act) -> Value {
         Act::Navigate(url) => json!({ "host": host(url) }),
         Act::OpenTab(url) => json!({ "host": url.as_deref().and_then(host) }),
         Act::Script(src) => json!({ "script_sha256": sha256(src), "script_len": src.len() }),
+        Act::DialogOk => json!({ "accept": true }),
         Act::History | Act::Targets | Act::Motion | Act::Change => json!({}),
     };
     p["method"] = json!(method);

@@ -71,6 +71,9 @@ pub enum Act {
     Targets,
     /// Changes to the document, cookies or storage (counted).
     Change,
+    /// OK on the tab's JavaScript dialog: judged by the dialog's message
+    /// (Cancel acts on nothing and passes).
+    DialogOk,
 }
 
 impl Act {
@@ -253,6 +256,11 @@ pub fn decide(method: &str, params: &Value, ctx: &Context) -> Verdict {
             "Alt with a character fires the page's access keys, which the risk gate cannot judge",
         ),
         ("Input", _) => Verdict::Act(input(name, params)),
+        ("Page", "handleJavaScriptDialog")
+            if params.get("accept").and_then(Value::as_bool) != Some(false) =>
+        {
+            Verdict::Act(Act::DialogOk)
+        }
         // Navigation.
         ("Page", "navigate") => match str_of(params, "url") {
             Some(url) if url_allowed(url) => Verdict::Act(Act::Navigate(url.to_owned())),
@@ -567,8 +575,19 @@ mod tests {
                 json!({"width": 800, "height": 600, "deviceScaleFactor": 1, "mobile": false}),
             ),
             ("Fetch.enable", json!({"patterns": [{"urlPattern": "*"}]})),
+            // Cancel on a dialog acts on nothing.
+            ("Page.handleJavaScriptDialog", json!({"accept": false})),
         ] {
             assert_eq!(decide(method, &params, &ctx), Verdict::Pass, "{method}");
+        }
+        // OK is judged by the gate, and so is an answer that does not say
+        // which.
+        for params in [json!({"accept": true}), json!({}), json!({"accept": "no"})] {
+            assert_eq!(
+                decide("Page.handleJavaScriptDialog", &params, &ctx),
+                Verdict::Act(Act::DialogOk),
+                "{params}"
+            );
         }
         assert_eq!(
             decide("Browser.close", &json!({}), &ctx),

@@ -48,6 +48,13 @@ pub enum ToolError {
     /// The target of an `upload` is not an `<input type=file>`.
     #[error("{0}")]
     NotAFileInput(String),
+    /// A JavaScript dialog is open in the tab and stops its page: answer
+    /// it (`dialog`) first.
+    #[error("{0}")]
+    DialogOpen(String),
+    /// `dialog` with no dialog open in the tab.
+    #[error("no dialog is open in the active tab")]
+    NoDialog,
     /// Audit recording is full for the tenant: the screenshot is not kept.
     #[error("{0}")]
     RecordingQuotaFull(String),
@@ -112,6 +119,8 @@ impl ToolError {
             Self::DownloadRefused => "download_refused",
             Self::InvalidFileName(_) => "invalid_file_name",
             Self::NotAFileInput(_) => "not_a_file_input",
+            Self::DialogOpen(_) => "dialog_open",
+            Self::NoDialog => "no_dialog",
             Self::RecordingQuotaFull(_) => "recording_quota_full",
             Self::Timeout(_) => "timeout",
             Self::BrowserFailed => "browser_failed",
@@ -134,6 +143,7 @@ impl ToolError {
             | Self::ActionFailed(m)
             | Self::InvalidFileName(m)
             | Self::NotAFileInput(m)
+            | Self::DialogOpen(m)
             | Self::RecordingQuotaFull(m)
             | Self::Timeout(m)
             | Self::Protocol(m)
@@ -144,6 +154,7 @@ impl ToolError {
             | Self::ApprovalTimedOut(m) => scrub(m),
             // Fixed texts, or messages that never quote a page.
             Self::LastTab
+            | Self::NoDialog
             | Self::TabCrashed
             | Self::DownloadRefused
             | Self::BrowserFailed
@@ -177,6 +188,7 @@ impl From<CdpError> for ToolError {
             CdpError::DownloadRefused => Self::DownloadRefused,
             CdpError::NotAFileInput(m) => Self::NotAFileInput(m),
             CdpError::Failed(m) => Self::ActionFailed(m),
+            CdpError::DialogOpen(m) => Self::DialogOpen(m),
             CdpError::BrowserGone => Self::BrowserFailed,
             CdpError::Protocol(m) => Self::Protocol(m),
         }

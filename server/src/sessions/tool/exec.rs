@@ -75,6 +75,11 @@ pub(super) fn audit_params(tool: &Tool) -> Value {
             v["files"] = json!(files.iter().map(|f| f.meta()).collect::<Vec<_>>());
             v
         }
+        // A prompt's answer is typed text: its length only.
+        Tool::Dialog { accept, text } => json!({
+            "accept": accept,
+            "text": text.as_deref().map(redact::typed_text),
+        }),
         Tool::Input(input) => input_params(input),
     }
 }
@@ -260,7 +265,7 @@ pub(super) async fn run(
                 .open_tab(tabs, url.as_ref().map(|u| u.as_str()))
                 .await?;
             let id = page.target_id().inner().clone();
-            return describe(vec![page], Some(&id))
+            return describe(session, vec![page], Some(&id))
                 .await?
                 .pop()
                 .map(ToolOutput::Tab)
@@ -286,6 +291,23 @@ pub(super) async fn run(
         page = session.open_tab(tabs, None).await?;
     }
     let target = page.target_id().inner().clone();
+    // A dialog stops the page: nothing but its answer runs there.
+    let dialogs = session.conn.dialogs().clone();
+    match (dialogs.open_on(&target), tool) {
+        (Some(d), Tool::Dialog { accept, text }) => {
+            let text = text
+                .as_deref()
+                .filter(|_| d.kind == cdp::DialogKind::Prompt);
+            cdp::answer_dialog(&page, *accept, text).await?;
+            return Ok(ToolOutput::DialogAnswered(super::output::DialogAnswered {
+                accepted: *accept,
+                dialog: d,
+            }));
+        }
+        (None, Tool::Dialog { .. }) => return Err(ToolError::NoDialog),
+        (Some(d), _) => return Err(dialog_open(&d)),
+        (None, _) => {}
+    }
     downloads.clear(&target);
     if tool.navigates() {
         tabs.refs.clear();
@@ -437,10 +459,22 @@ pub(super) async fn run(
             Tool::TabsList
             | Tool::TabOpen { .. }
             | Tool::TabFocus { .. }
-            | Tool::TabClose { .. } => {
-                unreachable!("tab tools are handled above")
+            | Tool::TabClose { .. }
+            | Tool::Dialog { .. } => {
+                unreachable!("tab tools and dialog are handled above")
             }
         })
+    };
+    // A dialog the action opens stops the page: the action answers at
+    // once with it (what it sent has been sent); a read cannot finish.
+    let work = async {
+        match dialogs.guard(&target, work).await? {
+            Ok(out) => Ok(out),
+            Err(d) if tool.acts() => Ok(ToolOutput::DialogOpened(super::output::DialogOpened {
+                dialog_opened: d,
+            })),
+            Err(d) => Err(CdpError::DialogOpen(dialog_message(&d))),
+        }
     };
     let work = crashes.guard(&target, || CdpError::TabCrashed, work);
     if !tool.navigates() {
@@ -465,6 +499,19 @@ pub(super) async fn run(
         }
     }
     Ok(res?)
+}
+
+/// The refusal of a call on a tab whose page a dialog stops.
+pub(super) fn dialog_open(d: &cdp::Dialog) -> ToolError {
+    ToolError::DialogOpen(dialog_message(d))
+}
+
+fn dialog_message(d: &cdp::Dialog) -> String {
+    let kind = d.kind.as_str();
+    format!(
+        "a JavaScript {kind} dialog is open in the tab and stops its page ({:?}); answer it with dialog (accept: true or false) first",
+        d.message
+    )
 }
 
 /// Sets `files` on the file input at `locator`: the target is checked
@@ -507,14 +554,20 @@ async fn upload(
 }
 
 async fn describe(
+    session: &RunningSession,
     pages: Vec<chromiumoxide::Page>,
     active: Option<&str>,
 ) -> Result<Vec<TabInfo>, CdpError> {
     let mut out = Vec::with_capacity(pages.len());
     for p in pages {
         let id = p.target_id().inner().clone();
+        // A page a dialog stops runs no script: its title is the browser's.
+        let title = match session.conn.dialogs().open_on(&id) {
+            Some(_) => cdp::title_of_target(&p).await,
+            None => cdp::title(&p).await,
+        };
         // A tab that is closing answers with errors; it is not listed.
-        let (Ok(url), Ok(title)) = (p.url().await, cdp::title(&p).await) else {
+        let (Ok(url), Ok(title)) = (p.url().await, title) else {
             continue;
         };
         out.push(TabInfo {
@@ -530,7 +583,7 @@ async fn describe(
 async fn tabs_list(session: &RunningSession, tabs: &mut Tabs) -> Result<ToolOutput, ToolError> {
     let active = session.page(tabs).await?.target_id().inner().clone();
     Ok(ToolOutput::Tabs(
-        describe(session.pages().await?, Some(&active)).await?,
+        describe(session, session.pages().await?, Some(&active)).await?,
     ))
 }
 
@@ -548,7 +601,7 @@ async fn tab_focus(
     page.bring_to_front().await.map_err(CdpError::from)?;
     tabs.active = Some(page.target_id().clone());
     tabs.refs.clear();
-    describe(vec![page], Some(tab))
+    describe(session, vec![page], Some(tab))
         .await?
         .pop()
         .map(ToolOutput::Tab)

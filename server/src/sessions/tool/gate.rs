@@ -497,6 +497,43 @@ impl SessionManager {
             facts.history_url = crate::cdp::history_url(&page, delta, LOOK).await?;
         }
         let mut element_seen = serde_json::Value::Null;
+        // A dialog stops the page: OK on it is judged by its message, and
+        // nothing else is looked at (or runs) until it is answered.
+        let open = session.conn.dialogs().open_on(page.target_id().inner());
+        if let Tool::Dialog { .. } = tool {
+            let element = match &open {
+                // An alert has only OK: it acts on nothing.
+                Some(d) if d.kind == crate::cdp::DialogKind::Alert => serde_json::Value::Null,
+                Some(d) => json!({
+                    "name": d.message,
+                    "names": [d.message],
+                    "role": "dialog",
+                    "activates": true,
+                }),
+                // A CDP client answers a dialog Cordon did not see open
+                // (the tab was followed too late): not harmless.
+                None if tab.is_some() => json!({ "unknown": "a dialog Cordon did not see open" }),
+                None => return Err(ToolError::NoDialog),
+            };
+            let host = open
+                .as_ref()
+                .and_then(|d| url::Url::parse(&d.url).ok())
+                .and_then(|u| u.host_str().map(str::to_owned));
+            facts.page_host = host.filter(|h| !h.is_empty());
+            element_seen = element.clone();
+            facts.element = serde_json::from_value::<Option<ElementFacts>>(element)
+                .map_err(|e| ToolError::Protocol(format!("element facts: {e}")))?;
+            let seen = seen(
+                facts.page_host.as_deref().unwrap_or_default(),
+                &element_seen,
+                None,
+            );
+            // No screenshot: a page a dialog stops draws nothing new.
+            return Ok((policy::assess(tool, &facts, rules), None, seen));
+        }
+        if let Some(d) = &open {
+            return Err(exec::dialog_open(d));
+        }
         if look {
             // A CDP client's tab has the viewport the client gave it: its
             // points are judged wherever they are (outside the page, no

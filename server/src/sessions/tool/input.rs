@@ -469,6 +469,41 @@ impl PressReq {
     }
 }
 
+/// The longest answer `dialog` types into a prompt.
+pub const MAX_PROMPT_CHARS: usize = 4096;
+
+/// Body of `dialog`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DialogReq {
+    /// OK (true) or Cancel (false). OK on a confirm or prompt is judged
+    /// by the risk gate as a click on a button named by its message.
+    pub accept: bool,
+    /// A prompt's answer (ignored for other dialogs; never logged,
+    /// audited as its length).
+    #[schemars(length(max = MAX_PROMPT_CHARS))]
+    pub text: Option<String>,
+}
+
+impl DialogReq {
+    /// The call.
+    pub fn into_call(self) -> Result<ToolCall, ToolError> {
+        if self
+            .text
+            .as_ref()
+            .is_some_and(|t| t.chars().count() > MAX_PROMPT_CHARS)
+        {
+            return Err(ToolError::TooLarge(format!(
+                "text may hold at most {MAX_PROMPT_CHARS} characters"
+            )));
+        }
+        Ok(ToolCall::new(Tool::Dialog {
+            accept: self.accept,
+            text: self.text,
+        }))
+    }
+}
+
 /// Body of `scroll`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]

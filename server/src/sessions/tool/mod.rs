@@ -186,6 +186,14 @@ pub enum Tool {
         /// The files, in order (their content is never audited or logged).
         files: Vec<crate::sessions::files::UploadFile>,
     },
+    /// Answer the JavaScript dialog open in the active tab: OK (with a
+    /// prompt's text) or Cancel.
+    Dialog {
+        /// OK (true) or Cancel.
+        accept: bool,
+        /// A prompt's answer (audited as its length only).
+        text: Option<String>,
+    },
     /// An operator's input from the live view.
     Input(LiveInput),
 }
@@ -215,6 +223,7 @@ impl Tool {
             Self::TabFocus { .. } => "tool.tabs.focus",
             Self::TabClose { .. } => "tool.tabs.close",
             Self::Upload { .. } => "tool.upload",
+            Self::Dialog { .. } => "tool.dialog",
             Self::Input(LiveInput::Mouse { .. }) => "input.mouse",
             Self::Input(LiveInput::Wheel { .. }) => "input.wheel",
             Self::Input(LiveInput::Key { .. }) => "input.key",

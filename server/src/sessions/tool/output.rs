@@ -38,6 +38,10 @@ pub enum ToolOutput {
     Uploaded(crate::sessions::files::Uploaded),
     /// `type_totp`: how many digits were typed, never which.
     TypedCode(TypedCode),
+    /// An action that opened a JavaScript dialog.
+    DialogOpened(DialogOpened),
+    /// `dialog`.
+    DialogAnswered(DialogAnswered),
 }
 
 impl ToolOutput {
@@ -64,6 +68,14 @@ impl ToolOutput {
             }
             Self::Dom(d) => scrub(&mut d.html),
             Self::Selected(s) => s.selected.iter_mut().for_each(scrub),
+            Self::DialogOpened(DialogOpened { dialog_opened: d })
+            | Self::DialogAnswered(DialogAnswered { dialog: d, .. }) => {
+                scrub(&mut d.message);
+                scrub(&mut d.url);
+                if let Some(p) = &mut d.default_prompt {
+                    scrub(p);
+                }
+            }
             Self::Screenshot(_)
             | Self::Done(_)
             | Self::Waited(_)
@@ -74,6 +86,24 @@ impl ToolOutput {
             | Self::TypedCode(_) => {}
         }
     }
+}
+
+/// What an action that opened a JavaScript dialog answers: the dialog
+/// stops the page until it is answered (`dialog`), and the action may not
+/// have finished (typing stops at the key whose handler opened it).
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct DialogOpened {
+    /// The dialog now open in the tab.
+    pub dialog_opened: crate::cdp::Dialog,
+}
+
+/// What `dialog` answers.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct DialogAnswered {
+    /// OK (true) or Cancel.
+    pub accepted: bool,
+    /// The dialog answered.
+    pub dialog: crate::cdp::Dialog,
 }
 
 /// What `type_totp` reports: that a code was typed, and of which seed.

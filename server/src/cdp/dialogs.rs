@@ -1,0 +1,250 @@
+//! JavaScript dialogs (`alert`, `confirm`, `prompt`, `beforeunload`): the
+//! ones open in each tab, as Chromium announces them, and the answer.
+//!
+//! A dialog stops its page: every call that runs script or input there
+//! waits until it is answered. So a tab's open dialog is known here from
+//! the browser's own events (never from the page), a call that opens one
+//! ends at once ([`Dialogs::guard`]), and calls on a tab with one open are
+//! refused until it is answered ([`answer`]).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use chromiumoxide::Page;
+use chromiumoxide::cdp::browser_protocol::page::{
+    DialogType, EventJavascriptDialogClosed, EventJavascriptDialogOpening,
+    HandleJavaScriptDialogParams,
+};
+use futures::StreamExt;
+
+use super::CdpError;
+
+/// The most characters of a dialog's message kept (a page may put
+/// megabytes in one).
+pub const MAX_MESSAGE_CHARS: usize = 2000;
+
+/// What kind of dialog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DialogKind {
+    /// `alert()`: only OK.
+    Alert,
+    /// `confirm()`: OK or Cancel.
+    Confirm,
+    /// `prompt()`: a text, OK or Cancel.
+    Prompt,
+    /// "Leave this page?" on the way out of a page that asks.
+    Beforeunload,
+}
+
+impl DialogKind {
+    /// Its name, as the API spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Alert => "alert",
+            Self::Confirm => "confirm",
+            Self::Prompt => "prompt",
+            Self::Beforeunload => "beforeunload",
+        }
+    }
+}
+
+/// A dialog open in a tab, as the browser announced it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+pub struct Dialog {
+    /// `alert`, `confirm`, `prompt` or `beforeunload`.
+    #[serde(rename = "type")]
+    pub kind: DialogKind,
+    /// Its message (at most 2000 characters).
+    pub message: String,
+    /// A prompt's default text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default_prompt: Option<String>,
+    /// The address of the frame that opened it.
+    pub url: String,
+}
+
+impl Dialog {
+    fn from_event(ev: &EventJavascriptDialogOpening) -> Self {
+        let cut = |s: &str| s.chars().take(MAX_MESSAGE_CHARS).collect::<String>();
+        Self {
+            kind: match ev.r#type {
+                DialogType::Alert => DialogKind::Alert,
+                DialogType::Confirm => DialogKind::Confirm,
+                DialogType::Prompt => DialogKind::Prompt,
+                DialogType::Beforeunload => DialogKind::Beforeunload,
+            },
+            message: cut(&ev.message),
+            default_prompt: ev
+                .default_prompt
+                .as_deref()
+                .filter(|_| ev.r#type == DialogType::Prompt)
+                .map(cut),
+            url: ev.url.clone(),
+        }
+    }
+}
+
+/// The dialogs open in the browser's tabs, by target id.
+#[derive(Clone, Default)]
+pub struct Dialogs(Arc<State>);
+
+#[derive(Default)]
+struct State {
+    open: std::sync::Mutex<HashMap<String, Dialog>>,
+    notify: tokio::sync::Notify,
+    watchers: std::sync::Mutex<Vec<tokio::task::AbortHandle>>,
+}
+
+impl Drop for State {
+    fn drop(&mut self) {
+        for w in self.watchers.get_mut().expect("watchers lock").drain(..) {
+            w.abort();
+        }
+    }
+}
+
+impl Dialogs {
+    /// The dialog open in tab `target`, if any.
+    pub fn open_on(&self, target: &str) -> Option<Dialog> {
+        self.0
+            .open
+            .lock()
+            .expect("dialogs lock")
+            .get(target)
+            .cloned()
+    }
+
+    fn opened(&self, target: &str, dialog: Dialog) {
+        self.0
+            .open
+            .lock()
+            .expect("dialogs lock")
+            .insert(target.to_owned(), dialog);
+        self.0.notify.notify_waiters();
+    }
+
+    fn closed(&self, target: &str) {
+        self.0.open.lock().expect("dialogs lock").remove(target);
+        self.0.notify.notify_waiters();
+    }
+
+    /// Follows `page`'s dialogs from now on (once per tab: the caller
+    /// watches each tab when it first sees it).
+    pub(super) async fn watch(&self, page: &Page) -> Result<(), CdpError> {
+        let mut opening = page
+            .event_listener::<EventJavascriptDialogOpening>()
+            .await?;
+        let mut closed = page.event_listener::<EventJavascriptDialogClosed>().await?;
+        let target = page.target_id().inner().clone();
+        // Weak: the watcher must not keep the registry (and its own abort
+        // handle) alive.
+        let state = Arc::downgrade(&self.0);
+        let task = tokio::spawn(async move {
+            loop {
+                let ev = tokio::select! {
+                    Some(ev) = opening.next() => Some(Dialog::from_event(&ev)),
+                    Some(_) = closed.next() => None,
+                    else => break,
+                };
+                let Some(state) = state.upgrade() else { break };
+                let dialogs = Dialogs(state);
+                match ev {
+                    Some(d) => {
+                        tracing::debug!(kind = ?d.kind, "a dialog opened");
+                        dialogs.opened(&target, d);
+                    }
+                    None => dialogs.closed(&target),
+                }
+            }
+            // The tab is gone: so is its dialog.
+            if let Some(state) = state.upgrade() {
+                Dialogs(state).closed(&target);
+            }
+        });
+        let mut watchers = self.0.watchers.lock().expect("watchers lock");
+        watchers.retain(|w| !w.is_finished());
+        watchers.push(task.abort_handle());
+        Ok(())
+    }
+
+    /// Runs `fut`, but answers the dialog at once when one opens in tab
+    /// `target` meanwhile (the page stopped: `fut` would wait until the
+    /// dialog is answered). `fut` is dropped then; what it sent has been
+    /// sent.
+    pub async fn guard<T>(
+        &self,
+        target: &str,
+        fut: impl Future<Output = Result<T, CdpError>>,
+    ) -> Result<Result<T, Dialog>, CdpError> {
+        let opened = async {
+            loop {
+                let notified = self.0.notify.notified();
+                if let Some(d) = self.open_on(target) {
+                    return d;
+                }
+                notified.await;
+            }
+        };
+        tokio::select! {
+            biased;
+            res = fut => res.map(Ok),
+            d = opened => Ok(Err(d)),
+        }
+    }
+}
+
+/// Answers the dialog open in `page`: OK (with `text` for a prompt) or
+/// Cancel.
+pub async fn answer(page: &Page, accept: bool, text: Option<&str>) -> Result<(), CdpError> {
+    let mut params = HandleJavaScriptDialogParams::new(accept);
+    params.prompt_text = text.map(str::to_owned);
+    page.execute(params).await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dialog(message: &str) -> Dialog {
+        Dialog {
+            kind: DialogKind::Confirm,
+            message: message.into(),
+            default_prompt: None,
+            url: "http://a.test/".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_call_ends_when_a_dialog_opens_in_its_tab_only() {
+        let dialogs = Dialogs::default();
+        let d = dialogs.clone();
+        // A dialog in another tab does not end it; one in its own does.
+        let call = tokio::spawn(async move {
+            d.guard("tab-1", std::future::pending::<Result<(), CdpError>>())
+                .await
+        });
+        tokio::task::yield_now().await;
+        dialogs.opened("tab-2", dialog("elsewhere"));
+        tokio::task::yield_now().await;
+        assert!(!call.is_finished(), "ended by another tab's dialog");
+        dialogs.opened("tab-1", dialog("Delete?"));
+        let got = tokio::time::timeout(std::time::Duration::from_secs(10), call)
+            .await
+            .expect("the call did not end")
+            .unwrap()
+            .unwrap();
+        assert_eq!(got, Err(dialog("Delete?")));
+        dialogs.closed("tab-1");
+        assert_eq!(dialogs.open_on("tab-1"), None);
+        assert_eq!(dialogs.open_on("tab-2"), Some(dialog("elsewhere")));
+    }
+
+    #[tokio::test]
+    async fn a_call_that_finishes_first_answers_its_own_result() {
+        let dialogs = Dialogs::default();
+        let got = dialogs.guard("t", async { Ok(7) }).await.unwrap();
+        assert_eq!(got, Ok(7));
+    }
+}

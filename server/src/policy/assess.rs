@@ -184,6 +184,9 @@ pub fn needs_page(tool: &Tool, rules: &Rules) -> bool {
         // Download links are checked too (cheap, the same call).
         Tool::Click(_) => true,
         Tool::Select { .. } => words,
+        // Files set on an input fire its `change`, on which a page may
+        // submit the input's form.
+        Tool::Upload { .. } => words || !rules.sensitive_domains.is_empty(),
         // What OK on a dialog does is what its message asks.
         Tool::Dialog { accept, .. } => *accept,
         _ => false,
@@ -255,6 +258,8 @@ pub fn assess(tool: &Tool, facts: &Facts, rules: &Rules) -> Assessment {
         (Tool::Click(_) | Tool::Select { .. }, Some(_)) => true,
         // OK on a dialog: judged by its message, as a button by its name.
         (Tool::Dialog { accept: true, .. }, Some(_)) => true,
+        // The file input's own names ("Replace the production database").
+        (Tool::Upload { .. }, Some(_)) => true,
         (Tool::Press { key }, Some(el)) => activation_key(key) && el.activates,
         // `type` on a button: its Enter presses it.
         (Tool::Type { .. }, Some(el)) => enter && el.activates,
@@ -266,6 +271,9 @@ pub fn assess(tool: &Tool, facts: &Facts, rules: &Rules) -> Assessment {
     // the form).
     let implicit_submit = match el {
         Some(el) if enter => el.in_form && (!el.activates || checkable(el)),
+        // A page may submit the form on the files' `change`: an upload is
+        // judged as that submit too.
+        Some(el) if matches!(tool, Tool::Upload { .. }) => el.in_form,
         _ => false,
     };
     if let Some(el) = el {
@@ -437,6 +445,49 @@ mod tests {
             ..Facts::default()
         };
         assert!(assess(&ok, &unseen, &r).waits());
+    }
+
+    #[test]
+    fn an_upload_is_judged_by_its_input_and_the_form_its_change_may_submit() {
+        let upload = Tool::Upload {
+            target: ElementTarget::Selector("#f".into()),
+            files: Vec::new(),
+        };
+        let r = rules();
+        assert!(needs_page(&upload, &r));
+        let input = |in_form: bool, submitter: &str, name: &str| Facts {
+            element: Some(ElementFacts {
+                name: name.into(),
+                in_form,
+                submitter: Some(vec![submitter.into()]),
+                ..ElementFacts::default()
+            }),
+            page_host: Some("bank.test".into()),
+            ..Facts::default()
+        };
+        let a = assess(&upload, &input(true, "Delete repository", "Attachment"), &r);
+        assert!(a.waits(), "{a:?}");
+        assert!(
+            a.reasons
+                .iter()
+                .any(|w| w.contains("submits its form with")),
+            "{a:?}"
+        );
+        // On a sensitive host, a form's upload is a submit there too.
+        assert!(
+            a.reasons.iter().any(|w| w.starts_with("sensitive_submit")),
+            "{a:?}"
+        );
+        let off = Facts {
+            page_host: Some("shop.test".into()),
+            ..input(false, "Delete repository", "Avatar")
+        };
+        assert!(!assess(&upload, &off, &r).waits());
+        let named = Facts {
+            page_host: None,
+            ..input(false, "", "Replace and delete all records")
+        };
+        assert!(assess(&upload, &named, &r).waits());
     }
 
     #[test]

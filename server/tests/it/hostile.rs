@@ -898,6 +898,25 @@ async fn ok_on_a_confirm_dialog_is_judged_by_its_message() {
     on.stop().await;
 }
 
+/// A page may submit a file input's form on its `change`: an upload is
+/// judged by that form's submit button as well as by the input, and one
+/// outside any form runs at once.
+#[tokio::test]
+async fn an_upload_is_judged_by_the_form_its_change_may_submit() {
+    let on = open_on("upload-change.html").await;
+    let file = json!([{ "name": "a.txt", "content_base64": "aGVsbG8=" }]);
+    on.waits_and_denied(
+        "upload",
+        json!({ "selector": "#attach", "files": file }),
+        &["submits its form with", "Delete repository"],
+    )
+    .await;
+    on.ok("upload", json!({ "selector": "#avatar", "files": file }))
+        .await;
+    poll_title(&on, "AVATAR 1").await;
+    on.stop().await;
+}
+
 /// Waits until the page's title is `want` (a dialog's answer lets the
 /// page's script go on after the call answered).
 async fn poll_title(on: &On, want: &str) {

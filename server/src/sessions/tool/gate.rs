@@ -546,7 +546,9 @@ impl SessionManager {
                 None => session.viewport(),
             };
             let target = match tool {
-                Tool::Click(t) | Tool::Select { target: t, .. } => Some(t),
+                Tool::Click(t)
+                | Tool::Select { target: t, .. }
+                | Tool::Upload { target: t, .. } => Some(t),
                 Tool::Type { target, .. } => target.as_ref(),
                 _ => None,
             };

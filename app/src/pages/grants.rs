@@ -151,7 +151,7 @@ fn TokenTable(
             </tr></thead>
             <tbody>
                 {tokens.into_iter().map(|t| {
-                    let live = matches!(t.status.as_str(), "active" | "awaiting pickup");
+                    let live = matches!(t.status.as_str(), "active" | "awaiting pickup" | "in use");
                     let jti = t.jti.clone();
                     view! {
                         <tr data-jti=t.jti.clone()>

@@ -52,10 +52,11 @@ fn request_view(r: GrantRequestRow, labels: &HashMap<String, String>) -> GrantRe
 fn token_view(t: GrantTokenRow, now: i64) -> GrantTokenView {
     let status = if t.revoked_at.is_some() {
         "revoked"
-    } else if t.consumed_at.is_some() {
-        "consumed"
     } else if t.expires_at <= now {
         "expired"
+    } else if t.consumed_at.is_some() {
+        // Its session may still run: revoking it ends that session.
+        "in use"
     } else if t.delivered_at.is_none() {
         "awaiting pickup"
     } else {

@@ -66,6 +66,10 @@ pub enum CloseReason {
     /// The replica that ran it stopped answering (killed, its host lost);
     /// another replica ended it.
     ReplicaLost,
+    /// An operator revoked the grant it was opened with.
+    GrantRevoked,
+    /// The grant it was opened with expired.
+    GrantExpired,
 }
 
 /// A stored value that is no state or reason this version knows.
@@ -143,6 +147,8 @@ string_enum!(CloseReason, "session close reason",
     Operator => "operator",
     Saved => "saved",
     ReplicaLost => "replica_lost",
+    GrantRevoked => "grant_revoked",
+    GrantExpired => "grant_expired",
 );
 
 impl SessionState {

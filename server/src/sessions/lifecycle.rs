@@ -203,11 +203,17 @@ impl SessionManager {
         }
     }
 
-    /// Closes sessions past their deadline or idle timeout and fails those
-    /// whose browser died. (The periodic jobs live in `housekeeping`.)
+    /// Closes sessions past their deadline or idle timeout or whose grant
+    /// was revoked or expired, and fails those whose browser died. (The
+    /// periodic jobs live in `housekeeping`.)
     pub(super) async fn ticker(self) {
+        let mut ticks = 0u64;
         while !self.0.shutting_down() {
             tokio::time::sleep(TICK).await;
+            ticks += 1;
+            // A grant's revocation is read from the database (any replica
+            // may have revoked it) every other tick.
+            let read_grants = ticks.is_multiple_of(2);
             let now = now_ms();
             let idle_ms = i64::try_from(self.0.cfg.idle.as_millis()).unwrap_or(i64::MAX);
             let sessions: Vec<Arc<RunningSession>> = self
@@ -238,10 +244,36 @@ impl SessionManager {
                 } else if now >= s.deadline_at {
                     self.end(&s.id, CloseReason::Deadline, None, Actor::System)
                         .await;
+                } else if let Some(reason) = self.grant_ended(&s, now, read_grants).await {
+                    self.end(&s.id, reason, None, Actor::System).await;
                 } else if now - s.last_activity() >= idle_ms {
                     self.end(&s.id, CloseReason::Idle, None, Actor::System)
                         .await;
                 }
+            }
+        }
+    }
+
+    /// Why an operator-mode session's grant no longer holds: expired (by
+    /// the clock, or by the database's row when `read`), or revoked (read
+    /// from the database when `read`; a token the database no longer has
+    /// counts as revoked). An unreadable
+    /// database ends nothing: the next tick reads again.
+    async fn grant_ended(&self, s: &RunningSession, now: i64, read: bool) -> Option<CloseReason> {
+        let (jti, expires_at) = s.grant.as_ref()?;
+        if now >= *expires_at {
+            return Some(CloseReason::GrantExpired);
+        }
+        if !read {
+            return None;
+        }
+        match self.0.store.grant_token_get(jti).await {
+            Ok(Some(t)) if t.revoked_at.is_none() && t.expires_at > now => None,
+            Ok(Some(t)) if t.revoked_at.is_none() => Some(CloseReason::GrantExpired),
+            Ok(_) => Some(CloseReason::GrantRevoked),
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "cannot read a session's grant; trying again");
+                None
             }
         }
     }

@@ -179,6 +179,11 @@ impl SessionManager {
                 };
                 req.cdp_granted = asked.as_ref().is_some_and(|r| r.cdp);
                 req.totp_granted = asked.as_ref().is_some_and(|r| r.totp);
+                req.grant = tok
+                    .jti
+                    .parse::<crate::domain::GrantTokenId>()
+                    .ok()
+                    .map(|jti| (jti, tok.expires_at));
             }
             self.open_reserved(&who, &req, &id, deadline_s).await
         }

@@ -159,6 +159,12 @@ pub struct OpenRequest {
     /// (never from the request body).
     #[serde(skip)]
     pub refresh_operator: Option<String>,
+    /// Set by Cordon, never by the body: the grant token an operator-mode
+    /// session was opened with, and when it expires (Unix ms): the session
+    /// ends when it is revoked or expires.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub grant: Option<(crate::domain::GrantTokenId, i64)>,
 }
 
 impl std::fmt::Debug for OpenRequest {

@@ -101,6 +101,10 @@ pub struct RunningSession {
     refresh_operator: Option<String>,
     /// Operator mode: the grant allowed typing TOTP codes (`totp: true`).
     pub totp_granted: bool,
+    /// Operator mode: the grant token it was opened with and when that
+    /// expires (Unix ms). The session ends when the grant is revoked or
+    /// expires (`lifecycle.rs`).
+    pub grant: Option<(crate::domain::GrantTokenId, i64)>,
     /// Codes `type_totp` typed, kept until they are worthless so that no
     /// tool answer shows them (`tool/totp.rs`).
     pub(super) typed_codes: std::sync::Mutex<Vec<super::tool::TypedCodeMark>>,
@@ -187,6 +191,7 @@ impl RunningSession {
             cdp_granted: req.cdp_granted,
             refresh_operator: req.refresh_operator.clone(),
             totp_granted: req.totp_granted,
+            grant: req.grant.clone(),
             typed_codes: std::sync::Mutex::new(Vec::new()),
             downloads,
             upload_seq: AtomicU64::new(0),

@@ -13,6 +13,7 @@ use crate::site;
 both_backends!(
     refused_tokens_each_give_their_code_and_no_session,
     fifty_concurrent_opens_with_one_single_use_token_yield_one_session,
+    revoking_or_expiring_a_grant_ends_the_sessions_opened_with_it,
 );
 
 async fn refused_tokens_each_give_their_code_and_no_session(backend: Backend) {
@@ -271,5 +272,87 @@ async fn an_approved_token_is_handed_to_the_requesting_key_only() {
             .is_some_and(|t| t.starts_with("cgt_")),
         "the requester's poll carries the token"
     );
+    app.stop().await;
+}
+
+/// Waits until session `sid` has ended, and answers its info.
+async fn ended(agent: &crate::helpers::AgentClient, sid: &str) -> Value {
+    crate::helpers::wait_until("the session to end", crate::helpers::PATIENCE, || async {
+        let (_, info) = agent.get(&format!("/api/sessions/{sid}")).await;
+        if info["state"] == "closed" {
+            Ok(info)
+        } else {
+            Err(info.to_string())
+        }
+    })
+    .await
+}
+
+/// A grant bounds the sessions opened with it: revoked in the dashboard
+/// (a used single-use token too: it shows "in use"), or expired, they end
+/// with the reason; another grant's session and a clean one go on.
+async fn revoking_or_expiring_a_grant_ends_the_sessions_opened_with_it(backend: Backend) {
+    let site = site::start().await;
+    let app = session_app(backend, &site.allow(), &[]).await;
+    let acme = app.agent("acme").await;
+    let (_, cookie) = app
+        .operator_session("olive", app::api::auth::Role::Operator)
+        .await;
+    let open = |token: String| {
+        let acme = acme.clone();
+        async move {
+            let (status, v) = open_operator(&acme, &["127.0.0.1"], &token).await;
+            assert_eq!(status, StatusCode::CREATED, "{v}");
+            v["session_id"].as_str().unwrap().to_owned()
+        }
+    };
+    let (_, multi, multi_jti) = granted(&app, &acme, &["127.0.0.1"], false).await;
+    let (a, b) = (open(multi.clone()).await, open(multi).await);
+    let (_, single, single_jti) = granted(&app, &acme, &["127.0.0.1"], true).await;
+    let c = open(single).await;
+    let (_, other, other_jti) = granted(&app, &acme, &["127.0.0.1"], false).await;
+    let d = open(other).await;
+    let clean = acme.open(json!({})).await;
+
+    // The used single-use token is listed as in use, and can be revoked.
+    let (status, listed) = app.server_fn("list_grants", "", Some(&cookie)).await;
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    let row = listed["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["jti"] == single_jti.as_str())
+        .cloned()
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert_eq!(row["status"], "in use", "{row}");
+    for jti in [&multi_jti, &single_jti] {
+        let (status, v) = app
+            .server_fn("revoke_grant", &format!("jti={jti}"), Some(&cookie))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{v}");
+    }
+    for sid in [&a, &b, &c] {
+        let info = ended(&acme, sid).await;
+        assert_eq!(info["close_reason"], "grant_revoked", "{info}");
+        let (status, v) = acme
+            .post(&format!("/api/sessions/{sid}/read_dom"), json!({}))
+            .await;
+        assert_eq!(status, StatusCode::GONE, "{v}");
+    }
+    // The other grant's session and the clean one are untouched.
+    for sid in [&d, &clean] {
+        let (_, info) = acme.get(&format!("/api/sessions/{sid}")).await;
+        assert_eq!(info["state"], "ready", "{info}");
+    }
+    // The other grant expires: its session ends.
+    app.state
+        .store
+        .grant_token_set_expiry(&other_jti.parse().unwrap(), now_ms() - 1)
+        .await
+        .unwrap();
+    let info = ended(&acme, &d).await;
+    assert_eq!(info["close_reason"], "grant_expired", "{info}");
+    let (_, info) = acme.get(&format!("/api/sessions/{clean}")).await;
+    assert_eq!(info["state"], "ready", "{info}");
     app.stop().await;
 }

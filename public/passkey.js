@@ -119,29 +119,51 @@ const flows = {
   },
   async export(form) {
     // A fresh passkey check, then the download (the check allows one).
-    const options = await post('/ui/auth/reauth/start', {});
-    const cred = await navigator.credentials.get(requestOptions(options));
-    await post('/ui/auth/reauth/finish', assertion(cred));
+    await reauth();
     const q = new URLSearchParams({ tenant: form.elements.tenant.value, domain: form.elements.domain.value });
     location.assign(`/ui/credentials/export?${q}`);
   },
   async 'export-totp'(form) {
     // The same rule as cookies: a fresh passkey check, then the download.
-    const options = await post('/ui/auth/reauth/start', {});
-    const cred = await navigator.credentials.get(requestOptions(options));
-    await post('/ui/auth/reauth/finish', assertion(cred));
+    await reauth();
     const q = new URLSearchParams({ tenant: form.elements.tenant.value, id: form.elements.id.value });
     location.assign(`/ui/credentials/totp/export?${q}`);
   },
   async add(form) {
+    // A check with a passkey you have, then the new one (the check allows
+    // one change: a stolen dashboard session cannot add its own).
     const passkey_name = form.elements.passkey_name.value;
+    await reauth();
     const options = await post('/ui/auth/passkeys/start', { passkey_name });
     const cred = await navigator.credentials.create(creationOptions(options));
     await post('/ui/auth/passkeys/finish', registration(cred));
     form.reset();
     document.dispatchEvent(new CustomEvent('cordon:passkeys-changed'));
   },
+  async remove(form) {
+    // The same rule: a fresh passkey check, then the removal.
+    await reauth();
+    const res = await fetch('/ui/fn/remove_passkey', {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      credentials: 'same-origin',
+      body: new URLSearchParams({ id: form.elements.id.value }),
+    });
+    if (!res.ok) {
+      const json = await res.json().catch(() => ({}));
+      throw new Error(json.message || `the server answered ${res.status}`);
+    }
+    document.dispatchEvent(new CustomEvent('cordon:passkeys-changed'));
+  },
 };
+
+// Proves presence again with one of the operator's passkeys: the server
+// then allows one sensitive step within five minutes.
+async function reauth() {
+  const options = await post('/ui/auth/reauth/start', {});
+  const cred = await navigator.credentials.get(requestOptions(options));
+  await post('/ui/auth/reauth/finish', assertion(cred));
+}
 
 document.addEventListener('submit', async (event) => {
   const form = event.target.closest('form[data-passkey]');
@@ -162,7 +184,8 @@ document.addEventListener('submit', async (event) => {
   say('Waiting for your passkey…', 'busy');
   try {
     await flows[form.dataset.passkey](form);
-    say('Done.', 'ok');
+    // A removed passkey's row goes (the page may reuse it for the next).
+    say(form.dataset.passkey === 'remove' ? '' : 'Done.', 'ok');
   } catch (err) {
     const text = err.name === 'NotAllowedError'
       ? 'The passkey prompt was cancelled or timed out. Try again.'

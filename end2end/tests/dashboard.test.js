@@ -7,7 +7,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   shot, addAuthenticator, agentApi, cordon, enroll, freshDataDir, launchBrowser, live, login, operatorPage,
-  removeDir, startCordon, waitFor,
+  removeDir, serverFn, startCordon, waitFor,
 } from './helpers.js';
 
 let dataDir, server, browser, admin, key;
@@ -277,25 +277,48 @@ test('an admin creates a tenant and a key (shown once), revokes it, and invites 
   await page.waitForSelector('#operators tr[data-operator="nina"] .badge[data-status="not enrolled"]');
 });
 
-test('an operator adds a second passkey, removes one, and cannot remove the last', async () => {
+test('an operator adds a second passkey, removes one, and cannot remove the last, each after a passkey check', async () => {
   const { page } = admin;
   await page.goto(server.url + '/account');
   await page.waitForSelector('body[data-hydrated="true"]');
   await page.waitForSelector('#passkeys tbody tr');
   assert.equal(await page.locator('#passkeys tbody tr').count(), 1);
   assert.equal(await page.locator('#passkeys button.danger').first().isDisabled(), true);
-  // The same device cannot register twice (the server excludes its
-  // credential): the second passkey comes from a second device.
-  await admin.cdp.send('WebAuthn.removeVirtualAuthenticator', { authenticatorId: admin.authenticatorId });
-  admin.authenticatorId = await addAuthenticator(admin.cdp);
+  // Without a fresh passkey check the server refuses both (a stolen
+  // dashboard session cannot swap the operator's passkeys).
+  const started = await page.evaluate(async () => (await fetch('/ui/auth/passkeys/start', {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ passkey_name: 'thief' }),
+  })).status);
+  assert.equal(started, 403);
+  // Adding asks the passkey the operator has first; the new one comes
+  // from a second device (the same device cannot register twice: the
+  // server excludes its credential), swapped in once the check is done.
+  let swapped = false;
+  await page.route('**/ui/auth/passkeys/start', async (route) => {
+    await admin.cdp.send('WebAuthn.removeVirtualAuthenticator', { authenticatorId: admin.authenticatorId });
+    admin.authenticatorId = await addAuthenticator(admin.cdp);
+    swapped = true;
+    await route.continue();
+  });
   await page.fill('#new-passkey-name', 'Backup key');
   await page.click('#add-passkey button[type="submit"]');
   await waitFor('the second passkey', async () =>
     (await page.locator('#passkeys tbody tr').count()) === 2
-      || /error|fail|cancel/i.test(await page.textContent('#add-passkey [data-passkey-status]')) && await page.textContent('#add-passkey [data-passkey-status]'));
+      || /error|fail|cancel|needs/i.test(await page.textContent('#add-passkey [data-passkey-status]')) && await page.textContent('#add-passkey [data-passkey-status]'));
+  await page.unroute('**/ui/auth/passkeys/start');
+  assert.ok(swapped, 'the check came before the new passkey');
   assert.equal(await page.locator('#passkeys tbody tr').count(), 2, await page.textContent('#add-passkey [data-passkey-status]'));
   assert.match(await page.textContent('#passkeys'), /Backup key/);
-  await page.locator('#passkeys tbody tr', { hasText: 'Backup key' }).locator('button.danger').click();
+  // A removal without a check is refused and removes nothing.
+  const first = await page.locator('#passkeys tbody tr').first().locator('input[name="id"]').inputValue();
+  const refused = await serverFn(page, 'remove_passkey', { id: first });
+  assert.equal(refused.status, 403, refused.body);
+  assert.equal(await page.locator('#passkeys tbody tr').count(), 2);
+  // The Remove button asks for a passkey (the device now holds "Backup
+  // key"), then removes the first one.
+  await page.locator('#passkeys tbody tr', { hasNotText: 'Backup key' }).locator('button.danger').click();
   await page.waitForFunction(() => document.querySelectorAll('#passkeys tbody tr').length === 1);
+  assert.match(await page.textContent('#passkeys'), /Backup key/);
   assert.equal(await page.locator('#passkeys button.danger').first().isDisabled(), true);
+  await shot(page, 'account');
 });

@@ -156,7 +156,9 @@ pub async fn my_passkeys() -> Result<Vec<PasskeyInfo>, UiError> {
 #[server(prefix = "/ui/fn", endpoint = "remove_passkey")]
 pub async fn remove_passkey(id: String) -> Result<(), UiError> {
     let (ctl, op) = super::backend::require(Role::Viewer, "remove a passkey").await?;
-    ctl.remove_passkey(&op, id).await
+    let request = use_context::<http::request::Parts>()
+        .ok_or_else(|| UiError::internal("no request context"))?;
+    ctl.remove_passkey(&op, id, &request).await
 }
 
 /// Every operator (admin).

@@ -31,8 +31,15 @@ pub trait AuthBackend {
     async fn refused(&self, op: &Operator, what: &str);
     /// The operator's passkeys.
     async fn my_passkeys(&self, op: &Operator) -> UiResult<Vec<PasskeyInfo>>;
-    /// Removes one of the operator's own passkeys (never the last).
-    async fn remove_passkey(&self, op: &Operator, id: String) -> UiResult<()>;
+    /// Removes one of the operator's own passkeys (never the last), when
+    /// `request`'s dashboard session proved presence with a passkey in the
+    /// last five minutes (the proof is used up); otherwise `forbidden`.
+    async fn remove_passkey(
+        &self,
+        op: &Operator,
+        id: String,
+        request: &http::request::Parts,
+    ) -> UiResult<()>;
     /// Every operator.
     async fn operators(&self, op: &Operator) -> UiResult<Vec<OperatorInfo>>;
     /// Creates an operator with an enrollment link.

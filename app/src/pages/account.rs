@@ -2,16 +2,16 @@
 
 use leptos::prelude::*;
 
-use crate::api::auth::{RemovePasskey, my_passkeys};
+use crate::api::auth::my_passkeys;
+use crate::components::ErrorView;
 use crate::components::time::utc;
-use crate::components::{ActionError, ErrorView};
 
 /// My passkeys.
 #[component]
 pub fn Account() -> impl IntoView {
-    let remove = ServerAction::<RemovePasskey>::new();
-    let keys = Resource::new(move || remove.version().get(), |_| my_passkeys());
-    // The add ceremony runs in passkey.js; it says when it is done.
+    let keys = Resource::new(|| (), |_| my_passkeys());
+    // Adding and removing run in passkey.js (each asks for a passkey
+    // check first); it says when one is done.
     #[cfg(feature = "hydrate")]
     {
         use wasm_bindgen::JsCast;
@@ -23,12 +23,10 @@ pub fn Account() -> impl IntoView {
         );
         cb.forget();
     }
-    let error = Signal::derive(move || remove.value().get().and_then(Result::err));
     view! {
         <section class="page">
             <h1>"My passkeys"</h1>
-            <p class="muted">"Each passkey can log you in. Keep at least two (say, a laptop and a phone) so losing one does not lock you out."</p>
-            <ActionError error/>
+            <p class="muted">"Each passkey can log you in. Keep at least two (say, a laptop and a phone) so losing one does not lock you out. Adding or removing one asks for a passkey you have first."</p>
             <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
                 {move || keys.get().map(|r| match r {
                     Err(e) => view! { <ErrorView error=e/> }.into_any(),
@@ -44,14 +42,15 @@ pub fn Account() -> impl IntoView {
                                             <td>{utc(k.created_at)}</td>
                                             <td>{k.last_used_at.map_or_else(|| "never".to_owned(), utc)}</td>
                                             <td>
-                                                <ActionForm action=remove>
+                                                <form data-passkey="remove" class="remove-passkey">
                                                     <input type="hidden" name="id" value=k.id.clone()/>
                                                     <button type="submit" class="danger" disabled=last
                                                         title=if last { "Your last passkey cannot be removed" } else { "" }
                                                         aria-label=format!("Remove passkey {}", k.name)>
                                                         "Remove"
                                                     </button>
-                                                </ActionForm>
+                                                    <span class="form-status" role="status" aria-live="polite" data-passkey-status></span>
+                                                </form>
                                             </td>
                                         </tr>
                                     }).collect_view()}

@@ -212,6 +212,13 @@ async fn add_start(
     Body(body): Body<AddStart>,
 ) -> Reply {
     let id = logged_in(&state, &session).await?;
+    // A stolen dashboard session must not add its own passkey: one
+    // passkey check allows one new passkey.
+    if !take_fresh(&session).await? {
+        return Err(Fail(UiError::forbidden(
+            "adding a passkey needs a fresh passkey check with one you have: use the Add passkey button, which asks for one",
+        )));
+    }
     let (options, ceremony) = state.auth.add_start(&id, &body.passkey_name).await?;
     put_ceremony(&session, &ceremony).await?;
     ok_json(options)

@@ -56,9 +56,27 @@ impl AuthBackend for AppState {
             .collect())
     }
 
-    async fn remove_passkey(&self, op: &Operator, id: String) -> UiResult<()> {
-        let result =
-            async { Ok(self.auth.remove_passkey(&operator_id(&op.id)?, &id).await?) }.await;
+    async fn remove_passkey(
+        &self,
+        op: &Operator,
+        id: String,
+        request: &axum::http::request::Parts,
+    ) -> UiResult<()> {
+        let result = async {
+            // A stolen dashboard session must not swap the operator's
+            // passkeys: one passkey check allows one change.
+            let session = request
+                .extensions
+                .get::<tower_sessions::Session>()
+                .ok_or_else(|| UiError::internal("no dashboard session"))?;
+            if !crate::auth::routes::take_fresh(session).await? {
+                return Err(UiError::forbidden(
+                    "removing a passkey needs a fresh passkey check: use the Remove button, which asks for one",
+                ));
+            }
+            Ok(self.auth.remove_passkey(&operator_id(&op.id)?, &id).await?)
+        }
+        .await;
         super::audited(self, op, "operator.passkey_remove", result).await
     }
 

@@ -442,6 +442,9 @@ async fn roles_are_checked_on_the_server_and_refusals_are_audited(backend: Backe
         ("get_session", "id=../../etc/passwd"),
         ("remove_passkey", "id=pk_aaaaaaaaaaaaaaaaaaaaaaaaaa"),
     ] {
+        if name == "remove_passkey" {
+            app.fresh_check(&ocookie).await;
+        }
         let (status, answer) = app.server_fn(name, body, Some(&ocookie)).await;
         assert_eq!(status, StatusCode::NOT_FOUND, "{name} {body}: {answer}");
         assert_eq!(answer["kind"], "not_found", "{name}: {answer}");
@@ -530,10 +533,45 @@ async fn an_operator_cannot_remove_their_last_passkey_nor_anothers(backend: Back
                 .await
         }
     };
+    // Without a fresh passkey check nothing is removed (a stolen
+    // dashboard session cannot swap the operator's passkeys).
+    let (status, body) = remove(mine_a.clone()).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("fresh passkey check"),
+        "{body}"
+    );
+    let (_, listed) = app.server_fn("my_passkeys", "", Some(&cookie)).await;
+    assert_eq!(listed.as_array().unwrap().len(), 2, "{listed}");
+    app.fresh_check(&cookie).await;
     let (status, body) = remove(theirs).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "another's passkey: {body}");
+    app.fresh_check(&cookie).await;
     let (status, body) = remove(mine_a).await;
     assert_eq!(status, StatusCode::OK, "{body}");
+    // One check allows one change.
+    let (status, body) = remove(mine_b.clone()).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    // Adding one needs a fresh check too (the ceremony itself is the
+    // end-to-end suite's: it needs a browser's authenticator).
+    let res = app
+        .http
+        .post(app.url("/ui/auth/passkeys/start"))
+        .header("origin", app.origin())
+        .header("host", format!("localhost:{}", app.addr.port()))
+        .header("cookie", &cookie)
+        .json(&serde_json::json!({ "passkey_name": "spare" }))
+        .send()
+        .await
+        .unwrap();
+    let status = res.status();
+    let text = res.text().await.unwrap();
+    assert_eq!(status, StatusCode::FORBIDDEN, "{text}");
+    assert!(text.contains("fresh passkey check"), "{text}");
+    app.fresh_check(&cookie).await;
     let (status, body) = remove(mine_b).await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     assert!(

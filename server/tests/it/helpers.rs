@@ -256,6 +256,28 @@ impl TestApp {
         format!("cordon_session={sid}")
     }
 
+    /// Marks the dashboard session of `cookie` as having just proved
+    /// presence with a passkey (what `/ui/auth/reauth/finish` records).
+    pub async fn fresh_check(&self, cookie: &str) {
+        let sid = cookie.trim_start_matches("cordon_session=");
+        let hash = cordon::ids::token_hash(sid);
+        let store = &self.state.store;
+        let (data, expires_at) = store
+            .dashboard_session_load(&hash, cordon::time::now_ms())
+            .await
+            .expect("load")
+            .expect("a live dashboard session");
+        let mut data: serde_json::Value = serde_json::from_str(&data).expect("session data");
+        data["fresh_at"] = serde_json::json!(cordon::time::now_ms());
+        let op = data["op"]
+            .as_str()
+            .map(|o| o.parse().expect("an operator id"));
+        store
+            .dashboard_session_save(&hash, op.as_ref(), &data.to_string(), expires_at)
+            .await
+            .expect("save");
+    }
+
     /// Calls server function `name` with form `body` as a page would
     /// (own Origin), with `cookie` if any: status and JSON answer.
     pub async fn server_fn(

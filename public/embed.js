@@ -148,6 +148,7 @@ class Embed {
         break;
       case 'page':
         this.root.dataset.title = msg.title;
+        this.dialog(msg.dialog);
         break;
       case 'control':
         this.operator = Boolean(msg.holder);
@@ -177,6 +178,30 @@ class Embed {
 
   driving() {
     return this.control && !this.operator && !this.ended;
+  }
+
+  // A JavaScript dialog stops the page: its message, and OK / Cancel for
+  // a control link (the risk gate judges OK as it judges a click).
+  dialog(d) {
+    const box = this.$('[data-dialog]');
+    this.root.dataset.dialogOpen = d ? d.kind : '';
+    if (!d) {
+      box.hidden = true;
+      this.dialogShown = null;
+      return;
+    }
+    const key = `${d.kind}\n${d.message}`;
+    if (this.dialogShown === key) return;
+    this.dialogShown = key;
+    const names = { alert: 'The page says', confirm: 'The page asks you to confirm', prompt: 'The page asks for an answer', beforeunload: 'Leave this page?' };
+    this.$('[data-dialog-kind]').textContent = names[d.kind] || 'The page asks';
+    this.$('[data-dialog-message]').textContent = d.message || '(no message)';
+    const text = this.$('[data-dialog-text]');
+    text.hidden = d.kind !== 'prompt' || !this.control;
+    text.value = d.default_prompt || '';
+    this.$('[data-dialog-buttons]').hidden = !this.control;
+    this.$('[data-dialog-answer="cancel"]').hidden = d.kind === 'alert';
+    box.hidden = false;
   }
 
   bind() {
@@ -242,6 +267,16 @@ class Embed {
       if (this.driving() && text) this.send({ type: 'text', text: text.slice(0, 4096) });
     });
     k.addEventListener('input', () => { if (k.value.length > 64) k.value = ''; });
+    for (const b of this.root.querySelectorAll('[data-dialog-answer]')) {
+      b.addEventListener('click', () => {
+        if (!this.driving()) return;
+        const accept = b.dataset.dialogAnswer === 'ok';
+        const text = this.$('[data-dialog-text]');
+        const msg = { type: 'dialog', accept };
+        if (accept && !text.hidden) msg.text = text.value.slice(0, 4096);
+        this.send(msg);
+      });
+    }
   }
 }
 

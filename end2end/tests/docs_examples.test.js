@@ -79,6 +79,7 @@ function startSite() {
 <button id="total" onclick="document.title='The March total is 1,240 EUR'">Show the total</button>
 <p><label>Your CV <input type="file" id="cv"></label></p>
 <p><a class="export" href="/report.csv">Export as CSV</a></p>
+<button id="archive" onclick="document.title = confirm('Archive the March invoices?') ? 'Archived' : 'Invoices'">Archive</button>
 </body></html>`;
   const server = createServer((req, res) => {
     const url = new URL(req.url, 'http://x');

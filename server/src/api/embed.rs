@@ -211,6 +211,12 @@ async fn page(
          </head><body><main class=\"embed\" data-embed data-mode=\"{mode}\" data-state=\"connecting\">\
          <div class=\"stage\"><canvas data-canvas aria-label=\"The browser, live\"></canvas>\
          <div class=\"overlay\" data-overlay>Connecting…</div>\
+         <div class=\"dialog\" data-dialog role=\"alertdialog\" aria-labelledby=\"dialog-kind\" aria-describedby=\"dialog-message\" hidden>\
+         <p class=\"kind\" id=\"dialog-kind\" data-dialog-kind>The page asks</p>\
+         <p class=\"message\" id=\"dialog-message\" data-dialog-message></p>\
+         <input type=\"text\" data-dialog-text aria-label=\"Your answer\" autocomplete=\"off\" hidden>\
+         <div class=\"buttons\" data-dialog-buttons><button type=\"button\" data-dialog-answer=\"cancel\">Cancel</button>\
+         <button type=\"button\" data-dialog-answer=\"ok\">OK</button></div></div>\
          <div class=\"toast\" data-error role=\"alert\" hidden></div></div>\
          <textarea class=\"keys\" data-keys aria-label=\"Keyboard input for the browser\" \
          autocapitalize=\"off\" autocomplete=\"off\" autocorrect=\"off\" spellcheck=\"false\"></textarea>\

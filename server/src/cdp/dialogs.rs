@@ -62,10 +62,12 @@ pub struct Dialog {
     pub default_prompt: Option<String>,
     /// The address of the frame that opened it.
     pub url: String,
+    /// The tab it is open in.
+    pub tab_id: String,
 }
 
 impl Dialog {
-    fn from_event(ev: &EventJavascriptDialogOpening) -> Self {
+    fn from_event(ev: &EventJavascriptDialogOpening, tab: &str) -> Self {
         let cut = |s: &str| s.chars().take(MAX_MESSAGE_CHARS).collect::<String>();
         Self {
             kind: match ev.r#type {
@@ -81,6 +83,7 @@ impl Dialog {
                 .filter(|_| ev.r#type == DialogType::Prompt)
                 .map(cut),
             url: ev.url.clone(),
+            tab_id: tab.to_owned(),
         }
     }
 }
@@ -92,6 +95,8 @@ pub struct Dialogs(Arc<State>);
 #[derive(Default)]
 struct State {
     open: std::sync::Mutex<HashMap<String, Dialog>>,
+    /// Tabs whose dialogs are followed.
+    watched: std::sync::Mutex<std::collections::HashSet<String>>,
     notify: tokio::sync::Notify,
     watchers: std::sync::Mutex<Vec<tokio::task::AbortHandle>>,
 }
@@ -115,6 +120,16 @@ impl Dialogs {
             .cloned()
     }
 
+    /// A dialog open in any tab (the one of `first`, if it has one). Tabs
+    /// of one site share a renderer, whose every page a dialog stops: a
+    /// dialog in one tab may stop the others too.
+    pub fn any_open(&self, first: &str) -> Option<Dialog> {
+        let open = self.0.open.lock().expect("dialogs lock");
+        open.get(first)
+            .or_else(|| open.values().min_by(|a, b| a.tab_id.cmp(&b.tab_id)))
+            .cloned()
+    }
+
     fn opened(&self, target: &str, dialog: Dialog) {
         self.0
             .open
@@ -129,21 +144,38 @@ impl Dialogs {
         self.0.notify.notify_waiters();
     }
 
-    /// Follows `page`'s dialogs from now on (once per tab: the caller
-    /// watches each tab when it first sees it).
+    /// Follows `page`'s dialogs from now on (once per tab: a tab already
+    /// followed is left as it is).
     pub(super) async fn watch(&self, page: &Page) -> Result<(), CdpError> {
+        let target = page.target_id().inner().clone();
+        if !self
+            .0
+            .watched
+            .lock()
+            .expect("watched lock")
+            .insert(target.clone())
+        {
+            return Ok(());
+        }
+        let res = self.listen(page, target.clone()).await;
+        if res.is_err() {
+            self.0.watched.lock().expect("watched lock").remove(&target);
+        }
+        res
+    }
+
+    async fn listen(&self, page: &Page, target: String) -> Result<(), CdpError> {
         let mut opening = page
             .event_listener::<EventJavascriptDialogOpening>()
             .await?;
         let mut closed = page.event_listener::<EventJavascriptDialogClosed>().await?;
-        let target = page.target_id().inner().clone();
         // Weak: the watcher must not keep the registry (and its own abort
         // handle) alive.
         let state = Arc::downgrade(&self.0);
         let task = tokio::spawn(async move {
             loop {
                 let ev = tokio::select! {
-                    Some(ev) = opening.next() => Some(Dialog::from_event(&ev)),
+                    Some(ev) = opening.next() => Some(Dialog::from_event(&ev, &target)),
                     Some(_) = closed.next() => None,
                     else => break,
                 };
@@ -159,7 +191,14 @@ impl Dialogs {
             }
             // The tab is gone: so is its dialog.
             if let Some(state) = state.upgrade() {
-                Dialogs(state).closed(&target);
+                let dialogs = Dialogs(state);
+                dialogs.closed(&target);
+                dialogs
+                    .0
+                    .watched
+                    .lock()
+                    .expect("watched lock")
+                    .remove(&target);
             }
         });
         let mut watchers = self.0.watchers.lock().expect("watchers lock");
@@ -168,10 +207,10 @@ impl Dialogs {
         Ok(())
     }
 
-    /// Runs `fut`, but answers the dialog at once when one opens in tab
-    /// `target` meanwhile (the page stopped: `fut` would wait until the
-    /// dialog is answered). `fut` is dropped then; what it sent has been
-    /// sent.
+    /// Runs `fut`, but answers the dialog at once when one opens meanwhile
+    /// (in tab `target`, or in another, which may share its renderer: the
+    /// page stopped, `fut` would wait until the dialog is answered). `fut`
+    /// is dropped then; what it sent has been sent.
     pub async fn guard<T>(
         &self,
         target: &str,
@@ -180,7 +219,7 @@ impl Dialogs {
         let opened = async {
             loop {
                 let notified = self.0.notify.notified();
-                if let Some(d) = self.open_on(target) {
+                if let Some(d) = self.any_open(target) {
                     return d;
                 }
                 notified.await;
@@ -191,6 +230,28 @@ impl Dialogs {
             res = fut => res.map(Ok),
             d = opened => Ok(Err(d)),
         }
+    }
+}
+
+/// Follows the dialogs of the new tab `id` as soon as chromiumoxide has
+/// attached to it (tried for about two seconds; a tab that closes first
+/// has none to follow).
+pub(super) async fn follow_new(
+    dialogs: Dialogs,
+    browser: std::sync::Weak<chromiumoxide::Browser>,
+    id: chromiumoxide::cdp::browser_protocol::target::TargetId,
+) {
+    for _ in 0..80 {
+        let Some(b) = browser.upgrade() else { return };
+        let page = b.get_page(id.clone()).await;
+        drop(b);
+        if let Ok(page) = page {
+            if let Err(e) = dialogs.watch(&page).await {
+                tracing::debug!(error = %e, "cannot follow a new tab's dialogs (closing?)");
+            }
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
     }
 }
 
@@ -207,38 +268,43 @@ pub async fn answer(page: &Page, accept: bool, text: Option<&str>) -> Result<(),
 mod tests {
     use super::*;
 
-    fn dialog(message: &str) -> Dialog {
+    fn dialog(tab: &str, message: &str) -> Dialog {
         Dialog {
             kind: DialogKind::Confirm,
             message: message.into(),
             default_prompt: None,
             url: "http://a.test/".into(),
+            tab_id: tab.into(),
         }
     }
 
     #[tokio::test]
-    async fn a_call_ends_when_a_dialog_opens_in_its_tab_only() {
+    async fn a_call_ends_when_a_dialog_opens_in_any_tab_its_own_first() {
         let dialogs = Dialogs::default();
         let d = dialogs.clone();
-        // A dialog in another tab does not end it; one in its own does.
+        // Another tab's dialog may stop this tab too (one renderer).
         let call = tokio::spawn(async move {
             d.guard("tab-1", std::future::pending::<Result<(), CdpError>>())
                 .await
         });
-        tokio::task::yield_now().await;
-        dialogs.opened("tab-2", dialog("elsewhere"));
-        tokio::task::yield_now().await;
-        assert!(!call.is_finished(), "ended by another tab's dialog");
-        dialogs.opened("tab-1", dialog("Delete?"));
+        dialogs.opened("tab-2", dialog("tab-2", "elsewhere"));
         let got = tokio::time::timeout(std::time::Duration::from_secs(10), call)
             .await
             .expect("the call did not end")
             .unwrap()
             .unwrap();
-        assert_eq!(got, Err(dialog("Delete?")));
+        assert_eq!(got, Err(dialog("tab-2", "elsewhere")));
+        // Its own tab's comes first.
+        dialogs.opened("tab-1", dialog("tab-1", "Delete?"));
+        assert_eq!(dialogs.any_open("tab-1"), Some(dialog("tab-1", "Delete?")));
         dialogs.closed("tab-1");
         assert_eq!(dialogs.open_on("tab-1"), None);
-        assert_eq!(dialogs.open_on("tab-2"), Some(dialog("elsewhere")));
+        assert_eq!(
+            dialogs.any_open("tab-1"),
+            Some(dialog("tab-2", "elsewhere"))
+        );
+        dialogs.closed("tab-2");
+        assert_eq!(dialogs.any_open("tab-1"), None);
     }
 
     #[tokio::test]

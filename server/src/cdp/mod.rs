@@ -26,7 +26,7 @@ use std::time::Duration;
 use chromiumoxide::cdp::browser_protocol::browser::{
     EventDownloadProgress, EventDownloadWillBegin,
 };
-use chromiumoxide::cdp::browser_protocol::target::EventTargetCrashed;
+use chromiumoxide::cdp::browser_protocol::target::{EventTargetCrashed, EventTargetCreated};
 use chromiumoxide::handler::HandlerConfig;
 use chromiumoxide::{Browser, Page};
 use futures::StreamExt;
@@ -57,7 +57,7 @@ const REQUEST_TIMEOUT_MS: u64 = 310_000;
 
 /// A CDP connection to one browser, with its event loop running.
 pub struct BrowserConn {
-    browser: Browser,
+    browser: Arc<Browser>,
     closed: Arc<AtomicBool>,
     handler: tokio::task::JoinHandle<()>,
     crashes: TabEvents,
@@ -83,6 +83,7 @@ impl BrowserConn {
         let (browser, mut handler) = Browser::connect_with_config(ws_url, config)
             .await
             .context("cannot connect to the browser's CDP endpoint")?;
+        let browser = Arc::new(browser);
         let closed = Arc::new(AtomicBool::new(false));
         let flag = closed.clone();
         let handler = tokio::spawn(async move {
@@ -114,6 +115,14 @@ impl BrowserConn {
             .event_listener::<EventDownloadProgress>()
             .await
             .map_err(watch)?;
+        // Every new tab's dialogs are followed from its start (a popup may
+        // alert as it loads, before any call lists it).
+        let mut created = browser
+            .event_listener::<EventTargetCreated>()
+            .await
+            .map_err(watch)?;
+        let dialogs = Dialogs::default();
+        let (follow, tabs) = (dialogs.clone(), Arc::downgrade(&browser));
         let download_feed = downloads::DownloadFeed::default();
         let (seen_crash, seen_download, feed) =
             (crashes.clone(), downloads.clone(), download_feed.clone());
@@ -136,6 +145,12 @@ impl BrowserConn {
                             url: ev.url.clone(),
                         });
                     }
+                    Some(ev) = created.next() => {
+                        if ev.target_info.r#type == "page" {
+                            let id = ev.target_info.target_id.clone();
+                            tokio::spawn(dialogs::follow_new(follow.clone(), tabs.clone(), id));
+                        }
+                    }
                     Some(ev) = progress.next() => {
                         feed.send(DownloadEvent::Progress {
                             guid: ev.guid.clone(),
@@ -154,7 +169,7 @@ impl BrowserConn {
             handler,
             crashes,
             downloads,
-            dialogs: Dialogs::default(),
+            dialogs,
             download_feed,
             watcher,
             released: std::sync::Mutex::default(),
@@ -205,6 +220,12 @@ impl BrowserConn {
         let pages = self.browser.pages().await?;
         for page in &pages {
             let id = page.target_id().inner().clone();
+            // A tab whose renderer a dialog stops is released once it is
+            // answered (the call would wait on it).
+            if self.dialogs.any_open(&id).is_some() {
+                self.watch_dialogs(page).await;
+                continue;
+            }
             let first = self.released.lock().expect("released lock").insert(id);
             if first {
                 self.watch_dialogs(page).await;

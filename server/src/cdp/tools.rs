@@ -194,9 +194,13 @@ pub async fn title(page: &Page) -> Result<String, CdpError> {
 
 /// The tab's title as the browser holds it (`Target.getTargetInfo`): no
 /// script runs in the page, so it answers while a dialog stops it.
-pub async fn title_of_target(page: &Page) -> Result<String, CdpError> {
+/// Asked of the browser's own session: the page's may wait on its renderer.
+pub async fn title_of_target(
+    browser: &chromiumoxide::Browser,
+    page: &Page,
+) -> Result<String, CdpError> {
     use chromiumoxide::cdp::browser_protocol::target::GetTargetInfoParams;
-    let info = page
+    let info = browser
         .execute(GetTargetInfoParams {
             target_id: Some(page.target_id().clone()),
         })

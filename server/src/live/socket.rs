@@ -749,12 +749,15 @@ impl Connection {
     /// holds control; nothing else is taken (no navigation, tabs, resizing
     /// or control).
     async fn on_link_input(&mut self, link: &crate::live::link::Link, msg: ClientMsg) {
+        // A dialog's answer is the pointer's too (a button of the page's);
+        // OK is judged by the risk gate as the link's agent's.
         let input = matches!(
             msg,
             ClientMsg::Mouse { .. }
                 | ClientMsg::Wheel { .. }
                 | ClientMsg::Key { .. }
                 | ClientMsg::Text { .. }
+                | ClientMsg::Dialog { .. }
         );
         let refused = if link.mode != crate::live::link::LinkMode::Control {
             Some((

@@ -693,6 +693,55 @@ async fn an_open_change_stream_hears_changes_and_does_not_hold_the_shutdown() {
         .expect("shutdown held by an open change stream");
 }
 
+/// A change stream opened before a logout ends with it: nothing more is
+/// told to a browser whose dashboard session is gone.
+#[tokio::test]
+async fn a_change_stream_ends_when_its_dashboard_session_does() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let (_, cookie) = app.operator_session("sam", Role::Viewer).await;
+    let mut res = app
+        .http
+        .get(app.url("/ui/events"))
+        .header("cookie", &cookie)
+        .header("host", format!("localhost:{}", app.addr.port()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let mut seen = String::new();
+    let next = async |res: &mut reqwest::Response, seen: &String| {
+        tokio::time::timeout(crate::helpers::PATIENCE, res.chunk())
+            .await
+            .unwrap_or_else(|_| panic!("the stream neither spoke nor ended; so far {seen:?}"))
+            .unwrap()
+    };
+    while !seen.contains("event: ready") {
+        let chunk = next(&mut res, &seen).await.expect("the stream ended early");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let out = app
+        .http
+        .post(app.url("/ui/auth/logout"))
+        .header("origin", app.origin())
+        .header("host", format!("localhost:{}", app.addr.port()))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        out.status().is_success() || out.status().is_redirection(),
+        "{}",
+        out.status()
+    );
+    // Changes after the logout are not told; the stream says it ended,
+    // then ends.
+    while let Some(chunk) = next(&mut res, &seen).await {
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(seen.contains("event: ended"), "{seen:?}");
+    app.stop().await;
+}
+
 both_backends!(first_start_links_of_replicas_starting_together_all_work_until_one_is_used);
 
 /// Replicas starting together on a fresh database each print a first-start

@@ -917,6 +917,63 @@ async fn an_upload_is_judged_by_the_form_its_change_may_submit() {
     on.stop().await;
 }
 
+/// A tab the page opens, which alerts on its own before any call has
+/// listed it, is followed from its start: listed and focused at once (its
+/// title is the browser's), calls on it are refused with the dialog, and
+/// OK answers the alert.
+#[tokio::test]
+async fn a_popup_that_alerts_before_any_call_lists_it_is_known_to_have_its_dialog() {
+    use std::sync::atomic::Ordering;
+    let on = open_on("popup-alert.html").await;
+    on.ok("click", json!({ "selector": "#open" })).await;
+    // The popup's script ran to its alert; nothing has asked for its tab.
+    crate::helpers::wait_until("the popup's alert", crate::helpers::PATIENCE, || async {
+        match on.site.hangs.load(Ordering::SeqCst) {
+            0 => Err("no request of the popup yet".to_owned()),
+            _ => Ok(()),
+        }
+    })
+    .await;
+    let (status, tabs) = on
+        .agent
+        .get(&format!("/api/sessions/{}/tabs", on.sid))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{tabs}");
+    let popup = tabs
+        .as_array()
+        .and_then(|l| l.iter().find(|t| t["active"] == false))
+        .map(|t| t["tab_id"].as_str().unwrap().to_owned())
+        .unwrap_or_else(|| panic!("no popup listed: {tabs}"));
+    let (status, v) = on
+        .agent
+        .post(
+            &format!("/api/sessions/{}/tabs/{popup}/focus", on.sid),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let read = on.agent.tool(&on.sid, "read_dom", json!({})).await;
+    assert_error(&read, StatusCode::CONFLICT, "dialog_open");
+    assert!(read.1.to_string().contains("Welcome"), "{read:?}");
+    on.ok("dialog", json!({ "accept": true })).await;
+    // The popup's script goes on: its title is the active tab's.
+    crate::helpers::wait_until("the popup's title", crate::helpers::PATIENCE, || async {
+        let (_, tabs) = on
+            .agent
+            .get(&format!("/api/sessions/{}/tabs", on.sid))
+            .await;
+        let active = tabs
+            .as_array()
+            .and_then(|l| l.iter().find(|t| t["active"] == true).cloned());
+        match active {
+            Some(t) if t["title"] == "Welcomed" => Ok(()),
+            _ => Err(tabs.to_string()),
+        }
+    })
+    .await;
+    on.stop().await;
+}
+
 /// Waits until the page's title is `want` (a dialog's answer lets the
 /// page's script go on after the call answered).
 async fn poll_title(on: &On, want: &str) {

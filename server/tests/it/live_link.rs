@@ -724,3 +724,67 @@ async fn a_session_has_a_bounded_number_of_working_links_and_a_revoked_one_frees
     agent.close(&sid).await;
     app.stop().await;
 }
+
+/// A page's dialog shows through a link too: a view link sees it and may
+/// not answer it; a control link answers it as the link's agent, so OK on
+/// "Delete repository …?" waits for an operator and Cancel runs at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_control_link_answers_a_pages_dialog_through_the_gate_and_a_view_link_only_sees_it() {
+    let Setup {
+        site: _site,
+        app,
+        agent,
+        sid,
+    } = setup("/hostile/confirm-dialog.html").await;
+    let (status, v) = agent
+        .tool(&sid, "click", json!({ "selector": "#next" }))
+        .await;
+    assert_eq!(v["dialog_opened"]["type"], "confirm", "{status} {v}");
+    let (_, page) = make_link(&agent, &sid, "view").await;
+    let mut viewer = connect(&app, &ws_path(&page), None).await.expect("upgrade");
+    let shown = viewer
+        .wait_for("the dialog", |v| {
+            v["type"] == "page" && v["dialog"].is_object()
+        })
+        .await;
+    assert_eq!(shown["dialog"]["kind"], "confirm", "{shown}");
+    viewer
+        .send(json!({ "type": "dialog", "accept": true }))
+        .await;
+    viewer.wait_error("view_only").await;
+
+    let (_, page) = make_link(&agent, &sid, "control").await;
+    let mut driver = connect(&app, &ws_path(&page), None).await.expect("upgrade");
+    driver
+        .wait_for("the dialog", |v| {
+            v["type"] == "page" && v["dialog"].is_object()
+        })
+        .await;
+    let (_, cookie) = app
+        .operator_session("olive", app::api::auth::Role::Operator)
+        .await;
+    driver
+        .send(json!({ "type": "dialog", "accept": true }))
+        .await;
+    let approval = crate::gate::one_pending(&app, &cookie, &sid).await;
+    assert!(
+        approval["reasons"]
+            .to_string()
+            .contains("Delete repository"),
+        "{approval}"
+    );
+    let (status, _) =
+        crate::gate::decide(&app, &cookie, approval["id"].as_str().unwrap(), false).await;
+    assert_eq!(status, StatusCode::OK);
+    driver.wait_error("denied_by_operator").await;
+    driver
+        .send(json!({ "type": "dialog", "accept": false }))
+        .await;
+    driver
+        .wait_for("the dialog gone", |v| {
+            v["type"] == "page" && v["title"] == "KEPT" && v.get("dialog").is_none()
+        })
+        .await;
+    agent.close(&sid).await;
+    app.stop().await;
+}

@@ -304,6 +304,9 @@ pub(super) async fn run(
                 dialog: d,
             }));
         }
+        // Another tab's (tabs of one site share a renderer, which it
+        // stops): answered there.
+        (None, _) if let Some(d) = dialogs.any_open(&target) => return Err(dialog_open(&d)),
         (None, Tool::Dialog { .. }) => return Err(ToolError::NoDialog),
         (Some(d), _) => return Err(dialog_open(&d)),
         (None, _) => {}
@@ -509,8 +512,8 @@ pub(super) fn dialog_open(d: &cdp::Dialog) -> ToolError {
 fn dialog_message(d: &cdp::Dialog) -> String {
     let kind = d.kind.as_str();
     format!(
-        "a JavaScript {kind} dialog is open in the tab and stops its page ({:?}); answer it with dialog (accept: true or false) first",
-        d.message
+        "a JavaScript {kind} dialog is open in tab {} and stops its page ({:?}); answer it with dialog (accept: true or false) in that tab first",
+        d.tab_id, d.message
     )
 }
 
@@ -561,9 +564,10 @@ async fn describe(
     let mut out = Vec::with_capacity(pages.len());
     for p in pages {
         let id = p.target_id().inner().clone();
-        // A page a dialog stops runs no script: its title is the browser's.
-        let title = match session.conn.dialogs().open_on(&id) {
-            Some(_) => cdp::title_of_target(&p).await,
+        // A page a dialog stops runs no script (nor do the other pages of
+        // its renderer): the title is the browser's.
+        let title = match session.conn.dialogs().any_open(&id) {
+            Some(_) => cdp::title_of_target(session.conn.browser(), &p).await,
             None => cdp::title(&p).await,
         };
         // A tab that is closing answers with errors; it is not listed.

@@ -531,8 +531,8 @@ impl SessionManager {
             // No screenshot: a page a dialog stops draws nothing new.
             return Ok((policy::assess(tool, &facts, rules), None, seen));
         }
-        if let Some(d) = &open {
-            return Err(exec::dialog_open(d));
+        if let Some(d) = session.conn.dialogs().any_open(page.target_id().inner()) {
+            return Err(exec::dialog_open(&d));
         }
         if look {
             // A CDP client's tab has the viewport the client gave it: its

@@ -119,6 +119,10 @@ export async function operatorPage(browser) {
   const page = await context.newPage();
   const errors = [];
   page.on('pageerror', (e) => errors.push(e));
+  // A script or style the dashboard's Content Security Policy refused.
+  page.on('console', (m) => {
+    if (m.type() === 'error' && /Content Security Policy/i.test(m.text())) errors.push(new Error(m.text()));
+  });
   const cdp = await context.newCDPSession(page);
   await cdp.send('WebAuthn.enable');
   const authenticatorId = await addAuthenticator(cdp);

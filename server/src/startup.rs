@@ -551,7 +551,10 @@ fn router(
             &state,
             routes,
             move || provide_context(dashboard.clone()),
-            move || shell(leptos.clone()),
+            move || {
+                dashboard::csp::set_on_page();
+                shell(leptos.clone())
+            },
         )
         .fallback(file_and_error_handler::<AppState, _>(shell))
         .layer(middleware::from_fn_with_state(

@@ -10,6 +10,7 @@ mod audit;
 mod audit_export;
 mod auth;
 mod credentials;
+pub mod csp;
 mod events;
 mod export;
 mod grants;

@@ -973,3 +973,56 @@ async fn the_dashboards_assets_are_served_compressed_and_cached_under_the_builds
     }
     app.stop().await;
 }
+
+/// Every dashboard page carries a Content Security Policy whose script
+/// nonce is the one on the page's inline scripts (and a new one each
+/// response), so text of a page shown in the dashboard cannot run.
+#[tokio::test]
+async fn dashboard_pages_carry_a_script_policy_with_their_own_nonce() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let (_, cookie) = app.operator_session("sam", Role::Viewer).await;
+    let mut nonces = Vec::new();
+    for path in ["/", "/sessions", "/audit", "/login"] {
+        let res = app
+            .http
+            .get(app.url(path))
+            .header("cookie", &cookie)
+            .header("host", format!("localhost:{}", app.addr.port()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK, "{path}");
+        let csp = res
+            .headers()
+            .get("content-security-policy")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let html = res.text().await.unwrap();
+        let nonce = csp
+            .split("'nonce-")
+            .nth(1)
+            .and_then(|r| r.split('\'').next())
+            .unwrap_or_else(|| panic!("{path}: no nonce in {csp:?}"))
+            .to_owned();
+        assert!(
+            csp.contains("frame-ancestors 'none'") && csp.contains("object-src 'none'"),
+            "{csp}"
+        );
+        // Every inline script carries it; none runs without.
+        let scripts: Vec<&str> = html.split("<script").skip(1).collect();
+        assert!(!scripts.is_empty(), "{path}: no scripts");
+        for s in scripts {
+            let tag = s.split('>').next().unwrap_or_default();
+            assert!(
+                tag.contains("src=") || tag.contains(&format!("nonce=\"{nonce}\"")),
+                "{path}: an inline script without the nonce: <script{tag}>"
+            );
+        }
+        nonces.push(nonce);
+    }
+    nonces.sort();
+    nonces.dedup();
+    assert_eq!(nonces.len(), 4, "a nonce is used once: {nonces:?}");
+    app.stop().await;
+}

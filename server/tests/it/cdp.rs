@@ -837,14 +837,8 @@ async fn the_risk_gate_holds_a_cdp_press_and_keys_and_control_refuses_cdp_input(
     // error, and the button was never pressed.
     let (x, y) = centre(&mut cdp, &tab, "#delete").await;
     let id = press_async(&mut cdp, &tab, (x, y)).await;
-    let approval = crate::gate::one_pending(&app, &cookie, &sid).await;
+    let approval = deny_pending(&mut cdp, &app, &cookie, &sid, id).await;
     assert_eq!(approval["level"], "high", "{approval}");
-    let (status, _) =
-        crate::gate::decide(&app, &cookie, approval["id"].as_str().unwrap(), false).await;
-    assert_eq!(status, StatusCode::OK);
-    let answer = cdp.answer_to(id).await;
-    let message = answer["error"]["message"].as_str().unwrap_or_default();
-    assert!(message.contains("denied_by_operator"), "{answer}");
     cdp.ok(
         "Input.dispatchMouseEvent",
         json!({ "type": "mouseReleased", "x": x, "y": y, "button": "left", "clickCount": 1 }),
@@ -1000,6 +994,19 @@ async fn token_query(agent: &AgentClient, sid: &str) -> String {
         .to_owned()
 }
 
+/// Waits for the one approval command `id` waits for on `sid`, denies it,
+/// and asserts the client hears `denied_by_operator`; answers the approval.
+async fn deny_pending(cdp: &mut Cdp, app: &TestApp, cookie: &str, sid: &str, id: u64) -> Value {
+    let approval = crate::gate::one_pending(app, cookie, sid).await;
+    let (status, _) =
+        crate::gate::decide(app, cookie, approval["id"].as_str().unwrap(), false).await;
+    assert_eq!(status, StatusCode::OK);
+    let answer = cdp.answer_to(id).await;
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("denied_by_operator"), "{answer}");
+    approval
+}
+
 /// Sends a mouse press at `(x, y)` of `tab` without waiting for its answer;
 /// answers its id.
 async fn press_async(cdp: &mut Cdp, tab: &str, (x, y): (f64, f64)) -> u64 {
@@ -1124,19 +1131,13 @@ async fn ok_on_a_confirm_dialog_over_cdp_waits_for_an_operator() {
         .to_string(),
     )
     .await;
-    let approval = crate::gate::one_pending(&app, &cookie, &sid).await;
+    let approval = deny_pending(&mut cdp, &app, &cookie, &sid, id).await;
     assert!(
         approval["reasons"]
             .to_string()
             .contains("Delete repository acme/site?"),
         "{approval}"
     );
-    let (status, _) =
-        crate::gate::decide(&app, &cookie, approval["id"].as_str().unwrap(), false).await;
-    assert_eq!(status, StatusCode::OK);
-    let answer = cdp.answer_to(id).await;
-    let message = answer["error"]["message"].as_str().unwrap_or_default();
-    assert!(message.contains("denied_by_operator"), "{answer}");
     // Cancel acts on nothing: it runs at once, and the page goes on.
     cdp.ok(
         "Page.handleJavaScriptDialog",

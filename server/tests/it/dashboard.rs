@@ -651,19 +651,25 @@ async fn login_pages_reached_by_an_ip_send_the_browser_to_the_public_url() {
     app.stop().await;
 }
 
-#[tokio::test]
-async fn an_open_change_stream_hears_changes_and_does_not_hold_the_shutdown() {
-    let app = TestApp::spawn(Backend::Sqlite).await;
-    let (_, cookie) = app.operator_session("sam", Role::Viewer).await;
-    let mut res = app
+/// `/ui/events` opened with `cookie` (asserted 200).
+async fn change_stream(app: &TestApp, cookie: &str) -> reqwest::Response {
+    let res = app
         .http
         .get(app.url("/ui/events"))
-        .header("cookie", &cookie)
+        .header("cookie", cookie)
         .header("host", format!("localhost:{}", app.addr.port()))
         .send()
         .await
         .unwrap();
     assert_eq!(res.status(), StatusCode::OK);
+    res
+}
+
+#[tokio::test]
+async fn an_open_change_stream_hears_changes_and_does_not_hold_the_shutdown() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let (_, cookie) = app.operator_session("sam", Role::Viewer).await;
+    let mut res = change_stream(&app, &cookie).await;
     assert_eq!(res.headers()["content-type"], "text/event-stream");
     let mut seen = String::new();
     let mut read_until = async |needle: &str, seen: &mut String| {
@@ -699,15 +705,7 @@ async fn an_open_change_stream_hears_changes_and_does_not_hold_the_shutdown() {
 async fn a_change_stream_ends_when_its_dashboard_session_does() {
     let app = TestApp::spawn(Backend::Sqlite).await;
     let (_, cookie) = app.operator_session("sam", Role::Viewer).await;
-    let mut res = app
-        .http
-        .get(app.url("/ui/events"))
-        .header("cookie", &cookie)
-        .header("host", format!("localhost:{}", app.addr.port()))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), StatusCode::OK);
+    let mut res = change_stream(&app, &cookie).await;
     let mut seen = String::new();
     let next = async |res: &mut reqwest::Response, seen: &String| {
         tokio::time::timeout(crate::helpers::PATIENCE, res.chunk())

@@ -237,8 +237,7 @@ impl SessionManager {
             let facts = Facts {
                 domains: session.domains.clone(),
                 page_host: Some(host.to_owned()).filter(|h| !h.is_empty()),
-                element: serde_json::from_value::<Option<ElementFacts>>(element)
-                    .map_err(|e| ToolError::Protocol(format!("element facts: {e}")))?,
+                element: element_facts_of(element)?,
                 history_url: None,
             };
             let assessment = policy::assess(tool, &facts, rules);
@@ -521,8 +520,7 @@ impl SessionManager {
                 .and_then(|u| u.host_str().map(str::to_owned));
             facts.page_host = host.filter(|h| !h.is_empty());
             element_seen = element.clone();
-            facts.element = serde_json::from_value::<Option<ElementFacts>>(element)
-                .map_err(|e| ToolError::Protocol(format!("element facts: {e}")))?;
+            facts.element = element_facts_of(element)?;
             let seen = seen(
                 facts.page_host.as_deref().unwrap_or_default(),
                 &element_seen,
@@ -578,8 +576,7 @@ impl SessionManager {
             };
             facts.page_host = Some(host).filter(|h| !h.is_empty());
             element_seen = element.clone();
-            facts.element = serde_json::from_value::<Option<ElementFacts>>(element)
-                .map_err(|e| ToolError::Protocol(format!("element facts: {e}")))?;
+            facts.element = element_facts_of(element)?;
         }
         let seen = seen(
             facts.page_host.as_deref().unwrap_or_default(),
@@ -640,6 +637,11 @@ async fn approval_shot(page: &chromiumoxide::Page) -> Option<Vec<u8>> {
     crate::cdp::screenshot(page, crate::cdp::ImageFormat::Jpeg, Some(70), false, LOOK)
         .await
         .ok()
+}
+
+/// The element facts the browser's reads reported, as `assess` takes them.
+fn element_facts_of(element: serde_json::Value) -> Result<Option<ElementFacts>, ToolError> {
+    serde_json::from_value(element).map_err(|e| ToolError::Protocol(format!("element facts: {e}")))
 }
 
 /// The screenshot with the target's box outlined (as it is, without a box

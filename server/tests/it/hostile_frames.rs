@@ -31,7 +31,9 @@ fn at((x, y): (f64, f64)) -> Value {
     json!({ "x": x, "y": y })
 }
 
-/// Waits until the framed page says it is there, and checks that the
+/// Waits until the framed page says it has been drawn (a click on a
+/// frame the browser has no picture of yet goes to the framing page, as
+/// a person's would), and checks that the
 /// browser runs `n` frames of the session out of process (each a target
 /// of its own): a test that passed on a frame in the tab's process would
 /// prove nothing.

@@ -602,6 +602,49 @@ pub async fn click_checked<E>(
     .await
 }
 
+/// Sends a key that acts on the focus (Enter or Space), judged where it
+/// acts: `allow(host, facts)` is asked of the focus (read as
+/// [`element_facts`] reads it) before the key goes down when `before`,
+/// and again once the page has handled the keydown, before the key's
+/// character. A keydown handler may move the focus, and the character (the
+/// `keypress`, on which Enter presses the focused button or submits a
+/// form) acts on the new one: stopped there, the key goes up without it.
+/// `browser` as for [`click_checked`]. `Ok(Err(e))`: `allow` stopped the
+/// key.
+pub async fn press_checked<E>(
+    page: &Page,
+    key: super::input::KeyDown<'_>,
+    timeout: Duration,
+    browser: &str,
+    before: bool,
+    allow: impl Fn(&str, Value) -> Result<(), E>,
+) -> Result<Result<(), E>, CdpError> {
+    super::tools::bounded("press", timeout, async {
+        if before {
+            let (host, facts) = Box::pin(element_facts(page, None, timeout, browser)).await?;
+            if let Err(e) = allow(&host, facts) {
+                return Ok(Err(e));
+            }
+        }
+        let held = super::input::key_down_raw(page, key).await?;
+        let allowed = match Box::pin(element_facts(page, None, timeout, browser)).await {
+            Ok((host, facts)) => allow(&host, facts),
+            // Not read: the key goes up, having done nothing.
+            Err(e) => {
+                let _ = held.release(page).await;
+                return Err(e);
+            }
+        };
+        if let Err(e) = allowed {
+            held.release(page).await?;
+            return Ok(Err(e));
+        }
+        held.finish(page).await?;
+        Ok(Ok(()))
+    })
+    .await
+}
+
 /// The facts at (x, y) once the pointer is there (`Input` moved with
 /// `buttons` held, `button` the one of them that drags, `Button::None`
 /// when none is): what a raw button going down or up there acts on,

@@ -126,6 +126,135 @@ pub async fn press(page: &Page, key: &str, modifiers: i64) -> Result<(), CdpErro
     Ok(())
 }
 
+/// A key that acts on the focus (Enter or Space), sent in two steps for a
+/// look at the page in between ([`super::press_checked`]).
+#[derive(Debug, Clone, Copy)]
+pub struct KeyAct<'a> {
+    /// `KeyboardEvent.key` (a carriage return or newline is Enter).
+    pub key: &'a str,
+    /// `KeyboardEvent.code`; empty: the key's own.
+    pub code: &'a str,
+    /// Alt=1, Ctrl=2, Meta=4, Shift=8.
+    pub modifiers: i64,
+    /// The key goes up after its character (a press); a raw key down
+    /// leaves it down for its own key up.
+    pub up: bool,
+}
+
+/// A key held down without its character: [`key_down_raw`] sent its
+/// `rawKeyDown` (the page's keydown handlers have run); [`HeldKey::finish`]
+/// sends the character (and the key up, for a press), [`HeldKey::release`]
+/// only the key up.
+#[derive(Debug)]
+pub struct HeldKey {
+    key: String,
+    code: String,
+    key_code: Option<i64>,
+    text: Option<String>,
+    modifiers: i64,
+    up: bool,
+}
+
+/// A key going down: named (`press`, raw input), or a CDP client's
+/// `Input.dispatchKeyEvent` parameters (its key, code, key codes, text and
+/// modifiers are kept; it sends its own key up).
+#[derive(Debug, Clone, Copy)]
+pub enum KeyDown<'a> {
+    /// A key by name.
+    Named(KeyAct<'a>),
+    /// A CDP client's `keyDown`.
+    Client(&'a serde_json::Value),
+}
+
+impl KeyDown<'_> {
+    fn held(self) -> Result<HeldKey, CdpError> {
+        Ok(match self {
+            Self::Named(act) => {
+                // A carriage return or newline is sent as Enter.
+                let def = get_key_definition(dom_key(act.key))
+                    .ok_or_else(|| CdpError::UnknownKey(unknown_key(act.key)))?;
+                let commands = act.modifiers & 0b0110 != 0;
+                HeldKey {
+                    key: def.key.to_owned(),
+                    code: if act.code.is_empty() {
+                        def.code
+                    } else {
+                        act.code
+                    }
+                    .to_owned(),
+                    key_code: Some(def.key_code),
+                    text: def
+                        .text
+                        .or((def.key.len() == 1).then_some(def.key))
+                        .filter(|_| !commands)
+                        .map(str::to_owned),
+                    modifiers: act.modifiers,
+                    up: act.up,
+                }
+            }
+            Self::Client(params) => {
+                let field = |k: &str| params.get(k).and_then(serde_json::Value::as_str);
+                HeldKey {
+                    key: field("key").unwrap_or_default().to_owned(),
+                    code: field("code").unwrap_or_default().to_owned(),
+                    key_code: params
+                        .get("windowsVirtualKeyCode")
+                        .or_else(|| params.get("nativeVirtualKeyCode"))
+                        .and_then(serde_json::Value::as_i64),
+                    text: field("text").filter(|t| !t.is_empty()).map(str::to_owned),
+                    modifiers: params
+                        .get("modifiers")
+                        .and_then(serde_json::Value::as_i64)
+                        .unwrap_or(0),
+                    up: false,
+                }
+            }
+        })
+    }
+}
+
+/// Sends a key going down without its character.
+pub async fn key_down_raw(page: &Page, down: KeyDown<'_>) -> Result<HeldKey, CdpError> {
+    let held = down.held()?;
+    page.execute(held.event(DispatchKeyEventType::RawKeyDown))
+        .await?;
+    Ok(held)
+}
+
+impl HeldKey {
+    fn event(&self, kind: DispatchKeyEventType) -> DispatchKeyEventParams {
+        let mut ev = DispatchKeyEventParams::new(kind);
+        ev.key = Some(self.key.clone());
+        ev.code = Some(self.code.clone());
+        ev.windows_virtual_key_code = self.key_code;
+        ev.native_virtual_key_code = self.key_code;
+        ev.modifiers = Some(self.modifiers);
+        ev
+    }
+
+    /// The key's character (its `keypress`: Enter presses the focused
+    /// button or submits the focused field's form there; Chromium drops it
+    /// when the page cancelled the keydown), then, for a press, the key up.
+    pub async fn finish(self, page: &Page) -> Result<(), CdpError> {
+        if let Some(text) = &self.text {
+            let mut ch = self.event(DispatchKeyEventType::Char);
+            ch.text = Some(text.clone());
+            page.execute(ch).await?;
+        }
+        if self.up {
+            self.release(page).await?;
+        }
+        Ok(())
+    }
+
+    /// Only the key up: the key did nothing but go down.
+    pub async fn release(self, page: &Page) -> Result<(), CdpError> {
+        page.execute(self.event(DispatchKeyEventType::KeyUp))
+            .await?;
+        Ok(())
+    }
+}
+
 /// What a mouse event does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MouseKind {
@@ -255,4 +384,80 @@ pub async fn key_event(
     }
     page.execute(ev).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_named_key_goes_down_without_its_character_and_keeps_it_for_the_second_step() {
+        let enter = KeyDown::Named(KeyAct {
+            key: "Enter",
+            code: "",
+            modifiers: 0,
+            up: true,
+        })
+        .held()
+        .unwrap();
+        assert_eq!(
+            (enter.key.as_str(), enter.code.as_str(), enter.key_code),
+            ("Enter", "Enter", Some(13))
+        );
+        assert_eq!(enter.text.as_deref(), Some("\r"));
+        assert!(enter.up);
+        let down = enter.event(DispatchKeyEventType::RawKeyDown);
+        assert!(down.text.is_none(), "the keydown carries no character");
+        // A carriage return is Enter; with Ctrl it types nothing.
+        let ctrl = KeyDown::Named(KeyAct {
+            key: "\r",
+            code: "NumpadEnter",
+            modifiers: 2,
+            up: false,
+        })
+        .held()
+        .unwrap();
+        assert_eq!(
+            (ctrl.key.as_str(), ctrl.code.as_str()),
+            ("Enter", "NumpadEnter")
+        );
+        assert!(ctrl.text.is_none() && !ctrl.up);
+        assert!(matches!(
+            KeyDown::Named(KeyAct {
+                key: "NoSuchKey",
+                code: "",
+                modifiers: 0,
+                up: true,
+            })
+            .held(),
+            Err(CdpError::UnknownKey(_))
+        ));
+    }
+
+    #[test]
+    fn a_clients_key_down_keeps_its_names_codes_text_and_modifiers_and_never_goes_up_itself() {
+        let params = serde_json::json!({
+            "type": "keyDown", "key": "a", "code": "KeyA", "nativeVirtualKeyCode": 13,
+            "text": "\r", "modifiers": 8, "commands": ["selectAll"]
+        });
+        let held = KeyDown::Client(&params).held().unwrap();
+        assert_eq!(
+            (
+                held.key.as_str(),
+                held.code.as_str(),
+                held.key_code,
+                held.modifiers
+            ),
+            ("a", "KeyA", Some(13), 8)
+        );
+        assert_eq!(held.text.as_deref(), Some("\r"));
+        assert!(!held.up, "the client sends its own key up");
+        // Malformed fields are left out, never a failure.
+        let odd = serde_json::json!({ "type": "keyDown", "key": 5, "text": "", "modifiers": "x" });
+        let held = KeyDown::Client(&odd).held().unwrap();
+        assert_eq!(
+            (held.key.as_str(), held.text, held.modifiers),
+            ("", None, 0)
+        );
+    }
 }

@@ -38,10 +38,10 @@ pub use downloads::{DownloadEvent, DownloadState};
 pub use drawn::frame_drawn;
 pub use error::CdpError;
 use error::error_kind;
-pub use facts::{FACTS_FN, click_checked, element_facts, facts_under_pointer};
+pub use facts::{FACTS_FN, click_checked, element_facts, facts_under_pointer, press_checked};
 pub use input::{
-    Button, MouseKind, dom_key, insert_text, is_known_key, key_event, key_schema, mouse_event,
-    unknown_key, wheel_with,
+    Button, KeyAct, KeyDown, MouseKind, dom_key, insert_text, is_known_key, key_event, key_schema,
+    mouse_event, unknown_key, wheel_with,
 };
 pub use navguard::{Paused, hold_documents, release, tab_ids};
 pub use raw::{MAX_BROWSER_MESSAGE, RawReceiver, RawSender, connect_raw, http_base};

@@ -1149,3 +1149,90 @@ async fn ok_on_a_confirm_dialog_over_cdp_waits_for_an_operator() {
     assert!(crate::gate::pending(&app, &cookie).await.is_empty());
     app.stop().await;
 }
+
+/// A client's Enter (or Space) going down with its character, as
+/// Puppeteer and Playwright send it (`keyDown` with `text`), on a page
+/// whose keydown handler moves the focus from "Next" onto "Delete
+/// repository": the keypress would press the destructive one. Cordon sends
+/// the key in two steps and judges it again where it acts: it waits, and
+/// denied, nothing was pressed. Where the focus stays, the key acts at
+/// once, answered as the browser would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cdp_key_whose_keydown_moves_the_focus_is_judged_where_it_lands() {
+    let site = site::start().await;
+    let (app, agent, sid, mut cdp) = driven(&site).await;
+    let (_, cookie) = app
+        .operator_session("olive", app::api::auth::Role::Operator)
+        .await;
+    agent
+        .navigate_ok(&sid, &site.url("/hostile/keydown-moves-focus.html"))
+        .await;
+    let tab = cdp.attach_first_tab().await;
+    let enter = json!({ "type": "keyDown", "key": "Enter", "code": "Enter",
+                        "windowsVirtualKeyCode": 13, "text": "\r", "unmodifiedText": "\r" });
+    let space = json!({ "type": "keyDown", "key": " ", "code": "Space",
+                        "windowsVirtualKeyCode": 32, "text": " ", "unmodifiedText": " " });
+    for params in [&enter, &space] {
+        cdp.eval(&tab, "document.querySelector('#next').focus()")
+            .await;
+        let id = cdp.next;
+        cdp.next += 1;
+        cdp.send_raw(
+            json!({ "id": id, "sessionId": tab, "method": "Input.dispatchKeyEvent", "params": params })
+                .to_string(),
+        )
+        .await;
+        let approval = deny_pending(&mut cdp, &app, &cookie, &sid, id).await;
+        let reasons = approval["reasons"].to_string();
+        assert!(
+            reasons.contains("destructive_click") && reasons.contains("Delete repository"),
+            "{params}: {approval}"
+        );
+        let up = json!({ "type": "keyUp", "key": params["key"], "code": params["code"],
+                         "windowsVirtualKeyCode": params["windowsVirtualKeyCode"] });
+        cdp.ok("Input.dispatchKeyEvent", up, Some(&tab)).await;
+        assert_eq!(
+            title(&mut cdp, &tab).await,
+            "Repository",
+            "{params}: pressed"
+        );
+    }
+    // The page without the trick: Enter on "Next" presses it, at once.
+    agent
+        .navigate_ok(&sid, &site.url("/hostile/keydown-moves-focus.html?prevent"))
+        .await;
+    cdp.eval(&tab, "document.querySelector('#field').focus()")
+        .await;
+    cdp.ok(
+        "Input.dispatchKeyEvent",
+        json!({ "type": "keyDown", "key": "Tab", "code": "Tab", "windowsVirtualKeyCode": 9 }),
+        Some(&tab),
+    )
+    .await;
+    cdp.ok(
+        "Input.dispatchKeyEvent",
+        json!({ "type": "keyUp", "key": "Tab", "code": "Tab", "windowsVirtualKeyCode": 9 }),
+        Some(&tab),
+    )
+    .await;
+    // `?prevent` cancels Enter's keydown on "Next": its keypress is dropped.
+    cdp.ok("Input.dispatchKeyEvent", enter.clone(), Some(&tab))
+        .await;
+    assert_eq!(title(&mut cdp, &tab).await, "Repository");
+    // A harmless button that does not cancel is pressed by it (the
+    // keypress Cordon sends in the second step).
+    cdp.eval(
+        &tab,
+        "document.querySelector('#danger').textContent = 'Continue'; \
+         document.querySelector('#danger').focus()",
+    )
+    .await;
+    cdp.ok("Input.dispatchKeyEvent", enter.clone(), Some(&tab))
+        .await;
+    assert_eq!(
+        title(&mut cdp, &tab).await,
+        "DELETED",
+        "Enter pressed the focused button"
+    );
+    app.stop().await;
+}

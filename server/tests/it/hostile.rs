@@ -160,6 +160,72 @@ async fn tab_then_enter_or_space_on_a_destructive_button_waits() {
     on.stop().await;
 }
 
+/// A page's keydown handler moves the focus from "Next" to "Delete
+/// repository" while the key is down, so the key's keypress (on which
+/// Enter presses the focused button) would land on the destructive one:
+/// the key is judged again where it acts, once the page has handled its
+/// keydown. Approved, it presses what was approved.
+#[tokio::test]
+async fn a_key_whose_keydown_moves_the_focus_is_judged_where_it_lands() {
+    let on = open_on("keydown-moves-focus.html").await;
+    let back_on_next = || async {
+        on.ok("click", json!({ "selector": "#field" })).await;
+        on.ok("press", json!({ "key": "Tab" })).await;
+    };
+    for key in ["Enter", " "] {
+        back_on_next().await;
+        on.waits_and_denied(
+            "press",
+            json!({ "key": key }),
+            &["destructive_click", "Delete repository"],
+        )
+        .await;
+    }
+    back_on_next().await;
+    let call = {
+        let agent = on.agent.clone();
+        let sid = on.sid.clone();
+        tokio::spawn(async move { agent.tool(&sid, "press", json!({ "key": "Enter" })).await })
+    };
+    let (waiting, call) = on.approval_for(call).await;
+    assert!(
+        waiting["reasons"].to_string().contains("Delete repository"),
+        "{waiting}"
+    );
+    let id = waiting["id"].as_str().unwrap();
+    let (status, v) = decide(&on.app, &on.cookie, id, true).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let (status, v) = call.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(title(&on.agent, &on.sid).await, "DELETED");
+    on.stop().await;
+}
+
+/// `type`'s text moves the focus (the field's `input` handler) onto a
+/// destructive button before its submit's Enter: judged where Enter lands.
+/// An honest page that cancels Enter's keydown gets no keypress: the
+/// key judged in two steps is still one key to the page.
+#[tokio::test]
+async fn a_submit_whose_text_moved_the_focus_waits_and_a_cancelled_enter_presses_nothing() {
+    let on = open_on("keydown-moves-focus.html?input").await;
+    on.waits_and_denied(
+        "type",
+        json!({ "selector": "#field", "text": "x", "submit": true }),
+        &["destructive_click", "Delete repository"],
+    )
+    .await;
+    on.stop().await;
+    let on = open_on("keydown-moves-focus.html?prevent").await;
+    for key in ["Enter", " "] {
+        on.ok("press", json!({ "key": key })).await;
+        assert_eq!(title(&on.agent, &on.sid).await, "Repository", "{key:?}");
+    }
+    // Not cancelled, a click presses "Next": the page works.
+    on.ok("click", json!({ "selector": "#next" })).await;
+    assert_eq!(title(&on.agent, &on.sid).await, "NEXT");
+    on.stop().await;
+}
+
 /// Enter by other ways than `press`: `type` with `submit` on a focused
 /// button presses it; a typed newline in a field submits its form; Enter
 /// on a checkbox submits its form. Each is judged by what it presses.

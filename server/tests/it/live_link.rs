@@ -788,3 +788,40 @@ async fn a_control_link_answers_a_pages_dialog_through_the_gate_and_a_view_link_
     agent.close(&sid).await;
     app.stop().await;
 }
+
+/// A control link's Enter going down (a raw key, the agent's) on a page
+/// whose keydown handler moves the focus from "Next" onto "Delete
+/// repository": judged again where the key acts, it waits for an
+/// operator; denied, nothing was pressed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_control_links_enter_is_judged_where_the_page_moves_the_focus() {
+    let Setup {
+        site: _site,
+        app,
+        agent,
+        sid,
+    } = setup("/hostile/keydown-moves-focus.html").await;
+    let (_, page) = make_link(&agent, &sid, "control").await;
+    let mut view = connect(&app, &ws_path(&page), None).await.expect("upgrade");
+    view.wait_title("Repository").await;
+    let (_, cookie) = app.operator_session("olive", Role::Operator).await;
+    view.send(json!({ "type": "key", "action": "down", "key": "Enter", "code": "Enter" }))
+        .await;
+    let approval = one_pending(&app, &cookie, &sid).await;
+    let reasons = approval["reasons"].to_string();
+    assert!(
+        reasons.contains("destructive_click") && reasons.contains("Delete repository"),
+        "{approval}"
+    );
+    let (status, v) = decide(&app, &cookie, approval["id"].as_str().unwrap(), false).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    view.wait_for("the denial", |v| {
+        v["type"] == "error" && v["code"].as_str().is_some_and(|c| c.contains("denied"))
+    })
+    .await;
+    view.send(json!({ "type": "key", "action": "up", "key": "Enter", "code": "Enter" }))
+        .await;
+    assert_eq!(crate::gate::title(&agent, &sid).await, "Repository");
+    agent.close(&sid).await;
+    app.stop().await;
+}

@@ -104,7 +104,7 @@ impl SessionManager {
             }
             Verdict::Act(act) => {
                 let there = matches!(act, Act::Press { x, y } if pointer == Some((x, y)));
-                self.cdp_act(conn, (id, method, session_id), act, there, text)
+                self.cdp_act(conn, (id, method, session_id), act, there, (text, params))
                     .await
             }
         }
@@ -120,7 +120,7 @@ impl SessionManager {
         (id, method, session_id): (u64, &str, Option<&str>),
         act: Act,
         there: bool,
-        text: &str,
+        (text, params): (&str, &Value),
     ) -> Step {
         let session = conn.session.clone();
         if let Some(holder) = session.control() {
@@ -176,11 +176,13 @@ impl SessionManager {
             }),
             _ => None,
         };
-        let params = audit_params(method, &act);
+        let audited = audit_params(method, &act);
         let event = NewEvent::new(conn.actor.clone(), format!("cdp.{method}"))
             .tenant(&session.tenant)
             .session(session.id.as_str())
-            .params(params.clone());
+            .params(audited.clone());
+        // Sent by Cordon itself: answered here.
+        let mut sent_here = false;
         if let Some(tool) = &tool {
             // What acts on a tab needs that tab: a flattened session of a page.
             let needs_tab = !matches!(act, Act::OpenTab(_));
@@ -195,17 +197,34 @@ impl SessionManager {
                     ),
                 ));
             }
-            if let Err(e) = self
-                .gate_in_tab(&session, &conn.actor, tool, &event, tab.as_ref())
-                .await
-            {
-                *conn.counts.entry("refused").or_default() += 1;
-                return Step::Reply(error_reply(
-                    Some(id),
-                    session_id,
-                    -32000,
-                    &format!("Cordon refused {method} ({}): {e}", e.code()),
-                ));
+            // Enter or Space going down with its character: sent by
+            // Cordon in two steps, judged again once the page has handled
+            // the keydown (`SessionManager::cdp_key_down`).
+            let with_character = matches!(act, Act::Key(_))
+                && method == "Input.dispatchKeyEvent"
+                && params["type"] == "keyDown"
+                && params["text"].as_str().is_some_and(|t| !t.is_empty());
+            let gated = match &tab {
+                Some(t) if with_character => {
+                    self.cdp_key_down(&session, &conn.actor, tool, &event, t, params)
+                        .await
+                }
+                _ => self
+                    .gate_in_tab(&session, &conn.actor, tool, &event, tab.as_ref())
+                    .await
+                    .map(|()| false),
+            };
+            match gated {
+                Ok(sent) => sent_here = sent,
+                Err(e) => {
+                    *conn.counts.entry("refused").or_default() += 1;
+                    return Step::Reply(error_reply(
+                        Some(id),
+                        session_id,
+                        -32000,
+                        &format!("Cordon refused {method} ({}): {e}", e.code()),
+                    ));
+                }
             }
         }
         session.touch();
@@ -215,8 +234,15 @@ impl SessionManager {
             a => a.audited(),
         };
         if audit {
-            self.cdp_audit(conn, &format!("cdp.{method}"), params, "ok")
+            self.cdp_audit(conn, &format!("cdp.{method}"), audited, "ok")
                 .await;
+        }
+        if sent_here {
+            let mut done = json!({ "id": id, "result": {} });
+            if let Some(s) = session_id {
+                done["sessionId"] = json!(s);
+            }
+            return Step::Reply(done.to_string());
         }
         Step::Forward(text.to_owned(), None)
     }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::gate::ClickCheck;
+use super::gate::TargetCheck;
 use super::output::{
     Dom, Done, Navigated, Pdf, Screenshot, Selected, SnapshotResult, TabClosed, TabInfo, Waited,
 };
@@ -235,7 +235,7 @@ pub(super) async fn run(
     tabs: &mut Tabs,
     tool: &Tool,
     timeout: Duration,
-    check: Option<&ClickCheck<'_>>,
+    check: Option<&TargetCheck<'_>>,
     cfg: &SessionConfig,
 ) -> Result<ToolOutput, ToolError> {
     let v = session.viewport();
@@ -377,7 +377,7 @@ pub(super) async fn run(
                             locator,
                             timeout,
                             &session.sandbox.cdp_url,
-                            |h, f| check(h, f),
+                            |h, f| (check.allow)(h, f),
                         )
                         .await?
                         {
@@ -392,12 +392,54 @@ pub(super) async fn run(
                 cdp::hover(page, locator.expect("located"), timeout).await?;
                 DONE
             }
+            // A key that acts on the focus is judged again where it acts
+            // (the gate's check, once the page has handled the keydown).
             Tool::Type { text, submit, .. } => {
-                cdp::type_text(page, locator, text, *submit, timeout).await?;
+                match check {
+                    Some(check) if *submit => {
+                        // Run again after an approval of its Enter: the
+                        // text is in already.
+                        if !check.again {
+                            cdp::type_text(page, locator, text, false, timeout).await?;
+                        }
+                        let browser = &session.sandbox.cdp_url;
+                        let allow = |h: &str, f| (check.allow)(h, f);
+                        let enter = cdp::KeyDown::Named(cdp::KeyAct {
+                            key: "Enter",
+                            code: "",
+                            modifiers: 0,
+                            up: true,
+                        });
+                        if let Err(e) =
+                            cdp::press_checked(page, enter, timeout, browser, true, allow).await?
+                        {
+                            stopped = Some(e);
+                        }
+                    }
+                    _ => cdp::type_text(page, locator, text, *submit, timeout).await?,
+                }
                 DONE
             }
             Tool::Press { key } => {
-                cdp::press(page, key, timeout).await?;
+                match check {
+                    Some(check) => {
+                        let browser = &session.sandbox.cdp_url;
+                        let allow = |h: &str, f| (check.allow)(h, f);
+                        let before = check.again;
+                        let key = cdp::KeyDown::Named(cdp::KeyAct {
+                            key,
+                            code: "",
+                            modifiers: 0,
+                            up: true,
+                        });
+                        if let Err(e) =
+                            cdp::press_checked(page, key, timeout, browser, before, allow).await?
+                        {
+                            stopped = Some(e);
+                        }
+                    }
+                    None => cdp::press(page, key, timeout).await?,
+                }
                 DONE
             }
             Tool::Scroll { dx, dy, .. } => {
@@ -440,6 +482,28 @@ pub(super) async fn run(
             Tool::Pdf => ToolOutput::Pdf(Pdf {
                 bytes: cdp::pdf(page, timeout).await?,
             }),
+            // An agent's raw Enter or Space going down, as `press`.
+            Tool::Input(LiveInput::Key {
+                down: true,
+                key,
+                code,
+                modifiers,
+            }) if let Some(check) = check => {
+                let browser = &session.sandbox.cdp_url;
+                let allow = |h: &str, f| (check.allow)(h, f);
+                let key = cdp::KeyDown::Named(cdp::KeyAct {
+                    key,
+                    code,
+                    modifiers: *modifiers,
+                    up: false,
+                });
+                if let Err(e) =
+                    cdp::press_checked(page, key, timeout, browser, check.again, allow).await?
+                {
+                    stopped = Some(e);
+                }
+                DONE
+            }
             Tool::Input(_) => input(session, page, checked.as_ref().expect("checked")).await?,
             Tool::Upload { files, .. } => {
                 let in_page = cfg.upload_in_page;

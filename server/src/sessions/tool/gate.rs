@@ -20,12 +20,46 @@ use crate::time::now_ms;
 const LOOK: Duration = Duration::from_secs(3);
 
 /// What the gate decided before the call runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(super) enum Gate {
     /// Run it.
     Pass,
     /// A click a rule looks at: checked at its target, inside the click.
     AtClick,
+    /// A key that acts on the focus (Enter or Space, `type`'s submit),
+    /// passed or approved as judged here: checked again where it acts,
+    /// inside the key, once the page has handled its keydown (a handler
+    /// may move the focus onto another element).
+    AtKey(Judged),
+}
+
+/// What the gate let through: the assessment, and what it saw
+/// ([`seen`]).
+#[derive(Debug, Clone)]
+pub(super) struct Judged {
+    assessment: Assessment,
+    seen: serde_json::Value,
+}
+
+/// Whether `tool` (as judged: an agent's raw key down is a `press`) acts
+/// on the focus through a key's character: Enter or Space (its keypress
+/// presses the focused button or submits its form), or `type`'s submit.
+fn acts_at_key(tool: &Tool) -> bool {
+    match tool {
+        Tool::Press { key } => policy::assess::activation_key(key),
+        Tool::Type { submit, .. } => *submit,
+        _ => false,
+    }
+}
+
+/// The gate's check inside the action: a click's at its target (between
+/// its lookup and the button going down), a key's at the focus.
+pub(super) struct TargetCheck<'a> {
+    pub(super) allow: ClickCheck<'a>,
+    /// The action runs again after an approval made inside it: the gate
+    /// did not judge this run, so a key's focus is judged before the key
+    /// goes down too (and `type` does not type its text again).
+    pub(super) again: bool,
 }
 
 /// A click the gate stopped at its target, before the button went down.
@@ -119,6 +153,64 @@ impl SessionManager {
             .map(|_| ())
     }
 
+    /// A CDP client's key going down with its character (`keyDown` with
+    /// the `text` of Enter or Space), judged as `press` at its tab's focus
+    /// and then sent by Cordon in two steps, as the tool API's `press` is:
+    /// the key without its character, a look at the focus once the page has
+    /// handled the keydown, the character (a keydown handler that moves the
+    /// focus onto a destructive button does not take the keypress there
+    /// unjudged). Held there, it waits for an operator and runs again.
+    /// `Ok(false)`: nothing to check (an operator's, or no rule looks):
+    /// the client's command goes on as it is.
+    pub async fn cdp_key_down(
+        &self,
+        session: &Arc<RunningSession>,
+        actor: &Actor,
+        tool: &Tool,
+        event: &NewEvent,
+        tab: &chromiumoxide::cdp::browser_protocol::target::TargetId,
+        params: &serde_json::Value,
+    ) -> Result<bool, ToolError> {
+        let bound = Duration::from_secs(10);
+        let Gate::AtKey(judged) = self
+            .gate_in(session, actor, tool, event, bound, Some(tab))
+            .await?
+        else {
+            return Ok(false);
+        };
+        let mut judged = Some(judged);
+        let mut approved = None;
+        // Held in a dry run: recorded, then sent as it is.
+        let mut recorded = false;
+        loop {
+            let allow: ClickCheck<'_> = if recorded {
+                Box::new(|_, _| Ok(()))
+            } else {
+                self.click_check(session, tool, judged.as_ref(), approved.as_ref())
+            };
+            let page = session.page_of(tab).await?;
+            let sent = crate::cdp::press_checked(
+                &page,
+                crate::cdp::KeyDown::Client(params),
+                bound,
+                &session.sandbox.cdp_url,
+                judged.is_none(),
+                |h, f| allow(h, f),
+            )
+            .await?;
+            drop(allow);
+            match sent {
+                Ok(()) => return Ok(true),
+                Err(ToolError::Held(held)) => {
+                    approved = self.hold(session, actor, tool, event, *held).await?;
+                    recorded = approved.is_none();
+                    judged = None;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     async fn gate_in(
         &self,
         session: &Arc<RunningSession>,
@@ -193,12 +285,21 @@ impl SessionManager {
                     return Err(e);
                 }
             };
+            // Let through as judged: a key that acts on the focus is
+            // looked at again where it acts.
+            let pass = |assessment: Assessment, seen: serde_json::Value| {
+                if acts_at_key(&judged) {
+                    Gate::AtKey(Judged { assessment, seen })
+                } else {
+                    Gate::Pass
+                }
+            };
             if approved
                 .as_ref()
                 .is_some_and(|a| a.holds_for(&assessment, &seen))
                 || gesture.is_some_and(|g| session.shares_input_approval(&assessment, &seen, g))
             {
-                return Ok(Gate::Pass);
+                return Ok(pass(assessment, seen));
             }
             let waits = assessment.waits() && !rules.dry_run;
             self.decide(
@@ -212,7 +313,7 @@ impl SessionManager {
             )
             .await?;
             if !waits {
-                return Ok(Gate::Pass);
+                return Ok(pass(assessment, seen));
             }
             if let Some(g) = gesture {
                 session.remember_input_approval(&assessment, &seen, g);
@@ -221,18 +322,29 @@ impl SessionManager {
         }
     }
 
-    /// The check a click runs at its target: the assessment of what it
-    /// found; a click that would wait (or is forbidden) is stopped there.
-    /// `approved`: what an operator approved for this click; the same
+    /// The check a click runs at its target, or a key at the focus: the
+    /// assessment of what it found; an action that would wait (or is
+    /// forbidden) is stopped there. `judged`: what the gate let through
+    /// before the key (the same element, or one judged the same, passes);
+    /// `approved`: what an operator approved for this action; the same
     /// facts pass, changed ones are held again.
     pub(super) fn click_check<'a>(
         &'a self,
         session: &'a RunningSession,
         tool: &'a Tool,
+        judged: Option<&'a Judged>,
         approved: Option<&'a Approved>,
     ) -> ClickCheck<'a> {
         let rules = self.0.policy.rules(session.tenant.as_str());
+        // An agent's raw key down is judged as the `press` it is.
+        let action = match tool {
+            Tool::Input(input) => as_action(input),
+            t => Some(t.clone()),
+        };
         Box::new(move |host, element| {
+            let Some(tool) = &action else {
+                return Ok(());
+            };
             let seen = seen(host, &element, None);
             let facts = Facts {
                 domains: session.domains.clone(),
@@ -241,7 +353,9 @@ impl SessionManager {
                 history_url: None,
             };
             let assessment = policy::assess(tool, &facts, rules);
-            if approved.is_some_and(|a| a.holds_for(&assessment, &seen)) {
+            if judged.is_some_and(|j| j.seen == seen || same(&j.assessment, &assessment))
+                || approved.is_some_and(|a| a.holds_for(&assessment, &seen))
+            {
                 return Ok(());
             }
             if assessment.forbidden || assessment.waits() {
@@ -771,6 +885,30 @@ mod tests {
             code: String::new(),
             modifiers: 0,
         }
+    }
+
+    #[test]
+    fn enter_space_and_a_submit_are_judged_again_where_they_act_and_nothing_else_is() {
+        let press = |k: &str| Tool::Press { key: k.into() };
+        for k in ["Enter", " ", "Space"] {
+            assert!(acts_at_key(&press(k)), "{k:?}");
+        }
+        for k in ["Tab", "a", "ArrowDown", "Escape"] {
+            assert!(!acts_at_key(&press(k)), "{k:?}");
+        }
+        let typed = |submit| Tool::Type {
+            text: "x".into(),
+            target: None,
+            submit,
+        };
+        assert!(acts_at_key(&typed(true)));
+        assert!(!acts_at_key(&typed(false)));
+        // A raw Enter going down is judged as `press` ([`as_action`]).
+        let raw = as_action(&key("\r")).unwrap();
+        assert!(acts_at_key(&raw), "{raw:?}");
+        assert!(!acts_at_key(&Tool::Click(
+            super::super::ElementTarget::Point(1.0, 1.0)
+        )));
     }
 
     #[test]

@@ -106,9 +106,15 @@ impl SessionManager {
         }
         // The risk gate: may wait for an operator's decision, which is not
         // part of the call's own bound. A click is checked at its target,
-        // inside the click (below).
-        let mut check_click =
-            self.gate(session, &actor, &tool, &event, timeout).await? == gate::Gate::AtClick;
+        // inside the click, and a key where it acts, inside the key (below).
+        let gated = self.gate(session, &actor, &tool, &event, timeout).await?;
+        let checks = !matches!(gated, gate::Gate::Pass);
+        // Held inside the action in a dry run: recorded, then run as it is.
+        let mut recorded = false;
+        let mut judged = match gated {
+            gate::Gate::AtKey(judged) => Some(judged),
+            _ => None,
+        };
         // Pointer moves are audited one a second at most; every other
         // input is.
         let sampled_out = matches!(
@@ -132,7 +138,14 @@ impl SessionManager {
         let mut approved = None;
         let res = loop {
             session.touch();
-            let check = check_click.then(|| self.click_check(session, &tool, approved.as_ref()));
+            let check = checks.then(|| gate::TargetCheck {
+                allow: if recorded {
+                    Box::new(|_, _| Ok(()))
+                } else {
+                    self.click_check(session, &tool, judged.as_ref(), approved.as_ref())
+                },
+                again: judged.is_none(),
+            });
             let res = match tokio::time::timeout(budget, async {
                 let mut tabs = session.tabs.lock().await;
                 match &tool {
@@ -166,10 +179,13 @@ impl SessionManager {
                 // Held at the target: the decision, then the click again,
                 // looked up and judged anew: if the page changed what is
                 // under the pointer while the approval waited, it waits
-                // again (a dry run only records, and clicks).
+                // again (a dry run only records, and clicks). A key held
+                // where it acts runs again the same way, its focus judged
+                // before the key goes down and after.
                 Err(ToolError::Held(held)) => {
                     approved = self.hold(session, &actor, &tool, &event, *held).await?;
-                    check_click = approved.is_some();
+                    recorded = approved.is_none();
+                    judged = None;
                 }
                 res => break res,
             }

@@ -1301,6 +1301,58 @@ async fn gate_cost(page_url: &str, tmp: &std::path::Path, iters: usize) {
             ms(checked.median()) - ms(plain.median())
         );
     }
+    // Enter on the focus, as `press` sends it: plain; judged once, at the
+    // focus before the key (the gate before 2026-11-28); and judged again
+    // where it acts, once the page has handled the keydown (the key in two
+    // steps, `press_checked`: what `press Enter` costs now).
+    {
+        use cordon::cdp::{KeyAct, KeyDown, element_facts, press, press_checked};
+        let enter = cordon::sessions::Tool::Press {
+            key: "Enter".into(),
+        };
+        let judge = |host: &str, el: serde_json::Value| {
+            let facts = cordon::policy::Facts {
+                page_host: Some(host.to_owned()),
+                element: serde_json::from_value(el).map_err(|_| ())?,
+                ..Default::default()
+            };
+            let a = cordon::policy::assess(&enter, &facts, rules);
+            if a.waits() { Err(()) } else { Ok(()) }
+        };
+        let key = KeyDown::Named(KeyAct {
+            key: "Enter",
+            code: "",
+            modifiers: 0,
+            up: true,
+        });
+        let (mut plain, mut once, mut twice) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            let t = Instant::now();
+            press(&page, "Enter", bound).await.unwrap();
+            plain.push(t.elapsed());
+            let t = Instant::now();
+            let (host, el) = element_facts(&page, None, bound, "").await.unwrap();
+            judge(&host, el).expect("low risk");
+            press(&page, "Enter", bound).await.unwrap();
+            once.push(t.elapsed());
+            let t = Instant::now();
+            let (host, el) = element_facts(&page, None, bound, "").await.unwrap();
+            judge(&host, el).expect("low risk");
+            press_checked(&page, key, bound, "", false, judge)
+                .await
+                .unwrap()
+                .expect("low risk");
+            twice.push(t.elapsed());
+        }
+        let (plain, once, twice) = (Stats(plain), Stats(once), Stats(twice));
+        println!(
+            "gate, Enter on the focus: plain {}   judged before the key {}   and again after its keydown {}   added by the second look p50 {:+.3} ms",
+            plain.show(),
+            once.show(),
+            twice.show(),
+            ms(twice.median()) - ms(once.median())
+        );
+    }
     let hover =
         cordon::sessions::Tool::Hover(cordon::sessions::tool::ElementTarget::Point(1.0, 1.0));
     let mut pure = Vec::new();

@@ -120,6 +120,14 @@ impl Dialogs {
             .cloned()
     }
 
+    /// The tabs with a dialog open, in order of their ids.
+    pub fn open_tabs(&self) -> Vec<String> {
+        let open = self.0.open.lock().expect("dialogs lock");
+        let mut tabs: Vec<String> = open.keys().cloned().collect();
+        tabs.sort_unstable();
+        tabs
+    }
+
     /// A dialog open in any tab (the one of `first`, if it has one). Tabs
     /// of one site share a renderer, whose every page a dialog stops: a
     /// dialog in one tab may stop the others too.

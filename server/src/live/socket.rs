@@ -957,7 +957,11 @@ pub fn calls(msg: ClientMsg) -> Result<Vec<ToolCall>, String> {
                     "a prompt's text is at most {MAX_TEXT_CHARS} characters"
                 ));
             }
-            one(Tool::Dialog { accept, text })
+            one(Tool::Dialog {
+                accept,
+                text,
+                tab: None,
+            })
         }
         ClientMsg::TakeControl {} | ClientMsg::ReleaseControl {} => Ok(Vec::new()),
     }

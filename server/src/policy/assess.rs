@@ -424,10 +424,12 @@ mod tests {
         let ok = Tool::Dialog {
             accept: true,
             text: None,
+            tab: None,
         };
         let cancel = Tool::Dialog {
             accept: false,
             text: None,
+            tab: None,
         };
         let r = rules();
         assert!(needs_page(&ok, &r) && !needs_page(&cancel, &r));

@@ -415,6 +415,11 @@ impl RunningSession {
         self.conn.dialogs().open_on(target.inner())
     }
 
+    /// The tabs with a JavaScript dialog open.
+    pub fn dialog_tabs(&self) -> Vec<String> {
+        self.conn.dialogs().open_tabs()
+    }
+
     /// The browser's product and protocol versions (`Browser.getVersion`).
     pub async fn browser_version(
         &self,

@@ -47,28 +47,38 @@ impl Runner {
         }
     }
 
-    /// Answers the active tab's dialog with Cancel, through the pipeline
-    /// (audited as the task's); none open (answered meanwhile) is fine.
+    /// Answers every tab's dialog with Cancel (a popup's stops the task's
+    /// tab too: tabs of one site share a renderer), each through the
+    /// pipeline (audited as the task's); one answered or closed meanwhile
+    /// is fine.
     pub(super) async fn cancel_dialog(&self) -> Result<(), StepError> {
-        let cancel = Tool::Dialog {
-            accept: false,
-            text: None,
-        };
-        match self
-            .tasks
-            .0
-            .sessions
-            .run_tool(
-                &self.live,
-                self.actor(),
-                crate::audit::Surface::Task,
-                ToolCall::new(cancel),
-            )
-            .await
-        {
-            Ok(_) | Err(crate::sessions::ToolError::NoDialog) => Ok(()),
-            Err(e) => Err(StepError::from(e)),
+        for tab in self.live.dialog_tabs() {
+            let cancel = Tool::Dialog {
+                accept: false,
+                text: None,
+                tab: Some(tab),
+            };
+            match self
+                .tasks
+                .0
+                .sessions
+                .run_tool(
+                    &self.live,
+                    self.actor(),
+                    crate::audit::Surface::Task,
+                    ToolCall::new(cancel),
+                )
+                .await
+            {
+                Ok(_)
+                | Err(
+                    crate::sessions::ToolError::NoDialog
+                    | crate::sessions::ToolError::TabNotFound(_),
+                ) => {}
+                Err(e) => return Err(StepError::from(e)),
+            }
         }
+        Ok(())
     }
 
     /// Runs one action as browser tools, mapped from the model's image to

@@ -29,14 +29,9 @@ impl Runner {
     /// The step's picture: a screencast frame made after the last action
     /// (see `frames.rs`), or a capture when there is none.
     pub(super) async fn screenshot(&mut self) -> Result<Shot, StepError> {
-        // A dialog the page opened since (a timer's) stops it: cancelled
-        // first, as the steps' own are.
-        let open = {
-            let mut tabs = self.live.tabs.lock().await;
-            let page = self.live.page(&mut tabs).await.ok();
-            page.and_then(|p| self.live.dialog_on(p.target_id()))
-        };
-        if open.is_some() {
+        // A dialog a page opened since (a timer's, a popup's) stops the
+        // tab's renderer: cancelled first, as the steps' own are.
+        if !self.live.dialog_tabs().is_empty() {
             self.cancel_dialog().await?;
         }
         if let Some(shot) = self.frame().await {

@@ -1040,6 +1040,87 @@ async fn a_popup_that_alerts_before_any_call_lists_it_is_known_to_have_its_dialo
     on.stop().await;
 }
 
+/// A popup's dialog stops the opener's calls too (one renderer): the
+/// agent answers it by the popup's `tab_id` without focusing it, and the
+/// opener's calls work again. A tab id that is not the session's is 404.
+#[tokio::test]
+async fn a_popups_dialog_is_answered_by_its_tab_id_without_focusing_it() {
+    use std::sync::atomic::Ordering;
+    let on = open_on("popup-alert.html").await;
+    on.ok("click", json!({ "selector": "#open" })).await;
+    crate::helpers::wait_until("the popup's alert", crate::helpers::PATIENCE, || async {
+        match on.site.hangs.load(Ordering::SeqCst) {
+            0 => Err("no request of the popup yet".to_owned()),
+            _ => Ok(()),
+        }
+    })
+    .await;
+    // The opener's read is refused, naming the popup's tab.
+    let read =
+        crate::helpers::wait_until("the opener stopped", crate::helpers::PATIENCE, || async {
+            let read = on.agent.tool(&on.sid, "read_dom", json!({})).await;
+            if read.0 == StatusCode::CONFLICT {
+                Ok(read)
+            } else {
+                Err(format!("{read:?}"))
+            }
+        })
+        .await;
+    assert_error(&read, StatusCode::CONFLICT, "dialog_open");
+    let (_, tabs) = on
+        .agent
+        .get(&format!("/api/sessions/{}/tabs", on.sid))
+        .await;
+    let popup = tabs
+        .as_array()
+        .and_then(|l| l.iter().find(|t| t["active"] == false))
+        .map(|t| t["tab_id"].as_str().unwrap().to_owned())
+        .unwrap_or_else(|| panic!("no popup listed: {tabs}"));
+    assert!(read.1.to_string().contains(&popup), "{read:?}");
+    // The active tab has none; tabs that are not the session's are 404.
+    let none = on
+        .agent
+        .tool(&on.sid, "dialog", json!({ "accept": true }))
+        .await;
+    assert_error(&none, StatusCode::CONFLICT, "no_dialog");
+    for bad in ["0123456789ABCDEF0123456789ABCDEF", "../x", ""] {
+        let v = on
+            .agent
+            .tool(&on.sid, "dialog", json!({ "accept": true, "tab_id": bad }))
+            .await;
+        assert_error(&v, StatusCode::NOT_FOUND, "tab_not_found");
+    }
+    let (status, v) = on
+        .agent
+        .tool(
+            &on.sid,
+            "dialog",
+            json!({ "accept": true, "tab_id": popup }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["dialog"]["tab_id"], popup.as_str(), "{v}");
+    // The opener works again; the popup's script went on, unfocused.
+    on.ok("read_dom", json!({})).await;
+    crate::helpers::wait_until("the popup's title", crate::helpers::PATIENCE, || async {
+        let (_, tabs) = on
+            .agent
+            .get(&format!("/api/sessions/{}/tabs", on.sid))
+            .await;
+        let shown = tabs.as_array().and_then(|l| {
+            l.iter()
+                .find(|t| t["tab_id"] == popup.as_str() && t["active"] == false)
+                .cloned()
+        });
+        match shown {
+            Some(t) if t["title"] == "Welcomed" => Ok(()),
+            _ => Err(tabs.to_string()),
+        }
+    })
+    .await;
+    on.stop().await;
+}
+
 /// Waits until the page's title is `want` (a dialog's answer lets the
 /// page's script go on after the call answered).
 async fn poll_title(on: &On, want: &str) {

@@ -780,6 +780,58 @@ async fn browser_run_task_over_mcp_answers_the_same_compact_result() {
 /// each with Cancel (so a `confirm("Delete …?")` a click opens deletes
 /// nothing, and an alert while the page loads does not stop the task),
 /// audited as the task's, and the step's trace says so.
+/// A popup the task never looked at alerts a moment after it loads: its
+/// dialog stops the task's tab too (tabs of one site share a renderer).
+/// The task cancels it, in the popup's tab, as it cancels its own tab's.
+#[tokio::test]
+async fn a_task_cancels_a_dialog_in_a_popup_it_never_looked_at() {
+    let site = site::start().await;
+    // The "Open" button of popup-alert.html, at the page's top left.
+    let (x, y) = model_xy(30.0, 18.0);
+    let click = format!("Thought: Open.\nAction: click(start_box='({x:.0},{y:.0})')");
+    // Waits of 2 s each: the popup alerts 1.5 s after its load (long
+    // after Cordon follows the new tab, even on a slow machine), well
+    // before the last picture.
+    let script = vec![
+        Reply::Text(Box::leak(click.into_boxed_str())),
+        Reply::Text("Action: wait()"),
+        Reply::Text("Action: wait()"),
+        Reply::Text("Action: wait()"),
+        Reply::Text("Thought: Done.\nAction: finished(content='done')"),
+    ];
+    let (model, _fake) = fake_model(script).await;
+    let app = app_with_model(&site, model).await;
+    let agent = app.agent("acme").await;
+    let (status, result) = run(
+        &agent,
+        json!({ "instruction": "Open it", "start_url": site.url("/hostile/popup-alert.html?ms=1500") }),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{result}");
+    assert_eq!(result["status"], "finished", "{result}");
+    let sid = result["session_id"].as_str().unwrap();
+    let all = app.state.store.audit_page(0, 10_000).await.unwrap();
+    let cancels: Vec<Value> = all
+        .iter()
+        .filter(|e| e.session.as_deref() == Some(sid) && e.action == "tool.dialog")
+        .filter(|e| e.outcome == "requested")
+        .map(|e| serde_json::from_str::<Value>(&e.params).unwrap())
+        .collect();
+    assert!(
+        !cancels.is_empty()
+            && cancels
+                .iter()
+                .all(|p| p["accept"] == false && p["tab_id"].is_string()),
+        "{cancels:?}"
+    );
+    // The popup reached its alert (it asks for /hang just before).
+    assert!(
+        site.hangs.load(std::sync::atomic::Ordering::SeqCst) >= 1,
+        "the popup never alerted"
+    );
+    app.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_cancels_the_pages_dialogs_and_says_so() {
     let site = site::start().await;

@@ -34,7 +34,7 @@ fn list_of<T: JsonSchema>(g: &mut SchemaGenerator) -> Schema {
 
 const TABS: Errors = &[(404, "tab_not_found")];
 const TAB_CLOSE: Errors = &[(404, "tab_not_found"), (409, "last_tab")];
-const DIALOG: Errors = &[(409, "no_dialog")];
+const DIALOG: Errors = &[(409, "no_dialog"), (404, "tab_not_found")];
 const PRESS: Errors = &[(400, "unknown_key")];
 const NAVIGATION: Errors = &[(422, "action_failed"), (422, "download_refused")];
 const WAIT: Errors = &[(400, "invalid_selector")];
@@ -253,7 +253,7 @@ pub fn routes() -> Vec<Route> {
         route!(
             post,
             "/api/sessions/{id}/dialog",
-            "Answer the JavaScript dialog open in the active tab: OK (accept: true, with text for a prompt) or Cancel; OK on a confirm or prompt is judged by the risk gate by its message",
+            "Answer the JavaScript dialog open in the active tab (or in tab_id's: a popup's dialog stops its opener too): OK (accept: true, with text for a prompt) or Cancel; OK on a confirm or prompt is judged by the risk gate by its message",
             body_tool!(DialogReq, DialogReq::into_call),
             Some(s::<DialogReq>),
             200,

@@ -173,6 +173,7 @@ impl SessionManager {
             Act::DialogOk => Some(Tool::Dialog {
                 accept: true,
                 text: None,
+                tab: None,
             }),
             _ => None,
         };

@@ -76,9 +76,10 @@ pub(super) fn audit_params(tool: &Tool) -> Value {
             v
         }
         // A prompt's answer is typed text: its length only.
-        Tool::Dialog { accept, text } => json!({
+        Tool::Dialog { accept, text, tab } => json!({
             "accept": accept,
             "text": text.as_deref().map(redact::typed_text),
+            "tab_id": tab,
         }),
         Tool::Input(input) => input_params(input),
     }
@@ -275,7 +276,11 @@ pub(super) async fn run(
         Tool::TabClose { tab } => return tab_close(session, tabs, tab).await,
         _ => {}
     }
-    let mut page = session.page(tabs).await?;
+    let mut page = match tool {
+        // A dialog answered in the tab named (a popup's, say).
+        Tool::Dialog { tab: Some(tab), .. } => named_tab(session, tab).await?,
+        _ => session.page(tabs).await?,
+    };
     let crashes = session.conn.crashes().clone();
     let downloads = session.conn.downloads().clone();
     let crashed = page.target_id().inner().clone();
@@ -294,7 +299,7 @@ pub(super) async fn run(
     // A dialog stops the page: nothing but its answer runs there.
     let dialogs = session.conn.dialogs().clone();
     match (dialogs.open_on(&target), tool) {
-        (Some(d), Tool::Dialog { accept, text }) => {
+        (Some(d), Tool::Dialog { accept, text, .. }) => {
             let text = text
                 .as_deref()
                 .filter(|_| d.kind == cdp::DialogKind::Prompt);
@@ -655,17 +660,25 @@ async fn tabs_list(session: &RunningSession, tabs: &mut Tabs) -> Result<ToolOutp
     ))
 }
 
+/// The session's tab `tab`.
+pub(super) async fn named_tab(
+    session: &RunningSession,
+    tab: &str,
+) -> Result<chromiumoxide::Page, ToolError> {
+    Ok(session
+        .pages()
+        .await?
+        .into_iter()
+        .find(|p| p.target_id().inner() == tab)
+        .ok_or_else(|| CdpError::TabNotFound(format!("no tab {tab:?} in this session")))?)
+}
+
 async fn tab_focus(
     session: &RunningSession,
     tabs: &mut Tabs,
     tab: &str,
 ) -> Result<ToolOutput, ToolError> {
-    let page = session
-        .pages()
-        .await?
-        .into_iter()
-        .find(|p| p.target_id().inner() == tab)
-        .ok_or_else(|| CdpError::TabNotFound(format!("no tab {tab:?} in this session")))?;
+    let page = named_tab(session, tab).await?;
     page.bring_to_front().await.map_err(CdpError::from)?;
     tabs.active = Some(page.target_id().clone());
     tabs.refs.clear();

@@ -602,9 +602,11 @@ impl SessionManager {
             }
         }
         let mut tabs = session.tabs.lock().await;
-        let page = match tab {
-            Some(id) => session.page_of(id).await?,
-            None => session.page(&mut tabs).await?,
+        let page = match (tab, tool) {
+            (Some(id), _) => session.page_of(id).await?,
+            // A dialog answered in the tab named.
+            (None, Tool::Dialog { tab: Some(t), .. }) => exec::named_tab(session, t).await?,
+            (None, _) => session.page(&mut tabs).await?,
         };
         if let Some(delta) = history {
             facts.history_url = crate::cdp::history_url(&page, delta, LOOK).await?;

@@ -483,6 +483,12 @@ pub struct DialogReq {
     /// audited as its length).
     #[schemars(length(max = MAX_PROMPT_CHARS))]
     pub text: Option<String>,
+    /// The tab whose dialog to answer (a `tab_id` from `dialog_open`,
+    /// `dialog_opened` or the tab list); the active tab when left out. A
+    /// dialog in one tab stops the others of its site, so an agent may
+    /// answer a popup's without focusing it.
+    #[schemars(length(min = 1, max = 64), pattern(r"^[A-Za-z0-9]+$"))]
+    pub tab_id: Option<String>,
 }
 
 impl DialogReq {
@@ -500,6 +506,7 @@ impl DialogReq {
         Ok(ToolCall::new(Tool::Dialog {
             accept: self.accept,
             text: self.text,
+            tab: self.tab_id.map(tab_id).transpose()?,
         }))
     }
 }

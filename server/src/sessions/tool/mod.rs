@@ -186,13 +186,15 @@ pub enum Tool {
         /// The files, in order (their content is never audited or logged).
         files: Vec<crate::sessions::files::UploadFile>,
     },
-    /// Answer the JavaScript dialog open in the active tab: OK (with a
-    /// prompt's text) or Cancel.
+    /// Answer the JavaScript dialog open in a tab (the active one unless
+    /// named): OK (with a prompt's text) or Cancel.
     Dialog {
         /// OK (true) or Cancel.
         accept: bool,
         /// A prompt's answer (audited as its length only).
         text: Option<String>,
+        /// The tab whose dialog it answers; `None`: the active tab.
+        tab: Option<String>,
     },
     /// An operator's input from the live view.
     Input(LiveInput),

@@ -20,8 +20,18 @@ use crate::state::AppState;
 use crate::store::Store;
 use crate::time::now_ms;
 
-/// The session cookie's name.
+/// The session cookie's name over plain http (a local install).
 pub const COOKIE: &str = "cordon_session";
+/// Its name over https: the `__Host-` prefix makes the browser keep it
+/// only when it is `Secure`, for this host alone (no `Domain`) and the
+/// whole site (`Path=/`), so a page on a sibling subdomain, or a
+/// plain-http answer on the way, cannot plant or overwrite it.
+pub const SECURE_COOKIE: &str = "__Host-cordon_session";
+
+/// The session cookie's name, `secure` when the public URL is https.
+pub fn cookie_name(secure: bool) -> &'static str {
+    if secure { SECURE_COOKIE } else { COOKIE }
+}
 /// When the operator logged in (Unix ms), for the absolute expiry.
 pub(crate) const LOGIN_AT_KEY: &str = "login_at";
 /// When the session was last extended (Unix ms).
@@ -41,12 +51,13 @@ pub struct SessionSettings {
     pub absolute_hours: u64,
 }
 
-/// The tower-sessions layer: cookie `cordon_session`, HttpOnly,
-/// SameSite=Strict, `Secure` on https, records in the database.
+/// The tower-sessions layer: cookie `cordon_session` (on https
+/// `__Host-cordon_session`, `Secure`), HttpOnly, SameSite=Strict, path
+/// `/`, no domain, records in the database.
 pub fn session_layer(store: Store, s: SessionSettings) -> SessionManagerLayer<DbSessionStore> {
     let idle = i64::try_from(s.idle_minutes).unwrap_or(30);
     SessionManagerLayer::new(DbSessionStore(store))
-        .with_name(COOKIE)
+        .with_name(cookie_name(s.secure))
         .with_http_only(true)
         .with_same_site(SameSite::Strict)
         .with_secure(s.secure)

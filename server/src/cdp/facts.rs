@@ -629,7 +629,16 @@ pub async fn press_checked<E>(
         let held = super::input::key_down_raw(page, key).await?;
         let allowed = match Box::pin(element_facts(page, None, timeout, browser)).await {
             Ok((host, facts)) => allow(&host, facts),
-            // Not read: the key goes up, having done nothing.
+            // The document that handled the keydown is gone (a link is
+            // followed at Enter's keydown; a handler navigated): its
+            // character has nothing left to act on, as in a single
+            // `keyDown`, whose keypress would go to that document. The key
+            // goes up; it was pressed.
+            Err(CdpError::Protocol(_) | CdpError::Failed(_) | CdpError::NotFound(_)) => {
+                held.release(page).await?;
+                return Ok(Ok(()));
+            }
+            // Not read in time: the key goes up, having done nothing.
             Err(e) => {
                 let _ = held.release(page).await;
                 return Err(e);

@@ -418,6 +418,13 @@ async fn what_would_break_the_sandbox_is_refused_with_a_cdp_error_naming_the_rul
             "access_key",
         ),
         (
+            "Input.dispatchTouchEvent",
+            json!({ "type": "touchStart",
+                    "touchPoints": [{ "x": 10, "y": 10 }, { "x": 200, "y": 100 }] }),
+            Some(tab.as_str()),
+            "multi_touch",
+        ),
+        (
             "Target.createBrowserContext",
             json!({ "proxyServer": "http://127.0.0.1:1" }),
             None,

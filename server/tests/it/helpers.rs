@@ -253,13 +253,15 @@ impl TestApp {
             )
             .await
             .expect("session");
-        format!("cordon_session={sid}")
+        // `__Host-cordon_session` when the dashboard is served over https.
+        let secure = self.state.auth.public_url().scheme() == "https";
+        format!("{}={sid}", cordon::auth::middleware::cookie_name(secure))
     }
 
     /// Marks the dashboard session of `cookie` as having just proved
     /// presence with a passkey (what `/ui/auth/reauth/finish` records).
     pub async fn fresh_check(&self, cookie: &str) {
-        let sid = cookie.trim_start_matches("cordon_session=");
+        let sid = cookie.split_once('=').map_or(cookie, |(_, sid)| sid);
         let hash = cordon::ids::token_hash(sid);
         let store = &self.state.store;
         let (data, expires_at) = store

@@ -201,6 +201,21 @@ async fn a_key_whose_keydown_moves_the_focus_is_judged_where_it_lands() {
     on.stop().await;
 }
 
+/// Enter on a focused link leaves the page at its keydown, before the
+/// second look at the focus; a focused button leaves at the keypress. Both
+/// answer as pressed and land, every time.
+#[tokio::test]
+async fn enter_that_leaves_the_page_answers_as_pressed_and_lands() {
+    let on = open_on("link-enter.html").await;
+    for query in ["", "?button", "", "?button", "", "?button"] {
+        let url = on.site.url(&format!("/hostile/link-enter.html{query}"));
+        on.agent.navigate_ok(&on.sid, &url).await;
+        on.ok("press", json!({ "key": "Enter" })).await;
+        poll_title(&on, "LANDED").await;
+    }
+    on.stop().await;
+}
+
 /// `type`'s text moves the focus (the field's `input` handler) onto a
 /// destructive button before its submit's Enter: judged where Enter lands.
 /// An honest page that cancels Enter's keydown gets no keypress: the

@@ -60,6 +60,17 @@ async fn https(
     request: &str,
     body: &str,
 ) -> (u16, String) {
+    let (status, _, body) = https_with_head(addr, client, request, body).await;
+    (status, body)
+}
+
+/// [`https`], with the answer's head too.
+async fn https_with_head(
+    addr: SocketAddr,
+    client: &TlsConnector,
+    request: &str,
+    body: &str,
+) -> (u16, String, String) {
     let mut tls = connect(addr, client).await;
     let wire = format!(
         "{request}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
@@ -73,7 +84,48 @@ async fn https(
         .and_then(|s| s.get(..3))
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| panic!("not an HTTP/1.1 answer: {head}"));
-    (status, body.to_owned())
+    (status, head.to_owned(), body.to_owned())
+}
+
+/// Over https the dashboard's session cookie carries the `__Host-` prefix
+/// (the browser then keeps it only `Secure`, for this host alone, path
+/// `/`): a sibling subdomain or a plain-http answer cannot plant one. The
+/// plain name is not taken over https.
+#[tokio::test]
+async fn over_https_the_session_cookie_is_a_host_cookie_and_the_plain_name_is_not_taken() {
+    let cert = LocalCert::new();
+    let app = https_app(&cert).await;
+    let client = cert.client();
+    let port = app.addr.port();
+    let start = format!(
+        "POST /ui/auth/login/start HTTP/1.1\r\nHost: localhost:{port}\r\n\
+         Origin: https://localhost:{port}\r\nContent-Type: application/json"
+    );
+    let (status, head, body) =
+        https_with_head(app.addr, &client, &start, r#"{"name":"vic"}"#).await;
+    assert_eq!(status, 200, "{body}");
+    let set = head
+        .lines()
+        .find(|l| l.to_ascii_lowercase().starts_with("set-cookie:"))
+        .unwrap_or_else(|| panic!("no cookie set: {head}"));
+    assert!(set.contains("__Host-cordon_session="), "{set}");
+    for attr in ["Secure", "HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(set.contains(attr), "{attr} missing: {set}");
+    }
+    assert!(!set.to_ascii_lowercase().contains("domain="), "{set}");
+    // A logged-in session under the plain name is not this dashboard's.
+    let (_, cookie) = app.operator_session("vic", Role::Viewer).await;
+    assert!(cookie.starts_with("__Host-cordon_session="), "{cookie}");
+    let sid = cookie.split_once('=').unwrap().1;
+    let get = |cookie: String| {
+        format!("GET /audit HTTP/1.1\r\nHost: localhost:{port}\r\nCookie: {cookie}")
+    };
+    let (own, _) = https(app.addr, &client, &get(cookie.clone()), "").await;
+    assert_eq!(own, 200, "the host cookie logs in");
+    let (plain, plain_head, _) =
+        https_with_head(app.addr, &client, &get(format!("cordon_session={sid}")), "").await;
+    assert_ne!(plain, 200, "the plain name logged in: {plain_head}");
+    app.stop().await;
 }
 
 fn healthz(addr: SocketAddr) -> String {

@@ -251,6 +251,19 @@ pub fn decide(method: &str, params: &Value, ctx: &Context) -> Verdict {
                 "a drag carries no files by path: files come from the caller, POST /api/sessions/{id}/upload",
             )
         }
+        // Several fingers at once: the gate judges a touch where its first
+        // point lands, and the others would press unjudged.
+        ("Input", "dispatchTouchEvent")
+            if params
+                .get("touchPoints")
+                .and_then(Value::as_array)
+                .is_some_and(|p| p.len() > 1) =>
+        {
+            refuse(
+                "multi_touch",
+                "a touch carries one point at a time: the risk gate judges each press where it lands",
+            )
+        }
         ("Input", "dispatchKeyEvent") if access_key(params) => refuse(
             "access_key",
             "Alt with a character fires the page's access keys, which the risk gate cannot judge",
@@ -749,6 +762,29 @@ mod tests {
             Act::Press { x, y } => assert!(x.is_nan() && y.is_nan()),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_touch_of_several_points_is_refused_and_one_point_is_judged_where_it_lands() {
+        let ctx = sealed();
+        let two = json!({ "type": "touchStart", "touchPoints": [{ "x": 1, "y": 2 }, { "x": 300, "y": 400 }] });
+        for kind in ["touchStart", "touchMove", "touchEnd"] {
+            let mut p = two.clone();
+            p["type"] = json!(kind);
+            let v = decide("Input.dispatchTouchEvent", &p, &ctx);
+            assert_eq!(rule(&v), Some("multi_touch"), "{kind}: {v:?}");
+        }
+        let one = json!({ "type": "touchStart", "touchPoints": [{ "x": 300, "y": 400 }] });
+        match decide("Input.dispatchTouchEvent", &one, &ctx) {
+            Verdict::Act(Act::Press { x, y }) => assert_eq!((x, y), (300.0, 400.0)),
+            v => panic!("{v:?}"),
+        }
+        // The end of a touch lists no points: it passes as motion.
+        let end = json!({ "type": "touchEnd", "touchPoints": [] });
+        assert!(matches!(
+            decide("Input.dispatchTouchEvent", &end, &ctx),
+            Verdict::Act(Act::Motion)
+        ));
     }
 
     #[test]

@@ -215,6 +215,24 @@ impl Dialogs {
         Ok(())
     }
 
+    /// Waits, at most `bound`, until tab `target` no longer shows
+    /// `answered`: the browser's closing event has reached Cordon (or
+    /// another dialog took its place). An answer returns once the state
+    /// says so, so the next look (a task's next picture) does not see the
+    /// dialog it just answered and answer it again.
+    pub async fn settled(&self, target: &str, answered: &Dialog, bound: std::time::Duration) {
+        let _ = tokio::time::timeout(bound, async {
+            loop {
+                let notified = self.0.notify.notified();
+                if self.open_on(target).as_ref() != Some(answered) {
+                    return;
+                }
+                notified.await;
+            }
+        })
+        .await;
+    }
+
     /// Runs `fut`, but answers the dialog at once when one opens meanwhile
     /// (in tab `target`, or in another, which may share its renderer: the
     /// page stopped, `fut` would wait until the dialog is answered). `fut`
@@ -313,6 +331,52 @@ mod tests {
         );
         dialogs.closed("tab-2");
         assert_eq!(dialogs.any_open("tab-1"), None);
+    }
+
+    #[tokio::test]
+    async fn an_answer_settles_when_its_dialog_closes_or_another_takes_its_place() {
+        use std::time::{Duration, Instant};
+        let dialogs = Dialogs::default();
+        let asked = dialog("tab-1", "Delete?");
+        // Nothing open: at once.
+        let t = Instant::now();
+        dialogs
+            .settled("tab-1", &asked, Duration::from_secs(10))
+            .await;
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        for replaced in [false, true] {
+            dialogs.opened("tab-1", asked.clone());
+            let d = dialogs.clone();
+            let a = asked.clone();
+            let t = Instant::now();
+            let wait = tokio::spawn(async move {
+                d.settled("tab-1", &a, Duration::from_secs(30)).await;
+            });
+            tokio::task::yield_now().await;
+            assert!(!wait.is_finished(), "settled while the dialog was open");
+            if replaced {
+                dialogs.opened("tab-1", dialog("tab-1", "Really?"));
+            } else {
+                dialogs.closed("tab-1");
+            }
+            tokio::time::timeout(Duration::from_secs(10), wait)
+                .await
+                .expect("it settled")
+                .unwrap();
+            assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+            dialogs.closed("tab-1");
+        }
+        // Never closed: the bound ends the wait.
+        dialogs.opened("tab-1", asked.clone());
+        let t = Instant::now();
+        dialogs
+            .settled("tab-1", &asked, Duration::from_millis(200))
+            .await;
+        assert!(
+            t.elapsed() >= Duration::from_millis(200),
+            "{:?}",
+            t.elapsed()
+        );
     }
 
     #[tokio::test]

@@ -809,14 +809,7 @@ async fn a_task_cancels_a_dialog_in_a_popup_it_never_looked_at() {
     .await;
     assert_eq!(status, StatusCode::OK, "{result}");
     assert_eq!(result["status"], "finished", "{result}");
-    let sid = result["session_id"].as_str().unwrap();
-    let all = app.state.store.audit_page(0, 10_000).await.unwrap();
-    let cancels: Vec<Value> = all
-        .iter()
-        .filter(|e| e.session.as_deref() == Some(sid) && e.action == "tool.dialog")
-        .filter(|e| e.outcome == "requested")
-        .map(|e| serde_json::from_str::<Value>(&e.params).unwrap())
-        .collect();
+    let cancels = dialog_answers(&app, &result).await;
     assert!(
         !cancels.is_empty()
             && cancels
@@ -860,19 +853,19 @@ async fn a_task_cancels_the_pages_dialogs_and_says_so() {
     );
     // Both dialogs were answered with Cancel, by the task, through the
     // pipeline.
+    let cancels = dialog_answers(&app, &result).await;
+    assert_eq!(cancels.len(), 2, "{cancels:?}");
+    assert!(cancels.iter().all(|p| p["accept"] == false), "{cancels:?}");
+    app.stop().await;
+}
+
+/// The audited parameters of every dialog answer in the task's session.
+async fn dialog_answers(app: &TestApp, result: &Value) -> Vec<Value> {
     let sid = result["session_id"].as_str().unwrap();
     let all = app.state.store.audit_page(0, 10_000).await.unwrap();
-    let cancels: Vec<_> = all
-        .iter()
+    all.iter()
         .filter(|e| e.session.as_deref() == Some(sid) && e.action == "tool.dialog")
         .filter(|e| e.outcome == "requested")
-        .collect();
-    assert_eq!(cancels.len(), 2, "{cancels:?}");
-    assert!(
-        cancels
-            .iter()
-            .all(|e| { serde_json::from_str::<Value>(&e.params).unwrap()["accept"] == false }),
-        "{cancels:?}"
-    );
-    app.stop().await;
+        .map(|e| serde_json::from_str::<Value>(&e.params).unwrap())
+        .collect()
 }

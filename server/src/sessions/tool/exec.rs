@@ -304,6 +304,7 @@ pub(super) async fn run(
                 .as_deref()
                 .filter(|_| d.kind == cdp::DialogKind::Prompt);
             cdp::answer_dialog(&page, *accept, text).await?;
+            dialogs.settled(&target, &d, Duration::from_secs(1)).await;
             return Ok(ToolOutput::DialogAnswered(super::output::DialogAnswered {
                 accepted: *accept,
                 dialog: d,

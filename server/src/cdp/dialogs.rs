@@ -5,19 +5,26 @@
 //! waits until it is answered. So a tab's open dialog is known here from
 //! the browser's own events (never from the page), a call that opens one
 //! ends at once ([`Dialogs::guard`]), and calls on a tab with one open are
-//! refused until it is answered ([`answer`]).
+//! refused until it is answered ([`Dialogs::answer`]).
+//!
+//! The events come on a connection of Cordon's own to the browser
+//! ([`Dialogs::follow`]), attached to every tab before its first document
+//! runs: chromiumoxide attaches to a new tab (a popup) only a moment after
+//! it starts, and Chromium tells a session that enables its `Page` domain
+//! later nothing of a dialog already open, nor takes its answer.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use chromiumoxide::Page;
 use chromiumoxide::cdp::browser_protocol::page::{
-    DialogType, EventJavascriptDialogClosed, EventJavascriptDialogOpening,
-    HandleJavaScriptDialogParams,
+    DialogType, EventJavascriptDialogOpening, HandleJavaScriptDialogParams,
 };
-use futures::StreamExt;
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
 
 use super::CdpError;
+use super::raw::{RawReceiver, RawSender, answer_of, connect_raw};
 
 /// The most characters of a dialog's message kept (a page may put
 /// megabytes in one).
@@ -95,19 +102,42 @@ pub struct Dialogs(Arc<State>);
 #[derive(Default)]
 struct State {
     open: std::sync::Mutex<HashMap<String, Dialog>>,
-    /// Tabs whose dialogs are followed.
-    watched: std::sync::Mutex<std::collections::HashSet<String>>,
     notify: tokio::sync::Notify,
-    watchers: std::sync::Mutex<Vec<tokio::task::AbortHandle>>,
+    /// The follower's queue ([`Dialogs::follow`]).
+    answers: std::sync::Mutex<Option<mpsc::UnboundedSender<Queued>>>,
+    follower: std::sync::Mutex<Option<tokio::task::AbortHandle>>,
 }
 
 impl Drop for State {
     fn drop(&mut self) {
-        for w in self.watchers.get_mut().expect("watchers lock").drain(..) {
-            w.abort();
+        if let Some(f) = self.follower.get_mut().expect("follower lock").take() {
+            f.abort();
         }
     }
 }
+
+/// What the follower is asked to send.
+enum Queued {
+    /// An answer to a tab's dialog.
+    Answer(Answer),
+    /// Let a new tab go (its follower's session): chromiumoxide knows it.
+    Resume(String),
+}
+
+/// Waits until Cordon's own connection (chromiumoxide) has attached to
+/// a tab, by its target id (bounded by whoever passes it).
+pub type Attached = Arc<dyn Fn(String) -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
+
+/// An answer to the dialog of tab `target`, sent by the follower.
+struct Answer {
+    target: String,
+    accept: bool,
+    text: Option<String>,
+    done: oneshot::Sender<Result<(), CdpError>>,
+}
+
+/// How long the browser may take to attach the follower to its tabs.
+const ATTACH_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Dialogs {
     /// The dialog open in tab `target`, if any.
@@ -152,66 +182,90 @@ impl Dialogs {
         self.0.notify.notify_waiters();
     }
 
-    /// Follows `page`'s dialogs from now on (once per tab: a tab already
-    /// followed is left as it is).
-    pub(super) async fn watch(&self, page: &Page) -> Result<(), CdpError> {
-        let target = page.target_id().inner().clone();
-        if !self
-            .0
-            .watched
-            .lock()
-            .expect("watched lock")
-            .insert(target.clone())
-        {
-            return Ok(());
-        }
-        let res = self.listen(page, target.clone()).await;
-        if res.is_err() {
-            self.0.watched.lock().expect("watched lock").remove(&target);
-        }
-        res
-    }
-
-    async fn listen(&self, page: &Page, target: String) -> Result<(), CdpError> {
-        let mut opening = page
-            .event_listener::<EventJavascriptDialogOpening>()
-            .await?;
-        let mut closed = page.event_listener::<EventJavascriptDialogClosed>().await?;
-        // Weak: the watcher must not keep the registry (and its own abort
+    /// Follows the dialogs of every tab of the browser at `ws_url`, on a
+    /// connection of its own, from the start of each: attached to every
+    /// page (`Target.setAutoAttach` at the browser, a new one held before
+    /// its first document runs), `Page` enabled there, then let go once
+    /// `attached` says Cordon's own connection has attached to it too (a
+    /// tab stopped by a dialog before then would stop that connection's
+    /// set-up of it, and every call that lists the tabs). Returns once the
+    /// browser has attached the follower to the tabs open now; the
+    /// connection lives as long as this registry, or the browser.
+    pub async fn follow(&self, ws_url: &str, attached: Attached) -> Result<(), CdpError> {
+        let (mut tx, rx) = connect_raw(ws_url).await?;
+        let attach = json!({
+            "id": 0,
+            "method": "Target.setAutoAttach",
+            "params": {
+                "autoAttach": true,
+                "waitForDebuggerOnStart": true,
+                "flatten": true,
+                "filter": [{ "type": "page" }],
+            },
+        });
+        tx.send(attach.to_string()).await?;
+        let (answers, queue) = mpsc::unbounded_channel();
+        let (ready, is_ready) = oneshot::channel();
+        // Weak: the follower must not keep the registry (and its own abort
         // handle) alive.
         let state = Arc::downgrade(&self.0);
-        let task = tokio::spawn(async move {
-            loop {
-                let ev = tokio::select! {
-                    Some(ev) = opening.next() => Some(Dialog::from_event(&ev, &target)),
-                    Some(_) = closed.next() => None,
-                    else => break,
-                };
-                let Some(state) = state.upgrade() else { break };
-                let dialogs = Dialogs(state);
-                match ev {
-                    Some(d) => {
-                        tracing::debug!(kind = ?d.kind, "a dialog opened");
-                        dialogs.opened(&target, d);
-                    }
-                    None => dialogs.closed(&target),
-                }
-            }
-            // The tab is gone: so is its dialog.
-            if let Some(state) = state.upgrade() {
-                let dialogs = Dialogs(state);
-                dialogs.closed(&target);
-                dialogs
-                    .0
-                    .watched
-                    .lock()
-                    .expect("watched lock")
-                    .remove(&target);
-            }
+        let follower = Follower {
+            attached,
+            resume: answers.clone(),
+        };
+        let task = tokio::spawn(follow_tabs(state, follower, tx, rx, queue, ready));
+        *self.0.answers.lock().expect("answers lock") = Some(answers);
+        if let Some(old) = self
+            .0
+            .follower
+            .lock()
+            .expect("follower lock")
+            .replace(task.abort_handle())
+        {
+            old.abort();
+        }
+        match tokio::time::timeout(ATTACH_BOUND, is_ready).await {
+            Ok(Ok(Ok(()))) => Ok(()),
+            Ok(Ok(Err(e))) => Err(e),
+            Ok(Err(_)) => Err(CdpError::BrowserGone),
+            Err(_) => Err(CdpError::Timeout(
+                "following the tabs' dialogs",
+                u64::try_from(ATTACH_BOUND.as_millis()).unwrap_or(u64::MAX),
+            )),
+        }
+    }
+
+    /// Answers the dialog open in `page`: OK (with `text` for a prompt) or
+    /// Cancel, through the follower, whose session saw it open (a session
+    /// attached after a dialog opened cannot answer it). A tab the follower
+    /// does not know (none running) is answered on `page` itself.
+    pub async fn answer(
+        &self,
+        page: &Page,
+        accept: bool,
+        text: Option<&str>,
+    ) -> Result<(), CdpError> {
+        let target = page.target_id().inner().clone();
+        let (done, answered) = oneshot::channel();
+        let queue = self.0.answers.lock().expect("answers lock").clone();
+        let sent = queue.is_some_and(|q| {
+            q.send(Queued::Answer(Answer {
+                target,
+                accept,
+                text: text.map(str::to_owned),
+                done,
+            }))
+            .is_ok()
         });
-        let mut watchers = self.0.watchers.lock().expect("watchers lock");
-        watchers.retain(|w| !w.is_finished());
-        watchers.push(task.abort_handle());
+        if sent {
+            match answered.await {
+                Ok(Err(CdpError::TabNotFound(_))) | Err(_) => {}
+                Ok(res) => return res,
+            }
+        }
+        let mut params = HandleJavaScriptDialogParams::new(accept);
+        params.prompt_text = text.map(str::to_owned);
+        page.execute(params).await?;
         Ok(())
     }
 
@@ -259,35 +313,154 @@ impl Dialogs {
     }
 }
 
-/// Follows the dialogs of the new tab `id` as soon as chromiumoxide has
-/// attached to it (tried for about two seconds; a tab that closes first
-/// has none to follow).
-pub(super) async fn follow_new(
-    dialogs: Dialogs,
-    browser: std::sync::Weak<chromiumoxide::Browser>,
-    id: chromiumoxide::cdp::browser_protocol::target::TargetId,
+/// The follower's loop ([`Dialogs::follow`]): attaches to each page the
+/// browser announces, notes its dialogs opening and closing, and sends the
+/// answers queued. Ends with the connection (the browser gone: no dialog
+/// is left open) or the registry.
+/// What the follower needs to let a new tab go.
+struct Follower {
+    attached: Attached,
+    resume: mpsc::UnboundedSender<Queued>,
+}
+
+async fn follow_tabs(
+    state: std::sync::Weak<State>,
+    follower: Follower,
+    mut tx: RawSender,
+    mut rx: RawReceiver,
+    mut queue: mpsc::UnboundedReceiver<Queued>,
+    ready: oneshot::Sender<Result<(), CdpError>>,
 ) {
-    for _ in 0..80 {
-        let Some(b) = browser.upgrade() else { return };
-        let page = b.get_page(id.clone()).await;
-        drop(b);
-        if let Ok(page) = page {
-            if let Err(e) = dialogs.watch(&page).await {
-                tracing::debug!(error = %e, "cannot follow a new tab's dialogs (closing?)");
+    let mut ready = Some(ready);
+    // The follower's session in each tab, and the tab of each session.
+    let mut tabs: HashMap<String, String> = HashMap::new();
+    let mut answering: HashMap<u64, oneshot::Sender<Result<(), CdpError>>> = HashMap::new();
+    let mut next: u64 = 0;
+    loop {
+        tokio::select! {
+            text = rx.next() => {
+                let Some(text) = text else { break };
+                // Of the page events, only the dialogs' are read.
+                if text.starts_with(r#"{"method":"Page."#)
+                    && !text.starts_with(r#"{"method":"Page.javascriptDialog"#)
+                {
+                    continue;
+                }
+                let Ok(mut msg) = serde_json::from_str::<Value>(&text) else { continue };
+                let Some(dialogs) = state.upgrade().map(Dialogs) else { break };
+                if let Some(id) = msg.get("id").and_then(Value::as_u64) {
+                    let res = answer_of(&mut msg).map(|_| ());
+                    if id == 0 {
+                        if let Some(r) = ready.take() {
+                            let _ = r.send(res);
+                        }
+                    } else if let Some(done) = answering.remove(&id) {
+                        let _ = done.send(res);
+                    }
+                    continue;
+                }
+                let session = msg.get("sessionId").and_then(Value::as_str);
+                let tab = session.and_then(|s| tabs.get(s));
+                let params = &msg["params"];
+                match msg["method"].as_str().unwrap_or("") {
+                    "Target.attachedToTarget" => {
+                        let (Some(session), Some(tab)) = (
+                            params["sessionId"].as_str(),
+                            params["targetInfo"]["targetId"].as_str(),
+                        ) else {
+                            continue;
+                        };
+                        tabs.insert(session.to_owned(), tab.to_owned());
+                        // `Page` first: the tab's first document runs once
+                        // it is let go, and may alert at once.
+                        if send(&mut tx, &mut next, session, "Page.enable", json!({})).await.is_err() {
+                            break;
+                        }
+                        if params["waitingForDebugger"] == true {
+                            let (attached, resume) = (follower.attached.clone(), follower.resume.clone());
+                            let (tab, session) = (tab.to_owned(), session.to_owned());
+                            tokio::spawn(async move {
+                                attached(tab).await;
+                                let _ = resume.send(Queued::Resume(session));
+                            });
+                        }
+                    }
+                    "Target.detachedFromTarget" => {
+                        if let Some(tab) = params["sessionId"].as_str().and_then(|s| tabs.remove(s)) {
+                            dialogs.closed(&tab);
+                        }
+                    }
+                    "Page.javascriptDialogOpening" if let Some(tab) = tab => {
+                        match serde_json::from_value::<EventJavascriptDialogOpening>(params.clone()) {
+                            Ok(ev) => {
+                                let d = Dialog::from_event(&ev, tab);
+                                tracing::debug!(kind = ?d.kind, "a dialog opened");
+                                dialogs.opened(tab, d);
+                            }
+                            Err(e) => tracing::debug!(error = %e, "an unreadable dialog event"),
+                        }
+                    }
+                    "Page.javascriptDialogClosed" if let Some(tab) = tab => dialogs.closed(tab),
+                    _ => {}
+                }
             }
-            return;
+            Some(queued) = queue.recv() => {
+                let sent = match queued {
+                    Queued::Resume(session) if tabs.contains_key(&session) => {
+                        let go = "Runtime.runIfWaitingForDebugger";
+                        send(&mut tx, &mut next, &session, go, json!({})).await.map(|_| ())
+                    }
+                    // Gone meanwhile.
+                    Queued::Resume(_) => Ok(()),
+                    Queued::Answer(a) => {
+                        let session = tabs.iter().find(|(_, t)| **t == a.target).map(|(s, _)| s.clone());
+                        let Some(session) = session else {
+                            let _ = a.done.send(Err(CdpError::TabNotFound("no such tab".into())));
+                            continue;
+                        };
+                        let mut params = json!({ "accept": a.accept });
+                        if let Some(text) = a.text {
+                            params["promptText"] = Value::String(text);
+                        }
+                        let answer = "Page.handleJavaScriptDialog";
+                        match send(&mut tx, &mut next, &session, answer, params).await {
+                            Ok(id) => {
+                                answering.insert(id, a.done);
+                                Ok(())
+                            }
+                            Err(e) => {
+                                let _ = a.done.send(Err(CdpError::BrowserGone));
+                                Err(e)
+                            }
+                        }
+                    }
+                };
+                if sent.is_err() {
+                    break;
+                }
+            }
         }
-        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    // The browser is gone: so are its dialogs.
+    if let Some(state) = state.upgrade() {
+        let dialogs = Dialogs(state);
+        for tab in tabs.values() {
+            dialogs.closed(tab);
+        }
     }
 }
 
-/// Answers the dialog open in `page`: OK (with `text` for a prompt) or
-/// Cancel.
-pub async fn answer(page: &Page, accept: bool, text: Option<&str>) -> Result<(), CdpError> {
-    let mut params = HandleJavaScriptDialogParams::new(accept);
-    params.prompt_text = text.map(str::to_owned);
-    page.execute(params).await?;
-    Ok(())
+/// Sends `method` to the follower's `session` in a tab; answers its id.
+async fn send(
+    tx: &mut RawSender,
+    next: &mut u64,
+    session: &str,
+    method: &str,
+    params: Value,
+) -> Result<u64, CdpError> {
+    *next += 1;
+    let msg = json!({ "id": *next, "sessionId": session, "method": method, "params": params });
+    tx.send(msg.to_string()).await.map(|()| *next)
 }
 
 #[cfg(test)]

@@ -26,14 +26,14 @@ use std::time::Duration;
 use chromiumoxide::cdp::browser_protocol::browser::{
     EventDownloadProgress, EventDownloadWillBegin,
 };
-use chromiumoxide::cdp::browser_protocol::target::{EventTargetCrashed, EventTargetCreated};
+use chromiumoxide::cdp::browser_protocol::target::EventTargetCrashed;
 use chromiumoxide::handler::HandlerConfig;
 use chromiumoxide::{Browser, Page};
 use futures::StreamExt;
 
 pub use capture::{Capture, Download, Response as HeldResponse};
 pub use cookies::{cookie_param, vault_cookie};
-pub use dialogs::{Dialog, DialogKind, Dialogs, answer as answer_dialog};
+pub use dialogs::{Dialog, DialogKind, Dialogs};
 pub use downloads::{DownloadEvent, DownloadState};
 pub use drawn::frame_drawn;
 pub use error::CdpError;
@@ -115,14 +115,13 @@ impl BrowserConn {
             .event_listener::<EventDownloadProgress>()
             .await
             .map_err(watch)?;
-        // Every new tab's dialogs are followed from its start (a popup may
+        // Every tab's dialogs are followed from its start (a popup may
         // alert as it loads, before any call lists it).
-        let mut created = browser
-            .event_listener::<EventTargetCreated>()
-            .await
-            .map_err(watch)?;
         let dialogs = Dialogs::default();
-        let (follow, tabs) = (dialogs.clone(), Arc::downgrade(&browser));
+        dialogs
+            .follow(ws_url, attached(Arc::downgrade(&browser)))
+            .await
+            .context("cannot follow the browser's dialogs")?;
         let download_feed = downloads::DownloadFeed::default();
         let (seen_crash, seen_download, feed) =
             (crashes.clone(), downloads.clone(), download_feed.clone());
@@ -144,12 +143,6 @@ impl BrowserConn {
                             suggested: ev.suggested_filename.clone(),
                             url: ev.url.clone(),
                         });
-                    }
-                    Some(ev) = created.next() => {
-                        if ev.target_info.r#type == "page" {
-                            let id = ev.target_info.target_id.clone();
-                            tokio::spawn(dialogs::follow_new(follow.clone(), tabs.clone(), id));
-                        }
                     }
                     Some(ev) = progress.next() => {
                         feed.send(DownloadEvent::Progress {
@@ -223,13 +216,9 @@ impl BrowserConn {
             // A tab whose renderer a dialog stops is released once it is
             // answered (the call would wait on it).
             if self.dialogs.any_open(&id).is_some() {
-                self.watch_dialogs(page).await;
                 continue;
             }
             let first = self.released.lock().expect("released lock").insert(id);
-            if first {
-                self.watch_dialogs(page).await;
-            }
             if first && let Err(e) = release_new_targets(page).await {
                 // A tab closing meanwhile; one still open is tried again.
                 tracing::debug!(
@@ -252,18 +241,40 @@ impl BrowserConn {
             .lock()
             .expect("released lock")
             .insert(page.target_id().inner().clone());
-        self.watch_dialogs(&page).await;
         release_new_targets(&page).await?;
         Ok(page)
     }
+}
 
-    /// Follows a tab's dialogs from when it is first seen (a tab closing
-    /// meanwhile has none to follow).
-    async fn watch_dialogs(&self, page: &Page) {
-        if let Err(e) = self.dialogs.watch(page).await {
-            tracing::debug!(error = %e, "cannot follow a tab's dialogs (closing?)");
-        }
-    }
+/// Waits, at most two seconds, until chromiumoxide has attached to a new
+/// tab and set it up: the dialog follower holds the tab until then
+/// ([`Dialogs::follow`]), since a dialog the tab opened meanwhile would
+/// stop that set-up, and with it every call that lists the tabs.
+fn attached(browser: std::sync::Weak<Browser>) -> dialogs::Attached {
+    use chromiumoxide::cdp::browser_protocol::target::TargetId;
+    const BOUND: Duration = Duration::from_secs(2);
+    Arc::new(move |tab: String| {
+        let browser = browser.clone();
+        Box::pin(async move {
+            let id = TargetId::from(tab);
+            let set_up = async {
+                loop {
+                    let Some(b) = browser.upgrade() else { return };
+                    let page = b.get_page(id.clone()).await;
+                    drop(b);
+                    // The page answers once chromiumoxide has set it up.
+                    if let Ok(page) = page {
+                        let _ = page.url().await;
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            };
+            if tokio::time::timeout(BOUND, set_up).await.is_err() {
+                tracing::debug!("a new tab is let go before Cordon's connection set it up");
+            }
+        })
+    })
 }
 
 /// Lets the workers and frames a page starts run at once. chromiumoxide

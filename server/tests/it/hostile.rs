@@ -1004,8 +1004,21 @@ async fn an_upload_is_judged_by_the_form_its_change_may_submit() {
 /// OK answers the alert.
 #[tokio::test]
 async fn a_popup_that_alerts_before_any_call_lists_it_is_known_to_have_its_dialog() {
+    popup_alert_is_known("popup-alert.html").await;
+}
+
+/// The same when the popup alerts while its first document is parsed, a
+/// few milliseconds after the tab exists: only a session attached to it
+/// before it ran, and with `Page` enabled, hears of the dialog (or can
+/// answer it).
+#[tokio::test]
+async fn a_popup_that_alerts_as_its_first_document_loads_is_known_to_have_its_dialog() {
+    popup_alert_is_known("popup-alert.html?ms=now").await;
+}
+
+async fn popup_alert_is_known(page: &str) {
     use std::sync::atomic::Ordering;
-    let on = open_on("popup-alert.html").await;
+    let on = open_on(page).await;
     on.ok("click", json!({ "selector": "#open" })).await;
     // The popup's script ran to its alert; nothing has asked for its tab.
     crate::helpers::wait_until("the popup's alert", crate::helpers::PATIENCE, || async {
@@ -1033,6 +1046,7 @@ async fn a_popup_that_alerts_before_any_call_lists_it_is_known_to_have_its_dialo
         )
         .await;
     assert_eq!(status, StatusCode::OK, "{v}");
+    // A dialog not known would stop the read until the call's bound.
     let read = on.agent.tool(&on.sid, "read_dom", json!({})).await;
     assert_error(&read, StatusCode::CONFLICT, "dialog_open");
     assert!(read.1.to_string().contains("Welcome"), "{read:?}");

@@ -303,7 +303,7 @@ pub(super) async fn run(
             let text = text
                 .as_deref()
                 .filter(|_| d.kind == cdp::DialogKind::Prompt);
-            cdp::answer_dialog(&page, *accept, text).await?;
+            dialogs.answer(&page, *accept, text).await?;
             dialogs.settled(&target, &d, Duration::from_secs(1)).await;
             return Ok(ToolOutput::DialogAnswered(super::output::DialogAnswered {
                 accepted: *accept,
@@ -408,19 +408,8 @@ pub(super) async fn run(
                         if !check.again {
                             cdp::type_text(page, locator, text, false, timeout).await?;
                         }
-                        let browser = &session.sandbox.cdp_url;
-                        let allow = |h: &str, f| (check.allow)(h, f);
-                        let enter = cdp::KeyDown::Named(cdp::KeyAct {
-                            key: "Enter",
-                            code: "",
-                            modifiers: 0,
-                            up: true,
-                        });
-                        if let Err(e) =
-                            cdp::press_checked(page, enter, timeout, browser, true, allow).await?
-                        {
-                            stopped = Some(e);
-                        }
+                        let enter = named_key("Enter", "", 0, true);
+                        stopped = checked_key(session, page, check, enter, true, timeout).await?;
                     }
                     _ => cdp::type_text(page, locator, text, *submit, timeout).await?,
                 }
@@ -429,20 +418,9 @@ pub(super) async fn run(
             Tool::Press { key } => {
                 match check {
                     Some(check) => {
-                        let browser = &session.sandbox.cdp_url;
-                        let allow = |h: &str, f| (check.allow)(h, f);
+                        let key = named_key(key, "", 0, true);
                         let before = check.again;
-                        let key = cdp::KeyDown::Named(cdp::KeyAct {
-                            key,
-                            code: "",
-                            modifiers: 0,
-                            up: true,
-                        });
-                        if let Err(e) =
-                            cdp::press_checked(page, key, timeout, browser, before, allow).await?
-                        {
-                            stopped = Some(e);
-                        }
+                        stopped = checked_key(session, page, check, key, before, timeout).await?;
                     }
                     None => cdp::press(page, key, timeout).await?,
                 }
@@ -495,19 +473,8 @@ pub(super) async fn run(
                 code,
                 modifiers,
             }) if let Some(check) = check => {
-                let browser = &session.sandbox.cdp_url;
-                let allow = |h: &str, f| (check.allow)(h, f);
-                let key = cdp::KeyDown::Named(cdp::KeyAct {
-                    key,
-                    code,
-                    modifiers: *modifiers,
-                    up: false,
-                });
-                if let Err(e) =
-                    cdp::press_checked(page, key, timeout, browser, check.again, allow).await?
-                {
-                    stopped = Some(e);
-                }
+                let key = named_key(key, code, *modifiers, false);
+                stopped = checked_key(session, page, check, key, check.again, timeout).await?;
                 DONE
             }
             Tool::Input(_) => input(session, page, checked.as_ref().expect("checked")).await?,
@@ -577,6 +544,34 @@ pub(super) async fn run(
 /// The refusal of a call on a tab whose page a dialog stops.
 pub(super) fn dialog_open(d: &cdp::Dialog) -> ToolError {
     ToolError::DialogOpen(dialog_message(d))
+}
+
+/// A named key going down (and up after its character, when `up`).
+fn named_key<'a>(key: &'a str, code: &'a str, modifiers: i64, up: bool) -> cdp::KeyDown<'a> {
+    cdp::KeyDown::Named(cdp::KeyAct {
+        key,
+        code,
+        modifiers,
+        up,
+    })
+}
+
+/// A key that acts on the focus (Enter or Space), sent with the gate's
+/// `check` where it acts ([`cdp::press_checked`]): its focus judged once the
+/// page has handled the keydown, and before the key goes down too when
+/// `before`. `Some(e)`: the check stopped it, with `e`.
+async fn checked_key(
+    session: &RunningSession,
+    page: &chromiumoxide::Page,
+    check: &TargetCheck<'_>,
+    key: cdp::KeyDown<'_>,
+    before: bool,
+    timeout: Duration,
+) -> Result<Option<ToolError>, CdpError> {
+    let browser = &session.sandbox.cdp_url;
+    let allow = |h: &str, f| (check.allow)(h, f);
+    let sent = cdp::press_checked(page, key, timeout, browser, before, allow).await?;
+    Ok(sent.err())
 }
 
 fn dialog_message(d: &cdp::Dialog) -> String {

@@ -62,6 +62,79 @@ pub(super) struct TargetCheck<'a> {
     pub(super) again: bool,
 }
 
+/// An action checked inside itself, run until the check no longer holds
+/// it: held, it waits for an operator's decision and runs again, judged
+/// anew (a key's focus before the key goes down too: the gate's own
+/// judgement was of the page before the approval); held in a dry run, it
+/// is recorded and runs as it is. The loop the tool pipeline and the CDP
+/// endpoint's keys share: [`check`](Self::check) before each run,
+/// [`settle`](Self::settle) after it.
+pub(super) struct Checking {
+    checks: bool,
+    judged: Option<Judged>,
+    approved: Option<Approved>,
+    recorded: bool,
+}
+
+impl Checking {
+    /// After the gate let the action through as `gated`.
+    pub(super) fn new(gated: Gate) -> Self {
+        Self {
+            checks: !matches!(gated, Gate::Pass),
+            judged: match gated {
+                Gate::AtKey(judged) => Some(judged),
+                _ => None,
+            },
+            approved: None,
+            recorded: false,
+        }
+    }
+
+    /// The check for the next run (none when the gate does not look).
+    pub(super) fn check<'a>(
+        &'a self,
+        manager: &'a SessionManager,
+        session: &'a RunningSession,
+        tool: &'a Tool,
+    ) -> Option<TargetCheck<'a>> {
+        self.checks.then(|| TargetCheck {
+            allow: if self.recorded {
+                Box::new(|_, _| Ok(()))
+            } else {
+                manager.click_check(session, tool, self.judged.as_ref(), self.approved.as_ref())
+            },
+            again: self.judged.is_none(),
+        })
+    }
+
+    /// What a run came to: `Some`, its result; `None`, it was held inside
+    /// and the operator's decision is in: run it again.
+    pub(super) async fn settle<T>(
+        &mut self,
+        manager: &SessionManager,
+        session: &Arc<RunningSession>,
+        actor: &Actor,
+        tool: &Tool,
+        event: &NewEvent,
+        res: Result<T, ToolError>,
+    ) -> Option<Result<T, ToolError>> {
+        match res {
+            Err(ToolError::Held(held)) => {
+                match manager.hold(session, actor, tool, event, *held).await {
+                    Ok(approved) => {
+                        self.recorded = approved.is_none();
+                        self.approved = approved;
+                        self.judged = None;
+                        None
+                    }
+                    Err(e) => Some(Err(e)),
+                }
+            }
+            res => Some(res),
+        }
+    }
+}
+
 /// A click the gate stopped at its target, before the button went down.
 #[derive(Debug)]
 pub struct Held {
@@ -172,41 +245,33 @@ impl SessionManager {
         params: &serde_json::Value,
     ) -> Result<bool, ToolError> {
         let bound = Duration::from_secs(10);
-        let Gate::AtKey(judged) = self
+        let gated = self
             .gate_in(session, actor, tool, event, bound, Some(tab))
-            .await?
-        else {
+            .await?;
+        if !matches!(gated, Gate::AtKey(_)) {
             return Ok(false);
-        };
-        let mut judged = Some(judged);
-        let mut approved = None;
-        // Held in a dry run: recorded, then sent as it is.
-        let mut recorded = false;
+        }
+        let mut checking = Checking::new(gated);
         loop {
-            let allow: ClickCheck<'_> = if recorded {
-                Box::new(|_, _| Ok(()))
-            } else {
-                self.click_check(session, tool, judged.as_ref(), approved.as_ref())
-            };
+            let check = checking
+                .check(self, session, tool)
+                .expect("a key is checked");
             let page = session.page_of(tab).await?;
             let sent = crate::cdp::press_checked(
                 &page,
                 crate::cdp::KeyDown::Client(params),
                 bound,
                 &session.sandbox.cdp_url,
-                judged.is_none(),
-                |h, f| allow(h, f),
+                check.again,
+                |h, f| (check.allow)(h, f),
             )
             .await?;
-            drop(allow);
-            match sent {
-                Ok(()) => return Ok(true),
-                Err(ToolError::Held(held)) => {
-                    approved = self.hold(session, actor, tool, event, *held).await?;
-                    recorded = approved.is_none();
-                    judged = None;
-                }
-                Err(e) => return Err(e),
+            drop(check);
+            if let Some(sent) = checking
+                .settle(self, session, actor, tool, event, sent)
+                .await
+            {
+                return sent.map(|()| true);
             }
         }
     }

@@ -108,13 +108,6 @@ impl SessionManager {
         // part of the call's own bound. A click is checked at its target,
         // inside the click, and a key where it acts, inside the key (below).
         let gated = self.gate(session, &actor, &tool, &event, timeout).await?;
-        let checks = !matches!(gated, gate::Gate::Pass);
-        // Held inside the action in a dry run: recorded, then run as it is.
-        let mut recorded = false;
-        let mut judged = match gated {
-            gate::Gate::AtKey(judged) => Some(judged),
-            _ => None,
-        };
         // Pointer moves are audited one a second at most; every other
         // input is.
         let sampled_out = matches!(
@@ -135,17 +128,15 @@ impl SessionManager {
         // step without a bound of its own (a title read on a page whose
         // script never yields, say) cannot hold the session past it.
         let budget = timeout + OVERRUN;
-        let mut approved = None;
+        // Held at the target, the decision, then the click again, looked
+        // up and judged anew: if the page changed what is under the pointer
+        // while the approval waited, it waits again (a dry run only
+        // records, and clicks). A key held where it acts runs again the
+        // same way, its focus judged before the key goes down and after.
+        let mut checking = gate::Checking::new(gated);
         let res = loop {
             session.touch();
-            let check = checks.then(|| gate::TargetCheck {
-                allow: if recorded {
-                    Box::new(|_, _| Ok(()))
-                } else {
-                    self.click_check(session, &tool, judged.as_ref(), approved.as_ref())
-                },
-                again: judged.is_none(),
-            });
+            let check = checking.check(self, session, &tool);
             let res = match tokio::time::timeout(budget, async {
                 let mut tabs = session.tabs.lock().await;
                 match &tool {
@@ -175,19 +166,9 @@ impl SessionManager {
                 ))),
             };
             drop(check);
-            match res {
-                // Held at the target: the decision, then the click again,
-                // looked up and judged anew: if the page changed what is
-                // under the pointer while the approval waited, it waits
-                // again (a dry run only records, and clicks). A key held
-                // where it acts runs again the same way, its focus judged
-                // before the key goes down and after.
-                Err(ToolError::Held(held)) => {
-                    approved = self.hold(session, &actor, &tool, &event, *held).await?;
-                    recorded = approved.is_none();
-                    judged = None;
-                }
-                res => break res,
+            let settled = checking.settle(self, session, &actor, &tool, &event, res);
+            if let Some(res) = settled.await {
+                break res;
             }
         };
         session.touch();

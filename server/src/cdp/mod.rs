@@ -247,9 +247,10 @@ impl BrowserConn {
 }
 
 /// Waits, at most two seconds, until chromiumoxide has attached to a new
-/// tab and set it up: the dialog follower holds the tab until then
-/// ([`Dialogs::follow`]), since a dialog the tab opened meanwhile would
-/// stop that set-up, and with it every call that lists the tabs.
+/// tab and set it up, and releases its workers ([`release_new_targets`]):
+/// the dialog follower holds the tab until then ([`Dialogs::follow`]),
+/// since a dialog the tab opened meanwhile would stop that set-up, and
+/// with it every call that lists the tabs.
 fn attached(browser: std::sync::Weak<Browser>) -> dialogs::Attached {
     use chromiumoxide::cdp::browser_protocol::target::TargetId;
     const BOUND: Duration = Duration::from_secs(2);
@@ -262,9 +263,14 @@ fn attached(browser: std::sync::Weak<Browser>) -> dialogs::Attached {
                     let Some(b) = browser.upgrade() else { return };
                     let page = b.get_page(id.clone()).await;
                     drop(b);
-                    // The page answers once chromiumoxide has set it up.
+                    // The page answers once chromiumoxide has set it up;
+                    // its workers are let start from its first document
+                    // on (chromiumoxide's set-up holds them).
                     if let Ok(page) = page {
                         let _ = page.url().await;
+                        if let Err(e) = release_new_targets(&page).await {
+                            tracing::debug!(error = %e, "cannot release a new tab's workers (closing?)");
+                        }
                         return;
                     }
                     tokio::time::sleep(Duration::from_millis(5)).await;

@@ -1670,8 +1670,9 @@ async fn bench() {
     // BENCH_ONLY: comma-separated sections (engine, inject, limits, mcp, task, gate, cdp, capacity); all
     // when unset. `gatesplit` (the gate's reads timed apart), `repaint` (the
     // click → frame bisection), `firstpage` (the warm first page, split),
-    // `framesignal`, `memflags` and `busy` (many sessions at once, one
-    // runtime thread against a worker per core) run only when named.
+    // `framesignal`, `memflags`, `busy` (many sessions at once, one
+    // runtime thread against a worker per core) and `tabs` (what the
+    // dialog follower costs a new tab) run only when named.
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
     let run = |name: &str| only.is_empty() || only.split(',').any(|s| s.trim() == name);
     println!(
@@ -1725,6 +1726,9 @@ async fn bench() {
         frame_signal(&page, tmp.path(), iters).await;
     }
 
+    if only.split(',').any(|s| s.trim() == "tabs") {
+        new_tabs(&page, tmp.path(), iters).await;
+    }
     if only.split(',').any(|s| s.trim() == "busy") {
         busy(page_addr, &page, tmp.path()).await;
     }
@@ -1858,6 +1862,75 @@ fn cpu_ticks() -> ([u64; 2], [u64; 2]) {
         }
     }
     (all, bench)
+}
+
+/// What the dialog follower (`cdp::Dialogs::follow`, which holds a new
+/// tab until Cordon's connection has set it up) costs a new tab: two raw
+/// browsers with Cordon's flags, one connected as Cordon connects (the
+/// follower) and one as any CDP client (none), taking turns. Per round
+/// and browser: a tab opened over CDP at the page (`Target.createTarget`
+/// until loaded, chromiumoxide's `new_page`), and a popup the page opens
+/// (`window.open` until the popup's `load`, timed in the page), 10 each.
+async fn new_tabs(page: &str, tmp: &std::path::Path, iters: usize) {
+    let (followed, child_f) = common::raw_chromium_followed(&tmp.join("tabs-followed")).await;
+    let (plain, child_p) = common::raw_chromium(&tmp.join("tabs-plain"), 1280, 720).await;
+    let mut times: [[Vec<Duration>; 2]; 2] = Default::default();
+    let openers = [
+        followed.first_page().await.unwrap(),
+        plain.first_page().await.unwrap(),
+    ];
+    for p in &openers {
+        common::load(p, page).await;
+    }
+    let popup = format!(
+        "new Promise(r => {{ const t = performance.now(); const w = window.open({page:?}); \
+         w.addEventListener('load', () => {{ const d = performance.now() - t; w.close(); r(d); }}); }})"
+    );
+    for round in 0..iters {
+        let order: [usize; 2] = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        for k in order {
+            let conn = if k == 0 { &followed } else { &plain };
+            for _ in 0..10 {
+                let t = Instant::now();
+                let tab = conn.new_page(page).await.unwrap();
+                times[k][0].push(t.elapsed());
+                tab.close().await.unwrap();
+                let got = openers[k]
+                    .execute(
+                        EvaluateParams::builder()
+                            .expression(popup.clone())
+                            .await_promise(true)
+                            .user_gesture(true)
+                            .return_by_value(true)
+                            .build()
+                            .unwrap(),
+                    )
+                    .await
+                    .unwrap();
+                let ms = got.result.result.value.as_ref().and_then(Value::as_f64);
+                let ms = ms.unwrap_or_else(|| panic!("no popup time: {:?}", got.result));
+                times[k][1].push(Duration::from_secs_f64(ms / 1000.0));
+            }
+        }
+    }
+    println!("new tabs ({iters} rounds of 10; the follower holds a new tab until it is set up)");
+    let [[tab_f, pop_f], [tab_p, pop_p]] = times;
+    let (tab_f, pop_f, tab_p, pop_p) = (Stats(tab_f), Stats(pop_f), Stats(tab_p), Stats(pop_p));
+    println!("tab over CDP, no follower      {}", tab_p.show());
+    println!(
+        "tab over CDP, the follower     {}   +{:.2} ms",
+        tab_f.show(),
+        ms(tab_f.median()) - ms(tab_p.median())
+    );
+    println!("popup until load, no follower  {}", pop_p.show());
+    println!(
+        "popup until load, the follower {}   +{:.2} ms",
+        pop_f.show(),
+        ms(pop_f.median()) - ms(pop_p.median())
+    );
+    drop((followed, plain, openers));
+    kill(child_f);
+    kill(child_p);
 }
 
 /// Many busy sessions at once, Cordon on one runtime thread

@@ -247,13 +247,39 @@ pub async fn raw_chromium_with(
 }
 
 /// A raw Chromium with exactly `flags` (and `--no-sandbox`, the window
-/// size, the profile and `about:blank` after them).
+/// size, the profile and `about:blank` after them), connected as any CDP
+/// client connects (no dialog follower).
 pub async fn raw_chromium_flags(
     profile: &std::path::Path,
     width: u32,
     height: u32,
     flags: Vec<String>,
 ) -> (BrowserConn, std::process::Child) {
+    let (ws, child) = raw_chromium_ws(profile, width, height, flags).await;
+    (BrowserConn::connect_unfollowed(&ws).await.unwrap(), child)
+}
+
+/// [`raw_chromium`] connected as Cordon connects to a session's browser:
+/// every tab's dialogs followed, a new tab held until it is set up.
+pub async fn raw_chromium_followed(
+    profile: &std::path::Path,
+) -> (BrowserConn, std::process::Child) {
+    let flags = cordon::sandbox::chromium::BASE_FLAGS
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let (ws, child) = raw_chromium_ws(profile, 1280, 720, flags).await;
+    (BrowserConn::connect(&ws).await.unwrap(), child)
+}
+
+/// A raw Chromium started as [`raw_chromium_flags`] starts it: its
+/// DevTools WebSocket URL.
+async fn raw_chromium_ws(
+    profile: &std::path::Path,
+    width: u32,
+    height: u32,
+    flags: Vec<String>,
+) -> (String, std::process::Child) {
     use std::os::unix::process::CommandExt;
     std::fs::create_dir_all(profile).unwrap();
     let mut args = flags;
@@ -276,7 +302,7 @@ pub async fn raw_chromium_flags(
     )
     .await
     .unwrap();
-    (BrowserConn::connect(&ws).await.unwrap(), child)
+    (ws, child)
 }
 
 /// A raw Chromium (see [`raw_chromium`]) at 1280×720 with its first tab

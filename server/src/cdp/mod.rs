@@ -70,8 +70,20 @@ pub struct BrowserConn {
 }
 
 impl BrowserConn {
-    /// Connects to a browser-level CDP WebSocket URL.
+    /// Connects to a browser-level CDP WebSocket URL, every tab's dialogs
+    /// followed ([`Dialogs::follow`]).
     pub async fn connect(ws_url: &str) -> anyhow::Result<Self> {
+        Self::connect_with(ws_url, true).await
+    }
+
+    /// [`connect`](Self::connect) without the dialog follower: chromiumoxide
+    /// alone, as any CDP client connects (the benches' raw baseline). No
+    /// dialog is known: a call on a tab a dialog stops waits out its bound.
+    pub async fn connect_unfollowed(ws_url: &str) -> anyhow::Result<Self> {
+        Self::connect_with(ws_url, false).await
+    }
+
+    async fn connect_with(ws_url: &str, follow: bool) -> anyhow::Result<Self> {
         let config = HandlerConfig {
             // Certificate errors stay errors: an agent's browser must not be
             // silently man-in-the-middled.
@@ -118,10 +130,12 @@ impl BrowserConn {
         // Every tab's dialogs are followed from its start (a popup may
         // alert as it loads, before any call lists it).
         let dialogs = Dialogs::default();
-        dialogs
-            .follow(ws_url, attached(Arc::downgrade(&browser)))
-            .await
-            .context("cannot follow the browser's dialogs")?;
+        if follow {
+            dialogs
+                .follow(ws_url, attached(Arc::downgrade(&browser)))
+                .await
+                .context("cannot follow the browser's dialogs")?;
+        }
         let download_feed = downloads::DownloadFeed::default();
         let (seen_crash, seen_download, feed) =
             (crashes.clone(), downloads.clone(), download_feed.clone());

@@ -103,8 +103,8 @@ pub struct Dialogs(Arc<State>);
 struct State {
     open: std::sync::Mutex<HashMap<String, Dialog>>,
     notify: tokio::sync::Notify,
-    /// The follower's queue ([`Dialogs::follow`]).
-    answers: std::sync::Mutex<Option<mpsc::UnboundedSender<Queued>>>,
+    /// The follower's queue ([`Dialogs::follow`]): answers and tabs to let go.
+    queue: std::sync::Mutex<Option<mpsc::UnboundedSender<Queued>>>,
     follower: std::sync::Mutex<Option<tokio::task::AbortHandle>>,
 }
 
@@ -204,17 +204,17 @@ impl Dialogs {
             },
         });
         tx.send(attach.to_string()).await?;
-        let (answers, queue) = mpsc::unbounded_channel();
+        let (queued, queue) = mpsc::unbounded_channel();
         let (ready, is_ready) = oneshot::channel();
         // Weak: the follower must not keep the registry (and its own abort
         // handle) alive.
         let state = Arc::downgrade(&self.0);
         let follower = Follower {
             attached,
-            resume: answers.clone(),
+            resume: queued.clone(),
         };
         let task = tokio::spawn(follow_tabs(state, follower, tx, rx, queue, ready));
-        *self.0.answers.lock().expect("answers lock") = Some(answers);
+        *self.0.queue.lock().expect("queue lock") = Some(queued);
         if let Some(old) = self
             .0
             .follower
@@ -247,7 +247,7 @@ impl Dialogs {
     ) -> Result<(), CdpError> {
         let target = page.target_id().inner().clone();
         let (done, answered) = oneshot::channel();
-        let queue = self.0.answers.lock().expect("answers lock").clone();
+        let queue = self.0.queue.lock().expect("queue lock").clone();
         let sent = queue.is_some_and(|q| {
             q.send(Queued::Answer(Answer {
                 target,

@@ -65,9 +65,15 @@ pub struct BrowserConn {
     dialogs: Dialogs,
     download_feed: downloads::DownloadFeed,
     watcher: tokio::task::JoinHandle<()>,
-    /// Tabs already told to let their workers start ([`release_new_targets`]).
-    released: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// Tabs already told to let their workers start ([`release_new_targets`]),
+    /// by [`pages`](Self::pages), [`new_page`](Self::new_page) or the
+    /// dialog follower's hook as a new tab attaches.
+    released: Released,
 }
+
+/// The ids of the tabs whose workers were released, shared by the
+/// connection and the dialog follower's hook ([`attached`]).
+type Released = Arc<std::sync::Mutex<std::collections::HashSet<String>>>;
 
 impl BrowserConn {
     /// Connects to a browser-level CDP WebSocket URL, every tab's dialogs
@@ -130,9 +136,10 @@ impl BrowserConn {
         // Every tab's dialogs are followed from its start (a popup may
         // alert as it loads, before any call lists it).
         let dialogs = Dialogs::default();
+        let released = Released::default();
         if follow {
             dialogs
-                .follow(ws_url, attached(Arc::downgrade(&browser)))
+                .follow(ws_url, attached(Arc::downgrade(&browser), released.clone()))
                 .await
                 .context("cannot follow the browser's dialogs")?;
         }
@@ -179,7 +186,7 @@ impl BrowserConn {
             dialogs,
             download_feed,
             watcher,
-            released: std::sync::Mutex::default(),
+            released,
         })
     }
 
@@ -225,6 +232,14 @@ impl BrowserConn {
     /// first released ([`release_new_targets`]).
     pub async fn pages(&self) -> Result<Vec<Page>, CdpError> {
         let pages = self.browser.pages().await?;
+        // Closed tabs are forgotten: a page that opens popups in a loop
+        // does not grow the set for the session's life. (A tab the hook
+        // released that chromiumoxide does not list yet would be released
+        // again: one round trip, no harm.)
+        self.released
+            .lock()
+            .expect("released lock")
+            .retain(|id| pages.iter().any(|p| p.target_id().inner() == id));
         for page in &pages {
             let id = page.target_id().inner().clone();
             // A tab whose renderer a dialog stops is released once it is
@@ -248,6 +263,17 @@ impl BrowserConn {
         Ok(pages)
     }
 
+    /// Whether the tab `target` has had its workers released (and will not
+    /// be again) since it opened: by the dialog follower's hook as it
+    /// attached, by [`pages`](Self::pages) or [`new_page`](Self::new_page).
+    /// A closed tab is forgotten at the next [`pages`](Self::pages).
+    pub fn released(&self, target: &str) -> bool {
+        self.released
+            .lock()
+            .expect("released lock")
+            .contains(target)
+    }
+
     /// A new tab at `url`, released ([`release_new_targets`]).
     pub async fn new_page(&self, url: &str) -> Result<Page, CdpError> {
         let page = self.browser.new_page(url).await?;
@@ -261,15 +287,16 @@ impl BrowserConn {
 }
 
 /// Waits, at most two seconds, until chromiumoxide has attached to a new
-/// tab and set it up, and releases its workers ([`release_new_targets`]):
+/// tab and set it up, and releases its workers ([`release_new_targets`];
+/// noted in `released`, so [`BrowserConn::pages`] does not do it again):
 /// the dialog follower holds the tab until then ([`Dialogs::follow`]),
 /// since a dialog the tab opened meanwhile would stop that set-up, and
 /// with it every call that lists the tabs.
-fn attached(browser: std::sync::Weak<Browser>) -> dialogs::Attached {
+fn attached(browser: std::sync::Weak<Browser>, released: Released) -> dialogs::Attached {
     use chromiumoxide::cdp::browser_protocol::target::TargetId;
     const BOUND: Duration = Duration::from_secs(2);
     Arc::new(move |tab: String| {
-        let browser = browser.clone();
+        let (browser, released) = (browser.clone(), released.clone());
         Box::pin(async move {
             let id = TargetId::from(tab);
             let set_up = async {
@@ -282,8 +309,11 @@ fn attached(browser: std::sync::Weak<Browser>) -> dialogs::Attached {
                     // on (chromiumoxide's set-up holds them).
                     if let Ok(page) = page {
                         let _ = page.url().await;
-                        if let Err(e) = release_new_targets(&page).await {
+                        let tab = id.inner().clone();
+                        let first = released.lock().expect("released lock").insert(tab.clone());
+                        if first && let Err(e) = release_new_targets(&page).await {
                             tracing::debug!(error = %e, "cannot release a new tab's workers (closing?)");
+                            released.lock().expect("released lock").remove(&tab);
                         }
                         return;
                     }

@@ -117,3 +117,61 @@ async fn a_window_sized_for_a_viewport_shows_exactly_that_viewport_at_once() {
         );
     }
 }
+
+/// A tab the browser opens by itself (not through `new_page`) has its
+/// workers released once, by the dialog follower's hook as it attaches:
+/// the connection knows it before any call lists the tabs, so listing
+/// them does not release it again; a closed tab is forgotten at the next
+/// listing (a page that opens tabs in a loop does not grow the set).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_tab_is_released_once_as_it_attaches_and_forgotten_once_closed() {
+    use chromiumoxide::cdp::browser_protocol::target::{CloseTargetParams, CreateTargetParams};
+    let browser = Chromium::start();
+    let conn = browser.connect().await;
+    let first = conn.first_page().await.unwrap();
+    assert!(conn.released(first.target_id().inner()), "the first tab");
+    let made = conn
+        .browser()
+        .execute(CreateTargetParams::new("about:blank"))
+        .await
+        .unwrap();
+    let tab = made.result.target_id.clone();
+    // Only the hook can note it: nothing here lists the tabs.
+    crate::helpers::wait_until(
+        "the hook releases the tab",
+        crate::helpers::PATIENCE,
+        || async {
+            if conn.released(tab.inner()) {
+                Ok(())
+            } else {
+                Err("not released yet".to_owned())
+            }
+        },
+    )
+    .await;
+    conn.browser()
+        .execute(CloseTargetParams::new(tab.clone()))
+        .await
+        .unwrap();
+    crate::helpers::wait_until(
+        "the closed tab is forgotten",
+        crate::helpers::PATIENCE,
+        || async {
+            let pages = conn.pages().await.unwrap();
+            let listed = pages.iter().any(|p| p.target_id() == &tab);
+            if !listed && !conn.released(tab.inner()) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "listed {listed}, released {}",
+                    conn.released(tab.inner())
+                ))
+            }
+        },
+    )
+    .await;
+    assert!(
+        conn.released(first.target_id().inner()),
+        "the first tab is still open"
+    );
+}

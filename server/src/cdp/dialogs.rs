@@ -24,11 +24,28 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
 use super::CdpError;
-use super::raw::{RawReceiver, RawSender, answer_of, connect_raw};
+use super::raw::{RawReceiver, RawSender, connect_raw};
 
 /// The most characters of a dialog's message kept (a page may put
 /// megabytes in one).
 pub const MAX_MESSAGE_CHARS: usize = 2000;
+
+/// The most characters of the address of a dialog's frame kept (a
+/// `data:` frame's address may be megabytes long).
+pub const MAX_URL_CHARS: usize = 2048;
+
+/// The most tabs the follower follows in one browser: a tab past it is
+/// let go at once, its dialogs unknown (a browser that announces more is
+/// broken or hostile; its memory limit ends a real one long before).
+const MAX_TABS: usize = 1024;
+
+/// The most new tabs held at once until Cordon's connection has set them
+/// up; past it a new tab is let go at once.
+const MAX_HELD: usize = 32;
+
+/// How long an answer sent through the follower may wait for the
+/// browser's reply.
+const ANSWER_BOUND: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// What kind of dialog.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
@@ -71,10 +88,14 @@ pub struct Dialog {
     pub url: String,
     /// The tab it is open in.
     pub tab_id: String,
+    /// Which opening this is (the follower counts them): two dialogs
+    /// alike in every word are still two.
+    #[serde(skip)]
+    pub(crate) opening: u64,
 }
 
 impl Dialog {
-    fn from_event(ev: &EventJavascriptDialogOpening, tab: &str) -> Self {
+    fn from_event(ev: &EventJavascriptDialogOpening, tab: &str, opening: u64) -> Self {
         let cut = |s: &str| s.chars().take(MAX_MESSAGE_CHARS).collect::<String>();
         Self {
             kind: match ev.r#type {
@@ -89,8 +110,9 @@ impl Dialog {
                 .as_deref()
                 .filter(|_| ev.r#type == DialogType::Prompt)
                 .map(cut),
-            url: ev.url.clone(),
+            url: ev.url.chars().take(MAX_URL_CHARS).collect(),
             tab_id: tab.to_owned(),
+            opening,
         }
     }
 }
@@ -106,6 +128,9 @@ struct State {
     /// The follower's queue ([`Dialogs::follow`]): answers and tabs to let go.
     queue: std::sync::Mutex<Option<mpsc::UnboundedSender<Queued>>>,
     follower: std::sync::Mutex<Option<tokio::task::AbortHandle>>,
+    /// Whether the follower runs (set when it starts, cleared when its
+    /// connection ends).
+    following: std::sync::atomic::AtomicBool,
 }
 
 impl Drop for State {
@@ -131,6 +156,9 @@ pub type Attached = Arc<dyn Fn(String) -> futures::future::BoxFuture<'static, ()
 /// An answer to the dialog of tab `target`, sent by the follower.
 struct Answer {
     target: String,
+    /// The dialog the answer is for: another one open in its place by
+    /// the time the follower sends it is not answered.
+    expect: Option<Dialog>,
     accept: bool,
     text: Option<String>,
     done: oneshot::Sender<Result<(), CdpError>>,
@@ -182,6 +210,24 @@ impl Dialogs {
         self.0.notify.notify_waiters();
     }
 
+    /// Forgets tab `target`'s dialog if it is still `which` (the browser
+    /// said none is showing: its closing was never heard).
+    fn closed_if(&self, target: &str, which: u64) {
+        let mut open = self.0.open.lock().expect("dialogs lock");
+        if open.get(target).is_some_and(|d| d.opening == which) {
+            open.remove(target);
+            drop(open);
+            self.0.notify.notify_waiters();
+        }
+    }
+
+    /// Whether the follower runs ([`follow`](Self::follow)): false before
+    /// it started and once its connection ended (then no dialog is
+    /// known, and none is seen opening).
+    pub fn following(&self) -> bool {
+        self.0.following.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Follows the dialogs of every tab of the browser at `ws_url`, on a
     /// connection of its own, from the start of each: attached to every
     /// page (`Target.setAutoAttach` at the browser, a new one held before
@@ -212,7 +258,11 @@ impl Dialogs {
         let follower = Follower {
             attached,
             resume: queued.clone(),
+            held: Arc::new(tokio::sync::Semaphore::new(MAX_HELD)),
         };
+        self.0
+            .following
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         let task = tokio::spawn(follow_tabs(state, follower, tx, rx, queue, ready));
         *self.0.queue.lock().expect("queue lock") = Some(queued);
         if let Some(old) = self
@@ -237,11 +287,15 @@ impl Dialogs {
 
     /// Answers the dialog open in `page`: OK (with `text` for a prompt) or
     /// Cancel, through the follower, whose session saw it open (a session
-    /// attached after a dialog opened cannot answer it). A tab the follower
+    /// attached after a dialog opened cannot answer it). `expect`: the
+    /// dialog judged; when another has taken its place (or none is open)
+    /// by the time the follower sends the answer, nothing is answered and
+    /// the call fails with [`CdpError::DialogChanged`]. A tab the follower
     /// does not know (none running) is answered on `page` itself.
     pub async fn answer(
         &self,
         page: &Page,
+        expect: Option<&Dialog>,
         accept: bool,
         text: Option<&str>,
     ) -> Result<(), CdpError> {
@@ -251,6 +305,7 @@ impl Dialogs {
         let sent = queue.is_some_and(|q| {
             q.send(Queued::Answer(Answer {
                 target,
+                expect: expect.cloned(),
                 accept,
                 text: text.map(str::to_owned),
                 done,
@@ -258,9 +313,15 @@ impl Dialogs {
             .is_ok()
         });
         if sent {
-            match answered.await {
-                Ok(Err(CdpError::TabNotFound(_))) | Err(_) => {}
-                Ok(res) => return res,
+            match tokio::time::timeout(ANSWER_BOUND, answered).await {
+                Ok(Ok(Err(CdpError::TabNotFound(_))) | Err(_)) => {}
+                Ok(Ok(res)) => return res,
+                Err(_) => {
+                    return Err(CdpError::Timeout(
+                        "answering the dialog",
+                        u64::try_from(ANSWER_BOUND.as_millis()).unwrap_or(u64::MAX),
+                    ));
+                }
             }
         }
         let mut params = HandleJavaScriptDialogParams::new(accept);
@@ -313,16 +374,84 @@ impl Dialogs {
     }
 }
 
-/// The follower's loop ([`Dialogs::follow`]): attaches to each page the
-/// browser announces, notes its dialogs opening and closing, and sends the
-/// answers queued. Ends with the connection (the browser gone: no dialog
-/// is left open) or the registry.
 /// What the follower needs to let a new tab go.
 struct Follower {
     attached: Attached,
     resume: mpsc::UnboundedSender<Queued>,
+    /// New tabs held until Cordon's connection set them up ([`MAX_HELD`]).
+    held: Arc<tokio::sync::Semaphore>,
 }
 
+/// A message from the browser, as far as the follower reads it: nothing
+/// of a message is built that the follower does not use (a browser may
+/// send hundreds of megabytes in one).
+#[derive(serde::Deserialize)]
+struct Incoming<'a> {
+    id: Option<u64>,
+    #[serde(default, borrow)]
+    method: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, rename = "sessionId", borrow)]
+    session: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default)]
+    error: Option<Failure>,
+    // `params` and `result` are skipped unbuilt, as every field not named.
+}
+
+/// A call's failure: Chromium's message names the failure, never page
+/// content.
+#[derive(serde::Deserialize)]
+struct Failure {
+    #[serde(default)]
+    message: Option<String>,
+}
+
+/// A message's `params`, read as `T`.
+#[derive(serde::Deserialize)]
+struct With<T> {
+    params: T,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AttachedTo {
+    session_id: String,
+    target_info: TargetOf,
+    #[serde(default)]
+    waiting_for_debugger: bool,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TargetOf {
+    target_id: String,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DetachedFrom {
+    session_id: String,
+}
+
+/// An id as Chromium makes them (32 hex digits for a target, as many for
+/// a session): anything else from the browser is not followed.
+fn plausible_id(id: &str) -> bool {
+    (1..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric())
+}
+
+/// An answer sent, waiting for the browser's reply.
+struct Pending {
+    done: oneshot::Sender<Result<(), CdpError>>,
+    session: String,
+    tab: String,
+    /// The opening answered, forgotten if the browser says none shows.
+    opening: Option<u64>,
+}
+
+/// The follower's loop ([`Dialogs::follow`]): attaches to each page the
+/// browser announces, notes its dialogs opening and closing, and sends the
+/// answers queued. Ends with the connection (the browser gone: no dialog
+/// is left open) or the registry. The registry is reached only between
+/// awaits (the loop never keeps it alive).
 async fn follow_tabs(
     state: std::sync::Weak<State>,
     follower: Follower,
@@ -332,10 +461,11 @@ async fn follow_tabs(
     ready: oneshot::Sender<Result<(), CdpError>>,
 ) {
     let mut ready = Some(ready);
-    // The follower's session in each tab, and the tab of each session.
+    // The follower's session in each tab (the tab of each session).
     let mut tabs: HashMap<String, String> = HashMap::new();
-    let mut answering: HashMap<u64, oneshot::Sender<Result<(), CdpError>>> = HashMap::new();
+    let mut answering: HashMap<u64, Pending> = HashMap::new();
     let mut next: u64 = 0;
+    let mut openings: u64 = 0;
     loop {
         tokio::select! {
             text = rx.next() => {
@@ -346,61 +476,105 @@ async fn follow_tabs(
                 {
                     continue;
                 }
-                let Ok(mut msg) = serde_json::from_str::<Value>(&text) else { continue };
-                let Some(dialogs) = state.upgrade().map(Dialogs) else { break };
-                if let Some(id) = msg.get("id").and_then(Value::as_u64) {
-                    let res = answer_of(&mut msg).map(|_| ());
+                let Ok(msg) = serde_json::from_str::<Incoming<'_>>(&text) else { continue };
+                if let Some(id) = msg.id {
+                    let res = match msg.error {
+                        Some(e) => Err(CdpError::Failed(e.message.unwrap_or_else(|| "failed".into()))),
+                        None => Ok(()),
+                    };
                     if id == 0 {
                         if let Some(r) = ready.take() {
                             let _ = r.send(res);
                         }
-                    } else if let Some(done) = answering.remove(&id) {
-                        let _ = done.send(res);
+                    } else if let Some(p) = answering.remove(&id) {
+                        // A dialog whose closing was never heard (the
+                        // browser says none shows) is forgotten.
+                        if let (Err(CdpError::Failed(m)), Some(which)) = (&res, p.opening)
+                            && m.contains("No dialog is showing")
+                            && let Some(state) = state.upgrade()
+                        {
+                            Dialogs(state).closed_if(&p.tab, which);
+                        }
+                        let _ = p.done.send(res);
                     }
                     continue;
                 }
-                let session = msg.get("sessionId").and_then(Value::as_str);
-                let tab = session.and_then(|s| tabs.get(s));
-                let params = &msg["params"];
-                match msg["method"].as_str().unwrap_or("") {
+                let tab = msg.session.as_deref().and_then(|s| tabs.get(s));
+                match msg.method.as_deref().unwrap_or("") {
                     "Target.attachedToTarget" => {
-                        let (Some(session), Some(tab)) = (
-                            params["sessionId"].as_str(),
-                            params["targetInfo"]["targetId"].as_str(),
-                        ) else {
+                        let Ok(With { params: a }) = serde_json::from_str::<With<AttachedTo>>(&text) else {
                             continue;
                         };
-                        tabs.insert(session.to_owned(), tab.to_owned());
+                        let (session, tab) = (a.session_id, a.target_info.target_id);
+                        if !plausible_id(&session) || !plausible_id(&tab) {
+                            continue;
+                        }
+                        let go = "Runtime.runIfWaitingForDebugger";
+                        if tabs.len() >= MAX_TABS {
+                            tracing::warn!("a browser announced more tabs than are followed; this one's dialogs are not known");
+                            if a.waiting_for_debugger && send(&mut tx, &mut next, &session, go, json!({})).await.is_err() {
+                                break;
+                            }
+                            continue;
+                        }
+                        tabs.insert(session.clone(), tab.clone());
                         // `Page` first: the tab's first document runs once
                         // it is let go, and may alert at once.
-                        if send(&mut tx, &mut next, session, "Page.enable", json!({})).await.is_err() {
+                        if send(&mut tx, &mut next, &session, "Page.enable", json!({})).await.is_err() {
                             break;
                         }
-                        if params["waitingForDebugger"] == true {
-                            let (attached, resume) = (follower.attached.clone(), follower.resume.clone());
-                            let (tab, session) = (tab.to_owned(), session.to_owned());
-                            tokio::spawn(async move {
-                                attached(tab).await;
-                                let _ = resume.send(Queued::Resume(session));
-                            });
+                        if a.waiting_for_debugger {
+                            match follower.held.clone().try_acquire_owned() {
+                                Ok(permit) => {
+                                    let (attached, resume) = (follower.attached.clone(), follower.resume.clone());
+                                    tokio::spawn(async move {
+                                        attached(tab).await;
+                                        drop(permit);
+                                        let _ = resume.send(Queued::Resume(session));
+                                    });
+                                }
+                                // Too many held at once: let go now.
+                                Err(_) => {
+                                    if send(&mut tx, &mut next, &session, go, json!({})).await.is_err() {
+                                        break;
+                                    }
+                                }
+                            }
                         }
                     }
                     "Target.detachedFromTarget" => {
-                        if let Some(tab) = params["sessionId"].as_str().and_then(|s| tabs.remove(s)) {
-                            dialogs.closed(&tab);
+                        let Ok(With { params: d }) = serde_json::from_str::<With<DetachedFrom>>(&text) else {
+                            continue;
+                        };
+                        if let Some(tab) = tabs.remove(&d.session_id) {
+                            // Its answers will not be replied to.
+                            answering.retain(|_, p| {
+                                p.session != d.session_id
+                            });
+                            if let Some(state) = state.upgrade() {
+                                Dialogs(state).closed(&tab);
+                            }
                         }
                     }
                     "Page.javascriptDialogOpening" if let Some(tab) = tab => {
-                        match serde_json::from_value::<EventJavascriptDialogOpening>(params.clone()) {
-                            Ok(ev) => {
-                                let d = Dialog::from_event(&ev, tab);
+                        match serde_json::from_str::<With<EventJavascriptDialogOpening>>(&text) {
+                            Ok(With { params: ev }) => {
+                                openings += 1;
+                                let d = Dialog::from_event(&ev, tab, openings);
                                 tracing::debug!(kind = ?d.kind, "a dialog opened");
-                                dialogs.opened(tab, d);
+                                if let Some(state) = state.upgrade() {
+                                    Dialogs(state).opened(tab, d);
+                                }
                             }
-                            Err(e) => tracing::debug!(error = %e, "an unreadable dialog event"),
+                            // Only the kind: serde's message may quote the page's text.
+                            Err(e) => tracing::debug!(category = ?e.classify(), "an unreadable dialog event"),
                         }
                     }
-                    "Page.javascriptDialogClosed" if let Some(tab) = tab => dialogs.closed(tab),
+                    "Page.javascriptDialogClosed" if let Some(tab) = tab => {
+                        if let Some(state) = state.upgrade() {
+                            Dialogs(state).closed(tab);
+                        }
+                    }
                     _ => {}
                 }
             }
@@ -418,6 +592,13 @@ async fn follow_tabs(
                             let _ = a.done.send(Err(CdpError::TabNotFound("no such tab".into())));
                             continue;
                         };
+                        // The dialog judged must be the one open now: the
+                        // events before this point have all been read.
+                        let now = state.upgrade().and_then(|s| Dialogs(s).open_on(&a.target));
+                        if a.expect.is_some() && now != a.expect {
+                            let _ = a.done.send(Err(CdpError::DialogChanged));
+                            continue;
+                        }
                         let mut params = json!({ "accept": a.accept });
                         if let Some(text) = a.text {
                             params["promptText"] = Value::String(text);
@@ -425,7 +606,12 @@ async fn follow_tabs(
                         let answer = "Page.handleJavaScriptDialog";
                         match send(&mut tx, &mut next, &session, answer, params).await {
                             Ok(id) => {
-                                answering.insert(id, a.done);
+                                answering.insert(id, Pending {
+                                    done: a.done,
+                                    session,
+                                    tab: a.target,
+                                    opening: now.map(|d| d.opening),
+                                });
                                 Ok(())
                             }
                             Err(e) => {
@@ -441,8 +627,11 @@ async fn follow_tabs(
             }
         }
     }
-    // The browser is gone: so are its dialogs.
+    // The connection is gone: no dialog is known from here on.
     if let Some(state) = state.upgrade() {
+        state
+            .following
+            .store(false, std::sync::atomic::Ordering::SeqCst);
         let dialogs = Dialogs(state);
         for tab in tabs.values() {
             dialogs.closed(tab);
@@ -474,6 +663,7 @@ mod tests {
             default_prompt: None,
             url: "http://a.test/".into(),
             tab_id: tab.into(),
+            opening: 0,
         }
     }
 
@@ -557,5 +747,250 @@ mod tests {
         let dialogs = Dialogs::default();
         let got = dialogs.guard("t", async { Ok(7) }).await.unwrap();
         assert_eq!(got, Ok(7));
+    }
+
+    /// A browser that says what a test makes it say: a WebSocket server on
+    /// loopback speaking CDP's frames, the follower's only peer (a real
+    /// Chromium does not send hostile frames on demand).
+    struct FakeBrowser {
+        url: String,
+        heard: mpsc::UnboundedReceiver<Value>,
+        say: mpsc::UnboundedSender<String>,
+    }
+
+    impl FakeBrowser {
+        async fn start() -> Self {
+            use futures::{SinkExt, StreamExt};
+            use tokio_tungstenite::tungstenite::Message;
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let url = format!(
+                "ws://{}/devtools/browser/fake",
+                listener.local_addr().unwrap()
+            );
+            let (heard_tx, heard) = mpsc::unbounded_channel();
+            let (say, mut said) = mpsc::unbounded_channel::<String>();
+            tokio::spawn(async move {
+                let (tcp, _) = listener.accept().await.unwrap();
+                let ws = tokio_tungstenite::accept_async(tcp).await.unwrap();
+                let (mut out, mut inc) = ws.split();
+                loop {
+                    tokio::select! {
+                        m = inc.next() => match m {
+                            Some(Ok(Message::Text(t))) => {
+                                let _ = heard_tx.send(serde_json::from_str::<Value>(&t).unwrap());
+                            }
+                            Some(Ok(_)) => {}
+                            _ => break,
+                        },
+                        s = said.recv() => match s {
+                            Some(s) => {
+                                if out.send(Message::text(s)).await.is_err() {
+                                    break;
+                                }
+                            }
+                            None => break,
+                        },
+                    }
+                }
+            });
+            Self { url, heard, say }
+        }
+
+        /// The next command the follower sent (not `Page.enable`).
+        async fn next(&mut self) -> Value {
+            loop {
+                let m = tokio::time::timeout(std::time::Duration::from_secs(30), self.heard.recv())
+                    .await
+                    .expect("the follower sent nothing")
+                    .expect("the connection ended");
+                if m["method"] != "Page.enable" {
+                    return m;
+                }
+            }
+        }
+
+        fn say(&self, v: &Value) {
+            self.say.send(v.to_string()).unwrap();
+        }
+
+        fn attach(&self, session: &str, tab: &str, waiting: bool) {
+            self.say(&json!({"method": "Target.attachedToTarget", "params": {
+                "sessionId": session,
+                "targetInfo": {"targetId": tab, "type": "page", "title": "", "url": "", "attached": true, "canAccessOpener": false},
+                "waitingForDebugger": waiting,
+            }}));
+        }
+
+        fn dialog(&self, session: &str, message: &str, url: &str) {
+            self.say(&json!({"method": "Page.javascriptDialogOpening", "sessionId": session, "params": {
+                "url": url, "frameId": "F", "message": message, "type": "confirm", "hasBrowserHandler": false,
+            }}));
+        }
+    }
+
+    /// The follower on `fake`, its hook waiting forever; `follow` returns
+    /// once the fake answered the auto-attach.
+    async fn follow(fake: &mut FakeBrowser) -> Dialogs {
+        let dialogs = Dialogs::default();
+        let d = dialogs.clone();
+        let url = fake.url.clone();
+        let pending: Attached = Arc::new(|_| Box::pin(std::future::pending::<()>()));
+        let following = tokio::spawn(async move { d.follow(&url, pending).await });
+        let attach = fake.next().await;
+        assert_eq!(attach["method"], "Target.setAutoAttach", "{attach}");
+        fake.say(&json!({"id": 0, "result": {}}));
+        following.await.unwrap().unwrap();
+        assert!(dialogs.following());
+        dialogs
+    }
+
+    async fn until(what: &str, check: impl Fn() -> bool) {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !check() {
+            assert!(tokio::time::Instant::now() < deadline, "{what}");
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+
+    fn queue(
+        dialogs: &Dialogs,
+        target: &str,
+        expect: Option<Dialog>,
+    ) -> oneshot::Receiver<Result<(), CdpError>> {
+        let (done, answered) = oneshot::channel();
+        let q = dialogs.0.queue.lock().unwrap().clone().unwrap();
+        assert!(
+            q.send(Queued::Answer(Answer {
+                target: target.into(),
+                expect,
+                accept: true,
+                text: None,
+                done,
+            }))
+            .is_ok()
+        );
+        answered
+    }
+
+    const TAB: &str = "A1B2C3D4E5F60718293A4B5C6D7E8F90";
+    const SESSION: &str = "0F1E2D3C4B5A69788796A5B4C3D2E1F0";
+
+    /// A hostile browser's frames: unreadable ones are skipped, a
+    /// dialog's address is cut, ids that no Chromium makes are not
+    /// followed, and the follower lives on through all of it.
+    #[tokio::test]
+    async fn a_hostile_browsers_frames_are_cut_or_skipped_and_the_follower_lives_on() {
+        let mut fake = FakeBrowser::start().await;
+        let dialogs = follow(&mut fake).await;
+        for junk in [
+            "[0,0,0,0]",
+            "not json",
+            "{\"id\":\"x\"}",
+            "{\"method\":7}",
+            "{\"method\":\"Target.attachedToTarget\",\"params\":{\"sessionId\":[]}}",
+        ] {
+            fake.say.send(junk.to_owned()).unwrap();
+        }
+        fake.attach(&"s".repeat(200), "T", false);
+        fake.attach(SESSION, TAB, false);
+        let long = format!("data:text/html,{}", "x".repeat(1 << 20));
+        fake.dialog(SESSION, &"m".repeat(10_000), &long);
+        until("the dialog is known", || dialogs.open_on(TAB).is_some()).await;
+        let d = dialogs.open_on(TAB).unwrap();
+        assert_eq!(d.url.chars().count(), MAX_URL_CHARS);
+        assert_eq!(d.message.chars().count(), MAX_MESSAGE_CHARS);
+        assert!(dialogs.open_on("T").is_none());
+        assert!(dialogs.following());
+    }
+
+    /// A browser that announces tabs without end: past `MAX_HELD` held at
+    /// once a new tab is let go at once, past `MAX_TABS` it is not
+    /// followed; the hook is never run more than `MAX_HELD` times at once.
+    #[tokio::test]
+    async fn a_flood_of_new_tabs_is_let_go_and_bounded() {
+        let mut fake = FakeBrowser::start().await;
+        let dialogs = follow(&mut fake).await;
+        let n = MAX_TABS + 100;
+        for i in 0..n {
+            fake.attach(&format!("S{i:031}"), &format!("T{i:031}"), true);
+        }
+        // Every tab past the first MAX_HELD is let go at once (the hook
+        // of those never returns).
+        let mut resumed = 0;
+        while resumed < n - MAX_HELD {
+            let m = fake.next().await;
+            assert_eq!(m["method"], "Runtime.runIfWaitingForDebugger", "{m}");
+            resumed += 1;
+        }
+        fake.dialog(&format!("S{:031}", n - 1), "past the cap", "http://a.test/");
+        fake.dialog(&format!("S{:031}", 7), "followed", "http://a.test/");
+        until("a followed tab's dialog", || {
+            dialogs.open_on(&format!("T{:031}", 7)).is_some()
+        })
+        .await;
+        assert!(
+            dialogs.open_on(&format!("T{:031}", n - 1)).is_none(),
+            "a tab past the cap"
+        );
+        assert!(dialogs.following());
+    }
+
+    /// An answer goes only to the dialog it was for: another opened in its
+    /// place is not answered; the browser saying none shows forgets a
+    /// dialog whose closing was never heard; an answer the browser never
+    /// replies to ends when its tab detaches.
+    #[tokio::test]
+    async fn an_answer_goes_only_to_the_dialog_it_was_for() {
+        let mut fake = FakeBrowser::start().await;
+        let dialogs = follow(&mut fake).await;
+        fake.attach(SESSION, TAB, false);
+        fake.dialog(SESSION, "Discard the draft?", "http://a.test/");
+        until("the first dialog", || dialogs.open_on(TAB).is_some()).await;
+        let judged = dialogs.open_on(TAB).unwrap();
+        // Another takes its place before the answer goes out.
+        fake.say(&json!({"method": "Page.javascriptDialogClosed", "sessionId": SESSION, "params": {"result": false, "userInput": ""}}));
+        fake.dialog(SESSION, "Transfer the funds?", "http://a.test/");
+        until("the second dialog", || {
+            dialogs
+                .open_on(TAB)
+                .is_some_and(|d| d.message.starts_with("Transfer"))
+        })
+        .await;
+        let got = queue(&dialogs, TAB, Some(judged)).await.unwrap();
+        assert!(matches!(got, Err(CdpError::DialogChanged)), "{got:?}");
+        // The same words again are another dialog too.
+        let now = dialogs.open_on(TAB).unwrap();
+        let mut twin = now.clone();
+        twin.opening += 1;
+        assert!(matches!(
+            queue(&dialogs, TAB, Some(twin)).await.unwrap(),
+            Err(CdpError::DialogChanged)
+        ));
+        // The one open now is answered; the browser says none shows.
+        let answer = queue(&dialogs, TAB, Some(now));
+        let sent = fake.next().await;
+        assert_eq!(sent["method"], "Page.handleJavaScriptDialog", "{sent}");
+        assert_eq!(sent["sessionId"], SESSION);
+        fake.say(&json!({"id": sent["id"], "error": {"code": -32000, "message": "No dialog is showing"}}));
+        assert!(answer.await.unwrap().is_err());
+        until("the stale dialog is forgotten", || {
+            dialogs.open_on(TAB).is_none()
+        })
+        .await;
+        // No reply, then the tab detaches: the answer ends.
+        fake.dialog(SESSION, "Again?", "http://a.test/");
+        until("a third dialog", || dialogs.open_on(TAB).is_some()).await;
+        let answer = queue(&dialogs, TAB, dialogs.open_on(TAB));
+        assert_eq!(fake.next().await["method"], "Page.handleJavaScriptDialog");
+        fake.say(&json!({"method": "Target.detachedFromTarget", "params": {"sessionId": SESSION}}));
+        let ended = tokio::time::timeout(std::time::Duration::from_secs(10), answer).await;
+        assert!(
+            matches!(ended, Ok(Err(_))),
+            "the answer did not end: {ended:?}"
+        );
+        assert!(dialogs.open_on(TAB).is_none());
+        // The connection ends: the follower says so.
+        drop(fake);
+        until("the follower ends", || !dialogs.following()).await;
     }
 }

@@ -37,6 +37,10 @@ pub enum CdpError {
     /// read ran.
     #[error("{0}")]
     DialogOpen(String),
+    /// The dialog an answer was for is no longer the one open in its tab
+    /// (another took its place, or it closed): nothing was answered.
+    #[error("the dialog changed before it was answered")]
+    DialogChanged,
     /// The browser is gone (crashed or killed).
     #[error("the browser is gone")]
     BrowserGone,

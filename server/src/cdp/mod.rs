@@ -63,6 +63,8 @@ pub struct BrowserConn {
     crashes: TabEvents,
     downloads: TabEvents,
     dialogs: Dialogs,
+    /// Whether `dialogs` follows the browser ([`connect`](Self::connect)).
+    follow: bool,
     download_feed: downloads::DownloadFeed,
     watcher: tokio::task::JoinHandle<()>,
     /// Tabs already told to let their workers start ([`release_new_targets`]),
@@ -120,29 +122,40 @@ impl BrowserConn {
             flag.store(true, Ordering::SeqCst);
         });
         let (crashes, downloads) = (TabEvents::default(), TabEvents::default());
-        let watch = |e| anyhow::Error::new(e).context("cannot watch the browser's tabs");
-        let mut crashed = browser
-            .event_listener::<EventTargetCrashed>()
-            .await
-            .map_err(watch)?;
-        let mut downloading = browser
-            .event_listener::<EventDownloadWillBegin>()
-            .await
-            .map_err(watch)?;
-        let mut progress = browser
-            .event_listener::<EventDownloadProgress>()
-            .await
-            .map_err(watch)?;
-        // Every tab's dialogs are followed from its start (a popup may
-        // alert as it loads, before any call lists it).
         let dialogs = Dialogs::default();
         let released = Released::default();
-        if follow {
-            dialogs
-                .follow(ws_url, attached(Arc::downgrade(&browser), released.clone()))
+        let listen = async {
+            let watch = |e| anyhow::Error::new(e).context("cannot watch the browser's tabs");
+            let crashed = browser
+                .event_listener::<EventTargetCrashed>()
                 .await
-                .context("cannot follow the browser's dialogs")?;
-        }
+                .map_err(watch)?;
+            let downloading = browser
+                .event_listener::<EventDownloadWillBegin>()
+                .await
+                .map_err(watch)?;
+            let progress = browser
+                .event_listener::<EventDownloadProgress>()
+                .await
+                .map_err(watch)?;
+            // Every tab's dialogs are followed from its start (a popup may
+            // alert as it loads, before any call lists it).
+            if follow {
+                dialogs
+                    .follow(ws_url, attached(Arc::downgrade(&browser), released.clone()))
+                    .await
+                    .context("cannot follow the browser's dialogs")?;
+            }
+            anyhow::Ok((crashed, downloading, progress))
+        };
+        // Failed half-way, the connection's loop is not left running.
+        let (mut crashed, mut downloading, mut progress) = match listen.await {
+            Ok(l) => l,
+            Err(e) => {
+                handler.abort();
+                return Err(e);
+            }
+        };
         let download_feed = downloads::DownloadFeed::default();
         let (seen_crash, seen_download, feed) =
             (crashes.clone(), downloads.clone(), download_feed.clone());
@@ -184,15 +197,21 @@ impl BrowserConn {
             crashes,
             downloads,
             dialogs,
+            follow,
             download_feed,
             watcher,
             released,
         })
     }
 
-    /// Whether the connection has ended (browser exited or crashed).
+    /// Whether the connection has ended (browser exited or crashed), or
+    /// the dialog follower's has: a browser whose dialogs are no longer
+    /// seen is not driven on (a call on a tab a dialog stops would wait
+    /// out its bound, and the gate would not see what OK answers).
     pub fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::SeqCst) || self.handler.is_finished()
+        self.closed.load(Ordering::SeqCst)
+            || self.handler.is_finished()
+            || (self.follow && !self.dialogs.following())
     }
 
     /// Tabs whose renderer crashed.

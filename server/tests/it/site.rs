@@ -145,6 +145,12 @@ const LINKS: &str = r#"<!doctype html><html><head><title>Links</title></head><bo
 const POPUP: &str = r#"<!doctype html><html><head><title>Popup opener</title></head><body>
 <button id="open" onclick="window.open('/links', '_blank')">open</button></body></html>"#;
 
+/// A page that asks "Leave site?" on the way out, once it has been
+/// clicked (Chromium asks only after the page had a user's gesture).
+const LEAVE: &str = r#"<!doctype html><html><head><title>Leave?</title></head><body>
+<button id="b" onclick="this.textContent = 'clicked'">b</button>
+<script>addEventListener('beforeunload', e => { e.preventDefault(); e.returnValue = ''; });</script></body></html>"#;
+
 const IFRAME: &str = r#"<!doctype html><html><head><title>Frames</title></head><body><h1>Outer</h1><iframe src="/form" width="600" height="400"></iframe></body></html>"#;
 
 const SHOW_STATE: &str = r#"<!doctype html><html><head><title>State</title></head><body><p id="state"></p>
@@ -403,6 +409,7 @@ pub async fn start() -> Site {
             }),
         )
         .route("/popup", get(|| async { Html(POPUP) }))
+        .route("/leave", get(|| async { Html(LEAVE) }))
         // The viewport the page itself sees, as its title.
         .route(
             "/size",

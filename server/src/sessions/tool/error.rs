@@ -189,6 +189,7 @@ impl From<CdpError> for ToolError {
             CdpError::NotAFileInput(m) => Self::NotAFileInput(m),
             CdpError::Failed(m) => Self::ActionFailed(m),
             CdpError::DialogOpen(m) => Self::DialogOpen(m),
+            CdpError::DialogChanged => Self::ActionFailed(e.to_string()),
             CdpError::BrowserGone => Self::BrowserFailed,
             CdpError::Protocol(m) => Self::Protocol(m),
         }

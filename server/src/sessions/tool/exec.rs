@@ -303,7 +303,24 @@ pub(super) async fn run(
             let text = text
                 .as_deref()
                 .filter(|_| d.kind == cdp::DialogKind::Prompt);
-            dialogs.answer(&page, *accept, text).await?;
+            // The gate's look again, at the dialog answered now: another
+            // may have taken the judged one's place.
+            if let Some(check) = check {
+                let (host, element) = super::gate::dialog_facts(&d);
+                (check.allow)(&host, element)?;
+            }
+            match dialogs.answer(&page, Some(&d), *accept, text).await {
+                Ok(()) => {}
+                // Another dialog took its place as the answer went out:
+                // nothing was answered; the agent is told what is open.
+                Err(CdpError::DialogChanged) => {
+                    return Err(match dialogs.any_open(&target) {
+                        Some(now) => dialog_open(&now),
+                        None => ToolError::NoDialog,
+                    });
+                }
+                Err(e) => return Err(e.into()),
+            }
             dialogs.settled(&target, &d, Duration::from_secs(1)).await;
             return Ok(ToolOutput::DialogAnswered(super::output::DialogAnswered {
                 accepted: *accept,
@@ -699,7 +716,20 @@ async fn tab_close(
     if count <= 1 {
         return Err(ToolError::LastTab);
     }
-    page.close().await.map_err(CdpError::from)?;
+    // Closed without the page's `beforeunload` handler ("Leave site?"),
+    // as Puppeteer's `page.close()` closes by default: a hostile page
+    // cannot keep its tab open, nor stop the session's other tabs with
+    // the dialog.
+    session
+        .conn
+        .browser()
+        .execute(
+            chromiumoxide::cdp::browser_protocol::target::CloseTargetParams::new(
+                page.target_id().clone(),
+            ),
+        )
+        .await
+        .map_err(CdpError::from)?;
     // Wait (briefly) until the browser no longer lists it.
     for _ in 0..100 {
         if !session

@@ -31,6 +31,10 @@ pub(super) enum Gate {
     /// inside the key, once the page has handled its keydown (a handler
     /// may move the focus onto another element).
     AtKey(Judged),
+    /// A dialog's answer a rule looks at, passed or approved as judged
+    /// here: checked again as it is answered (another dialog may have
+    /// taken its place meanwhile).
+    AtDialog(Judged),
 }
 
 /// What the gate let through: the assessment, and what it saw
@@ -82,7 +86,7 @@ impl Checking {
         Self {
             checks: !matches!(gated, Gate::Pass),
             judged: match gated {
-                Gate::AtKey(judged) => Some(judged),
+                Gate::AtKey(judged) | Gate::AtDialog(judged) => Some(judged),
                 _ => None,
             },
             approved: None,
@@ -160,6 +164,27 @@ impl Approved {
     fn holds_for(&self, assessment: &Assessment, seen: &serde_json::Value) -> bool {
         same(&self.assessment, assessment) && self.seen == *seen
     }
+}
+
+/// A dialog as the gate judges its answer: the host of the frame that
+/// opened it, and its message as the element OK acts on (an alert has
+/// only OK: it acts on nothing).
+pub(super) fn dialog_facts(d: &crate::cdp::Dialog) -> (String, serde_json::Value) {
+    let element = if d.kind == crate::cdp::DialogKind::Alert {
+        serde_json::Value::Null
+    } else {
+        json!({
+            "name": d.message,
+            "names": [d.message],
+            "role": "dialog",
+            "activates": true,
+        })
+    };
+    let host = url::Url::parse(&d.url)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_owned))
+        .unwrap_or_default();
+    (host, element)
 }
 
 /// What an approval is bound to: the page's host and address, the
@@ -355,6 +380,8 @@ impl SessionManager {
             let pass = |assessment: Assessment, seen: serde_json::Value| {
                 if acts_at_key(&judged) {
                     Gate::AtKey(Judged { assessment, seen })
+                } else if matches!(judged, Tool::Dialog { .. }) && tab.is_none() {
+                    Gate::AtDialog(Judged { assessment, seen })
                 } else {
                     Gate::Pass
                 }
@@ -446,15 +473,17 @@ impl SessionManager {
         held: Held,
     ) -> Result<Option<Approved>, ToolError> {
         let rules = self.0.policy.rules(session.tenant.as_str());
-        let screenshot = if held.assessment.forbidden || rules.dry_run {
-            None
-        } else {
-            let mut tabs = session.tabs.lock().await;
-            let page = session.page(&mut tabs).await?;
-            let shot = approval_shot(&page).await;
-            drop(tabs);
-            outline(shot, held.rect).await
-        };
+        // A page a dialog stops draws nothing new.
+        let screenshot =
+            if held.assessment.forbidden || rules.dry_run || matches!(tool, Tool::Dialog { .. }) {
+                None
+            } else {
+                let mut tabs = session.tabs.lock().await;
+                let page = session.page(&mut tabs).await?;
+                let shot = approval_shot(&page).await;
+                drop(tabs);
+                outline(shot, held.rect).await
+            };
         let waits = held.assessment.waits() && !rules.dry_run;
         self.decide(
             session,
@@ -681,25 +710,17 @@ impl SessionManager {
         // nothing else is looked at (or runs) until it is answered.
         let open = session.conn.dialogs().open_on(page.target_id().inner());
         if let Tool::Dialog { .. } = tool {
-            let element = match &open {
-                // An alert has only OK: it acts on nothing.
-                Some(d) if d.kind == crate::cdp::DialogKind::Alert => serde_json::Value::Null,
-                Some(d) => json!({
-                    "name": d.message,
-                    "names": [d.message],
-                    "role": "dialog",
-                    "activates": true,
-                }),
+            let (host, element) = match &open {
+                Some(d) => dialog_facts(d),
                 // A CDP client answers a dialog Cordon did not see open
                 // (the tab was followed too late): not harmless.
-                None if tab.is_some() => json!({ "unknown": "a dialog Cordon did not see open" }),
+                None if tab.is_some() => (
+                    String::new(),
+                    json!({ "unknown": "a dialog Cordon did not see open" }),
+                ),
                 None => return Err(ToolError::NoDialog),
             };
-            let host = open
-                .as_ref()
-                .and_then(|d| url::Url::parse(&d.url).ok())
-                .and_then(|u| u.host_str().map(str::to_owned));
-            facts.page_host = host.filter(|h| !h.is_empty());
+            facts.page_host = Some(host).filter(|h| !h.is_empty());
             element_seen = element.clone();
             facts.element = element_facts_of(element)?;
             let seen = seen(

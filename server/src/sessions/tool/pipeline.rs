@@ -270,7 +270,8 @@ impl SessionManager {
             });
         }
         if matches!(e, ToolError::BrowserFailed) || session.browser_gone() {
-            tracing::warn!(error = %e, "tool failed: the browser is gone");
+            // The kind only: a dialog's error quotes the page's text.
+            tracing::warn!(error = e.code(), "tool failed: the browser is gone");
             self.fail(
                 &session.id,
                 crate::domain::CloseReason::BrowserExited,

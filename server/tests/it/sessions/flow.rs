@@ -233,6 +233,49 @@ async fn element_tools_fill_and_submit_a_form_without_leaking_the_typed_text() {
     app.stop().await;
 }
 
+/// A tab whose page asks "Leave site?" on the way out closes when the
+/// agent closes it: its `beforeunload` handler does not run, so no dialog
+/// keeps it open or stops the session's other tabs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tab_that_asks_before_it_unloads_still_closes() {
+    let site = site::start().await;
+    let app = session_app(Backend::Sqlite, &site.allow(), &[]).await;
+    let agent = app.agent("acme").await;
+    let sid = agent.open(json!({ "record": "off" })).await;
+    agent
+        .tool(&sid, "navigate", json!({ "url": site.url("/leave") }))
+        .await;
+    // The page has had a gesture: Chromium would ask now.
+    let (status, clicked) = agent.tool(&sid, "click", json!({ "selector": "#b" })).await;
+    assert_eq!(status, StatusCode::OK, "{clicked}");
+    let (_, tabs) = agent.get(&format!("/api/sessions/{sid}/tabs")).await;
+    let asking = tabs[0]["tab_id"].as_str().unwrap().to_owned();
+    let (status, tab) = agent
+        .post(
+            &format!("/api/sessions/{sid}/tabs"),
+            json!({ "url": site.url("/links") }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{tab}");
+    let (status, closed) = agent
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/api/sessions/{sid}/tabs/{asking}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{closed}");
+    let (_, tabs) = agent.get(&format!("/api/sessions/{sid}/tabs")).await;
+    assert_eq!(tabs.as_array().map(Vec::len), Some(1), "{tabs}");
+    assert_ne!(tabs[0]["tab_id"].as_str(), Some(asking.as_str()), "{tabs}");
+    assert!(tabs[0]["dialog"].is_null(), "{tabs}");
+    let (status, dom) = agent.tool(&sid, "read_dom", json!({})).await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "the other tab is not stopped: {dom}"
+    );
+}
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tabs_follow_popups_and_can_be_focused_and_closed() {
     let site = site::start().await;

@@ -164,6 +164,12 @@ async fn pump(
 ) {
     let (mut sink, mut stream) = socket.split();
     let (in_tx, in_rx) = mpsc::channel::<FromClient>(64);
+    // Bytes read and not yet taken by the engine: a client that floods
+    // 16 MiB frames at a busy engine waits on its socket instead of
+    // filling the server's memory.
+    let queued = std::sync::Arc::new(tokio::sync::Semaphore::new(
+        crate::sessions::cdp::MAX_QUEUED_BYTES,
+    ));
     let (out_tx, mut out_rx) = crate::sessions::cdp::outbound();
     // Once the engine stops listening, the reader goes on draining what
     // the client sends until it closes too: a socket dropped with unread
@@ -172,7 +178,14 @@ async fn pump(
         let mut listening = true;
         while let Some(frame) = stream.next().await {
             let msg = match frame {
-                Ok(Message::Text(t)) => FromClient::Text(t.as_str().to_owned()),
+                Ok(Message::Text(t)) => {
+                    // At most MAX_CLIENT_MESSAGE (the socket's own limit).
+                    let bytes = u32::try_from(t.len()).unwrap_or(u32::MAX);
+                    let Ok(held) = queued.clone().acquire_many_owned(bytes).await else {
+                        break;
+                    };
+                    FromClient::Text(t.as_str().to_owned(), held)
+                }
                 Ok(Message::Binary(_)) => FromClient::Binary,
                 Ok(Message::Close(_)) => break,
                 Ok(_) => continue,

@@ -846,12 +846,17 @@ async fn the_risk_gate_holds_a_cdp_press_and_keys_and_control_refuses_cdp_input(
     let id = press_async(&mut cdp, &tab, (x, y)).await;
     let approval = deny_pending(&mut cdp, &app, &cookie, &sid, id).await;
     assert_eq!(approval["level"], "high", "{approval}");
-    cdp.ok(
-        "Input.dispatchMouseEvent",
-        json!({ "type": "mouseReleased", "x": x, "y": y, "button": "left", "clickCount": 1 }),
-        Some(&tab),
+    // Its release there, with no press let through before it, is judged
+    // too (a page may act on `mouseup`): denied as well.
+    let id = cdp.next;
+    cdp.next += 1;
+    cdp.send_raw(
+        json!({ "id": id, "sessionId": tab, "method": "Input.dispatchMouseEvent",
+                "params": { "type": "mouseReleased", "x": x, "y": y, "button": "left", "clickCount": 1 } })
+        .to_string(),
     )
     .await;
+    deny_pending(&mut cdp, &app, &cookie, &sid, id).await;
     assert_eq!(title(&mut cdp, &tab).await, "next", "never pressed");
 
     // Typing into the password field is refused outright.
@@ -911,6 +916,28 @@ async fn the_risk_gate_holds_a_cdp_press_and_keys_and_control_refuses_cdp_input(
         )
         .await;
     assert!(message.contains("operator_has_control"), "{message}");
+    // So is what would mislead the operator or stop the page under them:
+    // restyling it, drawing over it, pausing or freezing its script,
+    // answering its requests.
+    for (method, params) in [
+        (
+            "CSS.setStyleSheetText",
+            json!({ "styleSheetId": "1", "text": "#delete::after { content: 'Cancel' }" }),
+        ),
+        (
+            "Overlay.highlightRect",
+            json!({ "x": 0, "y": 0, "width": 10, "height": 10 }),
+        ),
+        ("Debugger.pause", json!({})),
+        ("Page.setWebLifecycleState", json!({ "state": "frozen" })),
+        ("Fetch.enable", json!({})),
+    ] {
+        let message = cdp.err(method, params, Some(&tab)).await;
+        assert!(
+            message.contains("operator_has_control"),
+            "{method}: {message}"
+        );
+    }
     // Reads still pass.
     cdp.ok(
         "Page.captureScreenshot",
@@ -1241,5 +1268,305 @@ async fn a_cdp_key_whose_keydown_moves_the_focus_is_judged_where_it_lands() {
         "DELETED",
         "Enter pressed the focused button"
     );
+    app.stop().await;
+}
+
+/// Sends `method` with `params` to `tab` without waiting; answers its id.
+async fn send_async(cdp: &mut Cdp, tab: &str, method: &str, params: Value) -> u64 {
+    let id = cdp.next;
+    cdp.next += 1;
+    cdp.send_raw(
+        json!({ "id": id, "sessionId": tab, "method": method, "params": params }).to_string(),
+    )
+    .await;
+    id
+}
+
+/// The one approval `sid` waits for, which must name `name`, decided;
+/// answers the client's answer to command `id`.
+async fn decide_one(
+    cdp: &mut Cdp,
+    app: &TestApp,
+    cookie: &str,
+    (sid, id): (&str, u64),
+    name: &str,
+    approve: bool,
+) -> Value {
+    let approval = crate::gate::one_pending(app, cookie, sid).await;
+    assert!(approval["reasons"].to_string().contains(name), "{approval}");
+    let (status, _) =
+        crate::gate::decide(app, cookie, approval["id"].as_str().unwrap(), approve).await;
+    assert_eq!(status, StatusCode::OK);
+    cdp.answer_to(id).await
+}
+
+/// A button going up away from where it went down (a drag's drop onto a
+/// bin that deletes on `mouseup`), a second finger put down through a
+/// `touchMove`, and Enter sent as an editing command (`insertNewline`,
+/// whatever the key) are judged where they act: they wait for an
+/// operator; denied, nothing happened; approved, they act (so the gate
+/// had something to judge).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drop_a_second_finger_and_an_editing_newline_are_judged_where_they_act() {
+    let site = site::start().await;
+    let (app, agent, sid, mut cdp) = driven(&site).await;
+    let (_, cookie) = app
+        .operator_session("olive", app::api::auth::Role::Operator)
+        .await;
+    let tab = cdp.attach_first_tab().await;
+    let board = site.url("/hostile/drop-zone.html");
+    let (card, bin) = ((120.0, 60.0), (170.0, 350.0));
+    let mouse = |kind: &str, (x, y): (f64, f64)| json!({ "type": kind, "x": x, "y": y, "button": "left", "buttons": 1, "clickCount": 1 });
+    for approve in [false, true] {
+        agent.navigate_ok(&sid, &board).await;
+        // The card is harmless: its press passes at once.
+        cdp.ok(
+            "Input.dispatchMouseEvent",
+            mouse("mouseMoved", card),
+            Some(&tab),
+        )
+        .await;
+        cdp.ok(
+            "Input.dispatchMouseEvent",
+            mouse("mousePressed", card),
+            Some(&tab),
+        )
+        .await;
+        cdp.ok(
+            "Input.dispatchMouseEvent",
+            mouse("mouseMoved", bin),
+            Some(&tab),
+        )
+        .await;
+        let id = send_async(
+            &mut cdp,
+            &tab,
+            "Input.dispatchMouseEvent",
+            mouse("mouseReleased", bin),
+        )
+        .await;
+        let answer = decide_one(
+            &mut cdp,
+            &app,
+            &cookie,
+            (&sid, id),
+            "Delete repository",
+            approve,
+        )
+        .await;
+        if approve {
+            assert!(answer.get("error").is_none(), "{answer}");
+            cdp.until(&tab, "document.title", |t| t == "DELETED").await;
+        } else {
+            let message = answer["error"]["message"].as_str().unwrap_or_default();
+            assert!(message.contains("denied_by_operator"), "{answer}");
+            assert_eq!(title(&mut cdp, &tab).await, "Board", "the drop acted");
+        }
+    }
+    // A plain click on the card is judged once (its release in place is
+    // motion): nothing waits.
+    agent.navigate_ok(&sid, &board).await;
+    for kind in ["mouseMoved", "mousePressed", "mouseReleased"] {
+        cdp.ok("Input.dispatchMouseEvent", mouse(kind, card), Some(&tab))
+            .await;
+    }
+    let pending = crate::gate::pending(&app, &cookie).await;
+    assert!(
+        pending.iter().all(|a| a["session"] != sid.as_str()),
+        "{pending:?}"
+    );
+
+    // A second finger through a touch move.
+    let touch = |kind: &str, points: Value| json!({ "type": kind, "touchPoints": points });
+    for approve in [false, true] {
+        agent.navigate_ok(&sid, &board).await;
+        cdp.ok(
+            "Input.dispatchTouchEvent",
+            touch("touchStart", json!([{ "id": 0, "x": card.0, "y": card.1 }])),
+            Some(&tab),
+        )
+        .await;
+        let id = send_async(
+            &mut cdp,
+            &tab,
+            "Input.dispatchTouchEvent",
+            touch("touchMove", json!([{ "id": 1, "x": bin.0, "y": bin.1 }])),
+        )
+        .await;
+        let answer = decide_one(
+            &mut cdp,
+            &app,
+            &cookie,
+            (&sid, id),
+            "Delete repository",
+            approve,
+        )
+        .await;
+        if approve {
+            assert!(answer.get("error").is_none(), "{answer}");
+        } else {
+            let message = answer["error"]["message"].as_str().unwrap_or_default();
+            assert!(message.contains("denied_by_operator"), "{answer}");
+        }
+        cdp.ok(
+            "Input.dispatchTouchEvent",
+            touch("touchEnd", json!([])),
+            Some(&tab),
+        )
+        .await;
+        if approve {
+            cdp.until(&tab, "document.title", |t| t == "DELETED").await;
+        } else {
+            assert_eq!(
+                title(&mut cdp, &tab).await,
+                "Board",
+                "the second finger acted"
+            );
+        }
+    }
+
+    // Enter as an editing command in a field whose form deletes.
+    for approve in [false, true] {
+        agent
+            .navigate_ok(&sid, &site.url("/hostile/keyboard-submit.html"))
+            .await;
+        cdp.eval(&tab, "document.querySelector('#confirm').focus()")
+            .await;
+        let id = send_async(
+            &mut cdp,
+            &tab,
+            "Input.dispatchKeyEvent",
+            json!({ "type": "rawKeyDown", "key": "x", "code": "KeyX", "windowsVirtualKeyCode": 88, "commands": ["insertNewline"] }),
+        )
+        .await;
+        let answer = decide_one(
+            &mut cdp,
+            &app,
+            &cookie,
+            (&sid, id),
+            "Delete repository",
+            approve,
+        )
+        .await;
+        if approve {
+            assert!(answer.get("error").is_none(), "{answer}");
+            cdp.until(&tab, "document.title", |t| t == "DELETED").await;
+        } else {
+            let message = answer["error"]["message"].as_str().unwrap_or_default();
+            assert!(message.contains("denied_by_operator"), "{answer}");
+            assert_eq!(
+                title(&mut cdp, &tab).await,
+                "Repository",
+                "the newline submitted"
+            );
+        }
+    }
+    app.stop().await;
+}
+
+/// Malformed ways around the filter get typed errors and change nothing:
+/// an address the gate cannot read (credentials in it) is refused, not
+/// sent on unjudged; an id Chromium cannot take back; a heavy command
+/// sent twice under one id; a command of more values than are read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn addresses_ids_and_bulk_the_filter_cannot_read_are_refused() {
+    let site = site::start().await;
+    let (app, agent, sid, mut cdp) = driven(&site).await;
+    let tab = cdp.attach_first_tab().await;
+    agent.navigate_ok(&sid, &site.url("/links")).await;
+    let before = cdp.eval(&tab, "location.href").await;
+    for url in [
+        format!("http://user:pw@{}/danger", site.addr),
+        format!("{}?{}", site.url("/danger"), "a".repeat(9000)),
+    ] {
+        let message = cdp
+            .err("Page.navigate", json!({ "url": url }), Some(&tab))
+            .await;
+        assert!(message.contains("url_invalid"), "{message}");
+        let message = cdp
+            .err("Target.createTarget", json!({ "url": url }), None)
+            .await;
+        assert!(message.contains("url_invalid"), "{message}");
+    }
+    assert_eq!(cdp.eval(&tab, "location.href").await, before);
+    let (_, tabs) = agent.get(&format!("/api/sessions/{sid}/tabs")).await;
+    assert_eq!(tabs.as_array().map(Vec::len), Some(1), "{tabs}");
+
+    // An id past Chromium's 32 bits.
+    cdp.send_raw(
+        json!({ "id": 3_000_000_000u64, "sessionId": tab, "method": "Page.captureScreenshot" })
+            .to_string(),
+    )
+    .await;
+    let answer = cdp.answer().await;
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    assert!(answer.get("id").is_none(), "{answer}");
+
+    // Two heavy commands under one id: the second is refused while the
+    // first waits for its answer (on a loaded machine the first may be
+    // answered before the second is read: then both are, and the pair is
+    // sent again).
+    let mut seen_refused = false;
+    for _ in 0..20 {
+        let id = cdp.next;
+        cdp.next += 1;
+        for _ in 0..2 {
+            cdp.send_raw(
+                json!({ "id": id, "sessionId": tab, "method": "Page.captureScreenshot", "params": { "format": "png" } })
+                    .to_string(),
+            )
+            .await;
+        }
+        let (mut refused, mut answered) = (0, 0);
+        while refused + answered < 2 {
+            let a = cdp.answer_to(id).await;
+            if a["error"]["code"] == -32600 {
+                refused += 1;
+            } else {
+                assert!(a["result"]["data"].is_string(), "{a}");
+                answered += 1;
+            }
+        }
+        assert!(answered >= 1, "the first was answered");
+        if refused == 1 {
+            seen_refused = true;
+            break;
+        }
+    }
+    assert!(
+        seen_refused,
+        "a second heavy command under a waiting id was never refused"
+    );
+    // Nine more screenshots with ids of their own are all answered: no
+    // heavy slot was lost.
+    for _ in 0..9 {
+        cdp.ok(
+            "Page.captureScreenshot",
+            json!({ "format": "jpeg", "quality": 10 }),
+            Some(&tab),
+        )
+        .await;
+    }
+
+    // Bulk that would be built value by value, with the deciding field
+    // after it: not read, not sent on.
+    let mut text = format!(
+        r#"{{"id":{},"sessionId":"{tab}","method":"Page.navigate","params":{{"junk":["#,
+        cdp.next
+    );
+    cdp.next += 1;
+    text.push_str(&vec!["0"; 200_000].join(","));
+    text.push_str(&format!(r#"],"url":"{}"}}}}"#, site.url("/danger")));
+    cdp.send_raw(text).await;
+    let answer = cdp.answer().await;
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("JSON values"),
+        "{answer}"
+    );
+    assert_eq!(cdp.eval(&tab, "location.href").await, before);
     app.stop().await;
 }

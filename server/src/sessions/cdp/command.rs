@@ -25,21 +25,41 @@ pub(super) enum Step {
 impl SessionManager {
     /// Decides one client message.
     pub(super) async fn cdp_command(&self, conn: &mut Conn, text: &str) -> Step {
-        let Ok(msg) = serde_json::from_str::<Value>(text) else {
-            return Step::Reply(error_reply(
-                None,
-                None,
-                -32700,
-                "Cordon: the message is not JSON",
-            ));
+        let msg = match super::bounded::parse(text, super::bounded::MAX_NODES) {
+            Ok(msg) => msg,
+            Err(super::bounded::Unread::NotJson) => {
+                return Step::Reply(error_reply(
+                    None,
+                    None,
+                    -32700,
+                    "Cordon: the message is not JSON",
+                ));
+            }
+            Err(super::bounded::Unread::TooMany) => {
+                return Step::Reply(error_reply(
+                    None,
+                    None,
+                    -32600,
+                    &format!(
+                        "Cordon: a command of over {} JSON values is not read (send bulk data as one string)",
+                        super::bounded::MAX_NODES
+                    ),
+                ));
+            }
         };
         let session_id = msg.get("sessionId").and_then(Value::as_str);
-        let Some(id) = msg.get("id").and_then(Value::as_u64) else {
+        // Chromium's ids are 32-bit: a larger one it would answer without
+        // an id, and a heavy command's slot would never come back.
+        let Some(id) = msg
+            .get("id")
+            .and_then(Value::as_u64)
+            .filter(|id| i32::try_from(*id).is_ok())
+        else {
             return Step::Reply(error_reply(
                 None,
                 session_id,
                 -32600,
-                "Cordon: each command needs an integer id",
+                "Cordon: each command needs an integer id from 0 to 2147483647",
             ));
         };
         let Some(method) = msg.get("method").and_then(Value::as_str) else {
@@ -67,6 +87,33 @@ impl SessionManager {
             }
         }
         match decide(method, params, &conn.ctx) {
+            // Two heavy commands of one id would be answered as one: the
+            // second's slot would never come back.
+            Verdict::Pass
+                if heavy(method) && conn.heavy_ids.lock().expect("heavy ids").contains(&id) =>
+            {
+                *conn.counts.entry("refused").or_default() += 1;
+                Step::Reply(error_reply(
+                    Some(id),
+                    session_id,
+                    -32600,
+                    "Cordon: a command with this id is still waiting for its answer",
+                ))
+            }
+            // What would mislead or stop an operator who drives now.
+            Verdict::Pass | Verdict::Rewrite(_)
+                if super::disturbs_operator(method, params)
+                    && let Some(holder) = conn.session.control() =>
+            {
+                *conn.counts.entry("refused").or_default() += 1;
+                let e = ToolError::OperatorHasControl(holder.name);
+                Step::Reply(error_reply(
+                    Some(id),
+                    session_id,
+                    -32000,
+                    &format!("Cordon refused {method} ({}): {e}", e.code()),
+                ))
+            }
             Verdict::Pass => {
                 *conn.counts.entry("passed").or_default() += 1;
                 Step::Forward(text.to_owned(), heavy(method).then_some(id))
@@ -103,9 +150,36 @@ impl SessionManager {
                 Step::End(Some(reply), Closing::new(1000, "the session was closed"))
             }
             Verdict::Act(act) => {
-                let there = matches!(act, Act::Press { x, y } if pointer == Some((x, y)));
-                self.cdp_act(conn, (id, method, session_id), act, there, (text, params))
-                    .await
+                // Judged where it acts, given what is down in the tab.
+                let tab = session_id.unwrap_or_default();
+                let judged = match conn.gestures.judge(tab, act.clone()) {
+                    super::gesture::Judged::As(a) => a,
+                    super::gesture::Judged::TwoAtOnce => {
+                        *conn.counts.entry("refused").or_default() += 1;
+                        return Step::Reply(error_reply(
+                            Some(id),
+                            session_id,
+                            -32000,
+                            &format!(
+                                "Cordon refused {method} (multi_touch): lift the finger down (touchEnd) before another goes down: the risk gate judges each press where it lands"
+                            ),
+                        ));
+                    }
+                };
+                let there = matches!(judged, Act::Press { x, y } if pointer == Some((x, y)));
+                let step = self
+                    .cdp_act(
+                        conn,
+                        (id, method, session_id),
+                        judged,
+                        there,
+                        (text, params),
+                    )
+                    .await;
+                if matches!(step, Step::Forward(..)) {
+                    conn.gestures.sent(tab, method, params, &act);
+                }
+                step
             }
         }
     }
@@ -153,23 +227,60 @@ impl SessionManager {
                 click_count: 1,
                 modifiers: 0,
             })),
+            // A finger lifting away from where it went down: judged where
+            // it is, without a mouse moved there.
+            Act::Release { x, y } if method == "Input.dispatchTouchEvent" => Some(Tool::Click(
+                crate::sessions::tool::ElementTarget::Point(*x, *y),
+            )),
+            Act::Release { x, y } => Some(Tool::Input(LiveInput::Mouse {
+                kind: crate::cdp::MouseKind::Up,
+                x: *x,
+                y: *y,
+                button: match params["button"].as_str() {
+                    Some("right") => crate::cdp::Button::Right,
+                    Some("middle") => crate::cdp::Button::Middle,
+                    Some("back") => crate::cdp::Button::Back,
+                    Some("forward") => crate::cdp::Button::Forward,
+                    _ => crate::cdp::Button::Left,
+                },
+                buttons: 0,
+                click_count: params["clickCount"].as_i64().unwrap_or(1),
+                modifiers: 0,
+            })),
             Act::Key(key) => Some(Tool::Press { key: key.clone() }),
             Act::Text(t) => Some(Tool::Type {
                 text: t.clone(),
                 target: None,
                 submit: false,
             }),
-            Act::Navigate(url) => {
-                crate::domain::TargetUrl::parse(url)
-                    .ok()
-                    .map(|url| Tool::Navigate {
+            // An address the gate cannot read does not go unjudged: it
+            // is refused, as the tool API refuses it.
+            Act::Navigate(url) | Act::OpenTab(Some(url)) => {
+                match crate::domain::TargetUrl::parse(url) {
+                    Ok(url) if matches!(act, Act::Navigate(_)) => Some(Tool::Navigate {
                         url,
                         wait: crate::cdp::WaitUntil::Load,
-                    })
+                    }),
+                    Ok(url) => Some(Tool::TabOpen { url: Some(url) }),
+                    Err(e) => {
+                        *conn.counts.entry("refused").or_default() += 1;
+                        let rule = json!({ "rule": "url_invalid" });
+                        self.cdp_audit(
+                            conn,
+                            &format!("cdp.{method}"),
+                            rule,
+                            "refused: url_invalid",
+                        )
+                        .await;
+                        return Step::Reply(error_reply(
+                            Some(id),
+                            session_id,
+                            -32000,
+                            &format!("Cordon refused {method} (url_invalid): {e}"),
+                        ));
+                    }
+                }
             }
-            Act::OpenTab(Some(url)) => crate::domain::TargetUrl::parse(url)
-                .ok()
-                .map(|url| Tool::TabOpen { url: Some(url) }),
             Act::DialogOk => Some(Tool::Dialog {
                 accept: true,
                 text: None,
@@ -278,7 +389,9 @@ fn audit_params(method: &str, act: &Act) -> Value {
             .and_then(|u| u.host_str().map(str::to_owned))
     };
     let mut p = match act {
-        Act::Press { x, y } => json!({ "x": x, "y": y }),
+        Act::Press { x, y } | Act::Release { x, y } | Act::Touch { x, y, .. } => {
+            json!({ "x": x, "y": y })
+        }
         Act::Key(key) => json!({ "key": key }),
         Act::Text(t) => json!({ "text_len": t.chars().count() }),
         Act::Navigate(url) => json!({ "host": host(url) }),

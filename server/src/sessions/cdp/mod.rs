@@ -9,7 +9,9 @@
 //! `"via": "cdp"`. The web layer (`api::cdp`) only authenticates, upgrades
 //! and pumps frames through two bounded channels.
 
+mod bounded;
 mod command;
+mod gesture;
 mod outbound;
 mod rules;
 mod seal;
@@ -20,7 +22,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 pub use outbound::{Outbound, Outgoing, outbound};
-pub use rules::{Act, Context, Verdict, decide, url_allowed};
+pub use rules::{Act, Context, Verdict, decide, disturbs_operator, url_allowed};
 pub use seal::{REDACTED, seal as seal_event};
 
 use super::{CredentialMode, RunningSession, SessionError, SessionManager};
@@ -28,6 +30,10 @@ use crate::store::api_keys::ApiKeyOwner;
 
 /// The largest message a client may send (a script, a page's content).
 pub const MAX_CLIENT_MESSAGE: usize = 16 << 20;
+/// The most a client's commands read from its socket and not yet decided
+/// may hold, bytes: past it, the connection stops reading its socket
+/// until the engine catches up (the client's own sends wait).
+pub const MAX_QUEUED_BYTES: usize = 32 << 20;
 /// CDP connections one session serves at once.
 pub const MAX_CONNECTIONS: usize = 4;
 /// Commands one connection may send in one second; more closes it.
@@ -47,8 +53,9 @@ pub const MAX_UNREAD_KIB: u32 = 64 * 1024;
 /// A frame from the client.
 #[derive(Debug)]
 pub enum FromClient {
-    /// A text frame (one CDP command).
-    Text(String),
+    /// A text frame (one CDP command), holding its bytes of
+    /// [`MAX_QUEUED_BYTES`] until it is taken.
+    Text(String, tokio::sync::OwnedSemaphorePermit),
     /// A binary frame (not CDP).
     Binary,
     /// A frame over [`MAX_CLIENT_MESSAGE`].

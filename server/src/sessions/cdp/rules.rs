@@ -52,6 +52,33 @@ pub enum Act {
         /// CSS pixels.
         y: f64,
     },
+    /// A mouse button going up at a point (CSS pixels): judged as a
+    /// click there unless it goes up where it went down, with nothing
+    /// moved between (the press was judged there): the up of a drag is
+    /// its drop, and a page may act on `mouseup`.
+    Release {
+        /// CSS pixels.
+        x: f64,
+        /// CSS pixels.
+        y: f64,
+    },
+    /// A touch event's one point (or none, as a touch ends): judged where
+    /// a finger goes down or lifts ([`super::gesture`]): a point whose id
+    /// no finger down has is a finger going down, whatever the event's
+    /// type says.
+    Touch {
+        /// The point's id (0 when absent, as Chromium counts it), `None`
+        /// for an event with no point (the touch ends).
+        id: Option<i64>,
+        /// CSS pixels.
+        x: f64,
+        /// CSS pixels.
+        y: f64,
+        /// `touchCancel`: the fingers lift without acting.
+        cancel: bool,
+        /// `touchStart`: judged as a finger going down whatever is down.
+        start: bool,
+    },
     /// A key that activates the focused element (Enter, Space).
     Key(String),
     /// Text typed at the focus (audited as its length only).
@@ -80,7 +107,7 @@ impl Act {
     /// Whether the act gets an audit row of its own (the rest are counted
     /// in the connection's `cdp.disconnected` row).
     pub fn audited(&self) -> bool {
-        !matches!(self, Self::Motion | Self::Change)
+        !matches!(self, Self::Motion | Self::Change | Self::Touch { .. })
     }
 }
 
@@ -279,6 +306,13 @@ pub fn decide(method: &str, params: &Value, ctx: &Context) -> Verdict {
             Some(url) if url_allowed(url) => Verdict::Act(Act::Navigate(url.to_owned())),
             _ => refuse("url_scheme", "navigate to http(s) URLs or about:blank only"),
         },
+        ("Page", "reload") if str_of(params, "scriptToEvaluateOnLoad").is_some() => {
+            Verdict::Act(Act::Script(
+                str_of(params, "scriptToEvaluateOnLoad")
+                    .unwrap_or("")
+                    .to_owned(),
+            ))
+        }
         ("Page", "reload" | "navigateToHistoryEntry" | "resetNavigationHistory") => {
             Verdict::Act(Act::History)
         }
@@ -296,6 +330,20 @@ pub fn decide(method: &str, params: &Value, ctx: &Context) -> Verdict {
         ("Page", "addScriptToEvaluateOnNewDocument") => Verdict::Act(Act::Script(
             str_of(params, "source").unwrap_or("").to_owned(),
         )),
+        ("Page", "addScriptToEvaluateOnLoad") => Verdict::Act(Act::Script(
+            str_of(params, "scriptSource").unwrap_or("").to_owned(),
+        )),
+        ("Debugger", "setScriptSource") => Verdict::Act(Act::Script(
+            str_of(params, "scriptSource").unwrap_or("").to_owned(),
+        )),
+        // A breakpoint's condition is script run in the page.
+        ("Debugger", "setBreakpoint" | "setBreakpointByUrl" | "setBreakpointOnFunctionCall")
+            if str_of(params, "condition").is_some_and(|c| !c.is_empty()) =>
+        {
+            Verdict::Act(Act::Script(
+                str_of(params, "condition").unwrap_or("").to_owned(),
+            ))
+        }
         // Changes.
         ("Page", "setDocumentContent" | "close")
         | (
@@ -353,7 +401,8 @@ fn activation(params: &Value) -> Option<&'static str> {
     let enter = matches!(field("key"), "Enter")
         || matches!(field("code"), "Enter" | "NumpadEnter")
         || code == Some(13)
-        || texts.iter().any(|t| t.contains(['\r', '\n']));
+        || texts.iter().any(|t| t.contains(['\r', '\n']))
+        || inserts_newline(params);
     let space = crate::policy::assess::activation_key(field("key"))
         || field("code") == "Space"
         || code == Some(32)
@@ -364,6 +413,95 @@ fn activation(params: &Value) -> Option<&'static str> {
         Some(" ")
     } else {
         None
+    }
+}
+
+/// Whether a key event's editing `commands` insert a newline (Chromium
+/// runs them with the key, whatever the key is: `insertNewline` in a text
+/// field submits its form as Enter does). Blink reads command names
+/// without regard to case.
+fn inserts_newline(params: &Value) -> bool {
+    params
+        .get("commands")
+        .and_then(Value::as_array)
+        .is_some_and(|c| {
+            c.iter().filter_map(Value::as_str).any(|c| {
+                let c = c.to_ascii_lowercase();
+                c.starts_with("insertnewline")
+                    || c.starts_with("insertlinebreak")
+                    || c.starts_with("insertparagraph")
+            })
+        })
+}
+
+/// Whether `method` would mislead or stop an operator who holds control
+/// of the session (the person drives; a client's commands that act are
+/// refused meanwhile, and so are these, which change what the operator
+/// sees or stop the page under them): restyling or drawing over the
+/// page, pausing or freezing its script, answering its requests, taking
+/// its file chooser, resizing its window, deleting its storage. What a
+/// client's set-up of a new tab sends (viewport, media, user agent,
+/// auto-attach) and reads pass.
+pub fn disturbs_operator(method: &str, params: &Value) -> bool {
+    let (domain, name) = method.split_once('.').unwrap_or((method, ""));
+    let verb = |verbs: &[&str]| verbs.iter().any(|v| name.starts_with(v));
+    match domain {
+        "CSS" => verb(&["add", "create", "force", "set"]),
+        "Overlay" => verb(&["highlight", "set"]),
+        "DOM" => name == "scrollIntoViewIfNeeded",
+        "Debugger" => {
+            !matches!(
+                name,
+                "enable"
+                    | "disable"
+                    | "resume"
+                    | "removeBreakpoint"
+                    | "setAsyncCallStackDepth"
+                    | "setBlackboxPatterns"
+                    | "setBlackboxedRanges"
+            ) && !verb(&["get", "search"])
+        }
+        "DOMDebugger" | "EventBreakpoints" => verb(&["set"]),
+        "Page" => matches!(
+            name,
+            "crash"
+                | "stopLoading"
+                | "setWebLifecycleState"
+                | "setInterceptFileChooserDialog"
+                | "bringToFront"
+                | "setFontFamilies"
+                | "setFontSizes"
+        ),
+        "Runtime" => name == "terminateExecution",
+        "Fetch" => match name {
+            "enable" | "fulfillRequest" | "failRequest" | "continueWithAuth" => true,
+            // Let go as it is, a paused request does not stop the page;
+            // changed, it answers the page as the client pleases.
+            "continueRequest" | "continueResponse" => params
+                .as_object()
+                .is_some_and(|p| p.keys().any(|k| k != "requestId")),
+            _ => false,
+        },
+        "Network" => matches!(
+            name,
+            "emulateNetworkConditions"
+                | "emulateNetworkConditionsByRule"
+                | "overrideNetworkState"
+                | "setBlockedURLs"
+        ),
+        "Browser" => matches!(name, "setWindowBounds" | "setContentsSize"),
+        "Emulation" => matches!(
+            name,
+            "setScriptExecutionDisabled" | "setCPUThrottlingRate" | "setVirtualTimePolicy"
+        ),
+        "Animation" => verb(&["set", "seek"]),
+        "Target" => name == "activateTarget",
+        "FedCm" => verb(&["select", "click", "open", "dismiss"]),
+        "WebAuthn" => !matches!(name, "enable" | "disable") && !verb(&["get"]),
+        "Storage" | "IndexedDB" | "CacheStorage" | "DOMStorage" => verb(&[
+            "clear", "delete", "set", "remove", "override", "reset", "run",
+        ]),
+        _ => false,
     }
 }
 
@@ -399,11 +537,19 @@ fn input(name: &str, params: &Value) -> Act {
             x: num_of(params, "x"),
             y: num_of(params, "y"),
         },
-        ("dispatchTouchEvent", "touchStart") => {
-            let first = params.pointer("/touchPoints/0").unwrap_or(&Value::Null);
-            Act::Press {
-                x: num_of(first, "x"),
-                y: num_of(first, "y"),
+        ("dispatchMouseEvent" | "emulateTouchFromMouseEvent", "mouseReleased") => Act::Release {
+            x: num_of(params, "x"),
+            y: num_of(params, "y"),
+        },
+        ("dispatchTouchEvent", kind) => {
+            let first = params.pointer("/touchPoints/0");
+            Act::Touch {
+                // Chromium numbers a point without an id by its place.
+                id: first.map(|p| p.get("id").and_then(Value::as_i64).unwrap_or(0)),
+                x: first.map_or(f64::NAN, |p| num_of(p, "x")),
+                y: first.map_or(f64::NAN, |p| num_of(p, "y")),
+                cancel: kind == "touchCancel",
+                start: kind == "touchStart",
             }
         }
         ("dispatchKeyEvent", "keyDown" | "rawKeyDown" | "char") => {
@@ -671,14 +817,46 @@ mod tests {
                 "Input.dispatchMouseEvent",
                 json!({"type": "mouseReleased", "x": 1, "y": 2})
             ),
-            Act::Motion
+            Act::Release { x: 1.0, y: 2.0 }
         );
         assert_eq!(
             act(
                 "Input.dispatchTouchEvent",
                 json!({"type": "touchStart", "touchPoints": [{"x": 3, "y": 4}]})
             ),
-            Act::Press { x: 3.0, y: 4.0 }
+            Act::Touch {
+                id: Some(0),
+                x: 3.0,
+                y: 4.0,
+                cancel: false,
+                start: true
+            }
+        );
+        // Editing commands that insert a newline act as Enter, whatever
+        // the key (`insertNewline` in a field submits its form).
+        for cmd in [
+            "insertNewline",
+            "InsertLineBreak",
+            "insertParagraph",
+            "insertNewlineInQuotedContent",
+        ] {
+            for kind in ["keyDown", "rawKeyDown", "char"] {
+                assert_eq!(
+                    act(
+                        "Input.dispatchKeyEvent",
+                        json!({"type": kind, "key": "x", "commands": [cmd]})
+                    ),
+                    Act::Key("Enter".into()),
+                    "{cmd} {kind}"
+                );
+            }
+        }
+        assert_eq!(
+            act(
+                "Input.dispatchKeyEvent",
+                json!({"type": "rawKeyDown", "key": "a", "commands": ["selectAll"]})
+            ),
+            Act::Motion
         );
         assert_eq!(
             act(
@@ -774,16 +952,23 @@ mod tests {
             let v = decide("Input.dispatchTouchEvent", &p, &ctx);
             assert_eq!(rule(&v), Some("multi_touch"), "{kind}: {v:?}");
         }
+        // One point: a touch act, judged where a finger goes down or
+        // lifts (`gesture.rs`).
         let one = json!({ "type": "touchStart", "touchPoints": [{ "x": 300, "y": 400 }] });
-        match decide("Input.dispatchTouchEvent", &one, &ctx) {
-            Verdict::Act(Act::Press { x, y }) => assert_eq!((x, y), (300.0, 400.0)),
-            v => panic!("{v:?}"),
-        }
-        // The end of a touch lists no points: it passes as motion.
+        assert_eq!(
+            decide("Input.dispatchTouchEvent", &one, &ctx),
+            Verdict::Act(Act::Touch {
+                id: Some(0),
+                x: 300.0,
+                y: 400.0,
+                cancel: false,
+                start: true
+            })
+        );
         let end = json!({ "type": "touchEnd", "touchPoints": [] });
         assert!(matches!(
             decide("Input.dispatchTouchEvent", &end, &ctx),
-            Verdict::Act(Act::Motion)
+            Verdict::Act(Act::Touch { id: None, .. })
         ));
     }
 
@@ -868,5 +1053,133 @@ mod tests {
             Verdict::Act(Act::History)
         );
         assert!(!Act::Motion.audited() && !Act::Change.audited() && Act::History.audited());
+    }
+
+    #[test]
+    fn every_way_of_running_script_is_a_script_act() {
+        let ctx = Context::default();
+        for (m, p, src) in [
+            (
+                "Page.addScriptToEvaluateOnLoad",
+                json!({"scriptSource": "a()"}),
+                "a()",
+            ),
+            (
+                "Page.reload",
+                json!({"scriptToEvaluateOnLoad": "b()"}),
+                "b()",
+            ),
+            (
+                "Debugger.setScriptSource",
+                json!({"scriptId": "1", "scriptSource": "c()"}),
+                "c()",
+            ),
+            (
+                "Debugger.setBreakpointByUrl",
+                json!({"lineNumber": 1, "url": "x", "condition": "d()"}),
+                "d()",
+            ),
+            (
+                "Debugger.setBreakpoint",
+                json!({"location": {}, "condition": "e()"}),
+                "e()",
+            ),
+            (
+                "Debugger.setBreakpointOnFunctionCall",
+                json!({"objectId": "o", "condition": "f()"}),
+                "f()",
+            ),
+        ] {
+            assert_eq!(
+                decide(m, &p, &ctx),
+                Verdict::Act(Act::Script(src.into())),
+                "{m}"
+            );
+        }
+        // A reload without a script is a step in history.
+        assert_eq!(
+            decide("Page.reload", &json!({}), &ctx),
+            Verdict::Act(Act::History)
+        );
+    }
+
+    #[test]
+    fn what_would_mislead_or_stop_an_operator_at_the_wheel_is_named() {
+        for (m, p) in [
+            (
+                "CSS.setStyleSheetText",
+                json!({"styleSheetId": "1", "text": "#d::after{content:'Cancel'}"}),
+            ),
+            ("CSS.addRule", json!({})),
+            ("CSS.forcePseudoState", json!({})),
+            ("Overlay.highlightRect", json!({})),
+            ("Overlay.setShowFPSCounter", json!({"show": true})),
+            ("DOM.scrollIntoViewIfNeeded", json!({})),
+            ("Debugger.pause", json!({})),
+            ("Debugger.setPauseOnExceptions", json!({"state": "all"})),
+            (
+                "DOMDebugger.setEventListenerBreakpoint",
+                json!({"eventName": "click"}),
+            ),
+            ("Page.crash", json!({})),
+            ("Page.stopLoading", json!({})),
+            ("Page.setWebLifecycleState", json!({"state": "frozen"})),
+            (
+                "Page.setInterceptFileChooserDialog",
+                json!({"enabled": true}),
+            ),
+            ("Runtime.terminateExecution", json!({})),
+            ("Fetch.enable", json!({})),
+            (
+                "Fetch.fulfillRequest",
+                json!({"requestId": "r", "responseCode": 200}),
+            ),
+            (
+                "Fetch.failRequest",
+                json!({"requestId": "r", "errorReason": "Failed"}),
+            ),
+            (
+                "Fetch.continueRequest",
+                json!({"requestId": "r", "postData": "eA=="}),
+            ),
+            ("Network.emulateNetworkConditions", json!({"offline": true})),
+            ("Network.setBlockedURLs", json!({"urls": ["*"]})),
+            ("Browser.setWindowBounds", json!({})),
+            (
+                "Emulation.setScriptExecutionDisabled",
+                json!({"value": true}),
+            ),
+            ("Animation.setPlaybackRate", json!({"playbackRate": 0})),
+            ("Target.activateTarget", json!({"targetId": "t"})),
+            ("WebAuthn.addVirtualAuthenticator", json!({})),
+            ("DOMStorage.clear", json!({})),
+            ("IndexedDB.deleteDatabase", json!({})),
+        ] {
+            assert!(disturbs_operator(m, &p), "{m}");
+        }
+        // Reads, and what a client's set-up of a new tab sends, pass.
+        for (m, p) in [
+            ("CSS.getComputedStyleForNode", json!({})),
+            ("CSS.enable", json!({})),
+            ("Page.captureScreenshot", json!({})),
+            ("Page.enable", json!({})),
+            ("Page.setLifecycleEventsEnabled", json!({"enabled": true})),
+            ("Runtime.runIfWaitingForDebugger", json!({})),
+            (
+                "Emulation.setFocusEmulationEnabled",
+                json!({"enabled": true}),
+            ),
+            ("Emulation.setDeviceMetricsOverride", json!({})),
+            ("Emulation.setEmulatedMedia", json!({})),
+            ("Network.setExtraHTTPHeaders", json!({})),
+            ("Target.setAutoAttach", json!({})),
+            ("Fetch.continueRequest", json!({"requestId": "r"})),
+            ("Debugger.resume", json!({})),
+            ("Debugger.getScriptSource", json!({})),
+            ("WebAuthn.getCredentials", json!({})),
+            ("Storage.getUsageAndQuota", json!({})),
+        ] {
+            assert!(!disturbs_operator(m, &p), "{m}");
+        }
     }
 }

@@ -84,18 +84,20 @@ pub fn redact(v: &mut Value) -> bool {
     }
 }
 
-/// The message with its cookies removed (itself when it has none).
-pub fn seal(text: String) -> String {
+/// The message with its cookies removed (itself when it has none);
+/// `None`: an event that may carry cookies and cannot be read here (too
+/// deeply nested, say) is not sent on at all.
+pub fn seal(text: String) -> Option<String> {
     let Some(method) = event_method(&text) else {
-        return text;
+        return Some(text);
     };
     if !may_carry_cookies(&method) {
-        return text;
+        return Some(text);
     }
     let Ok(mut v) = serde_json::from_str::<Value>(&text) else {
-        return text;
+        return None;
     };
-    if redact(&mut v) { v.to_string() } else { text }
+    Some(if redact(&mut v) { v.to_string() } else { text })
 }
 
 #[cfg(test)]
@@ -115,7 +117,7 @@ mod tests {
             },
             "sessionId": "S"
         });
-        let out = seal(ev.to_string());
+        let out = seal(ev.to_string()).unwrap();
         assert!(!out.contains("SECRET1"), "{out}");
         let v: Value = serde_json::from_str(&out).unwrap();
         assert_eq!(v["params"]["headers"]["Accept"], "*/*");
@@ -129,19 +131,19 @@ mod tests {
                 "requestHeadersText": "GET /ws HTTP/1.1\r\nCookie: sid=SECRET4\r\n",
                 "headersText": "HTTP/1.1 101\r\n"}}
         });
-        let out = seal(ev.to_string());
+        let out = seal(ev.to_string()).unwrap();
         assert!(!out.contains("SECRET4") && out.contains("101"), "{out}");
         let ev = json!({
             "method": "Network.responseReceivedExtraInfo",
             "params": {"headers": {"set-cookie": "sid=SECRET2; HttpOnly"}, "blockedCookies": [{"cookieLine": "x=SECRET2"}]}
         });
-        assert!(!seal(ev.to_string()).contains("SECRET2"));
+        assert!(!seal(ev.to_string()).unwrap().contains("SECRET2"));
         let ev = json!({
             "method": "Fetch.requestPaused",
             "params": {"request": {"url": "https://a/", "headers": {"cookie": "sid=SECRET3"}},
                        "responseHeaders": [{"name": "Set-Cookie", "value": "sid=SECRET3"}, {"name": "Content-Type", "value": "text/html"}]}
         });
-        let out = seal(ev.to_string());
+        let out = seal(ev.to_string()).unwrap();
         assert!(
             !out.contains("SECRET3") && out.contains("text/html"),
             "{out}"
@@ -150,20 +152,27 @@ mod tests {
             "method": "Audits.issueAdded",
             "params": {"issue": {"details": {"cookieIssueDetails": {"rawCookieLine": "sid=SECRET4"}}}}
         });
-        assert!(!seal(ev.to_string()).contains("SECRET4"));
+        assert!(!seal(ev.to_string()).unwrap().contains("SECRET4"));
     }
 
     #[test]
     fn other_messages_pass_untouched_and_unparsed() {
         let shot = r#"{"id":7,"result":{"data":"Cookie: sid=NOTASECRET"}}"#;
-        assert_eq!(seal(shot.to_owned()), shot);
+        assert_eq!(seal(shot.to_owned()).unwrap(), shot);
         let page = r#"{"method":"Page.loadEventFired","params":{"timestamp":1}}"#;
-        assert_eq!(seal(page.to_owned()), page);
+        assert_eq!(seal(page.to_owned()).unwrap(), page);
         // Odd shapes are parsed: an event whose keys come in another order.
         let odd =
             r#"{"params":{"headers":{"Cookie":"sid=S5"}},"method":"Network.requestWillBeSent"}"#;
-        assert!(!seal(odd.to_owned()).contains("S5"));
-        assert_eq!(seal("not json".into()), "not json");
+        assert!(!seal(odd.to_owned()).unwrap().contains("S5"));
+        assert_eq!(seal("not json".into()).unwrap(), "not json");
+        // A cookie-bearing event too deep to read is not sent on.
+        let deep = format!(
+            r#"{{"method":"Network.requestWillBeSentExtraInfo","params":{{"headers":{{"Cookie":"sid=S6"}},"x":{}1{}}}}}"#,
+            "[".repeat(300),
+            "]".repeat(300)
+        );
+        assert_eq!(seal(deep), None);
         assert_eq!(event_method(r#"{"id":1,"result":{}}"#), None);
     }
 }

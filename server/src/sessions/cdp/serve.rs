@@ -54,6 +54,10 @@ pub(super) struct Conn {
     pub(super) counts: HashMap<&'static str, u64>,
     /// Each CDP session's last mouse event, when it was a move: its point.
     pub(super) pointer: HashMap<String, (f64, f64)>,
+    /// The ids of heavy commands sent and not yet answered.
+    pub(super) heavy_ids: Arc<std::sync::Mutex<HashSet<u64>>>,
+    /// What is down in each tab (a button, a finger).
+    pub(super) gestures: super::gesture::Gestures,
 }
 
 /// A one-second window of commands.
@@ -105,12 +109,14 @@ impl SessionManager {
             scripts: HashSet::new(),
             counts: HashMap::new(),
             pointer: HashMap::new(),
+            heavy_ids: Arc::default(),
+            gestures: super::gesture::Gestures::default(),
         };
         self.cdp_audit(&conn, "cdp.connected", json!({}), "ok")
             .await;
         let (targets, out) = (conn.targets.clone(), outbound.clone());
         let in_flight = Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT));
-        let heavy_ids: Arc<std::sync::Mutex<HashSet<u64>>> = Arc::default();
+        let heavy_ids = conn.heavy_ids.clone();
         let (answered, answered_ids) = (in_flight.clone(), heavy_ids.clone());
         let mut from_browser = tokio::spawn(async move {
             while let Some(text) = down.next().await {
@@ -120,7 +126,14 @@ impl SessionManager {
                     answered.add_permits(1);
                 }
                 track_targets(&text, &targets);
-                let text = if sealed { seal::seal(text) } else { text };
+                let text = if sealed {
+                    match seal::seal(text) {
+                        Some(t) => t,
+                        None => continue,
+                    }
+                } else {
+                    text
+                };
                 match out.send(text).await {
                     Ok(()) => {}
                     Err(Cut::Slow) => {
@@ -162,7 +175,8 @@ impl SessionManager {
                         Some(FromClient::TooLarge) => {
                             break Closing::new(1009, "message over 16 MiB");
                         }
-                        Some(FromClient::Text(t)) => t,
+                        // Its bytes are given back as it is taken.
+                        Some(FromClient::Text(t, _taken)) => t,
                     };
                     if !rate.take() {
                         break Closing::new(1008, "over 1000 commands in one second");

@@ -113,6 +113,54 @@ pub(crate) async fn audit(app: &TestApp) -> Vec<cordon::audit::Event> {
     app.state.store.audit_page(0, 10_000).await.unwrap()
 }
 
+/// An approval that lands after the agent's key was revoked runs
+/// nothing: the key is asked after again once the operator has decided.
+#[tokio::test]
+async fn an_approval_for_a_key_revoked_while_it_waited_runs_nothing() {
+    let site = site::start().await;
+    let app = app(&site).await;
+    let (agent, sid) = on_danger_page(&app, &site, "acme").await;
+    let (_, cookie) = app.operator_session("olive", Role::Operator).await;
+    let click = {
+        let agent = agent.clone();
+        let sid = sid.clone();
+        tokio::spawn(async move {
+            agent
+                .tool(&sid, "click", json!({ "selector": "#delete" }))
+                .await
+        })
+    };
+    let waiting = one_pending(&app, &cookie, &sid).await;
+    let keys = app
+        .state
+        .store
+        .api_key_list(Some(&crate::helpers::tenant("acme")))
+        .await
+        .unwrap();
+    let id = keys[0].id.parse().unwrap();
+    assert!(app.state.store.api_key_revoke(&id).await.unwrap());
+    let (status, _) = decide(&app, &cookie, waiting["id"].as_str().unwrap(), true).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, body) = click.await.unwrap();
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(body["error"]["code"], "denied_by_policy", "{body}");
+    // Nothing was pressed (read straight from the browser: the key is gone).
+    let live = app.live("acme", &sid).await;
+    let mut tabs = live.tabs.lock().await;
+    let page = live.page(&mut tabs).await.unwrap();
+    let title = cordon::cdp::evaluate(&page, "document.title")
+        .await
+        .unwrap();
+    assert_eq!(title, "Danger", "the click ran for a revoked key");
+    drop(tabs);
+    let rows = audit(&app).await;
+    assert!(
+        rows.iter()
+            .any(|e| e.action == "tool.click" && e.outcome == "refused: key_revoked"),
+        "no refusal audited"
+    );
+}
+
 #[tokio::test]
 async fn a_destructive_click_waits_for_the_operator_who_approves_one_and_denies_another() {
     let site = site::start().await;

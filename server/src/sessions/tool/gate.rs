@@ -632,7 +632,18 @@ impl SessionManager {
         session.touch();
         let refuse = |code: &str| event.clone().outcome(format!("refused: {code}"));
         match decision {
-            Some(Decision::Approved(_)) => Ok(()),
+            // An agent whose key was revoked while its action waited is
+            // no one to act for: the approval lapses with the key.
+            Some(Decision::Approved(_)) => match actor {
+                Actor::Agent(key) if !self.0.store.api_key_active(key).await? => {
+                    self.0.store.audit_append(refuse("key_revoked")).await?;
+                    Err(ToolError::DeniedByPolicy(format!(
+                        "the API key was revoked while this {} waited for an operator; it was not run",
+                        tool.action()
+                    )))
+                }
+                _ => Ok(()),
+            },
             Some(Decision::Denied(operator)) => {
                 self.0
                     .store

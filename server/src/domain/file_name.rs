@@ -85,13 +85,23 @@ impl FileName {
         }
     }
 
-    /// `name (n).ext`: another name for the same file when this one is taken.
+    /// `name (n).ext`: another name for the same file when this one is
+    /// taken, a different one for every `n` (a long name's stem is cut
+    /// to make room for the number, never the number cut off).
     pub fn numbered(&self, n: u32) -> Self {
         let (stem, ext) = match self.0.rsplit_once('.') {
-            Some((stem, ext)) if !stem.is_empty() => (stem, format!(".{ext}")),
+            Some((stem, ext)) if !stem.is_empty() && ext.len() <= 16 => (stem, format!(".{ext}")),
             _ => (self.0.as_str(), String::new()),
         };
-        Self::sanitize(&format!("{stem} ({n}){ext}"))
+        let suffix = format!(" ({n}){ext}");
+        let mut cut = String::new();
+        for c in stem.chars() {
+            if cut.len() + c.len_utf8() + suffix.len() > MAX_FILE_NAME {
+                break;
+            }
+            cut.push(c);
+        }
+        Self::sanitize(&(cut + &suffix))
     }
 
     /// The name.
@@ -105,6 +115,10 @@ impl std::fmt::Display for FileName {
         f.write_str(&self.0)
     }
 }
+
+/// The most other names tried for a file whose name is taken
+/// ([`FileName::numbered`]); past it the file is refused.
+pub const MAX_NUMBERED: u32 = 1000;
 
 #[cfg(test)]
 mod tests {
@@ -164,6 +178,33 @@ mod tests {
         assert_eq!(
             FileName::parse("README").unwrap().numbered(3).as_str(),
             "README (3)"
+        );
+    }
+
+    #[test]
+    fn every_number_gives_a_long_name_another_name_within_the_limit() {
+        for raw in [
+            format!("{}.bin", "a".repeat(400)),
+            "é".repeat(200),
+            format!("{}.{}", "b".repeat(300), "x".repeat(40)),
+            "short.txt".to_owned(),
+        ] {
+            let name = FileName::sanitize(&raw);
+            let mut seen = std::collections::HashSet::from([name.as_str().to_owned()]);
+            for n in [2, 3, 10, 999, MAX_NUMBERED, u32::MAX] {
+                let other = name.numbered(n);
+                assert!(
+                    other.as_str().len() <= MAX_FILE_NAME,
+                    "{n}: {}",
+                    other.as_str().len()
+                );
+                assert!(other.as_str().contains(&format!("({n})")), "{n}: {other}");
+                assert!(seen.insert(other.as_str().to_owned()), "{n}: {other} again");
+            }
+        }
+        assert_eq!(
+            FileName::sanitize("report.pdf").numbered(2).as_str(),
+            "report (2).pdf"
         );
     }
 }

@@ -20,7 +20,7 @@ pub use cookie::{
 };
 pub use database_kind::DatabaseKind;
 pub use download_guid::{DownloadGuid, DownloadGuidError};
-pub use file_name::{FileName, FileNameError, MAX_FILE_NAME};
+pub use file_name::{FileName, FileNameError, MAX_FILE_NAME, MAX_NUMBERED};
 pub use grant_state::GrantState;
 pub use session_id::{
     ApiKeyId, DeploymentId, EnrollmentId, GrantRequestId, GrantTokenId, InstanceId, LiveLinkId,

@@ -713,3 +713,65 @@ async fn an_upload_through_the_page_gives_the_page_the_same_files_and_writes_not
     assert_error(&two, StatusCode::UNPROCESSABLE_ENTITY, "action_failed");
     app.stop().await;
 }
+
+/// Two downloads under one name too long for a file name (the page's
+/// own): both are kept, under two names within the limit, the second
+/// numbered; on the shared folder and taken over CDP alike (the naming
+/// once spun forever on such a name: its number was cut off again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_downloads_under_one_overlong_name_are_both_kept_under_two_names() {
+    let long = format!("{}.bin", "a".repeat(300));
+    for transfer in ["auto", "cdp"] {
+        let site = site::start().await;
+        let app = session_app(
+            Backend::Sqlite,
+            &site.allow(),
+            &[("CORDON_DOWNLOAD_TRANSFER", transfer)],
+        )
+        .await;
+        let agent = app.agent("acme").await;
+        let sid = agent
+            .open(json!({ "downloads": "allow", "record": "off" }))
+            .await;
+        for _ in 0..2 {
+            agent
+                .navigate_ok(&sid, &site.url(&format!("/download?name={long}")))
+                .await;
+        }
+        let kept = wait_until("two downloads kept", PATIENCE, || async {
+            let (_, list) = agent.get(&format!("/api/sessions/{sid}/downloads")).await;
+            let done: Vec<String> = list
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|d| d["state"] == "completed")
+                .filter_map(|d| d["name"].as_str().map(str::to_owned))
+                .collect();
+            if done.len() == 2 {
+                Ok(done)
+            } else {
+                Err(list.to_string())
+            }
+        })
+        .await;
+        assert_ne!(kept[0], kept[1], "{transfer}: {kept:?}");
+        for name in &kept {
+            assert!(name.len() <= 255, "{transfer}: {}", name.len());
+            assert!(
+                name.ends_with(".bin") && name.starts_with("aaaa"),
+                "{transfer}: {name}"
+            );
+        }
+        assert!(
+            kept.iter().any(|n| n.contains("(2)")),
+            "{transfer}: {kept:?}"
+        );
+        // Both at the limit: the case where a number once did not fit.
+        assert!(
+            kept.iter().all(|n| n.len() == 255),
+            "{transfer}: {:?}",
+            kept.iter().map(String::len).collect::<Vec<_>>()
+        );
+        app.stop().await;
+    }
+}

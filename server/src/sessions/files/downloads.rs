@@ -580,6 +580,9 @@ fn keep_file(from: &Path, dir: &Path, wanted: &FileName, max: u64) -> anyhow::Re
         match nofollow::create_private(&to) {
             Ok(f) => break (to, f),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                if n > crate::domain::MAX_NUMBERED {
+                    anyhow::bail!("{} names like this one are taken already", n - 1);
+                }
                 name = wanted.numbered(n);
                 n += 1;
             }

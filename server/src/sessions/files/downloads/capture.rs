@@ -330,6 +330,9 @@ fn settle(temp: &Path, dir: &Path, wanted: &FileName) -> anyhow::Result<FileName
         match std::fs::hard_link(temp, &to) {
             Ok(()) => break,
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                if n > crate::domain::MAX_NUMBERED {
+                    anyhow::bail!("{} names like this one are taken already", n - 1);
+                }
                 name = wanted.numbered(n);
                 n += 1;
             }

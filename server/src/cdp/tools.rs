@@ -185,12 +185,20 @@ pub async fn current(page: &Page) -> Result<Navigation, CdpError> {
 /// The document's title, read in the page's current main-world context
 /// (chromiumoxide's `get_title` can hold a context a navigation destroyed).
 pub async fn title(page: &Page) -> Result<String, CdpError> {
-    Ok(evaluate(page, "document.title")
+    // In the isolated world (the page cannot answer for it) and cut there.
+    let expr = format!("document.title.slice(0, {})", MAX_TITLE_CHARS * 2);
+    Ok(evaluate_isolated_value(page, &expr)
         .await?
         .as_str()
         .unwrap_or_default()
-        .to_owned())
+        .chars()
+        .take(MAX_TITLE_CHARS)
+        .collect())
 }
+
+/// The most characters of a tab's title an answer carries (a page may set
+/// megabytes).
+pub const MAX_TITLE_CHARS: usize = 1024;
 
 /// The tab's title as the browser holds it (`Target.getTargetInfo`): no
 /// script runs in the page, so it answers while a dialog stops it.
@@ -205,7 +213,13 @@ pub async fn title_of_target(
             target_id: Some(page.target_id().clone()),
         })
         .await?;
-    Ok(info.result.target_info.title)
+    Ok(info
+        .result
+        .target_info
+        .title
+        .chars()
+        .take(MAX_TITLE_CHARS)
+        .collect())
 }
 
 /// Screenshot options.
@@ -292,27 +306,71 @@ pub async fn evaluate(page: &Page, expression: &str) -> Result<serde_json::Value
         .unwrap_or(serde_json::Value::Null))
 }
 
-/// The page's HTML, cut to `max_chars` characters.
+/// How far past the cut `read_dom` reads, characters: what is blanked
+/// out (a code typed by Cordon) is blanked whole before the cut, never
+/// half of it left past a blank that did not match.
+const READ_DOM_MARGIN: usize = 64;
+
+/// The page's HTML, with `blank` applied to it, then cut to `max_chars`
+/// characters. Read in an isolated world (the page's own getters and
+/// prototypes are not called) and cut in the page too, so only what is
+/// answered crosses to Cordon, however large the page makes it.
 pub async fn read_dom(
     page: &Page,
     max_chars: usize,
     timeout: Duration,
+    blank: impl FnOnce(&mut String),
 ) -> Result<(String, Option<usize>), CdpError> {
     bounded("read_dom", timeout, async {
-        let html = evaluate(
+        // UTF-16 units in the page: twice the characters wanted holds
+        // at least as many characters.
+        let units = max_chars.saturating_add(READ_DOM_MARGIN).saturating_mul(2);
+        let read = evaluate_isolated_value(
             page,
-            "document.documentElement ? document.documentElement.outerHTML : ''",
+            &format!(
+                "(() => {{ const h = document.documentElement ? document.documentElement.outerHTML : ''; \
+                 return [h.slice(0, {units}), h.length > {units}]; }})()"
+            ),
         )
         .await?;
-        let html = html.as_str().unwrap_or_default();
-        let total = html.chars().count();
-        if total > max_chars {
+        let mut html = read[0].as_str().unwrap_or_default().to_owned();
+        let more = read[1].as_bool().unwrap_or(false);
+        blank(&mut html);
+        if more || html.chars().count() > max_chars {
             Ok((html.chars().take(max_chars).collect(), Some(max_chars)))
         } else {
-            Ok((html.to_owned(), None))
+            Ok((html, None))
         }
     })
     .await
+}
+
+/// `expression` evaluated in the main frame's isolated world (the page's
+/// own script cannot change what it reads there), as its JSON value.
+pub(super) async fn evaluate_isolated_value(
+    page: &Page,
+    expression: &str,
+) -> Result<serde_json::Value, CdpError> {
+    let ctx = super::facts::isolated_context(page, None).await?;
+    let res = page
+        .execute(
+            EvaluateParams::builder()
+                .expression(expression)
+                .context_id(ctx)
+                .return_by_value(true)
+                .build()
+                .map_err(CdpError::Protocol)?,
+        )
+        .await?;
+    if let Some(ex) = &res.result.exception_details {
+        return Err(CdpError::Failed(format!("script error: {}", ex.text)));
+    }
+    Ok(res
+        .result
+        .result
+        .value
+        .clone()
+        .unwrap_or(serde_json::Value::Null))
 }
 
 /// What an element-directed tool acts on.

@@ -1171,3 +1171,52 @@ async fn poll_title(on: &On, want: &str) {
     })
     .await;
 }
+
+/// A page that answers for its own HTML (a getter on `outerHTML` that
+/// returns 30 MB of lies) and sets a 5 MB title: `read_dom` reads the
+/// real document in an isolated world (the getter is never called) and
+/// answers within its bound; the title comes back cut.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_that_lies_about_its_html_and_swells_its_title_is_read_within_bounds() {
+    let on = open_on("lying-dom.html").await;
+    let (status, dom) = on
+        .agent
+        .tool(&on.sid, "read_dom", json!({ "max_chars": 5000 }))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{dom}");
+    let html = dom["html"].as_str().unwrap();
+    // The real document (its swollen title first), not the getter's lie.
+    assert!(
+        html.starts_with("<html><head><title>TTTT"),
+        "{}",
+        &html[..html.len().min(300)]
+    );
+    assert!(!html.contains("LIE"), "the page's getter answered");
+    assert_eq!(dom["truncated_to"], 5000, "{}", dom["truncated_to"]);
+    assert!(html.chars().count() <= 5000);
+    let (status, nav) = on.agent.tool(&on.sid, "reload", json!({})).await;
+    assert_eq!(status, StatusCode::OK);
+    let title = nav["title"].as_str().unwrap_or_default();
+    assert!(
+        !title.is_empty() && title.chars().count() <= cordon::cdp::MAX_TITLE_CHARS,
+        "{}",
+        title.chars().count()
+    );
+    let (_, tabs) = on
+        .agent
+        .get(&format!("/api/sessions/{}/tabs", on.sid))
+        .await;
+    assert!(
+        tabs.to_string().len() < 20_000,
+        "{}",
+        tabs.to_string().len()
+    );
+    // The page's getter was never called by Cordon.
+    let live = on.app.live("acme", &on.sid).await;
+    let mut tabs = live.tabs.lock().await;
+    let page = live.page(&mut tabs).await.unwrap();
+    let lied = cordon::cdp::evaluate(&page, "window.lied || 0")
+        .await
+        .unwrap();
+    assert_eq!(lied, 0, "the page's outerHTML getter was called");
+}

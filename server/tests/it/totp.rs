@@ -400,6 +400,29 @@ async fn an_agent_has_a_fresh_code_typed_that_it_never_sees_and_the_site_accepts
         !holds_a_code(&tabs.to_string(), &bytes),
         "tabs shows the code"
     );
+    // read_dom cut anywhere across the echoed code shows none of its
+    // digits (the code is blanked before the cut, not after).
+    let (_, dom) = agent.tool(&sid, "read_dom", json!({})).await;
+    let html = dom["html"].as_str().unwrap().to_owned();
+    let at = html
+        .find("••••••")
+        .unwrap_or_else(|| panic!("no blank: {html}"));
+    let at = html[..at].chars().count();
+    let code = codes[0].0.clone();
+    for cut in at..=at + 6 {
+        let (status, dom) = agent
+            .tool(&sid, "read_dom", json!({ "max_chars": cut }))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{dom}");
+        let part = dom["html"].as_str().unwrap();
+        assert_eq!(part.chars().count(), cut, "{dom}");
+        let tail = part.split("verified").nth(1).unwrap_or_default();
+        assert!(
+            !tail.chars().any(|c| c.is_ascii_digit()),
+            "cut at {cut}: digits of the code shown"
+        );
+        assert!(!code.is_empty());
+    }
     let (status, nav) = agent.tool(&sid, "reload", json!({})).await;
     assert_eq!(status, StatusCode::OK, "{nav}");
     assert!(nav["final_url"].as_str().unwrap().contains("/verify?code="));

@@ -456,8 +456,10 @@ pub(super) async fn run(
                 waited_ms: cdp::wait_for(page, target, timeout).await?,
             }),
             Tool::ReadDom { max_chars } => {
-                let (mut html, truncated_to) = cdp::read_dom(page, *max_chars, timeout).await?;
-                session.scrub_codes(&mut html);
+                // Codes blanked before the cut: one cut in half would not
+                // match, and its first digits would be shown.
+                let blank = |html: &mut String| session.scrub_codes(html);
+                let (html, truncated_to) = cdp::read_dom(page, *max_chars, timeout, blank).await?;
                 ToolOutput::Dom(Dom { html, truncated_to })
             }
             Tool::Snapshot(limits) => {

@@ -81,25 +81,71 @@ pub fn compact(nodes: &[AxNode], password_nodes: &[BackendNodeId], limits: Limit
         return Snapshot::default();
     };
     let mut snap = Snapshot::default();
-    snap.nodes = build(root, &by_id, password_nodes, limits, 0, &mut snap);
+    let mut walk = Walk {
+        seen: std::collections::HashSet::new(),
+        left: MAX_VISITS,
+    };
+    snap.nodes = build(
+        root,
+        &by_id,
+        password_nodes,
+        limits,
+        (0, 0),
+        &mut snap,
+        &mut walk,
+    );
     snap
 }
 
-fn build(
-    node: &AxNode,
-    by_id: &HashMap<&str, &AxNode>,
+/// The most nodes of the browser's tree visited for one snapshot, kept
+/// or lifted through (a page of millions of empty `<div>`s, or a
+/// renderer that answers a tree with cycles, ends here).
+const MAX_VISITS: usize = 200_000;
+
+/// The deepest the walk goes, lifted levels counted (its recursion's
+/// bound: a chain of 100,000 nested `<div>`s would overflow the stack).
+const MAX_WALK_DEPTH: usize = 256;
+
+/// What the walk has done: the nodes visited (each once: a tree the
+/// browser answers with a node under two parents, or under itself, is
+/// walked as a tree), and how many visits are left.
+struct Walk<'a> {
+    seen: std::collections::HashSet<&'a str>,
+    left: usize,
+}
+
+/// `depth`: (levels kept, levels walked).
+fn build<'a>(
+    node: &'a AxNode,
+    by_id: &HashMap<&str, &'a AxNode>,
     passwords: &[BackendNodeId],
     limits: Limits,
-    depth: usize,
+    (depth, walked): (usize, usize),
     snap: &mut Snapshot,
+    walk: &mut Walk<'a>,
 ) -> Vec<SnapNode> {
+    if walked >= MAX_WALK_DEPTH || walk.left == 0 || !walk.seen.insert(node.node_id.inner()) {
+        if walked >= MAX_WALK_DEPTH || walk.left == 0 {
+            snap.truncated = true;
+        }
+        return Vec::new();
+    }
+    walk.left -= 1;
     let role = text(node.role.as_ref());
     let name = text(node.name.as_ref());
-    let children_of = |snap: &mut Snapshot, depth: usize| -> Vec<SnapNode> {
+    let children_of = |snap: &mut Snapshot, walk: &mut Walk<'a>, depth: usize| -> Vec<SnapNode> {
         let mut out = Vec::new();
         for id in node.child_ids.iter().flatten() {
             if let Some(child) = by_id.get(id.inner().as_str()) {
-                out.extend(build(child, by_id, passwords, limits, depth, snap));
+                out.extend(build(
+                    child,
+                    by_id,
+                    passwords,
+                    limits,
+                    (depth, walked + 1),
+                    snap,
+                    walk,
+                ));
             }
         }
         out
@@ -108,7 +154,7 @@ fn build(
         || TRANSPARENT.contains(&role.as_str())
         || (role == "StaticText" && name.trim().is_empty());
     if transparent {
-        return children_of(snap, depth);
+        return children_of(snap, walk, depth);
     }
     if depth >= limits.max_depth || snap.count >= limits.max_nodes {
         snap.truncated = true;
@@ -134,7 +180,7 @@ fn build(
     let mut children = if role == "StaticText" {
         Vec::new()
     } else {
-        children_of(snap, depth + 1)
+        children_of(snap, walk, depth + 1)
     };
     // A single text child repeating the name adds nothing.
     if children.len() == 1 && children[0].role == "StaticText" && children[0].name == name {
@@ -299,5 +345,72 @@ mod tests {
     fn an_empty_tree_gives_an_empty_snapshot() {
         let snap = compact(&[], &[], WIDE);
         assert!(snap.nodes.is_empty() && snap.refs.is_empty());
+    }
+
+    /// A renderer that answers a tree with a cycle, a chain deeper than
+    /// any stack, or a node under many parents (each listing the next
+    /// twice: 2^N paths): the walk ends, within its bounds, and says the
+    /// snapshot was cut.
+    #[test]
+    fn a_hostile_tree_is_walked_within_bounds() {
+        let limits = Limits {
+            max_depth: 1000,
+            max_nodes: 1_000_000,
+        };
+        // A cycle: the root's child lists the root again.
+        let cycle = vec![
+            node("1", None, &["2"], "RootWebArea", "r", None, None),
+            node("2", Some("1"), &["1", "2"], "button", "b", None, Some(2)),
+        ];
+        let snap = compact(&cycle, &[], limits);
+        assert_eq!(snap.count, 1, "{:?}", snap.nodes);
+        // A chain of 200,000 lifted levels.
+        let n = 200_000;
+        let mut chain = vec![node("0", None, &["1"], "RootWebArea", "r", None, None)];
+        for i in 1..n {
+            let (id, parent, child) = (i.to_string(), (i - 1).to_string(), (i + 1).to_string());
+            chain.push(node(
+                &id,
+                Some(&parent),
+                &[&child],
+                "generic",
+                "",
+                None,
+                None,
+            ));
+        }
+        let snap = compact(&chain, &[], limits);
+        assert!(snap.truncated);
+        // A diamond: each level's two children are the same node.
+        let mut diamond = vec![node("0", None, &["1", "1"], "RootWebArea", "r", None, None)];
+        for i in 1..64 {
+            let (id, parent, child) = (i.to_string(), (i - 1).to_string(), (i + 1).to_string());
+            diamond.push(node(
+                &id,
+                Some(&parent),
+                &[&child, &child],
+                "generic",
+                "",
+                None,
+                None,
+            ));
+        }
+        diamond.push(node(
+            "64",
+            Some("63"),
+            &[],
+            "button",
+            "Delete",
+            None,
+            Some(64),
+        ));
+        let t = std::time::Instant::now();
+        let snap = compact(&diamond, &[], limits);
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            t.elapsed()
+        );
+        assert_eq!(snap.count, 1, "the button once: {:?}", snap.nodes);
     }
 }

@@ -179,14 +179,46 @@ pub fn serve_link_view(
         }
         .into_response();
     }
+    // Counted back when the view ends, or when its upgrade never happens
+    // (the closure is dropped unrun): a client that hangs up mid-upgrade
+    // does not use up the link's views.
+    let counted = LinkView {
+        state: state.clone(),
+        id: link.id.to_string(),
+    };
     ws.max_message_size(MAX_CLIENT_MESSAGE * 4)
+        .max_frame_size(MAX_CLIENT_MESSAGE * 4)
         .on_upgrade(move |socket| async move {
-            let id = link.id.clone();
-            Connection::run(state.clone(), live, Viewer::Link(link), socket).await;
-            state.live.link_closed(id.as_str());
+            let _counted = counted;
+            Connection::run(state, live, Viewer::Link(link), socket).await;
         })
         .into_response()
 }
+
+/// One open view of a live link, counted back when dropped.
+struct LinkView {
+    state: AppState,
+    id: String,
+}
+
+impl Drop for LinkView {
+    fn drop(&mut self) {
+        self.state.live.link_closed(&self.id);
+    }
+}
+
+/// How long the socket may take to take one message: a viewer that
+/// stops reading is cut off then (its socket dropped), not waited for.
+const WRITE_BOUND: Duration = Duration::from_secs(10);
+
+/// The most characters of a tab's address or title a view is sent (a
+/// page may make either megabytes long), and the most tabs listed.
+const MAX_PAGE_TEXT: usize = 2048;
+const MAX_TABS_SHOWN: usize = 100;
+
+/// What a link's user is told when an operator denied an action (never
+/// who).
+const DENIED: &str = "an operator denied this action; do not retry it without a new reason";
 
 /// Runs the view of `live` for `op` on an accepted upgrade (`dash`: the
 /// hash of the dashboard session behind it, checked while it runs).
@@ -210,6 +242,7 @@ pub fn serve_view(
         return ui_error(&UiError::not_found(format!("session {}", live.id)));
     }
     ws.max_message_size(MAX_CLIENT_MESSAGE * 4)
+        .max_frame_size(MAX_CLIENT_MESSAGE * 4)
         .on_upgrade(move |socket| async move {
             Connection::run(state, live, Viewer::Operator { op, dash }, socket).await;
         })
@@ -224,6 +257,9 @@ struct Connection {
     out: mpsc::Sender<ServerMsg>,
     input: mpsc::Sender<ToolCall>,
     refused_input_audited: bool,
+    /// The viewer left its messages unread until the queue filled: the
+    /// view ends (it would not read an ending either).
+    stalled: std::sync::atomic::AtomicBool,
 }
 
 impl Connection {
@@ -240,11 +276,11 @@ impl Connection {
                     msg = out_rx.recv() => {
                         let Some(msg) = msg else { break };
                         let end = matches!(msg, ServerMsg::Ended { .. });
-                        if sink.send(text(&msg)).await.is_err() {
+                        if !matches!(tokio::time::timeout(WRITE_BOUND, sink.send(text(&msg))).await, Ok(Ok(()))) {
                             break;
                         }
                         if end {
-                            let _ = sink.send(Message::Close(None)).await;
+                            let _ = tokio::time::timeout(WRITE_BOUND, sink.send(Message::Close(None))).await;
                             break;
                         }
                     }
@@ -261,8 +297,11 @@ impl Connection {
                             scroll_y: frame.scroll_y,
                         });
                         let bytes = frame.jpeg.len();
-                        let sent = sink.send(text(&meta)).await.is_ok()
-                            && sink.send(Message::Binary(frame.jpeg.into())).await.is_ok();
+                        let sent = async {
+                            sink.send(text(&meta)).await.is_ok()
+                                && sink.send(Message::Binary(frame.jpeg.into())).await.is_ok()
+                        };
+                        let sent = tokio::time::timeout(WRITE_BOUND, sent).await.unwrap_or(false);
                         // Only now may Chromium send the next frame.
                         Frame::ack(&frame.page, frame.acks).await;
                         if !sent {
@@ -317,13 +356,16 @@ impl Connection {
                         }
                         let e = ApiError::from(e);
                         let code = e.code().to_owned();
-                        // A link's user is not told which operator took over.
-                        let message = if link && code == "operator_has_control" {
-                            OPERATOR_HAS_CONTROL.to_owned()
-                        } else {
-                            e.to_string()
+                        // A link's user is not told which operator took over,
+                        // nor who denied.
+                        let message = match code.as_str() {
+                            "operator_has_control" if link => OPERATOR_HAS_CONTROL.to_owned(),
+                            "denied_by_operator" if link => DENIED.to_owned(),
+                            _ => e.to_string(),
                         };
-                        let _ = out.send(ServerMsg::Error { code, message }).await;
+                        // A full queue: the viewer is not reading; the
+                        // main loop ends the view.
+                        let _ = out.try_send(ServerMsg::Error { code, message });
                     }
                     if tabs {
                         nudge.notify_one();
@@ -352,6 +394,7 @@ impl Connection {
             out,
             input,
             refused_input_audited: false,
+            stalled: std::sync::atomic::AtomicBool::new(false),
         };
         let v = live.viewport();
         conn.send(ServerMsg::Hello {
@@ -378,8 +421,15 @@ impl Connection {
         }
         drop(conn);
         worker.abort();
-        // The writer ends after sending `ended` (or when its socket fails).
-        let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
+        // The writer ends after sending `ended` (or when its socket fails);
+        // one still writing to a viewer that does not read is stopped.
+        let mut writer = writer;
+        if tokio::time::timeout(Duration::from_secs(2), &mut writer)
+            .await
+            .is_err()
+        {
+            writer.abort();
+        }
         let Viewer::Operator { op, .. } = viewer else {
             return;
         };
@@ -445,6 +495,9 @@ impl Connection {
                 _ = tick.tick() => true,
                 () = nudge.notified() => true,
             };
+            if self.stalled.load(std::sync::atomic::Ordering::Relaxed) {
+                break None;
+            }
             if !look {
                 continue;
             }
@@ -495,8 +548,14 @@ impl Connection {
         }
     }
 
+    /// Queues `msg` for the viewer; a full queue (a viewer that does not
+    /// read) ends the view instead of waiting on it.
     async fn send(&self, msg: ServerMsg) {
-        let _ = self.out.send(msg).await;
+        // Full: the viewer does not read; closed: the writer gave up on it.
+        if self.out.try_send(msg).is_err() {
+            self.stalled
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 
     async fn error(&self, code: &str, message: impl Into<String>) {
@@ -617,6 +676,15 @@ impl Connection {
             .filter(|a| targets.iter().any(|t| t.target_id.inner() == a))
             .or_else(|| targets.first().map(|t| t.target_id.inner().clone()));
         let Some(shown) = shown else { return };
+        // Chromium has one screencast per tab: another view of it (or a
+        // task) that stopped it stopped this one's too. Started again.
+        if cast
+            .as_ref()
+            .is_some_and(|c| c.stops != self.live.screencast_stops())
+            && let Some(old) = cast.take()
+        {
+            old.abandon();
+        }
         if cast
             .as_ref()
             .is_none_or(|c| c.page.target_id().inner() != &shown)
@@ -630,7 +698,10 @@ impl Connection {
                 && let Some(page) = pages.into_iter().find(|p| p.target_id().inner() == &shown)
             {
                 match Screencast::start(page, slot.clone(), enc).await {
-                    Ok(c) => *cast = Some(c),
+                    Ok(mut c) => {
+                        c.stops = self.live.screencast_stops();
+                        *cast = Some(c);
+                    }
                     Err(e) => {
                         self.error("browser_error", format!("cannot show the tab: {e}"))
                             .await;
@@ -648,12 +719,17 @@ impl Connection {
             self.live.scrub_codes(&mut text);
             text
         };
+        let cut = |text: &str| scrubbed(&text.chars().take(MAX_PAGE_TEXT).collect::<String>());
+        // A link's user sees the tab shown, not the session's other tabs.
+        let link = matches!(self.viewer, Viewer::Link(_));
         let tabs: Vec<TabInfo> = targets
             .iter()
+            .filter(|t| !link || t.target_id.inner() == &shown)
+            .take(MAX_TABS_SHOWN)
             .map(|t| TabInfo {
                 id: t.target_id.inner().clone(),
-                url: scrubbed(&t.url),
-                title: scrubbed(&t.title),
+                url: cut(&t.url),
+                title: cut(&t.title),
                 active: t.target_id.inner() == &shown,
             })
             .collect();

@@ -111,6 +111,10 @@ pub struct Screencast {
     task: tokio::task::JoinHandle<()>,
     /// Whether the tab's main frame is loading.
     pub loading: Arc<AtomicBool>,
+    /// The session's count of stopped screencasts when this one started
+    /// (`RunningSession::screencast_stops`): when it moved, someone
+    /// stopped the tab's one screencast, this one's included.
+    pub stops: u64,
 }
 
 /// How frames are encoded.
@@ -203,7 +207,14 @@ impl Screencast {
             page,
             task,
             loading,
+            stops: 0,
         })
+    }
+
+    /// Stops listening without stopping Chromium's screencast (someone
+    /// else stopped it already, or uses it).
+    pub fn abandon(self) {
+        self.task.abort();
     }
 
     /// Stops the screencast (the tab may be gone already).

@@ -825,3 +825,158 @@ async fn a_control_links_enter_is_judged_where_the_page_moves_the_focus() {
     agent.close(&sid).await;
     app.stop().await;
 }
+
+/// A link's user who stops reading (and floods the socket with messages
+/// that each earn an error back) is cut off: the view ends and frees its
+/// place, instead of wedging with its queue full.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_view_that_stops_reading_is_cut_off_and_frees_its_place() {
+    use futures::SinkExt;
+    let Setup {
+        site: _site,
+        app,
+        agent,
+        sid,
+    } = setup("/two-buttons").await;
+    let (_, page) = make_link(&agent, &sid, "view").await;
+    let mut views = Vec::new();
+    for _ in 0..3 {
+        let mut v = connect(&app, &ws_path(&page), None).await.expect("upgrade");
+        v.wait_for("hello", |m| m["type"] == "hello").await;
+        views.push(v);
+    }
+    assert_eq!(
+        connect(&app, &ws_path(&page), None)
+            .await
+            .err()
+            .map(|e| e.0),
+        Some(429),
+        "the link's views are all taken"
+    );
+    // The last one never reads again and sends junk until it is cut off.
+    let mut stalled = views.pop().unwrap();
+    let flood = tokio::spawn(async move {
+        let junk = tokio_tungstenite::tungstenite::Message::Text("x".into());
+        for _ in 0..2_000_000 {
+            if stalled.ws.send(junk.clone()).await.is_err() {
+                return true;
+            }
+        }
+        false
+    });
+    wait_until(
+        "the stalled view's place to free up",
+        PATIENCE * 2,
+        || async {
+            connect(&app, &ws_path(&page), None)
+                .await
+                .map_err(|e| format!("{e:?}"))
+        },
+    )
+    .await;
+    flood.abort();
+    // The other views still answer.
+    for v in &mut views {
+        v.send_raw(tokio_tungstenite::tungstenite::Message::Text(
+            "{not json".into(),
+        ))
+        .await;
+        v.wait_error("bad_message").await;
+    }
+    agent.close(&sid).await;
+    app.stop().await;
+}
+
+/// A link's user sees the tab shown and nothing of the session's other
+/// tabs, and is told that an operator denied, never who.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_sees_neither_other_tabs_nor_who_decided() {
+    let Setup {
+        site,
+        app,
+        agent,
+        sid,
+    } = setup("/two-buttons").await;
+    let (_, cookie) = app.operator_session("olive", Role::Operator).await;
+    let (status, tab) = agent
+        .post(
+            &format!("/api/sessions/{sid}/tabs"),
+            json!({ "url": site.url("/links") }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{tab}");
+    // The first tab (two buttons) shown again.
+    let (_, tabs) = agent.get(&format!("/api/sessions/{sid}/tabs")).await;
+    let first = tabs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["title"] == "ready")
+        .unwrap_or_else(|| panic!("{tabs}"))["tab_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (status, _) = agent
+        .tool(&sid, &format!("tabs/{first}/focus"), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, _, mut view) = watching(&app, &agent, &sid, "control").await;
+    let page = view
+        .seen
+        .iter()
+        .rev()
+        .find(|m| m["type"] == "page")
+        .cloned()
+        .expect("a page state");
+    assert_eq!(page["tabs"].as_array().map(Vec::len), Some(1), "{page}");
+    assert!(!page.to_string().contains("/links"), "{page}");
+    // "Delete repository" (0..600 × 0..200), denied.
+    view.click(300.0, 100.0).await;
+    let waiting = one_pending(&app, &cookie, &sid).await;
+    decide(&app, &cookie, waiting["id"].as_str().unwrap(), false).await;
+    let e = view.wait_error("denied_by_operator").await;
+    let message = e["message"].as_str().unwrap_or_default();
+    assert!(
+        !message.contains("op_") && !message.contains("olive"),
+        "{e}"
+    );
+    agent.close(&sid).await;
+    app.stop().await;
+}
+
+/// Alt with a character fires the page's access key (a button the focus
+/// is not on): a control link's raw key of it is refused, as over CDP.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_control_links_alt_key_cannot_fire_an_access_key() {
+    let Setup {
+        site: _site,
+        app,
+        agent,
+        sid,
+    } = setup("/hostile/accesskey.html").await;
+    let (_, _, mut view) = watching(&app, &agent, &sid, "control").await;
+    view.send(
+        json!({ "type": "key", "action": "down", "key": "d", "code": "KeyD", "modifiers": 1 }),
+    )
+    .await;
+    let e = view.wait_error("denied_by_policy").await;
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("access key"),
+        "{e}"
+    );
+    view.send(json!({ "type": "key", "action": "up", "key": "d", "code": "KeyD", "modifiers": 1 }))
+        .await;
+    // AltGr (Ctrl+Alt) still types.
+    view.send(
+        json!({ "type": "key", "action": "down", "key": "@", "code": "KeyQ", "modifiers": 3 }),
+    )
+    .await;
+    view.send(json!({ "type": "key", "action": "up", "key": "@", "code": "KeyQ", "modifiers": 3 }))
+        .await;
+    assert_eq!(crate::gate::title(&agent, &sid).await, "ready");
+    agent.close(&sid).await;
+    app.stop().await;
+}

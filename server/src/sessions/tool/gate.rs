@@ -139,6 +139,11 @@ impl Checking {
     }
 }
 
+/// Chromium's modifier bits (`Input.dispatchKeyEvent`).
+const ALT: i64 = 1;
+const CTRL: i64 = 2;
+const META: i64 = 4;
+
 /// A click the gate stopped at its target, before the button went down.
 #[derive(Debug)]
 pub struct Held {
@@ -312,6 +317,29 @@ impl SessionManager {
     ) -> Result<Gate, ToolError> {
         if matches!(actor, Actor::Operator(_)) {
             return Ok(Gate::Pass);
+        }
+        // Alt with a character fires the page's `accesskey` (Chromium on
+        // Linux), pressing an element the focus is not on: refused, as
+        // the CDP endpoint refuses it (`access_key`). AltGr (Ctrl+Alt)
+        // types and passes.
+        if let Tool::Input(super::LiveInput::Key {
+            down: true,
+            key,
+            modifiers,
+            ..
+        }) = tool
+            && modifiers & (ALT | CTRL | META) == ALT
+            && key.chars().count() == 1
+            && !key.chars().all(char::is_control)
+        {
+            self.0
+                .store
+                .audit_append(event.clone().outcome("refused: access_key"))
+                .await?;
+            return Err(ToolError::DeniedByPolicy(
+                "Alt with a character fires the page's access keys, which the risk gate cannot judge"
+                    .into(),
+            ));
         }
         // An agent's raw input (`run_task`'s double and right clicks,
         // drags, hotkeys, text) is judged as the click, key or typing it is.

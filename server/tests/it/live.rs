@@ -982,3 +982,49 @@ async fn an_operator_sees_and_answers_a_pages_dialog_in_the_view() {
     .await;
     app.stop().await;
 }
+
+/// Chromium has one screencast per tab: a second view of it closing
+/// (which stops that screencast) leaves the first view's picture live,
+/// as the first view starts it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_one_view_leaves_the_others_picture_live() {
+    let Setup {
+        site: _site,
+        app,
+        agent: _agent,
+        sid,
+        cookie,
+    } = setup("/pad").await;
+    let live = app.live("acme", &sid).await;
+    let mut a = open_view(&app, &sid, &cookie).await;
+    a.wait_for("a frame", |v| v["type"] == "frame").await;
+    a.send(json!({ "type": "take_control" })).await;
+    a.wait_for("control taken", |v| {
+        v["type"] == "control" && v["yours"] == true
+    })
+    .await;
+    let mut b = open_view(&app, &sid, &cookie).await;
+    b.wait_for("a frame", |v| v["type"] == "frame").await;
+    let stops = live.screencast_stops();
+    drop(b);
+    crate::helpers::wait_until("the second view's stop", PATIENCE, || async {
+        if live.screencast_stops() > stops {
+            Ok(())
+        } else {
+            Err("not stopped yet".to_owned())
+        }
+    })
+    .await;
+    // A click that repaints: the first view sees a frame made after it.
+    let clicked_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as f64;
+    a.click(200.0, 300.0).await;
+    a.wait_title("clicked 1").await;
+    a.wait_for("a frame made after the click", |v| {
+        v["type"] == "frame" && v["ts"].as_f64().is_some_and(|t| t > clicked_ms)
+    })
+    .await;
+    app.stop().await;
+}

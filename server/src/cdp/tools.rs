@@ -285,15 +285,25 @@ pub async fn screenshot(
 
 /// Runs `expression` in the page and returns its JSON value.
 pub async fn evaluate(page: &Page, expression: &str) -> Result<serde_json::Value, CdpError> {
+    evaluate_in(page, expression, None).await
+}
+
+/// `expression`'s JSON value, run in execution context `context` (the
+/// page's own when `None`), a promise awaited.
+async fn evaluate_in(
+    page: &Page,
+    expression: &str,
+    context: Option<chromiumoxide::cdp::js_protocol::runtime::ExecutionContextId>,
+) -> Result<serde_json::Value, CdpError> {
+    let mut params = EvaluateParams::builder()
+        .expression(expression)
+        .return_by_value(true)
+        .await_promise(true);
+    if let Some(ctx) = context {
+        params = params.context_id(ctx);
+    }
     let res = page
-        .execute(
-            EvaluateParams::builder()
-                .expression(expression)
-                .return_by_value(true)
-                .await_promise(true)
-                .build()
-                .map_err(CdpError::Protocol)?,
-        )
+        .execute(params.build().map_err(CdpError::Protocol)?)
         .await?;
     if let Some(ex) = &res.result.exception_details {
         return Err(CdpError::Failed(format!("script error: {}", ex.text)));
@@ -352,25 +362,7 @@ pub(super) async fn evaluate_isolated_value(
     expression: &str,
 ) -> Result<serde_json::Value, CdpError> {
     let ctx = super::facts::isolated_context(page, None).await?;
-    let res = page
-        .execute(
-            EvaluateParams::builder()
-                .expression(expression)
-                .context_id(ctx)
-                .return_by_value(true)
-                .build()
-                .map_err(CdpError::Protocol)?,
-        )
-        .await?;
-    if let Some(ex) = &res.result.exception_details {
-        return Err(CdpError::Failed(format!("script error: {}", ex.text)));
-    }
-    Ok(res
-        .result
-        .result
-        .value
-        .clone()
-        .unwrap_or(serde_json::Value::Null))
+    evaluate_in(page, expression, Some(ctx)).await
 }
 
 /// What an element-directed tool acts on.

@@ -1109,14 +1109,7 @@ async fn a_revoked_keys_connections_end_and_its_tokens_connect_nothing() {
     let (app, agent, sid, mut cdp) = driven(&site).await;
     cdp.ok("Browser.getVersion", json!({}), None).await;
     let query = token_query(&agent, &sid).await;
-    let keys = app
-        .state
-        .store
-        .api_key_list(Some(&crate::helpers::tenant("acme")))
-        .await
-        .unwrap();
-    assert_eq!(keys.len(), 1, "{keys:?}");
-    let id = keys[0].id.parse().unwrap();
+    let id = crate::helpers::key_id(&app, "acme").await.parse().unwrap();
     assert!(app.state.store.api_key_revoke(&id).await.unwrap());
     assert_eq!(
         cdp.closed_with().await,

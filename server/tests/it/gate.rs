@@ -131,13 +131,7 @@ async fn an_approval_for_a_key_revoked_while_it_waited_runs_nothing() {
         })
     };
     let waiting = one_pending(&app, &cookie, &sid).await;
-    let keys = app
-        .state
-        .store
-        .api_key_list(Some(&crate::helpers::tenant("acme")))
-        .await
-        .unwrap();
-    let id = keys[0].id.parse().unwrap();
+    let id = crate::helpers::key_id(&app, "acme").await.parse().unwrap();
     assert!(app.state.store.api_key_revoke(&id).await.unwrap());
     let (status, _) = decide(&app, &cookie, waiting["id"].as_str().unwrap(), true).await;
     assert_eq!(status, StatusCode::OK);

@@ -679,6 +679,19 @@ pub fn tenant(id: &str) -> cordon::domain::TenantId {
     id.parse().expect("a valid tenant id")
 }
 
+/// The id of `tenant`'s one API key (tests that act as the key, or
+/// revoke it).
+pub async fn key_id(app: &TestApp, tenant_id: &str) -> String {
+    let keys = app
+        .state
+        .store
+        .api_key_list(Some(&tenant(tenant_id)))
+        .await
+        .unwrap();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    keys[0].id.clone()
+}
+
 /// A vault domain the test knows to be valid.
 pub fn domain(d: &str) -> cordon::vault::Domain {
     d.parse().expect("a valid domain")

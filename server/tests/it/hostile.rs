@@ -640,18 +640,6 @@ async fn an_approval_holds_for_the_row_and_page_it_was_given_on_only() {
     on.stop().await;
 }
 
-/// The id of acme's API key (a task acts as its key: an approval for a key
-/// that no longer lives runs nothing).
-async fn task_key(app: &crate::helpers::TestApp) -> String {
-    let keys = app
-        .state
-        .store
-        .api_key_list(Some(&crate::helpers::tenant("acme")))
-        .await
-        .unwrap();
-    keys[0].id.clone()
-}
-
 #[tokio::test]
 async fn raw_input_of_run_task_double_and_right_clicks_and_keys_is_judged_as_the_action() {
     use cordon::audit::Actor;
@@ -659,7 +647,7 @@ async fn raw_input_of_run_task_double_and_right_clicks_and_keys_is_judged_as_the
     use cordon::sessions::{LiveInput, Tool, ToolCall};
     let on = open_on("gesture.html").await;
     let live = on.app.live("acme", &on.sid).await;
-    let agent = Actor::Agent(task_key(&on.app).await);
+    let agent = Actor::Agent(crate::helpers::key_id(&on.app, "acme").await);
     // As run_task sends a double click: down/up twice at the button.
     let mouse = |kind, clicks| {
         ToolCall::new(Tool::Input(LiveInput::Mouse {
@@ -815,7 +803,7 @@ async fn run_tasks_raw_button_down_on_a_hover_swap_is_judged_under_the_pointer()
                     click_count: 1,
                     modifiers: 0,
                 }));
-                let agent = Actor::Agent(task_key(&on.app).await);
+                let agent = Actor::Agent(crate::helpers::key_id(&on.app, "acme").await);
                 tokio::spawn(async move {
                     sessions
                         .run_tool(&live, agent, cordon::audit::Surface::Task, call)

@@ -105,6 +105,43 @@ impl Drop for Replica {
     }
 }
 
+/// The browsers replica `host` runs (pid, marker), as the sandboxes table
+/// records them.
+async fn browsers_of(db: &str, host: &str) -> Vec<(i32, String)> {
+    sqlx::query_as::<_, (i64, String)>(
+        "SELECT pid, marker FROM sandboxes WHERE host = $1 AND state <> 'stopped'",
+    )
+    .bind(host)
+    .fetch_all(&sqlx::PgPool::connect(db).await.unwrap())
+    .await
+    .unwrap()
+    .into_iter()
+    .map(|(p, m)| (i32::try_from(p).unwrap(), m))
+    .collect()
+}
+
+/// Waits until a lost replica's `browsers` are stopped (by a survivor):
+/// a test that kills a replica leaves no Chromium behind.
+async fn wait_stopped(browsers: &[(i32, String)]) {
+    wait_until(
+        "the lost replica's browsers to be stopped",
+        PATIENCE,
+        || async {
+            let alive: Vec<i32> = browsers
+                .iter()
+                .filter(|(pid, marker)| cordon::sandbox::is_alive(*pid, marker))
+                .map(|(pid, _)| *pid)
+                .collect();
+            if alive.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("still running: {alive:?}"))
+            }
+        },
+    )
+    .await;
+}
+
 /// A stderr handle that is never read from (stands in for the one moved
 /// to the draining thread).
 fn empty_stderr() -> std::process::ChildStderr {
@@ -421,16 +458,7 @@ async fn replicas_answer_for_each_other_and_a_killed_one_is_declared_lost() {
         .position(|r| r.name == first)
         .expect("the leader is one of them");
     let victim_session = sessions[v].clone();
-    let browsers: Vec<(i32, String)> = sqlx::query_as::<_, (i64, String)>(
-        "SELECT pid, marker FROM sandboxes WHERE host = $1 AND state <> 'stopped'",
-    )
-    .bind(&first)
-    .fetch_all(&sqlx::PgPool::connect(&db.url).await.unwrap())
-    .await
-    .unwrap()
-    .into_iter()
-    .map(|(p, m)| (i32::try_from(p).unwrap(), m))
-    .collect();
+    let browsers = browsers_of(&db.url, &first).await;
     assert_eq!(
         browsers.len(),
         1,
@@ -470,14 +498,7 @@ async fn replicas_answer_for_each_other_and_a_killed_one_is_declared_lost() {
     let took = killed_at.elapsed();
     assert_eq!(ended.1.as_str(), "replica_lost", "{ended:?}");
     assert!(took < Duration::from_secs(30), "ended after {took:?}");
-    wait_until("the victim's browser to be stopped", PATIENCE, || async {
-        if cordon::sandbox::is_alive(browsers[0].0, &browsers[0].1) {
-            Err("still running".into())
-        } else {
-            Ok(())
-        }
-    })
-    .await;
+    wait_stopped(&browsers).await;
 
     // Through a survivor: the victim's session is gone (410 naming the
     // reason); the others still work.
@@ -1012,6 +1033,8 @@ async fn under_a_shared_dir_screenshots_and_downloads_outlive_their_replica() {
         "nothing in b's own data dir"
     );
 
+    let browsers = browsers_of(&a.db.url, "b").await;
+    assert_eq!(browsers.len(), 2, "{browsers:?}");
     b.kill_hard();
     for sid in [&kept, &passing] {
         wait_until("a ends b's session as replica_lost", PATIENCE, || async {
@@ -1029,6 +1052,8 @@ async fn under_a_shared_dir_screenshots_and_downloads_outlive_their_replica() {
         })
         .await;
     }
+
+    wait_stopped(&browsers).await;
 
     // a's dashboard shows what b recorded, from the shared folder.
     let (_, cookie) = a.operator_session("vic", Role::Viewer).await;
@@ -1080,6 +1105,8 @@ async fn the_overview_lists_the_replicas_their_sessions_and_the_housekeeping_one
         "{all}"
     );
 
+    let browsers = browsers_of(&a.db.url, "b").await;
+    assert_eq!(browsers.len(), 1, "{browsers:?}");
     b.kill_hard();
     wait_until("b shown as lost", PATIENCE, || async {
         let (ra, rb, all) = replicas().await;
@@ -1093,6 +1120,7 @@ async fn the_overview_lists_the_replicas_their_sessions_and_the_housekeeping_one
         }
     })
     .await;
+    wait_stopped(&browsers).await;
 }
 
 /// `a`'s dashboard shows session `sid`'s timeline, and its first

@@ -16,10 +16,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use chromiumoxide::Page;
-use chromiumoxide::cdp::browser_protocol::page::{
-    DialogType, EventJavascriptDialogOpening, HandleJavaScriptDialogParams,
-};
+use chromiumoxide::cdp::browser_protocol::page::{DialogType, EventJavascriptDialogOpening};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
@@ -158,7 +155,7 @@ struct Answer {
     target: String,
     /// The dialog the answer is for: another one open in its place by
     /// the time the follower sends it is not answered.
-    expect: Option<Dialog>,
+    expect: Dialog,
     accept: bool,
     text: Option<String>,
     done: oneshot::Sender<Result<(), CdpError>>,
@@ -285,49 +282,45 @@ impl Dialogs {
         }
     }
 
-    /// Answers the dialog open in `page`: OK (with `text` for a prompt) or
-    /// Cancel, through the follower, whose session saw it open (a session
-    /// attached after a dialog opened cannot answer it). `expect`: the
-    /// dialog judged; when another has taken its place (or none is open)
-    /// by the time the follower sends the answer, nothing is answered and
-    /// the call fails with [`CdpError::DialogChanged`]. A tab the follower
-    /// does not know (none running) is answered on `page` itself.
+    /// Answers the dialog open in tab `target`: OK (with `text` for a
+    /// prompt) or Cancel, through the follower, whose session saw it open
+    /// (a session attached after a dialog opened cannot answer it).
+    /// `expect`: the dialog judged; when another has taken its place (or
+    /// none is open) by the time the follower sends the answer, nothing
+    /// is answered and the call fails with [`CdpError::DialogChanged`].
+    /// Nothing else answers: without the follower the browser is gone
+    /// ([`CdpError::BrowserGone`]), and a tab it no longer follows has
+    /// closed ([`CdpError::TabNotFound`]).
     pub async fn answer(
         &self,
-        page: &Page,
-        expect: Option<&Dialog>,
+        target: &str,
+        expect: &Dialog,
         accept: bool,
         text: Option<&str>,
     ) -> Result<(), CdpError> {
-        let target = page.target_id().inner().clone();
         let (done, answered) = oneshot::channel();
         let queue = self.0.queue.lock().expect("queue lock").clone();
         let sent = queue.is_some_and(|q| {
             q.send(Queued::Answer(Answer {
-                target,
-                expect: expect.cloned(),
+                target: target.to_owned(),
+                expect: expect.clone(),
                 accept,
                 text: text.map(str::to_owned),
                 done,
             }))
             .is_ok()
         });
-        if sent {
-            match tokio::time::timeout(ANSWER_BOUND, answered).await {
-                Ok(Ok(Err(CdpError::TabNotFound(_))) | Err(_)) => {}
-                Ok(Ok(res)) => return res,
-                Err(_) => {
-                    return Err(CdpError::Timeout(
-                        "answering the dialog",
-                        u64::try_from(ANSWER_BOUND.as_millis()).unwrap_or(u64::MAX),
-                    ));
-                }
-            }
+        if !sent {
+            return Err(CdpError::BrowserGone);
         }
-        let mut params = HandleJavaScriptDialogParams::new(accept);
-        params.prompt_text = text.map(str::to_owned);
-        page.execute(params).await?;
-        Ok(())
+        match tokio::time::timeout(ANSWER_BOUND, answered).await {
+            Ok(Ok(res)) => res,
+            Ok(Err(_)) => Err(CdpError::BrowserGone),
+            Err(_) => Err(CdpError::Timeout(
+                "answering the dialog",
+                u64::try_from(ANSWER_BOUND.as_millis()).unwrap_or(u64::MAX),
+            )),
+        }
     }
 
     /// Waits, at most `bound`, until tab `target` no longer shows
@@ -595,7 +588,7 @@ async fn follow_tabs(
                         // The dialog judged must be the one open now: the
                         // events before this point have all been read.
                         let now = state.upgrade().and_then(|s| Dialogs(s).open_on(&a.target));
-                        if a.expect.is_some() && now != a.expect {
+                        if now.as_ref() != Some(&a.expect) {
                             let _ = a.done.send(Err(CdpError::DialogChanged));
                             continue;
                         }
@@ -855,7 +848,7 @@ mod tests {
     fn queue(
         dialogs: &Dialogs,
         target: &str,
-        expect: Option<Dialog>,
+        expect: Dialog,
     ) -> oneshot::Receiver<Result<(), CdpError>> {
         let (done, answered) = oneshot::channel();
         let q = dialogs.0.queue.lock().unwrap().clone().unwrap();
@@ -956,18 +949,18 @@ mod tests {
                 .is_some_and(|d| d.message.starts_with("Transfer"))
         })
         .await;
-        let got = queue(&dialogs, TAB, Some(judged)).await.unwrap();
+        let got = queue(&dialogs, TAB, judged).await.unwrap();
         assert!(matches!(got, Err(CdpError::DialogChanged)), "{got:?}");
         // The same words again are another dialog too.
         let now = dialogs.open_on(TAB).unwrap();
         let mut twin = now.clone();
         twin.opening += 1;
         assert!(matches!(
-            queue(&dialogs, TAB, Some(twin)).await.unwrap(),
+            queue(&dialogs, TAB, twin).await.unwrap(),
             Err(CdpError::DialogChanged)
         ));
         // The one open now is answered; the browser says none shows.
-        let answer = queue(&dialogs, TAB, Some(now));
+        let answer = queue(&dialogs, TAB, now);
         let sent = fake.next().await;
         assert_eq!(sent["method"], "Page.handleJavaScriptDialog", "{sent}");
         assert_eq!(sent["sessionId"], SESSION);
@@ -980,7 +973,7 @@ mod tests {
         // No reply, then the tab detaches: the answer ends.
         fake.dialog(SESSION, "Again?", "http://a.test/");
         until("a third dialog", || dialogs.open_on(TAB).is_some()).await;
-        let answer = queue(&dialogs, TAB, dialogs.open_on(TAB));
+        let answer = queue(&dialogs, TAB, dialogs.open_on(TAB).unwrap());
         assert_eq!(fake.next().await["method"], "Page.handleJavaScriptDialog");
         fake.say(&json!({"method": "Target.detachedFromTarget", "params": {"sessionId": SESSION}}));
         let ended = tokio::time::timeout(std::time::Duration::from_secs(10), answer).await;

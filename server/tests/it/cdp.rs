@@ -1293,6 +1293,24 @@ async fn decide_one(
     cdp.answer_to(id).await
 }
 
+/// What the operator's decision did: approved, the command answered
+/// and the page deleted; denied, an error naming the denial and the
+/// page's title still `unchanged` (so nothing acted).
+async fn expect_decided(cdp: &mut Cdp, tab: &str, answer: &Value, approve: bool, unchanged: &str) {
+    if approve {
+        assert!(answer.get("error").is_none(), "{answer}");
+        cdp.until(tab, "document.title", |t| t == "DELETED").await;
+    } else {
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("denied_by_operator"), "{answer}");
+        assert_eq!(
+            title(cdp, tab).await,
+            unchanged,
+            "acted though denied: {answer}"
+        );
+    }
+}
+
 /// A button going up away from where it went down (a drag's drop onto a
 /// bin that deletes on `mouseup`), a second finger put down through a
 /// `touchMove`, and Enter sent as an editing command (`insertNewline`,
@@ -1347,14 +1365,7 @@ async fn a_drop_a_second_finger_and_an_editing_newline_are_judged_where_they_act
             approve,
         )
         .await;
-        if approve {
-            assert!(answer.get("error").is_none(), "{answer}");
-            cdp.until(&tab, "document.title", |t| t == "DELETED").await;
-        } else {
-            let message = answer["error"]["message"].as_str().unwrap_or_default();
-            assert!(message.contains("denied_by_operator"), "{answer}");
-            assert_eq!(title(&mut cdp, &tab).await, "Board", "the drop acted");
-        }
+        expect_decided(&mut cdp, &tab, &answer, approve, "Board").await;
     }
     // A plain click on the card is judged once (its release in place is
     // motion): nothing waits.
@@ -1395,27 +1406,13 @@ async fn a_drop_a_second_finger_and_an_editing_newline_are_judged_where_they_act
             approve,
         )
         .await;
-        if approve {
-            assert!(answer.get("error").is_none(), "{answer}");
-        } else {
-            let message = answer["error"]["message"].as_str().unwrap_or_default();
-            assert!(message.contains("denied_by_operator"), "{answer}");
-        }
         cdp.ok(
             "Input.dispatchTouchEvent",
             touch("touchEnd", json!([])),
             Some(&tab),
         )
         .await;
-        if approve {
-            cdp.until(&tab, "document.title", |t| t == "DELETED").await;
-        } else {
-            assert_eq!(
-                title(&mut cdp, &tab).await,
-                "Board",
-                "the second finger acted"
-            );
-        }
+        expect_decided(&mut cdp, &tab, &answer, approve, "Board").await;
     }
 
     // Enter as an editing command in a field whose form deletes.
@@ -1441,18 +1438,7 @@ async fn a_drop_a_second_finger_and_an_editing_newline_are_judged_where_they_act
             approve,
         )
         .await;
-        if approve {
-            assert!(answer.get("error").is_none(), "{answer}");
-            cdp.until(&tab, "document.title", |t| t == "DELETED").await;
-        } else {
-            let message = answer["error"]["message"].as_str().unwrap_or_default();
-            assert!(message.contains("denied_by_operator"), "{answer}");
-            assert_eq!(
-                title(&mut cdp, &tab).await,
-                "Repository",
-                "the newline submitted"
-            );
-        }
+        expect_decided(&mut cdp, &tab, &answer, approve, "Repository").await;
     }
     app.stop().await;
 }

@@ -102,8 +102,8 @@ impl SessionManager {
             }
             // What would mislead or stop an operator who drives now.
             Verdict::Pass | Verdict::Rewrite(_)
-                if super::disturbs_operator(method, params)
-                    && let Some(holder) = conn.session.control() =>
+                if let Some(holder) = conn.session.control()
+                    && super::disturbs_operator(method, params) =>
             {
                 *conn.counts.entry("refused").or_default() += 1;
                 let e = ToolError::OperatorHasControl(holder.name);

@@ -309,7 +309,7 @@ pub(super) async fn run(
                 let (host, element) = super::gate::dialog_facts(&d);
                 (check.allow)(&host, element)?;
             }
-            match dialogs.answer(&page, Some(&d), *accept, text).await {
+            match dialogs.answer(&target, &d, *accept, text).await {
                 Ok(()) => {}
                 // Another dialog took its place as the answer went out:
                 // nothing was answered; the agent is told what is open.

@@ -7,6 +7,8 @@
 //! - `socket.rs`: the upgrade (ticket and dashboard cookie both checked,
 //!   refusals audited) and the connection: messages in, page state and
 //!   control out, the session's and the dashboard session's ends.
+//! - `limit.rs`: how much input one view may send (two token buckets;
+//!   a press that passed is always released).
 //! - `link.rs`: live links, the capability URLs an agent hands its own
 //!   user to watch or drive a session in an `<iframe>` (tenant opt-in).
 //! - `stream.rs`: one tab's CDP screencast with newest-frame-only
@@ -14,6 +16,7 @@
 //!   has taken the previous one, and a frame that arrives meanwhile replaces
 //!   the waiting one instead of queueing behind it.
 
+mod limit;
 pub mod link;
 pub mod settings;
 pub mod socket;

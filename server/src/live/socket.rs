@@ -257,6 +257,12 @@ struct Connection {
     out: mpsc::Sender<ServerMsg>,
     input: mpsc::Sender<ToolCall>,
     refused_input_audited: bool,
+    /// How much input this view may still send (`limit.rs`).
+    limit: super::limit::InputLimit,
+    /// The view went over its limit once: audited once.
+    limited_audited: bool,
+    /// When the view was last told its input queue was full.
+    busy_told: Option<std::time::Instant>,
     /// The viewer left its messages unread until the queue filled: the
     /// view ends (it would not read an ending either).
     stalled: std::sync::atomic::AtomicBool,
@@ -394,6 +400,9 @@ impl Connection {
             out,
             input,
             refused_input_audited: false,
+            limit: super::limit::InputLimit::new(std::time::Instant::now()),
+            limited_audited: false,
+            busy_told: None,
             stalled: std::sync::atomic::AtomicBool::new(false),
         };
         let v = live.viewport();
@@ -774,6 +783,15 @@ impl Connection {
                 return;
             }
         };
+        if let super::limit::Admit::Drop { tell } =
+            self.limit.admit(&msg, std::time::Instant::now())
+        {
+            metrics::counter!("cordon_live_input_dropped_total").increment(1);
+            if tell {
+                self.over_limit().await;
+            }
+            return;
+        }
         let op = match &self.viewer {
             Viewer::Operator { op, .. } => op.clone(),
             Viewer::Link(link) => {
@@ -878,13 +896,50 @@ impl Connection {
             Ok(calls) => {
                 for call in calls {
                     if self.input.try_send(call).is_err() {
-                        self.error("busy", "too much input at once; this one was dropped")
+                        // Said once a second at most: saying it for every
+                        // message dropped would fill the viewer's queue.
+                        let now = std::time::Instant::now();
+                        if self
+                            .busy_told
+                            .is_none_or(|t| now.duration_since(t) >= Duration::from_secs(1))
+                        {
+                            self.busy_told = Some(now);
+                            self.error(
+                                "busy",
+                                "too much input at once; what did not fit was dropped",
+                            )
                             .await;
+                        }
                         return;
                     }
                 }
             }
             Err(m) => self.error("bad_message", m).await,
+        }
+    }
+
+    /// The view sends more than its limit: told (once a second, by the
+    /// caller), and audited once per view.
+    async fn over_limit(&mut self) {
+        self.error(
+            "rate_limited",
+            format!(
+                "too much input: at most {} events a second ({} that act); what is over is dropped",
+                super::limit::ALL_PER_S,
+                super::limit::ACTS_PER_S
+            ),
+        )
+        .await;
+        if !self.limited_audited {
+            self.limited_audited = true;
+            let event = NewEvent::new(self.viewer.actor(), "live.rate_limited")
+                .tenant(&self.live.tenant)
+                .session(self.live.id.as_str())
+                .params(json!({ "via": self.viewer.surface().as_str() }))
+                .outcome("denied: rate_limited");
+            if let Err(e) = self.state.store.audit_append(event).await {
+                tracing::error!(error = %format!("{e:#}"), "failed to audit a view over its limit");
+            }
         }
     }
 

@@ -59,7 +59,8 @@ pub struct RunningSession {
     /// Unix ms after which it is closed.
     pub deadline_at: i64,
     last_activity: AtomicI64,
-    last_move_audited: AtomicI64,
+    pub(super) last_move_audited: AtomicI64,
+    pub(super) last_wheel_audited: AtomicI64,
     screenshot_seq: AtomicU64,
     /// Screencasts stopped (a tab has one; whoever else used it restarts).
     screencast_stops: AtomicU64,
@@ -172,6 +173,7 @@ impl RunningSession {
             deadline_at,
             last_activity: AtomicI64::new(now_ms()),
             last_move_audited: AtomicI64::new(0),
+            last_wheel_audited: AtomicI64::new(0),
             screenshot_seq: AtomicU64::new(0),
             screencast_stops: AtomicU64::new(0),
             acting: std::sync::Arc::default(),
@@ -332,13 +334,13 @@ impl RunningSession {
         self.last_activity.store(now_ms(), Ordering::Relaxed);
     }
 
-    /// Whether a pointer move now should be audited: one a second at most.
-    pub(super) fn sample_move(&self) -> bool {
+    /// Whether an input sampled by `last` (a pointer move, a wheel turn)
+    /// should be audited now: one a second at most.
+    pub(super) fn sample(&self, last_audited: &AtomicI64) -> bool {
         let now = now_ms();
-        let last = self.last_move_audited.load(Ordering::Relaxed);
+        let last = last_audited.load(Ordering::Relaxed);
         now - last >= 1000
-            && self
-                .last_move_audited
+            && last_audited
                 .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok()
     }

@@ -980,3 +980,72 @@ async fn a_control_links_alt_key_cannot_fire_an_access_key() {
     agent.close(&sid).await;
     app.stop().await;
 }
+
+/// A control link's user who floods the view is held to its rate: what
+/// is over is dropped (the page types at most the burst and the rate
+/// since), every row written is an input that ran, wheel turns are
+/// audited one a second, the view is told at most once a second and the
+/// flood is audited once; after it the view drives again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_view_that_floods_input_is_held_to_its_rate_and_so_is_the_audit() {
+    let Setup {
+        site: _site,
+        app,
+        agent,
+        sid,
+    } = setup("/pad").await;
+    let (_, _, mut view) = watching(&app, &agent, &sid, "control").await;
+    view.click(20.0, 20.0).await;
+    let started = std::time::Instant::now();
+    for _ in 0..1000 {
+        view.send(json!({ "type": "text", "text": "x" })).await;
+    }
+    for _ in 0..600 {
+        view.send(json!({ "type": "wheel", "x": 100, "y": 200, "dx": 0, "dy": 5 }))
+            .await;
+    }
+    let flooded = started.elapsed().as_secs_f64();
+    view.wait_error("rate_limited").await;
+    // Enter, until it passes (the buckets refill in well under a second).
+    let deadline = std::time::Instant::now() + PATIENCE;
+    let typed = loop {
+        view.key("Enter", "Enter").await;
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let t = crate::gate::title(&agent, &sid).await;
+        if t.starts_with("typed ") {
+            break t;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Enter never passed after the flood: title {t:?}"
+        );
+    };
+    let n = typed.len() - "typed ".len();
+    // The burst (less the click) and at most the rate for as long as
+    // the flood took to send, and a second more.
+    let most = 100.0 + 50.0 * (flooded + 1.0);
+    assert!(
+        (90..=most as usize).contains(&n),
+        "typed {n} of 1000 (flood sent in {flooded:.2} s, at most {most})"
+    );
+    let all = rows(&app, &sid).await;
+    let count = |action: &str| all.iter().filter(|e| e.action == action).count();
+    assert_eq!(count("input.text"), n, "one row per character that ran");
+    assert_eq!(count("live.rate_limited"), 1, "the flood audited once");
+    let wheels = count("input.wheel");
+    assert!(
+        (1..=3).contains(&wheels),
+        "{wheels} wheel rows for 600 turns"
+    );
+    let told = view
+        .seen
+        .iter()
+        .filter(|m| m["type"] == "error" && m["code"] == "rate_limited")
+        .count();
+    assert!(
+        told <= 2 + started.elapsed().as_secs() as usize,
+        "told {told} times"
+    );
+    agent.close(&sid).await;
+    app.stop().await;
+}

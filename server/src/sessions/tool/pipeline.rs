@@ -108,15 +108,16 @@ impl SessionManager {
         // part of the call's own bound. A click is checked at its target,
         // inside the click, and a key where it acts, inside the key (below).
         let gated = self.gate(session, &actor, &tool, &event, timeout).await?;
-        // Pointer moves are audited one a second at most; every other
-        // input is.
-        let sampled_out = matches!(
-            tool,
+        // Pointer moves and wheel turns are audited one a second at most
+        // (each); every other input is.
+        let sampled_out = match tool {
             Tool::Input(LiveInput::Mouse {
                 kind: crate::cdp::MouseKind::Move,
                 ..
-            })
-        ) && !session.sample_move();
+            }) => !session.sample(&session.last_move_audited),
+            Tool::Input(LiveInput::Wheel { .. }) => !session.sample(&session.last_wheel_audited),
+            _ => false,
+        };
         if !sampled_out {
             self.0
                 .store

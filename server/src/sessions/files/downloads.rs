@@ -20,6 +20,7 @@
 mod capture;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -69,7 +70,9 @@ pub struct DownloadInfo {
     /// something other than a regular file, a symbolic link say, under
     /// the download's id) or `not_taken` (downloads taken over CDP: the
     /// browser refused one that never reached the network, a `blob:` or
-    /// `data:` URL, or one Cordon did not recognise as a download).
+    /// `data:` URL, or one Cordon did not recognise as a download). A
+    /// session lists at most 1,000 downloads; past them each is refused
+    /// unlisted, and the first is audited `too_many`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
@@ -110,6 +113,10 @@ pub struct Downloads {
     watcher: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Downloads taken over CDP: what was taken and what the browser said.
     taken: capture::Seen,
+    /// A download past [`MAX_DOWNLOADS`] was audited (once a session).
+    full_audited: std::sync::atomic::AtomicBool,
+    /// Malformed ids audited so far.
+    bad_ids_audited: std::sync::atomic::AtomicU32,
 }
 
 impl Downloads {
@@ -142,6 +149,8 @@ impl Downloads {
             entries: Mutex::default(),
             watcher: Mutex::default(),
             taken: capture::Seen::default(),
+            full_audited: std::sync::atomic::AtomicBool::new(false),
+            bad_ids_audited: std::sync::atomic::AtomicU32::new(0),
         }))
     }
 
@@ -252,11 +261,28 @@ impl Downloads {
                 let Ok(guid) = DownloadGuid::parse(&guid) else {
                     // Not an id Chromium makes: it could name a path
                     // outside the sandbox's folder. No entry, no file.
-                    tracing::warn!("a download with a malformed id was refused (hostile browser?)");
-                    self.audit_refused_id(store, &name).await;
+                    metrics::counter!("cordon_downloads_refused_total", "reason" => BAD_ID)
+                        .increment(1);
+                    if self.bad_ids_audited.fetch_add(1, Ordering::Relaxed) < MAX_BAD_IDS_AUDITED {
+                        tracing::warn!(
+                            "a download with a malformed id was refused (hostile browser?)"
+                        );
+                        self.audit_refused_id(store, &name).await;
+                    }
                     return;
                 };
-                self.begin(guid, &name);
+                match self.begin(guid.clone(), &name) {
+                    Begun::New | Begun::Known => {}
+                    Begun::Full => {
+                        if let Some(live) = session.upgrade()
+                            && let Err(e) = live.conn.cancel_download(guid.as_str()).await
+                        {
+                            tracing::warn!(error = %e, "failed to cancel a download past the session's number");
+                        }
+                        self.remove_incoming(&guid).await;
+                        self.refuse_too_many(store, &name).await;
+                    }
+                }
             }
             DownloadEvent::Progress {
                 guid,
@@ -308,9 +334,17 @@ impl Downloads {
         }
     }
 
-    /// A new entry, in progress.
-    fn begin(&self, guid: DownloadGuid, name: &FileName) {
-        self.entries.lock().expect("downloads lock").push(Entry {
+    /// A new entry, in progress, unless `guid` has one already or the
+    /// session lists [`MAX_DOWNLOADS`].
+    fn begin(&self, guid: DownloadGuid, name: &FileName) -> Begun {
+        let mut entries = self.entries.lock().expect("downloads lock");
+        if entries.iter().any(|e| e.guid == guid) {
+            return Begun::Known;
+        }
+        if entries.len() >= MAX_DOWNLOADS {
+            return Begun::Full;
+        }
+        entries.push(Entry {
             guid,
             info: DownloadInfo {
                 name: name.to_string(),
@@ -321,6 +355,7 @@ impl Downloads {
                 reason: None,
             },
         });
+        Begun::New
     }
 
     fn state_of(&self, guid: &DownloadGuid) -> Option<DownloadStatus> {
@@ -493,6 +528,23 @@ impl Downloads {
         self.append(store, action, params, outcome).await;
     }
 
+    /// A download past [`MAX_DOWNLOADS`]: counted, and audited the
+    /// first time in the session.
+    pub(super) async fn refuse_too_many(&self, store: &Store, name: &FileName) {
+        metrics::counter!("cordon_downloads_refused_total", "reason" => TOO_MANY).increment(1);
+        if self.full_audited.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        tracing::warn!(
+            max = MAX_DOWNLOADS,
+            "a session's downloads are full; more are refused"
+        );
+        let outcome = format!("refused: {TOO_MANY}");
+        let params = json!({ "name": name.as_str(), "max_downloads": MAX_DOWNLOADS });
+        self.append(store, "download.refused", params, &outcome)
+            .await;
+    }
+
     /// Audits a download refused for its malformed id (the id itself is
     /// not written: it is the browser's, and may be anything).
     async fn audit_refused_id(&self, store: &Store, name: &FileName) {
@@ -522,8 +574,30 @@ impl Downloads {
 
 /// Why a download whose id is not Chromium's shape was refused.
 const BAD_ID: &str = "bad_id";
+/// Why a download past [`MAX_DOWNLOADS`] was refused.
+const TOO_MANY: &str = "too_many";
+/// Downloads one session lists: past them, each is refused (cancelled or
+/// ended, no entry), and the first of those is audited. A page (or a
+/// compromised browser) that starts downloads without end grows neither
+/// the list nor the audit log.
+pub const MAX_DOWNLOADS: usize = 1000;
+/// Malformed ids audited per session (a compromised browser's flood of
+/// them writes no more rows; the rest are counted in the log's place by
+/// `cordon_downloads_refused_total`).
+const MAX_BAD_IDS_AUDITED: u32 = 16;
 /// Why a download whose file is not a regular file was refused.
 const NOT_A_FILE: &str = "not_a_file";
+
+/// What [`Downloads::begin`] did.
+#[derive(Debug, PartialEq, Eq)]
+enum Begun {
+    /// A new entry.
+    New,
+    /// The id has one already (a browser that says "began" twice).
+    Known,
+    /// The session lists [`MAX_DOWNLOADS`]: no entry.
+    Full,
+}
 
 /// Which cap a download ran into.
 #[derive(Clone, Copy)]
@@ -834,5 +908,61 @@ mod tests {
             "{:?}",
             served.map(|(i, _)| i)
         );
+    }
+
+    /// A browser that begins downloads without end (new ids, one id over
+    /// and over, ids of no shape) lists at most [`MAX_DOWNLOADS`] and
+    /// writes a bounded number of rows: one `too_many`, 16 `bad_id`.
+    #[tokio::test]
+    async fn a_flood_of_downloads_lists_a_bounded_number_and_audits_a_bounded_number() {
+        let c = case().await;
+        let gone = Weak::new();
+        let began = |guid: String| DownloadEvent::Began {
+            guid,
+            suggested: "a.txt".into(),
+            url: "https://a.example/a.txt".into(),
+        };
+        for _ in 0..3 {
+            c.downloads
+                .on_event(&gone, &c.store, began(GUID.into()))
+                .await;
+        }
+        assert_eq!(c.downloads.list().len(), 1, "one id, one entry");
+        for _ in 0..MAX_DOWNLOADS + 50 {
+            let guid = DownloadGuid::generate();
+            c.downloads
+                .on_event(&gone, &c.store, began(guid.as_str().into()))
+                .await;
+        }
+        for i in 0..100 {
+            c.downloads
+                .on_event(&gone, &c.store, began(format!("../{i}")))
+                .await;
+        }
+        assert_eq!(c.downloads.list().len(), MAX_DOWNLOADS);
+        let refusals = c.refusals().await;
+        let count = |why: &str| refusals.iter().filter(|r| r.starts_with(why)).count();
+        assert_eq!(count("refused: too_many"), 1, "{refusals:?}");
+        assert_eq!(
+            count("refused: bad_id"),
+            MAX_BAD_IDS_AUDITED as usize,
+            "{refusals:?}"
+        );
+        assert_eq!(refusals.len(), 1 + MAX_BAD_IDS_AUDITED as usize);
+        // The listed ones still finish: the first id's file is kept.
+        std::fs::write(c.incoming.join(GUID), b"hello").unwrap();
+        c.downloads
+            .on_event(
+                &gone,
+                &c.store,
+                DownloadEvent::Progress {
+                    guid: GUID.into(),
+                    received: 5,
+                    total: 5,
+                    state: DownloadState::Completed,
+                },
+            )
+            .await;
+        assert_eq!(c.downloads.list()[0].state, DownloadStatus::Completed);
     }
 }

@@ -21,7 +21,7 @@ use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
-use super::{DownloadStatus, Downloads, Over};
+use super::{Begun, DownloadStatus, Downloads, Over};
 use crate::cdp::{Capture, CdpError, Download, DownloadEvent, HeldResponse};
 use crate::domain::{DownloadGuid, FileName};
 use crate::nofollow;
@@ -31,6 +31,9 @@ use crate::store::Store;
 /// How long the browser's word on a download is remembered, and how long a
 /// refusal waits for a take of the same URL before it counts as one.
 const REMEMBER: Duration = Duration::from_secs(30);
+/// URLs remembered on each list at most (the oldest go first): a page
+/// that starts downloads without end grows neither.
+const MAX_SEEN: usize = 1024;
 const MATCH_WAIT: Duration = Duration::from_secs(2);
 /// How long a take from the download manager waits for the page's name.
 const NAME_WAIT: Duration = Duration::from_secs(1);
@@ -45,44 +48,59 @@ const NOT_TAKEN: &str = "not_taken";
 #[derive(Default)]
 pub(super) struct Seen(Mutex<SeenLists>);
 
+/// A URL as remembered: its SHA-256 (a URL may be megabytes long).
+type UrlKey = [u8; 32];
+
+fn url_key(url: &str) -> UrlKey {
+    Sha256::digest(url.as_bytes()).into()
+}
+
 #[derive(Default)]
 struct SeenLists {
     /// URLs taken, when.
-    taken: Vec<(String, Instant)>,
-    /// The browser's refusals: URL, the page's name for it, when.
-    refused: Vec<(String, String, Instant)>,
+    taken: Vec<(UrlKey, Instant)>,
+    /// The browser's refusals: URL, the page's name for it (made safe,
+    /// so at most 255 bytes), when.
+    refused: Vec<(UrlKey, String, Instant)>,
 }
 
 impl Seen {
     fn note_taken(&self, url: &str) {
         let mut lists = self.0.lock().expect("seen lock");
         lists.taken.retain(|(_, at)| at.elapsed() < REMEMBER);
-        lists.taken.push((url.to_owned(), Instant::now()));
+        if lists.taken.len() >= MAX_SEEN {
+            lists.taken.remove(0);
+        }
+        lists.taken.push((url_key(url), Instant::now()));
     }
 
     fn note_refused(&self, url: &str, name: &str) {
         let mut lists = self.0.lock().expect("seen lock");
         lists.refused.retain(|(_, _, at)| at.elapsed() < REMEMBER);
-        lists
-            .refused
-            .push((url.to_owned(), name.to_owned(), Instant::now()));
+        if lists.refused.len() >= MAX_SEEN {
+            lists.refused.remove(0);
+        }
+        let name = FileName::sanitize(name).to_string();
+        lists.refused.push((url_key(url), name, Instant::now()));
     }
 
     fn was_taken(&self, url: &str) -> bool {
+        let key = url_key(url);
         let lists = self.0.lock().expect("seen lock");
         lists
             .taken
             .iter()
-            .any(|(u, at)| u == url && at.elapsed() < REMEMBER)
+            .any(|(u, at)| *u == key && at.elapsed() < REMEMBER)
     }
 
     fn name_for(&self, url: &str) -> Option<String> {
+        let key = url_key(url);
         let lists = self.0.lock().expect("seen lock");
         lists
             .refused
             .iter()
             .rev()
-            .find(|(u, _, at)| u == url && at.elapsed() < REMEMBER)
+            .find(|(u, _, at)| *u == key && at.elapsed() < REMEMBER)
             .map(|(_, n, _)| n.clone())
     }
 }
@@ -153,8 +171,19 @@ impl Downloads {
         download: Download,
     ) {
         let guid = DownloadGuid::generate();
-        self.begin(guid.clone(), &FileName::sanitize(&download.name));
+        let name = FileName::sanitize(&download.name);
         self.taken.note_taken(&held.url);
+        if self.begin(guid.clone(), &name) == Begun::Full {
+            // Nothing is read; the request ends as after a download.
+            if let Some(live) = session.upgrade()
+                && !held.frame.is_empty()
+            {
+                live.conn.note_download(&held.frame);
+            }
+            capture.end(&held).await;
+            self.refuse_too_many(store, &name).await;
+            return;
+        }
         let read = self.read(capture, &held, &guid).await;
         // The tool that navigated hears of a download, not a failure; only
         // now, since it resets the tab, which would cut the read short.
@@ -296,7 +325,11 @@ impl Downloads {
             return;
         }
         let guid = DownloadGuid::generate();
-        self.begin(guid.clone(), &FileName::sanitize(suggested));
+        let name = FileName::sanitize(suggested);
+        if self.begin(guid.clone(), &name) == Begun::Full {
+            self.refuse_too_many(store, &name).await;
+            return;
+        }
         self.update(&guid, |i| {
             i.state = DownloadStatus::Refused;
             i.reason = Some(NOT_TAKEN.into());

@@ -246,6 +246,10 @@ impl From<crate::grants::GrantError> for ApiError {
                 message: e.to_string(),
             },
             G::Internal(cause) => Self::Internal(cause),
+            e @ G::TooManyPending => Self::TooManyRequests {
+                message: e.to_string(),
+                retry_after_s: 60,
+            },
             refused => Self::Forbidden {
                 code: refused.code(),
                 message: refused.to_string(),
@@ -422,6 +426,7 @@ mod tests {
             G::NotFound,
             G::TokenNotFound,
             G::NotPending(GrantState::Denied),
+            G::TooManyPending,
             G::Internal(anyhow::anyhow!("db down")),
         ];
         let sessions = [

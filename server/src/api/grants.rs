@@ -55,7 +55,7 @@ pub fn routes() -> Vec<Route> {
             request: Some(new_request_schema),
             success: 201,
             response: Some(status_schema),
-            errors: &[AUTH, BODY],
+            errors: &[AUTH, BODY, &[(429, "too_many_requests")]],
             handler: post(create),
         },
         Route {

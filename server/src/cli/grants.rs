@@ -13,7 +13,12 @@ pub(super) async fn grants(
     use crate::grants::{self, GrantError};
     let outcome = match command {
         GrantsCommand::List { pending } => {
-            for r in store.grant_request_list(pending).await? {
+            let which = if pending {
+                crate::store::grants::RequestsWhich::Pending
+            } else {
+                crate::store::grants::RequestsWhich::All
+            };
+            for r in store.grant_request_list(None, which, 500).await? {
                 let token = match r.id.parse::<GrantRequestId>() {
                     Ok(id) => store.grant_token_of_request(&id).await?,
                     Err(_) => None,

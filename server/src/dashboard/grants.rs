@@ -9,9 +9,9 @@ use app::error::UiError;
 
 use super::{actor, internal, json_list};
 use crate::domain::{GrantRequestId, GrantTokenId};
-use crate::grants::{self, GrantError, GrantState};
+use crate::grants::{self, GrantError};
 use crate::state::AppState;
-use crate::store::grants::{GrantRequestRow, GrantTokenRow};
+use crate::store::grants::{GrantRequestRow, GrantTokenRow, RequestsWhich};
 use crate::time::now_ms;
 
 fn ui(e: GrantError) -> UiError {
@@ -86,15 +86,16 @@ impl GrantsBackend for AppState {
             .into_iter()
             .map(|k| (k.id, k.label))
             .collect();
-        let requests = self
-            .store
-            .grant_request_list(false)
+        let list = |which| {
+            self.store
+                .grant_request_list(op.tenants.as_deref(), which, 500)
+        };
+        let mut pending = list(RequestsWhich::Pending)
             .await
             .map_err(|e| internal("listing grant requests", e))?;
-        let (mut pending, decided): (Vec<_>, Vec<_>) = requests
-            .into_iter()
-            .filter(|r| op.sees(&r.tenant_id))
-            .partition(|r| r.state == GrantState::Pending);
+        let decided = list(RequestsWhich::Decided)
+            .await
+            .map_err(|e| internal("listing grant requests", e))?;
         pending.reverse();
         let tokens = self
             .store

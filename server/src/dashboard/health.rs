@@ -91,12 +91,14 @@ impl HealthBackend for AppState {
             .await
             .map_err(|e| internal("counting sessions", e))?;
         status.pending_grants = store
-            .grant_request_list(true)
+            .grant_request_list(
+                op.tenants.as_deref(),
+                crate::store::grants::RequestsWhich::Pending,
+                1000,
+            )
             .await
             .map_err(|e| internal("listing grant requests", e))?
-            .iter()
-            .filter(|r| op.sees(&r.tenant_id))
-            .count() as i64;
+            .len() as i64;
         let soon = now_ms() + WEEK_MS;
         status.expiring = store
             .vault_list(None)

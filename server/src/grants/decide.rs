@@ -18,6 +18,11 @@ use crate::store::api_keys::ApiKeyOwner;
 use crate::store::grants::{GrantRequestRow, GrantTokenRow};
 use crate::time::now_ms;
 
+/// Requests of one key waiting for an operator at once.
+pub const MAX_PENDING_PER_KEY: i64 = 20;
+/// Requests of one tenant waiting for an operator at once.
+pub const MAX_PENDING_PER_TENANT: i64 = 100;
+
 /// An agent asks for credentials of `domains`.
 pub async fn request(
     store: &Store,
@@ -33,6 +38,14 @@ pub async fn request(
         )));
     }
     let reason = req.reason.trim();
+    // A key (or a tenant) that asks without end does not bury the others'
+    // requests under its own, nor grow the audit log with them.
+    let (tenant_pending, key_pending) = store
+        .grant_requests_pending(owner.tenant.as_str(), &owner.key_id)
+        .await?;
+    if key_pending >= MAX_PENDING_PER_KEY || tenant_pending >= MAX_PENDING_PER_TENANT {
+        return Err(GrantError::TooManyPending);
+    }
     let names: Vec<String> = domains.iter().map(|d| d.as_str().to_owned()).collect();
     let row = GrantRequestRow {
         id: random_id(crate::ids::GRANT_REQUEST),

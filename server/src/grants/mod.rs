@@ -71,6 +71,11 @@ pub enum GrantError {
     /// The request is not pending.
     #[error("grant request is {0}, not pending")]
     NotPending(GrantState),
+    /// Too many of the key's (or its tenant's) requests wait already.
+    #[error(
+        "too many grant requests wait for an operator (at most 20 of a key, 100 of a tenant); ask an operator to decide them first"
+    )]
+    TooManyPending,
     /// Anything else.
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
@@ -89,6 +94,7 @@ impl GrantError {
             Self::Invalid(_) => "bad_request",
             Self::NotFound | Self::TokenNotFound => "not_found",
             Self::NotPending(_) => "already_decided",
+            Self::TooManyPending => "too_many_requests",
             Self::Internal(_) => "internal",
         }
     }

@@ -66,6 +66,17 @@ const REQ_COLUMNS: &str = "id, tenant_id, api_key_id, domains, reason, state, cr
 const TOKEN_COLUMNS: &str = "jti, tenant_id, request_id, allowed_domains, issued_at, expires_at, \
      single_use, delivered_at, consumed_at, revoked_at";
 
+/// Which grant requests [`Store::grant_request_list`] lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestsWhich {
+    /// Waiting for an operator.
+    Pending,
+    /// Approved or denied.
+    Decided,
+    /// Both.
+    All,
+}
+
 impl Store {
     /// Inserts a pending request.
     pub async fn grant_request_insert(&self, r: &GrantRequestRow) -> anyhow::Result<()> {
@@ -107,25 +118,60 @@ impl Store {
         )
     }
 
-    /// Requests, newest first (`pending` only when asked).
+    /// Requests of `tenants` (all when `None`), newest first: pending
+    /// ones, decided ones, or both; at most `limit`. Scoped in the query,
+    /// so another tenant's many requests never push these out of it.
     pub async fn grant_request_list(
         &self,
-        pending_only: bool,
+        tenants: Option<&[String]>,
+        which: RequestsWhich,
+        limit: i64,
     ) -> anyhow::Result<Vec<GrantRequestRow>> {
-        let filter = if pending_only {
-            "WHERE state = 'pending'"
+        let mut binds = Vec::new();
+        let mut clauses = Vec::new();
+        if let Some(ts) = tenants {
+            clauses.push(super::tenant_in(ts, 0, &mut binds));
+        }
+        match which {
+            RequestsWhich::Pending => clauses.push("state = 'pending'".to_owned()),
+            RequestsWhich::Decided => clauses.push("state <> 'pending'".to_owned()),
+            RequestsWhich::All => {}
+        }
+        let filter = if clauses.is_empty() {
+            String::new()
         } else {
-            ""
+            format!("WHERE {} ", clauses.join(" AND "))
         };
-        sqlx::query_as(&format!(
-            "SELECT {REQ_COLUMNS} FROM grant_requests {filter} ORDER BY created_at DESC, id LIMIT 500"
-        ))
-        .fetch_all(self.pool())
-        .await
-        .read(
+        let sql = format!(
+            "SELECT {REQ_COLUMNS} FROM grant_requests {filter}ORDER BY created_at DESC, id LIMIT ${}",
+            binds.len() + 1
+        );
+        let mut q = sqlx::query_as(&sql);
+        for b in binds {
+            q = q.bind(b);
+        }
+        q.bind(limit).fetch_all(self.pool()).await.read(
             "failed to list grant requests",
             "malformed grant request row",
         )
+    }
+
+    /// Pending requests of a tenant, and of one of its keys.
+    pub async fn grant_requests_pending(
+        &self,
+        tenant: &str,
+        key: &str,
+    ) -> anyhow::Result<(i64, i64)> {
+        let row: (i64, i64) = sqlx::query_as(
+            "SELECT COUNT(*), COALESCE(SUM(CASE WHEN api_key_id = $2 THEN 1 ELSE 0 END), 0) \
+             FROM grant_requests WHERE tenant_id = $1 AND state = 'pending'",
+        )
+        .bind(tenant.to_owned())
+        .bind(key.to_owned())
+        .fetch_one(self.pool())
+        .await
+        .context("failed to count pending grant requests")?;
+        Ok(row)
     }
 
     /// Approves a pending request and creates its token row (without a

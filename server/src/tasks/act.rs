@@ -18,13 +18,16 @@ impl Runner {
     pub(super) async fn tool(&self, tool: Tool) -> Result<ToolOutput, StepError> {
         let sessions = &self.tasks.0.sessions;
         loop {
-            match sessions
-                .run_tool(
-                    &self.live,
-                    self.actor(),
-                    crate::audit::Surface::Task,
-                    ToolCall::new(tool.clone()),
-                )
+            // An action held for an operator runs nothing once the task
+            // is aborted.
+            let call = sessions.run_tool(
+                &self.live,
+                self.actor(),
+                crate::audit::Surface::Task,
+                ToolCall::new(tool.clone()),
+            );
+            match crate::sessions::tool::CALLED_OFF
+                .scope(self.aborted.clone(), call)
                 .await
             {
                 // An operator drives: wait until they hand back.

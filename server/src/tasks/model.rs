@@ -127,6 +127,11 @@ impl ModelClient {
             // The endpoint is configured by the operator; no proxy from the
             // environment may see the images or the key.
             .no_proxy()
+            // The images and the prompt go to the endpoint configured and
+            // nowhere else: a redirect (a 307 would send the body again,
+            // to an address of the endpoint's choosing, from the control
+            // plane's host) is an answer refused.
+            .redirect(reqwest::redirect::Policy::none())
             .build()?;
         Ok(Self { http, cfg })
     }

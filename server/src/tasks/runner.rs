@@ -152,6 +152,26 @@ impl Runner {
             if *self.aborted.borrow() {
                 return Outcome::failed("aborted", "aborted", "aborted by the agent");
             }
+            // A key revoked while its task runs: the task acts no more
+            // (as its CDP connections and live links end).
+            match self.tasks.0.store.api_key_active(&self.owner.key_id).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    return Outcome::failed(
+                        "denied",
+                        "key_revoked",
+                        "the API key was revoked while the task ran; it acts no more",
+                    );
+                }
+                Err(e) => {
+                    tracing::error!(error = %format!("{e:#}"), "a task cannot check its API key");
+                    return Outcome::failed(
+                        "error",
+                        "internal",
+                        "the API key could not be checked",
+                    );
+                }
+            }
             if now_ms() > self.live.deadline_at {
                 return Outcome::failed("deadline", "deadline", "the task ran out of time");
             }
@@ -254,6 +274,11 @@ impl Runner {
                         (Err(e), _) => format!("{}: {e}", e.code()),
                     };
                     self.record(n, thought, Some(shown), &outcome, &shot, Some(&answer));
+                    // Aborted while the action waited for an operator: it
+                    // ran nothing, and the task ends as aborted.
+                    if result.is_err() && *self.aborted.borrow() {
+                        return Outcome::failed("aborted", "aborted", "aborted by the agent");
+                    }
                     if let Err(e) = result {
                         match e.code() {
                             "denied_by_operator" | "approval_timed_out" | "denied_by_policy" => {
@@ -269,6 +294,15 @@ impl Runner {
                 }
             }
             history.push((answer.text, shot.jpeg));
+            // Only the newest `history_images` pictures are sent again:
+            // older ones are not kept (500 steps of pictures would be
+            // tens of MiB a task).
+            let keep_from = history
+                .len()
+                .saturating_sub(self.tasks.0.settings.history_images);
+            if let Some(old) = keep_from.checked_sub(1).and_then(|i| history.get_mut(i)) {
+                old.1 = Vec::new();
+            }
         }
         Outcome::new(
             "max_steps",

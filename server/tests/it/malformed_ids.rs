@@ -182,7 +182,12 @@ async fn the_dashboard_answers_a_malformed_id_as_an_unknown_one(backend: Backend
         )
         .await;
     assert_eq!(status, StatusCode::OK, "{jti}");
-    let grants_before = app.state.store.grant_request_list(false).await.unwrap();
+    let grants_before = app
+        .state
+        .store
+        .grant_request_list(None, cordon::store::grants::RequestsWhich::All, 500)
+        .await
+        .unwrap();
     let tokens_before = app.state.store.grant_token_list(None, 100).await.unwrap();
 
     let task = TaskId::generate().to_string();
@@ -238,7 +243,11 @@ async fn the_dashboard_answers_a_malformed_id_as_an_unknown_one(backend: Backend
     }
     // Nothing was decided, revoked or deleted.
     assert_eq!(
-        app.state.store.grant_request_list(false).await.unwrap(),
+        app.state
+            .store
+            .grant_request_list(None, cordon::store::grants::RequestsWhich::All, 500)
+            .await
+            .unwrap(),
         grants_before
     );
     assert_eq!(

@@ -698,7 +698,102 @@ async fn a_live_view_ends_when_its_tenant_leaves_the_operators_scope(backend: Ba
     w.app.stop().await;
 }
 
+/// Another tenant's flood of grant requests hides nothing from a scoped
+/// operator and is capped: each key has at most 20 waiting, each tenant
+/// 100 (then 429 `too_many_requests`, nothing stored or audited); and
+/// however many rows another tenant has (600 here, put straight in the
+/// database, past any list's limit), a scoped operator's list and count
+/// still show their own tenant's request.
+async fn another_tenants_flood_of_grant_requests_hides_nothing_and_is_capped(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let ask = |agent: crate::helpers::AgentClient| async move {
+        agent
+            .post(
+                "/api/grants/requests",
+                json!({ "domains": ["a.test"], "reason": "flood" }),
+            )
+            .await
+    };
+    let acme = app.agent("acme").await;
+    let (status, mine) = ask(acme).await;
+    assert_eq!(status, StatusCode::CREATED, "{mine}");
+    for k in 0..5 {
+        let key = app.agent("globex").await;
+        for i in 0..20 {
+            let (status, v) = ask(key.clone()).await;
+            assert_eq!(status, StatusCode::CREATED, "key {k}, request {i}: {v}");
+        }
+        let refused = ask(key).await;
+        crate::helpers::assert_error(&refused, StatusCode::TOO_MANY_REQUESTS, "too_many_requests");
+    }
+    let sixth = app.agent("globex").await;
+    let refused = ask(sixth).await;
+    crate::helpers::assert_error(&refused, StatusCode::TOO_MANY_REQUESTS, "too_many_requests");
+    let store = &app.state.store;
+    let globex_rows = store
+        .grant_request_list(
+            Some(&["globex".to_owned()]),
+            cordon::store::grants::RequestsWhich::All,
+            1000,
+        )
+        .await
+        .unwrap();
+    assert_eq!(globex_rows.len(), 100, "refused requests were stored");
+    let requested = store
+        .audit_recent(None, 1000)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.action == "grant.request")
+        .count();
+    assert_eq!(requested, 101, "refused requests were audited");
+    // Rows of an older Cordon, or many decided ones: newer than acme's.
+    let now = cordon::time::now_ms();
+    for i in 0..600 {
+        let state = if i % 2 == 0 { "pending" } else { "denied" };
+        store
+            .grant_request_insert(&cordon::store::grants::GrantRequestRow {
+                id: format!("gr_flood{i:04}"),
+                tenant_id: "globex".into(),
+                api_key_id: None,
+                domains: "[\"a.test\"]".into(),
+                reason: "flood".into(),
+                state: state.parse().unwrap(),
+                created_at: now + 1000 + i,
+                decided_at: None,
+                decided_by: None,
+                cdp: false,
+                totp: false,
+            })
+            .await
+            .unwrap();
+    }
+    let sam = app.operator_session("sam", Role::Operator).await;
+    let admin = app.operator_session("ada", Role::Admin).await;
+    let (status, v) = app
+        .server_fn(
+            "set_operator_tenants",
+            &format!("id={}&tenants=acme", sam.0),
+            Some(&admin.1),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "scoping sam: {v}");
+    let (status, grants) = app.server_fn("list_grants", "", Some(&sam.1)).await;
+    assert_eq!(status, StatusCode::OK, "{grants}");
+    let pending: Vec<&str> = grants["pending"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["id"].as_str())
+        .collect();
+    assert_eq!(pending, [mine["request_id"].as_str().unwrap()], "{grants}");
+    let (_, status_now) = app.server_fn("get_status", "", Some(&sam.1)).await;
+    assert_eq!(status_now["pending_grants"], 1, "{status_now}");
+    app.stop().await;
+}
+
 both_backends!(
+    another_tenants_flood_of_grant_requests_hides_nothing_and_is_capped,
     a_live_view_ends_when_its_tenant_leaves_the_operators_scope,
     a_scoped_operator_sees_only_their_tenant_on_every_list_and_others_see_both,
     another_tenants_objects_answer_not_found_to_a_scoped_operator_and_are_audited,

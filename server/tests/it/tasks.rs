@@ -869,3 +869,152 @@ async fn dialog_answers(app: &TestApp, result: &Value) -> Vec<Value> {
         .map(|e| serde_json::from_str::<Value>(&e.params).unwrap())
         .collect()
 }
+
+/// A task aborted while its click waits for an operator runs nothing:
+/// the approval is withdrawn at once (an operator can no longer approve
+/// it), the click is audited as called off, and the task ends aborted.
+/// A task whose key is revoked while it runs acts no more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aborted_tasks_held_click_and_a_revoked_keys_task_act_no_more() {
+    let site = site::start().await;
+    let (x, y) = model_xy(300.0, 100.0);
+    let click = Box::leak(format!("Action: click(start_box='({x:.0},{y:.0})')").into_boxed_str());
+    let mut script = vec![Reply::Text(click)];
+    script.extend(std::iter::repeat_n(Reply::Text("Action: wait()"), 12));
+    let (model, _fake) = fake_model(script).await;
+    let app = app_with_model(&site, model).await;
+    let agent = app.agent("acme").await;
+    let (_, cookie) = app
+        .operator_session("olive", app::api::auth::Role::Operator)
+        .await;
+    let runner = {
+        let agent = agent.clone();
+        let body = json!({ "instruction": "delete it", "start_url": site.url("/two-buttons"), "max_steps": 3 });
+        tokio::spawn(async move { agent.post("/api/tasks", body).await })
+    };
+    let approval = crate::helpers::wait_until(
+        "the click to wait for an operator",
+        crate::helpers::PATIENCE,
+        || async {
+            match crate::gate::pending(&app, &cookie).await.as_slice() {
+                [one] => Ok(one.clone()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    let (_, list) = agent.get("/api/tasks").await;
+    let id = list[0]["task_id"].as_str().unwrap().to_owned();
+    let (status, aborted) = agent
+        .post(&format!("/api/tasks/{id}/abort"), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{aborted}");
+    assert_eq!(aborted["status"], "aborted", "{aborted}");
+    assert!(
+        crate::gate::pending(&app, &cookie).await.is_empty(),
+        "the approval outlived the abort"
+    );
+    let (status, decided) =
+        crate::gate::decide(&app, &cookie, approval["id"].as_str().unwrap(), true).await;
+    assert_ne!(
+        status,
+        StatusCode::OK,
+        "an aborted task's click was approved: {decided}"
+    );
+    let (_, r) = runner.await.unwrap();
+    assert_eq!(r["status"], "aborted", "{r}");
+    let rows = app.state.store.audit_page(0, 10_000).await.unwrap();
+    assert!(
+        rows.iter()
+            .any(|e| e.action == "tool.click" && e.outcome == "refused: called_off"),
+        "no called-off row"
+    );
+    assert!(
+        !rows
+            .iter()
+            .any(|e| e.action == "tool.click" && e.outcome == "ok"),
+        "the click ran"
+    );
+
+    // Waits step by step until the key is revoked.
+    let runner = {
+        let agent = agent.clone();
+        let body =
+            json!({ "instruction": "wait", "start_url": site.url("/task-form"), "max_steps": 12 });
+        tokio::spawn(async move { agent.post("/api/tasks", body).await })
+    };
+    crate::helpers::wait_until("a first step", crate::helpers::PATIENCE, || async {
+        let (_, list) = agent.get("/api/tasks").await;
+        match list[0]["step_count"].as_i64() {
+            Some(n) if n >= 1 && list[0]["status"] == "running" => Ok(()),
+            _ => Err(list.to_string()),
+        }
+    })
+    .await;
+    let key = crate::helpers::key_id(&app, "acme").await.parse().unwrap();
+    assert!(app.state.store.api_key_revoke(&key).await.unwrap());
+    let (_, r) = runner.await.unwrap();
+    assert_eq!(
+        (r["status"].as_str(), r["error"].as_str()),
+        (Some("denied"), Some("key_revoked")),
+        "{r}"
+    );
+    assert!(r["step_count"].as_i64().unwrap() < 6, "{r}");
+    app.stop().await;
+}
+
+/// The model endpoint answering with a redirect is an answer refused:
+/// the images and the prompt go nowhere else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_endpoint_that_redirects_is_refused_and_not_followed() {
+    let site = site::start().await;
+    let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let elsewhere = {
+        let hits = hits.clone();
+        let app = axum::Router::new().fallback(move || {
+            let hits = hits.clone();
+            async move {
+                hits.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                "thanks for the pictures"
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        addr
+    };
+    let redirector = {
+        let to = format!("http://{elsewhere}/steal");
+        let app = axum::Router::new().fallback(move || {
+            let to = to.clone();
+            async move {
+                (
+                    HttpStatus::TEMPORARY_REDIRECT,
+                    [(axum::http::header::LOCATION, to)],
+                )
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        addr
+    };
+    let app = app_with_model(&site, redirector).await;
+    let agent = app.agent("acme").await;
+    let (_, r) = run(
+        &agent,
+        json!({ "instruction": "do it", "start_url": site.url("/task-form"), "max_steps": 2 }),
+    )
+    .await;
+    assert_eq!(
+        (r["status"].as_str(), r["error"].as_str()),
+        (Some("error"), Some("model_refused")),
+        "{r}"
+    );
+    assert_eq!(
+        hits.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the redirect was followed"
+    );
+    app.stop().await;
+}

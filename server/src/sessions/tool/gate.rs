@@ -217,6 +217,29 @@ tokio::task_local! {
     pub(super) static ACTING: std::cell::RefCell<Option<tokio::sync::OwnedMutexGuard<()>>>;
 }
 
+tokio::task_local! {
+    /// Set by a caller that can be called off while its action waits for
+    /// an operator (a task: its abort): once it says `true`, the action
+    /// runs nothing, whatever the operator decides.
+    pub static CALLED_OFF: tokio::sync::watch::Receiver<bool>;
+}
+
+/// Resolves once the calling task is called off ([`CALLED_OFF`]); never
+/// for a caller that cannot be.
+async fn called_off() {
+    let Ok(mut off) = CALLED_OFF.try_with(Clone::clone) else {
+        return std::future::pending().await;
+    };
+    if off.wait_for(|v| *v).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Whether the calling task has been called off by now.
+fn is_called_off() -> bool {
+    CALLED_OFF.try_with(|off| *off.borrow()).unwrap_or(false)
+}
+
 /// The gate's check of a click's target, run by the click between its
 /// lookup and the button going down: an error stops it.
 pub(super) type ClickCheck<'a> =
@@ -652,13 +675,27 @@ impl SessionManager {
         let held = ACTING.try_with(|a| a.borrow_mut().take()).ok().flatten();
         let released = held.is_some();
         drop(held);
-        let decision = waiting.decision(rules.timeout).await;
+        // Called off meanwhile: the request is withdrawn (`waiting` is
+        // dropped with the wait).
+        let decision = tokio::select! {
+            d = waiting.decision(rules.timeout) => Some(d),
+            () = called_off() => None,
+        };
         if released {
             let again = session.acting.clone().lock_owned().await;
             let _ = ACTING.try_with(|a| *a.borrow_mut() = Some(again));
         }
         session.touch();
         let refuse = |code: &str| event.clone().outcome(format!("refused: {code}"));
+        // A task aborted while its action waited (or as it was approved):
+        // no one is left to act for.
+        let Some(decision) = decision.filter(|_| !is_called_off()) else {
+            self.0.store.audit_append(refuse("called_off")).await?;
+            return Err(ToolError::DeniedByPolicy(format!(
+                "the task was aborted while this {} waited for an operator; it was not run",
+                tool.action()
+            )));
+        };
         match decision {
             // An agent whose key was revoked while its action waited is
             // no one to act for: the approval lapses with the key.

@@ -6,6 +6,7 @@
 mod error;
 mod exec;
 mod gate;
+pub use gate::CALLED_OFF;
 pub mod input;
 pub mod output;
 mod pipeline;

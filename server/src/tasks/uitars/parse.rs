@@ -10,6 +10,10 @@ use super::scan::Cursor;
 /// The largest answer [`parse()`] reads. A UI-TARS step is a few hundred bytes;
 /// anything this big is refused before any other work.
 pub const MAX_ANSWER_BYTES: usize = 64 * 1024;
+/// Keys one `hotkey` may name (modifiers and the key).
+pub const MAX_HOTKEY_KEYS: usize = 5;
+/// Characters of one key's name (`pagedown`, `arrowright`).
+const MAX_KEY_NAME_CHARS: usize = 24;
 
 /// One step of the model: what it thought and the one action it chose.
 #[derive(Debug, Clone, PartialEq)]
@@ -272,6 +276,19 @@ fn action(name: &str, args: &mut Args<'_>) -> Result<Action, ParseError> {
             let keys: Vec<String> = raw.split_whitespace().map(str::to_lowercase).collect();
             if keys.is_empty() {
                 return Err(args.bad("`key` names no key".to_owned()));
+            }
+            // Each key is a tool call down and one up, each audited: a
+            // chord of modifiers and one key is all a hotkey is.
+            if keys.len() > MAX_HOTKEY_KEYS {
+                return Err(args.bad(format!(
+                    "`key` names {} keys; a hotkey is at most {MAX_HOTKEY_KEYS}",
+                    keys.len()
+                )));
+            }
+            if keys.iter().any(|k| k.chars().count() > MAX_KEY_NAME_CHARS) {
+                return Err(args.bad(format!(
+                    "`key` names a key longer than {MAX_KEY_NAME_CHARS} characters"
+                )));
             }
             Action::Hotkey { keys }
         }
@@ -665,5 +682,19 @@ mod tests {
             let message = parse(&answer).unwrap_err().to_string();
             assert!(message.chars().count() < 160, "{message}");
         }
+    }
+
+    /// One answer cannot fan out into thousands of audited key calls: a
+    /// hotkey names at most five keys of short names.
+    #[test]
+    fn a_hotkey_of_many_or_long_keys_is_refused() {
+        let chord = parse("Action: hotkey(key='ctrl shift alt meta a')").unwrap();
+        assert!(matches!(chord.action, Action::Hotkey { ref keys } if keys.len() == 5));
+        let many = format!("Action: hotkey(key='{}')", "a ".repeat(30_000));
+        let e = parse(&many).unwrap_err().to_string();
+        assert!(e.contains("at most 5"), "{e}");
+        let long = format!("Action: hotkey(key='ctrl {}')", "k".repeat(100));
+        let e = parse(&long).unwrap_err().to_string();
+        assert!(e.contains("longer than"), "{e}");
     }
 }

@@ -100,7 +100,7 @@ impl SessionsBackend for AppState {
         let egress = match &row.sandbox_id {
             Some(b) => self
                 .store
-                .egress_for_sandbox(b)
+                .egress_for_sandbox(b, 500)
                 .await
                 .map_err(|e| internal("reading the egress log", e))?,
             None => Vec::new(),

@@ -77,6 +77,44 @@ pub(super) async fn stopped(mut stop: watch::Receiver<bool>) {
 /// cannot grow the control plane's memory without bound.
 pub(super) const LOG_QUEUE: usize = 4096;
 
+/// Refusal rows one listener writes a second (and at once, twice that):
+/// a page refused in a loop (`for (;;) fetch('http://10.0.0.1/')`, each
+/// answered at once) writes no more; the rest are counted, and the next
+/// row written is preceded by one saying how many were not.
+pub(super) const REFUSED_ROWS_PER_S: f64 = 20.0;
+
+/// What a listener may still log of its refusals (see
+/// [`REFUSED_ROWS_PER_S`]).
+pub(super) struct RefusalBudget {
+    tokens: f64,
+    at: std::time::Instant,
+    unlogged: u64,
+}
+
+impl RefusalBudget {
+    pub(super) fn new(now: std::time::Instant) -> Self {
+        Self {
+            tokens: REFUSED_ROWS_PER_S * 2.0,
+            at: now,
+            unlogged: 0,
+        }
+    }
+
+    /// `None`: this refusal is not logged (counted instead). `Some(n)`:
+    /// it is, and `n` before it were not.
+    pub(super) fn take(&mut self, now: std::time::Instant) -> Option<u64> {
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        self.at = now;
+        self.tokens = (self.tokens + elapsed * REFUSED_ROWS_PER_S).min(REFUSED_ROWS_PER_S * 2.0);
+        if self.tokens < 1.0 {
+            self.unlogged += 1;
+            return None;
+        }
+        self.tokens -= 1.0;
+        Some(std::mem::take(&mut self.unlogged))
+    }
+}
+
 /// The sending end of one listener's log queue (bounded: [`LOG_QUEUE`]).
 #[derive(Clone)]
 pub(super) struct LogSender(pub(super) mpsc::Sender<NewEgressEntry>);
@@ -86,7 +124,7 @@ impl LogSender {
     /// (`cordon_egress_log_dropped_total`), never waited for.
     pub(super) fn push(&self, entry: NewEgressEntry) {
         if let Err(mpsc::error::TrySendError::Full(entry)) = self.0.try_send(entry) {
-            metrics::counter!("cordon_egress_log_dropped_total").increment(1);
+            metrics::counter!("cordon_egress_log_dropped_total", "why" => "queue").increment(1);
             tracing::debug!(sandbox.id = %entry.sandbox_id, "egress log queue full, row dropped");
         }
     }
@@ -224,6 +262,20 @@ pub(super) async fn tunnel<A, B>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refusal_rows_pass_at_the_rate_and_the_next_says_how_many_did_not() {
+        let t0 = std::time::Instant::now();
+        let mut b = RefusalBudget::new(t0);
+        let passed = (0..1000).filter(|_| b.take(t0).is_some()).count();
+        assert_eq!(passed, 40);
+        // A second later: 20 more, the first saying 960 were not logged.
+        let t1 = t0 + std::time::Duration::from_secs(1);
+        assert_eq!(b.take(t1), Some(960));
+        assert_eq!(b.take(t1), Some(0));
+        let passed = (0..100).filter(|_| b.take(t1).is_some()).count();
+        assert_eq!(passed, 18);
+    }
     use crate::store::egress::Decision;
 
     fn row(host: &str) -> NewEgressEntry {

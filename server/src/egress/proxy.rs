@@ -122,6 +122,9 @@ impl EgressGuard {
             pod: pod_only.then(Arc::default),
             permits: Arc::new(Semaphore::new(self.inner.limits.max_connections)),
             refusals: Refusals::default(),
+            refused_rows: std::sync::Mutex::new(super::io::RefusalBudget::new(
+                std::time::Instant::now(),
+            )),
         });
         let refusals = session.refusals.clone();
         // Only the pod's address is shared: the listener must not keep the

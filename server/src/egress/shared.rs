@@ -68,4 +68,6 @@ pub(super) struct Session {
     pub(super) permits: Arc<Semaphore>,
     /// Recent refusals, for the session engine.
     pub(super) refusals: Refusals,
+    /// How many refusals may still be logged (`io.rs`).
+    pub(super) refused_rows: std::sync::Mutex<super::io::RefusalBudget>,
 }

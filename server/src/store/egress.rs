@@ -125,19 +125,23 @@ impl Store {
         Ok(row.try_get("id")?)
     }
 
-    /// A sandbox's egress log, oldest first.
+    /// A sandbox's egress log, oldest first: its newest `limit` rows.
     pub async fn egress_for_sandbox(
         &self,
         sandbox_id: &SandboxId,
+        limit: i64,
     ) -> anyhow::Result<Vec<EgressEntry>> {
-        sqlx::query_as(
+        let mut rows: Vec<EgressEntry> = sqlx::query_as(
             "SELECT id, sandbox_id, ts, host, port, decision, reason, bytes_up, bytes_down \
-             FROM egress_log WHERE sandbox_id = $1 ORDER BY id",
+             FROM egress_log WHERE sandbox_id = $1 ORDER BY id DESC LIMIT $2",
         )
         .bind(sandbox_id.to_string())
+        .bind(limit)
         .fetch_all(self.pool())
         .await
-        .read("failed to read the egress log", "malformed egress log row")
+        .read("failed to read the egress log", "malformed egress log row")?;
+        rows.reverse();
+        Ok(rows)
     }
 
     /// Deletes the rows older than `before_ms` (Unix ms), in batches so a

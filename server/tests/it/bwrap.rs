@@ -193,7 +193,7 @@ async fn bwrap_session_browses_through_the_guard_and_leaves_nothing_behind() {
         let log = app
             .state
             .store
-            .egress_for_sandbox(&sandbox.id.parse().unwrap())
+            .egress_for_sandbox(&sandbox.id.parse().unwrap(), 10_000)
             .await
             .unwrap();
         if log
@@ -281,7 +281,7 @@ async fn a_bwrap_browser_never_reaches_the_canary() {
     let log = app
         .state
         .store
-        .egress_for_sandbox(&sandbox.id.parse().unwrap())
+        .egress_for_sandbox(&sandbox.id.parse().unwrap(), 10_000)
         .await
         .unwrap();
     let denied = log

@@ -53,7 +53,7 @@ async fn pruning_removes_only_rows_older_than_the_cutoff(backend: Backend) {
     // Batches of 3: four rounds for ten rows, none of them past the cutoff.
     assert_eq!(store.egress_prune_in_batches(cutoff, 3).await.unwrap(), 10);
     let left = store
-        .egress_for_sandbox(&"b_oldaaaaaaaaaaaaaaaaaaaaaaa".parse().unwrap())
+        .egress_for_sandbox(&"b_oldaaaaaaaaaaaaaaaaaaaaaaa".parse().unwrap(), 10_000)
         .await
         .unwrap();
     assert_eq!(left.len(), 10);
@@ -108,11 +108,11 @@ async fn the_egress_log_keeps_each_sandboxs_rows_in_order(backend: Backend) {
     }
 
     let a = store
-        .egress_for_sandbox(&"b_aaaaaaaaaaaaaaaaaaaaaaaaaa".parse().unwrap())
+        .egress_for_sandbox(&"b_aaaaaaaaaaaaaaaaaaaaaaaaaa".parse().unwrap(), 10_000)
         .await
         .unwrap();
     let b = store
-        .egress_for_sandbox(&"b_baaaaaaaaaaaaaaaaaaaaaaaaa".parse().unwrap())
+        .egress_for_sandbox(&"b_baaaaaaaaaaaaaaaaaaaaaaaaa".parse().unwrap(), 10_000)
         .await
         .unwrap();
 
@@ -121,11 +121,17 @@ async fn the_egress_log_keeps_each_sandboxs_rows_in_order(backend: Backend) {
     assert_eq!(b.iter().map(|e| &e.entry).collect::<Vec<_>>(), [&b1]);
     assert!(
         store
-            .egress_for_sandbox(&"b_caaaaaaaaaaaaaaaaaaaaaaaaa".parse().unwrap())
+            .egress_for_sandbox(&"b_caaaaaaaaaaaaaaaaaaaaaaaaa".parse().unwrap(), 10_000)
             .await
             .unwrap()
             .is_empty()
     );
+    // A bounded read is the newest rows, still oldest first.
+    let newest = store
+        .egress_for_sandbox(&"b_aaaaaaaaaaaaaaaaaaaaaaaaaa".parse().unwrap(), 1)
+        .await
+        .unwrap();
+    assert_eq!(newest.iter().map(|e| &e.entry).collect::<Vec<_>>(), [&a2]);
 }
 
 /// A loopback server that counts every connection made to it.
@@ -264,7 +270,7 @@ async fn rows_when(
 ) -> Vec<EgressEntry> {
     wait_until("the egress log to match", PATIENCE, || async {
         let rows = store
-            .egress_for_sandbox(&sandbox.parse().expect("a sandbox id"))
+            .egress_for_sandbox(&sandbox.parse().expect("a sandbox id"), 10_000)
             .await
             .unwrap();
         if pred(&rows) {

@@ -75,7 +75,7 @@ async fn an_exec_sandbox_browses_through_the_guard_and_is_destroyed_at_close() {
     let log = app
         .state
         .store
-        .egress_for_sandbox(&sandbox_id.parse().unwrap())
+        .egress_for_sandbox(&sandbox_id.parse().unwrap(), 10_000)
         .await
         .unwrap();
     assert!(

@@ -233,7 +233,7 @@ async fn downloads_are_refused_and_write_no_file_anywhere() {
             let log = app
                 .state
                 .store
-                .egress_for_sandbox(&sandbox.parse().unwrap())
+                .egress_for_sandbox(&sandbox.parse().unwrap(), 10_000)
                 .await
                 .unwrap();
             if log.iter().any(|e| e.entry.port == site.addr.port()) {

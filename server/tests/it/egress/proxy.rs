@@ -79,7 +79,7 @@ async fn malformed_requests_get_400_and_nothing_is_logged() {
     f.proxy.close().await;
     let rows = f
         .store
-        .egress_for_sandbox(&"b_malformedaaaaaaaaaaaaaaaaa".parse().unwrap())
+        .egress_for_sandbox(&"b_malformedaaaaaaaaaaaaaaaaa".parse().unwrap(), 10_000)
         .await
         .unwrap();
     assert_eq!(rows.len(), 1, "{rows:#?}");
@@ -157,7 +157,7 @@ async fn connect_to_blocked_addresses_gets_403_and_denied_rows() {
     f.proxy.close().await;
     let rows = f
         .store
-        .egress_for_sandbox(&"b_blockedaaaaaaaaaaaaaaaaaaa".parse().unwrap())
+        .egress_for_sandbox(&"b_blockedaaaaaaaaaaaaaaaaaaa".parse().unwrap(), 10_000)
         .await
         .unwrap();
     let reasons: Vec<_> = rows
@@ -339,7 +339,7 @@ async fn a_name_is_resolved_once_per_request_and_the_checked_address_is_used() {
     );
     proxy.close().await;
     let rows = store
-        .egress_for_sandbox(&"b_rebindaaaaaaaaaaaaaaaaaaaa".parse().unwrap())
+        .egress_for_sandbox(&"b_rebindaaaaaaaaaaaaaaaaaaaa".parse().unwrap(), 10_000)
         .await
         .unwrap();
     let reasons: Vec<_> = rows.iter().map(|r| r.entry.reason.as_deref()).collect();
@@ -375,7 +375,7 @@ async fn idle_tunnels_are_cut_and_close_flushes_the_log() {
     assert!(read_all(&mut busy).await.is_empty());
     let rows = f
         .store
-        .egress_for_sandbox(&"b_idleaaaaaaaaaaaaaaaaaaaaaa".parse().unwrap())
+        .egress_for_sandbox(&"b_idleaaaaaaaaaaaaaaaaaaaaaa".parse().unwrap(), 10_000)
         .await
         .unwrap();
     assert_eq!(rows.len(), 2, "{rows:#?}");
@@ -449,7 +449,7 @@ async fn chromiums_own_service_endpoints_are_refused_before_any_lookup_even_if_a
     );
     proxy.close().await;
     let rows = store
-        .egress_for_sandbox(&"b_servicesaaaaaaaaaaaaaaaaaa".parse().unwrap())
+        .egress_for_sandbox(&"b_servicesaaaaaaaaaaaaaaaaaa".parse().unwrap(), 10_000)
         .await
         .unwrap();
     let got: Vec<_> = rows
@@ -486,7 +486,7 @@ async fn a_private_listener_serves_only_this_process() {
     proxy.close().await;
     let rows = f
         .store
-        .egress_for_sandbox(&"b_privateaaaaaaaaaaaaaaaaaaa".parse().unwrap())
+        .egress_for_sandbox(&"b_privateaaaaaaaaaaaaaaaaaaa".parse().unwrap(), 10_000)
         .await
         .unwrap();
     assert_eq!(
@@ -540,7 +540,7 @@ async fn a_pods_listener_serves_no_one_until_its_pod_is_known_then_only_that_pod
     proxy.close().await;
     let rows = f
         .store
-        .egress_for_sandbox(&"b_podaaaaaaaaaaaaaaaaaaaaaaa".parse().unwrap())
+        .egress_for_sandbox(&"b_podaaaaaaaaaaaaaaaaaaaaaaa".parse().unwrap(), 10_000)
         .await
         .unwrap();
     assert_eq!(
@@ -548,4 +548,96 @@ async fn a_pods_listener_serves_no_one_until_its_pod_is_known_then_only_that_pod
         1,
         "only the pod's request was forwarded: {rows:?}"
     );
+}
+
+/// A page refused in a loop writes a bounded number of rows: twice the
+/// rate at once, then the rate; the rest are counted, and the next row
+/// written after a pause says how many were not. Nothing reaches the
+/// canary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_refusals_writes_a_bounded_number_of_rows() {
+    let sandbox = "b_refloodaaaaaaaaaaaaaaaaaaa";
+    let f = fixture(sandbox, Limits::default()).await;
+    let c = f.canary.addr.port();
+    let started = Instant::now();
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        let proxy = f.proxy.addr;
+        clients.push(tokio::spawn(async move {
+            let mut s = TcpStream::connect(proxy).await.unwrap();
+            let one = format!("GET http://127.0.0.1:{c}/ HTTP/1.1\r\nHost: x\r\n\r\n");
+            s.write_all(one.repeat(500).as_bytes()).await.unwrap();
+            // Every answer read: each is a 403.
+            let mut seen = 0;
+            let mut buf = vec![0u8; 1 << 16];
+            let mut text = String::new();
+            while seen < 500 {
+                let n = tokio::time::timeout(Duration::from_secs(20), s.read(&mut buf))
+                    .await
+                    .expect("answers")
+                    .unwrap();
+                assert!(n > 0, "closed after {seen} answers");
+                text.push_str(&String::from_utf8_lossy(&buf[..n]));
+                seen = text.matches("HTTP/1.1 403").count();
+            }
+        }));
+    }
+    for c in clients {
+        c.await.unwrap();
+    }
+    let flooded = started.elapsed().as_secs_f64();
+    // After a pause one more, whose row follows the count of the rest.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let reply = exchange(
+        f.proxy.addr,
+        format!("GET http://127.0.0.1:{c}/last HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .as_bytes(),
+    )
+    .await;
+    assert!(reply.starts_with("HTTP/1.1 403"), "{reply:?}");
+    f.proxy.close().await;
+    let rows = f
+        .store
+        .egress_for_sandbox(&sandbox.parse().unwrap(), 10_000)
+        .await
+        .unwrap();
+    // Refusals logged, and rows counting those that were not (one before
+    // each logged refusal that follows unlogged ones).
+    let (counts, logged): (Vec<_>, Vec<_>) = rows.iter().partition(|r| r.entry.host == "*");
+    let unlogged: usize = counts
+        .iter()
+        .map(|r| {
+            r.entry
+                .reason
+                .as_deref()
+                .and_then(|r| r.split_whitespace().next())
+                .and_then(|n| n.parse::<usize>().ok())
+                .unwrap_or_else(|| panic!("not a count: {:?}", r.entry))
+        })
+        .sum();
+    let most = 40.0 + 20.0 * (started.elapsed().as_secs_f64() + 1.0);
+    assert!(
+        (logged.len() as f64) <= most && logged.len() >= 40 && counts.len() <= logged.len(),
+        "{} refusals logged and {} counts for 2001 (the flood took {flooded:.2} s, at most {most})",
+        logged.len(),
+        counts.len()
+    );
+    assert_eq!(
+        logged.len() + unlogged,
+        2001,
+        "every refusal logged or counted: {} logged, {unlogged} counted",
+        logged.len()
+    );
+    let last: Vec<_> = rows
+        .iter()
+        .rev()
+        .take(2)
+        .map(|r| r.entry.host.as_str())
+        .collect();
+    assert_eq!(
+        last,
+        ["127.0.0.1", "*"],
+        "the last refusal follows the count of the rest"
+    );
+    assert_eq!(f.canary.hits(), 0);
 }

@@ -48,7 +48,7 @@ async fn a_fresh_browser_sends_nothing_on_its_own(driver: &str) {
         let rows = app
             .state
             .store
-            .egress_for_sandbox(&sandbox.id.parse().unwrap())
+            .egress_for_sandbox(&sandbox.id.parse().unwrap(), 10_000)
             .await
             .unwrap();
         if rows

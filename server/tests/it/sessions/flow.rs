@@ -388,7 +388,7 @@ async fn pages_with_iframes_load_and_every_frame_request_passes_the_guard() {
     let allowed = app
         .state
         .store
-        .egress_for_sandbox(&sandbox.parse().unwrap())
+        .egress_for_sandbox(&sandbox.parse().unwrap(), 10_000)
         .await
         .unwrap()
         .into_iter()

@@ -84,7 +84,7 @@ async fn a_session_browser_cannot_reach_what_the_egress_guard_refuses() {
     let log = app
         .state
         .store
-        .egress_for_sandbox(&live.sandbox_id)
+        .egress_for_sandbox(&live.sandbox_id, 10_000)
         .await
         .unwrap();
     drop(live);

@@ -23,19 +23,31 @@ use crate::time::now_ms;
 type Body = BoxBody<Bytes, hyper::Error>;
 type Upstream = Metered<TcpStream>;
 
+/// A client connection's place among the listener's
+/// (`Limits::max_connections`): held while it is served, and handed to the
+/// tunnel it becomes (a CONNECT's, a WebSocket's), which outlives hyper's
+/// serving of it.
+pub(super) type Place = Arc<std::sync::Mutex<Option<tokio::sync::OwnedSemaphorePermit>>>;
+
 /// Answers one request from the browser.
 pub(super) async fn handle(
     session: Arc<Session>,
+    place: Place,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Infallible> {
     Ok(if req.method() == Method::CONNECT {
-        connect(session, req).await
+        connect(session, place, req).await
     } else {
-        forward(session, req).await
+        forward(session, place, req).await
     })
 }
 
-async fn connect(session: Arc<Session>, req: Request<Incoming>) -> Response<Body> {
+/// Takes the connection's place for its tunnel.
+fn take_place(place: &Place) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    place.lock().expect("place lock").take()
+}
+
+async fn connect(session: Arc<Session>, place: Place, req: Request<Incoming>) -> Response<Body> {
     let Some((host, port)) = req
         .uri()
         .authority()
@@ -47,6 +59,8 @@ async fn connect(session: Arc<Session>, req: Request<Incoming>) -> Response<Body
         Ok(up) => up,
         Err(refusal) => return refusal,
     };
+    // The tunnel keeps the connection's place until it closes.
+    let place = take_place(&place);
     let on_upgrade = hyper::upgrade::on(req);
     let limit = session.guard.limits.idle_timeout;
     let stop = session.stop.clone();
@@ -58,11 +72,16 @@ async fn connect(session: Arc<Session>, req: Request<Incoming>) -> Response<Body
             },
             () = stopped(stop.clone()) => {}
         }
+        drop(place);
     });
     Response::new(empty())
 }
 
-async fn forward(session: Arc<Session>, mut req: Request<Incoming>) -> Response<Body> {
+async fn forward(
+    session: Arc<Session>,
+    place: Place,
+    mut req: Request<Incoming>,
+) -> Response<Body> {
     let uri = req.uri().clone();
     if uri.scheme_str() != Some("http") {
         return text(
@@ -145,6 +164,8 @@ async fn forward(session: Arc<Session>, mut req: Request<Incoming>) -> Response<
             return text(StatusCode::BAD_GATEWAY, "unexpected protocol switch");
         };
         let upstream_upgrade = hyper::upgrade::on(&mut resp);
+        // The WebSocket's tunnel keeps the connection's place.
+        let place = take_place(&place);
         let stop = session.stop.clone();
         tokio::spawn(async move {
             tokio::select! {
@@ -156,6 +177,7 @@ async fn forward(session: Arc<Session>, mut req: Request<Incoming>) -> Response<
                 },
                 () = stopped(stop.clone()) => {}
             }
+            drop(place);
         });
         let (parts, _) = resp.into_parts();
         return Response::from_parts(parts, empty());

@@ -121,6 +121,7 @@ impl EgressGuard {
             this_process_only,
             pod: pod_only.then(Arc::default),
             permits: Arc::new(Semaphore::new(self.inner.limits.max_connections)),
+            waiters: Arc::new(Semaphore::new(MAX_WAITING)),
             refusals: Refusals::default(),
             refused_rows: std::sync::Mutex::new(super::io::RefusalBudget::new(
                 std::time::Instant::now(),
@@ -198,6 +199,11 @@ impl EgressListener {
     }
 }
 
+/// How long a connection handed over in process waits for a place.
+const WAIT_FOR_PLACE: Duration = Duration::from_secs(10);
+/// Connections handed over in process that may wait for a place at once.
+const MAX_WAITING: usize = 64;
+
 /// Serves proxy connections of one listener that arrive inside this
 /// process (from a unix socket, say). Same policy, log and limits as the
 /// listener's TCP port.
@@ -219,14 +225,25 @@ impl EgressPort {
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let session = self.0.clone();
+        // A connection waits for a place only so long, and only so many
+        // wait: a browser that hands over sockets without end (while its
+        // places are held) piles up neither tasks nor descriptors here.
+        let Ok(waiting) = session.waiters.clone().try_acquire_owned() else {
+            metrics::counter!("cordon_egress_connections_refused_total").increment(1);
+            return;
+        };
         tokio::spawn(async move {
             let permit = tokio::select! {
-                p = session.permits.clone().acquire_owned() => p,
+                p = tokio::time::timeout(WAIT_FOR_PLACE, session.permits.clone().acquire_owned()) => p,
                 () = stopped(session.stop.clone()) => return,
             };
-            if let Ok(permit) = permit {
-                serve_client(session, stream).await;
-                drop(permit);
+            drop(waiting);
+            match permit {
+                Ok(Ok(permit)) => serve_client(session, stream, permit).await,
+                Ok(Err(_closed)) => {}
+                Err(_late) => {
+                    metrics::counter!("cordon_egress_connections_refused_total").increment(1);
+                }
             }
         });
     }
@@ -267,10 +284,7 @@ async fn accept_loop(listener: TcpListener, session: Arc<Session>) {
             (Ok(permit), Ok((socket, _peer))) => {
                 let _ = socket.set_nodelay(true);
                 let session = session.clone();
-                tokio::spawn(async move {
-                    serve_client(session, socket).await;
-                    drop(permit);
-                });
+                tokio::spawn(serve_client(session, socket, permit));
             }
             (_, Err(err)) => {
                 // Out of file descriptors and the like: back off, don't spin.
@@ -282,7 +296,9 @@ async fn accept_loop(listener: TcpListener, session: Arc<Session>) {
     }
 }
 
-async fn serve_client<S>(session: Arc<Session>, socket: S)
+/// Serves one client connection, which holds `place` (handed on to a
+/// tunnel it becomes) until it ends.
+async fn serve_client<S>(session: Arc<Session>, socket: S, place: tokio::sync::OwnedSemaphorePermit)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -290,7 +306,8 @@ where
     let meter = Meter::new();
     let io = TokioIo::new(Metered::new(socket, meter.clone(), None));
     let for_service = session.clone();
-    let service = service_fn(move |req| forward::handle(for_service.clone(), req));
+    let place: forward::Place = Arc::new(std::sync::Mutex::new(Some(place)));
+    let service = service_fn(move |req| forward::handle(for_service.clone(), place.clone(), req));
     let conn = http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout)

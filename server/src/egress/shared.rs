@@ -27,7 +27,9 @@ pub struct Limits {
     pub connect_timeout: Duration,
     /// A connection or tunnel with no bytes either way for this long is closed.
     pub idle_timeout: Duration,
-    /// Simultaneous client connections per listener; more wait to be accepted.
+    /// Simultaneous client connections per listener, the tunnels they
+    /// became (CONNECT, WebSocket) included; more wait to be accepted
+    /// (handed over in process: 64 wait, 10 s at most; more are closed).
     pub max_connections: usize,
 }
 
@@ -64,8 +66,11 @@ pub(super) struct Session {
     /// pod's address is known, then only connections from it. `None`: any
     /// client (the listener is the sandbox's own by other means).
     pub(super) pod: Option<Arc<std::sync::OnceLock<std::net::IpAddr>>>,
-    /// Client connections being served, TCP and in-process together.
+    /// Client connections being served and tunnels open, TCP and
+    /// in-process together (`Limits::max_connections`).
     pub(super) permits: Arc<Semaphore>,
+    /// In-process connections waiting for one of `permits`.
+    pub(super) waiters: Arc<Semaphore>,
     /// Recent refusals, for the session engine.
     pub(super) refusals: Refusals,
     /// How many refusals may still be logged (`io.rs`).

@@ -641,3 +641,88 @@ async fn a_flood_of_refusals_writes_a_bounded_number_of_rows() {
     );
     assert_eq!(f.canary.hits(), 0);
 }
+
+/// Open tunnels keep their connection's place (they outlive hyper's
+/// serving of it): with three places, three tunnels are open and a
+/// fourth CONNECT waits until one of them closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_tunnels_keep_their_places_and_a_connect_past_them_waits() {
+    let limits = Limits {
+        max_connections: 3,
+        ..Limits::default()
+    };
+    let f = fixture("b_tunnelsaaaaaaaaaaaaaaaaaaa", limits).await;
+    let target = f.pages.addr;
+    let ask = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n");
+    let mut open = Vec::new();
+    for _ in 0..3 {
+        let mut s = TcpStream::connect(f.proxy.addr).await.unwrap();
+        s.write_all(ask.as_bytes()).await.unwrap();
+        let head = read_head(&mut s).await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head:?}");
+        open.push(s);
+    }
+    let mut fourth = TcpStream::connect(f.proxy.addr).await.unwrap();
+    fourth.write_all(ask.as_bytes()).await.unwrap();
+    let mut byte = [0u8; 1];
+    let early = tokio::time::timeout(Duration::from_millis(700), fourth.read(&mut byte)).await;
+    assert!(
+        early.is_err(),
+        "a fourth tunnel was served at once: {early:?}"
+    );
+    // One tunnel is used and closes: the fourth is served.
+    let mut first = open.remove(0);
+    first
+        .write_all(b"GET /hello HTTP/1.1\r\nHost: pages\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    assert!(
+        read_all(&mut first)
+            .await
+            .ends_with("hello through the guard")
+    );
+    drop(first);
+    let head = read_head(&mut fourth).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head:?}");
+    drop(open);
+    drop(fourth);
+    f.proxy.close().await;
+}
+
+/// A browser that hands over connections without end while every place
+/// is held: 64 wait (for 10 s at most), the rest are closed at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handed_over_connections_past_the_waiting_bound_are_closed_at_once() {
+    // Two places: the TCP accept loop keeps one for its next connection.
+    let limits = Limits {
+        max_connections: 2,
+        ..Limits::default()
+    };
+    let f = fixture("b_waitersaaaaaaaaaaaaaaaaaaa", limits).await;
+    let port = f.proxy.port().expect("an in-process port");
+    // The other place, held by a client that sends half a request.
+    let (held, theirs) = tokio::io::duplex(1024);
+    port.serve(theirs);
+    let mut held = held;
+    held.write_all(b"GET http://x/ HTTP/1.1\r\n").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut ours = Vec::new();
+    for _ in 0..100 {
+        let (mine, theirs) = tokio::io::duplex(1024);
+        port.serve(theirs);
+        ours.push(mine);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut closed = 0;
+    for mine in &mut ours {
+        let mut byte = [0u8; 1];
+        match futures::FutureExt::now_or_never(mine.read(&mut byte)) {
+            Some(Ok(0)) => closed += 1,
+            None => {}
+            Some(other) => panic!("a waiting connection was answered: {other:?}"),
+        }
+    }
+    assert_eq!(closed, 36, "closed at once (64 may wait)");
+    drop(held);
+    f.proxy.close().await;
+}

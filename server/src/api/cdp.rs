@@ -68,21 +68,29 @@ async fn caller(
         // The key, or the agent a hop or `route_cdp` already established.
         (Ok(Agent(owner)), _) => Ok(owner),
         (Err(_), Some(token)) if !headers.contains_key(axum::http::header::AUTHORIZATION) => {
-            let owner = state
-                .live
-                .tickets
-                .redeem_cdp(&state.store, token, id)
-                .await
-                .map_err(|_| ApiError::Unauthorized)?;
-            // A token outlives nothing: the key it was issued for must
-            // still be live.
-            match state.store.api_key_active(&owner.key_id).await {
-                Ok(true) => Ok(owner),
-                Ok(false) => Err(ApiError::Unauthorized),
-                Err(e) => Err(ApiError::Internal(e)),
-            }
+            redeem_token(state, token, id).await
         }
         (Err(e), _) => Err(e),
+    }
+}
+
+/// A connect token for session `id`, used up: whose it is, if its key is
+/// still live (a token outlives nothing). Every replica redeems it so.
+pub async fn redeem_token(
+    state: &AppState,
+    token: &str,
+    id: &str,
+) -> Result<ApiKeyOwner, ApiError> {
+    let owner = state
+        .live
+        .tickets
+        .redeem_cdp(&state.store, token, id)
+        .await
+        .map_err(|_| ApiError::Unauthorized)?;
+    match state.store.api_key_active(&owner.key_id).await {
+        Ok(true) => Ok(owner),
+        Ok(false) => Err(ApiError::Unauthorized),
+        Err(e) => Err(ApiError::Internal(e)),
     }
 }
 

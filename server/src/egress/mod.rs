@@ -9,6 +9,7 @@
 
 mod forward;
 mod io;
+mod own;
 mod policy;
 mod proxy;
 mod refusals;

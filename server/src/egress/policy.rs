@@ -44,6 +44,8 @@ pub enum Denied {
     Ipv6LinkLocal,
     /// fec0::/10 (deprecated site-local).
     Ipv6SiteLocal,
+    /// An address of this host's own interfaces (in any range).
+    HostAddress,
 }
 
 impl Denied {
@@ -64,6 +66,7 @@ impl Denied {
             Self::Ipv6UniqueLocal => "ipv6_unique_local",
             Self::Ipv6LinkLocal => "ipv6_link_local",
             Self::Ipv6SiteLocal => "ipv6_site_local",
+            Self::HostAddress => "host_address",
         }
     }
 }
@@ -85,6 +88,7 @@ impl fmt::Display for Denied {
             Self::Ipv6UniqueLocal => "IPv6 unique local address",
             Self::Ipv6LinkLocal => "IPv6 link-local address",
             Self::Ipv6SiteLocal => "IPv6 site-local address",
+            Self::HostAddress => "an address of this host",
         };
         f.write_str(text)
     }
@@ -343,13 +347,30 @@ impl AddressPolicy {
     /// May the guard connect to `ip:port`? An allowlisted address or network
     /// passes on its port only; anything else must be on the public Internet.
     pub fn check(&self, ip: IpAddr, port: u16) -> Result<(), Denied> {
+        self.check_besides(ip, port, &[])
+    }
+
+    /// [`check`](Self::check), and `own` (this host's addresses) refused
+    /// too unless allowlisted, a public one included: the kernel delivers
+    /// a connection to one of them locally.
+    pub fn check_besides(&self, ip: IpAddr, port: u16, own: &[IpAddr]) -> Result<(), Denied> {
         let ip = ip.to_canonical();
         let listed = self.allow.iter().any(|entry| match entry {
             AllowEntry::Addr(a) => a.ip().to_canonical() == ip && a.port() == port,
             AllowEntry::Net(net, p) => *p == port && net.contains(&ip),
             AllowEntry::Host(..) => false,
         });
-        if listed { Ok(()) } else { classify(ip) }
+        if listed {
+            return Ok(());
+        }
+        // The ranges name the reason first (loopback, private…); what
+        // passes them and is still the host's is refused as such.
+        classify(ip)?;
+        if own.contains(&ip) {
+            Err(Denied::HostAddress)
+        } else {
+            Ok(())
+        }
     }
 
     /// Is the host name `name` (as [`parse_target`] normalised it) allowlisted on `port`?

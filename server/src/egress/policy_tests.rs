@@ -239,3 +239,50 @@ fn allowlist_entries_deserialize_from_strings() {
     assert_eq!(entries.len(), 2);
     assert!(serde_json::from_str::<Vec<AllowEntry>>(r#"["nope"]"#).is_err());
 }
+
+/// This host's own addresses are refused in any range, a public one
+/// included (the kernel delivers them locally), in any spelling; an exact
+/// allowlist entry still lets one through on its port.
+#[test]
+fn the_hosts_own_addresses_are_refused_unless_allowlisted() {
+    let public: IpAddr = "8.8.4.4".parse().unwrap();
+    let v6: IpAddr = "2001:4860:4860::8844".parse().unwrap();
+    let own = [public, v6];
+    let policy = AddressPolicy::new();
+    assert_eq!(policy.check(public, 5432), Ok(()), "public, not ours");
+    assert_eq!(
+        policy.check_besides(public, 5432, &own),
+        Err(Denied::HostAddress)
+    );
+    // The same address mapped into IPv6.
+    let mapped: IpAddr = "::ffff:8.8.4.4".parse().unwrap();
+    assert_eq!(
+        policy.check_besides(mapped, 80, &own),
+        Err(Denied::HostAddress)
+    );
+    assert_eq!(
+        policy.check_besides(v6, 443, &own),
+        Err(Denied::HostAddress)
+    );
+    assert_eq!(Denied::HostAddress.as_str(), "host_address");
+    let allowed = AddressPolicy::with_allowlist(["8.8.4.4:8080"]).unwrap();
+    assert_eq!(allowed.check_besides(public, 8080, &own), Ok(()));
+    assert_eq!(
+        allowed.check_besides(public, 8081, &own),
+        Err(Denied::HostAddress)
+    );
+    // A private one of the host's keeps its range's reason.
+    assert_eq!(
+        policy.check_besides(
+            "10.1.2.3".parse().unwrap(),
+            80,
+            &["10.1.2.3".parse().unwrap()]
+        ),
+        Err(Private)
+    );
+    // Another public address is not.
+    assert_eq!(
+        policy.check_besides("1.1.1.1".parse().unwrap(), 443, &own),
+        Ok(())
+    );
+}

@@ -49,6 +49,7 @@ impl EgressGuard {
         Self {
             inner: Arc::new(Inner {
                 policy,
+                own: super::own::OwnAddresses::default(),
                 store,
                 resolver,
                 limits,

@@ -49,6 +49,8 @@ impl Default for Limits {
 /// The guard's shared state.
 pub(super) struct Inner {
     pub(super) policy: AddressPolicy,
+    /// This host's own addresses, refused unless allowlisted.
+    pub(super) own: super::own::OwnAddresses,
     pub(super) store: Store,
     pub(super) resolver: Arc<dyn Resolve>,
     pub(super) limits: Limits,

@@ -144,14 +144,7 @@ async fn world(backend: Backend) -> World {
     let sam = app.operator_session("sam", Role::Operator).await;
     let wide = app.operator_session("wanda", Role::Operator).await;
     let admin = app.operator_session("ada", Role::Admin).await;
-    let (status, v) = app
-        .server_fn(
-            "set_operator_tenants",
-            &format!("id={}&tenants=acme", sam.0),
-            Some(&admin.1),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "scoping sam: {v}");
+    scope_to_acme(&app, &sam.0, &admin.1).await;
     World {
         _site: site,
         app,
@@ -162,6 +155,18 @@ async fn world(backend: Backend) -> World {
         wide,
         admin,
     }
+}
+
+/// Scopes operator `id` to tenant `acme`, as admin `admin_cookie`.
+async fn scope_to_acme(app: &TestApp, id: &str, admin_cookie: &str) {
+    let (status, v) = app
+        .server_fn(
+            "set_operator_tenants",
+            &format!("id={id}&tenants=acme"),
+            Some(admin_cookie),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "scoping {id}: {v}");
 }
 
 /// The distinct tenants named under `key` in each element of `list`.
@@ -770,14 +775,7 @@ async fn another_tenants_flood_of_grant_requests_hides_nothing_and_is_capped(bac
     }
     let sam = app.operator_session("sam", Role::Operator).await;
     let admin = app.operator_session("ada", Role::Admin).await;
-    let (status, v) = app
-        .server_fn(
-            "set_operator_tenants",
-            &format!("id={}&tenants=acme", sam.0),
-            Some(&admin.1),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "scoping sam: {v}");
+    scope_to_acme(&app, &sam.0, &admin.1).await;
     let (status, grants) = app.server_fn("list_grants", "", Some(&sam.1)).await;
     assert_eq!(status, StatusCode::OK, "{grants}");
     let pending: Vec<&str> = grants["pending"]

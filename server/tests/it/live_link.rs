@@ -1032,10 +1032,12 @@ async fn a_view_that_floods_input_is_held_to_its_rate_and_so_is_the_audit() {
     let count = |action: &str| all.iter().filter(|e| e.action == action).count();
     assert_eq!(count("input.text"), n, "one row per character that ran");
     assert_eq!(count("live.rate_limited"), 1, "the flood audited once");
+    // One a second while they ran (sent, then worked through).
     let wheels = count("input.wheel");
+    let most = 2 + started.elapsed().as_secs() as usize;
     assert!(
-        (1..=3).contains(&wheels),
-        "{wheels} wheel rows for 600 turns"
+        (1..=most).contains(&wheels),
+        "{wheels} wheel rows for 600 turns (at most {most})"
     );
     let told = view
         .seen

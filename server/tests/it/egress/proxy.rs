@@ -700,12 +700,21 @@ async fn handed_over_connections_past_the_waiting_bound_are_closed_at_once() {
     };
     let f = fixture("b_waitersaaaaaaaaaaaaaaaaaaa", limits).await;
     let port = f.proxy.port().expect("an in-process port");
-    // The other place, held by a client that sends half a request.
-    let (held, theirs) = tokio::io::duplex(1024);
+    // The other place, held by a client kept alive once answered (so it
+    // is served, its place taken and its wait over).
+    let (held, theirs) = tokio::io::duplex(1 << 16);
     port.serve(theirs);
     let mut held = held;
-    held.write_all(b"GET http://x/ HTTP/1.1\r\n").await.unwrap();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let c = f.canary.addr.port();
+    held.write_all(format!("GET http://127.0.0.1:{c}/ HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut answer = [0u8; 12];
+    tokio::time::timeout(Duration::from_secs(10), held.read_exact(&mut answer))
+        .await
+        .expect("the held connection is served")
+        .unwrap();
+    assert_eq!(&answer, b"HTTP/1.1 403");
     let mut ours = Vec::new();
     for _ in 0..100 {
         let (mine, theirs) = tokio::io::duplex(1024);

@@ -207,6 +207,14 @@ async fn open(
         }
     };
     let label = target.to_string();
+    if !guard.policy.allows_port(port) {
+        refuse(session, ts, &label, port, "unsafe_port");
+        return Err(refusal(
+            StatusCode::FORBIDDEN,
+            "unsafe_port",
+            "cordon egress: refused (a port browsers never use for the web)",
+        ));
+    }
     if let Target::Name(name) = &target
         && super::services::is_browser_service(name)
     {

@@ -373,6 +373,18 @@ impl AddressPolicy {
         }
     }
 
+    /// May anything be reached on `port`? Not the ports browsers refuse
+    /// for the web themselves ([`unsafe_port`]: SMTP, SSH, IRC…), so only
+    /// a compromised browser would ask for them, unless an allowlist entry
+    /// names that port.
+    pub fn allows_port(&self, port: u16) -> bool {
+        !unsafe_port(port)
+            || self.allow.iter().any(|e| match e {
+                AllowEntry::Addr(a) => a.port() == port,
+                AllowEntry::Net(_, p) | AllowEntry::Host(_, p) => *p == port,
+            })
+    }
+
     /// Is the host name `name` (as [`parse_target`] normalised it) allowlisted on `port`?
     /// Its resolved addresses then skip [`check`](Self::check).
     pub fn allows_host(&self, name: &str, port: u16) -> bool {
@@ -380,6 +392,22 @@ impl AddressPolicy {
             .iter()
             .any(|e| matches!(e, AllowEntry::Host(h, p) if h == name && *p == port))
     }
+}
+
+/// Chromium's restricted ports (`net/base/port_util.cc`): a page cannot
+/// use them (`ERR_UNSAFE_PORT`), so the guard refuses them too, and a
+/// compromised browser cannot relay mail, SSH or IRC through it.
+const UNSAFE_PORTS: &[u16] = &[
+    1, 7, 9, 11, 13, 15, 17, 19, 20, 21, 22, 23, 25, 37, 42, 43, 53, 69, 77, 79, 87, 95, 101, 102,
+    103, 104, 109, 110, 111, 113, 115, 117, 119, 123, 135, 137, 139, 143, 161, 179, 389, 427, 465,
+    512, 513, 514, 515, 526, 530, 531, 532, 540, 548, 554, 556, 563, 587, 601, 636, 989, 990, 993,
+    995, 1719, 1720, 1723, 2049, 3659, 4045, 4190, 5060, 5061, 6000, 6566, 6665, 6666, 6667, 6668,
+    6669, 6679, 6697, 10080,
+];
+
+/// Whether browsers refuse `port` for the web ([`UNSAFE_PORTS`]).
+pub fn unsafe_port(port: u16) -> bool {
+    UNSAFE_PORTS.binary_search(&port).is_ok()
 }
 
 #[cfg(test)]

@@ -286,3 +286,21 @@ fn the_hosts_own_addresses_are_refused_unless_allowlisted() {
         Ok(())
     );
 }
+
+/// The ports browsers never use for the web are refused unless an
+/// allowlist entry names the port; the list is sorted (it is searched).
+#[test]
+fn ports_browsers_refuse_are_refused_unless_allowlisted() {
+    assert!(UNSAFE_PORTS.windows(2).all(|w| w[0] < w[1]));
+    let policy = AddressPolicy::new();
+    for port in [25, 22, 465, 587, 6667, 1] {
+        assert!(!policy.allows_port(port), "{port}");
+    }
+    for port in [80, 443, 8080, 8443, 3000, 65535] {
+        assert!(policy.allows_port(port), "{port}");
+    }
+    let listed =
+        AddressPolicy::with_allowlist(["mail.internal:25", "[::1]:22", "10.0.0.0/8:6667"]).unwrap();
+    assert!(listed.allows_port(25) && listed.allows_port(22) && listed.allows_port(6667));
+    assert!(!listed.allows_port(587));
+}

@@ -735,3 +735,30 @@ async fn handed_over_connections_past_the_waiting_bound_are_closed_at_once() {
     drop(held);
     f.proxy.close().await;
 }
+
+/// A port browsers never use for the web (SMTP, SSH, IRC) is refused
+/// before any lookup, CONNECT or plain: only a compromised browser asks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ports_browsers_refuse_are_refused_before_any_lookup() {
+    let f = fixture("b_portsaaaaaaaaaaaaaaaaaaaaa", Limits::default()).await;
+    for request in [
+        "CONNECT mail.example.test:25 HTTP/1.1\r\nHost: mail.example.test:25\r\nConnection: close\r\n\r\n",
+        "CONNECT 8.8.8.8:22 HTTP/1.1\r\nHost: 8.8.8.8:22\r\nConnection: close\r\n\r\n",
+        "GET http://irc.example.test:6667/ HTTP/1.1\r\nHost: irc.example.test\r\nConnection: close\r\n\r\n",
+    ] {
+        let reply = exchange(f.proxy.addr, request.as_bytes()).await;
+        assert!(reply.starts_with("HTTP/1.1 403"), "{request:?} → {reply:?}");
+        assert!(
+            reply.contains("x-cordon-egress: unsafe_port\r\n"),
+            "{reply:?}"
+        );
+    }
+    f.proxy.close().await;
+    let rows = f
+        .store
+        .egress_for_sandbox(&"b_portsaaaaaaaaaaaaaaaaaaaaa".parse().unwrap(), 10_000)
+        .await
+        .unwrap();
+    let reasons: Vec<_> = rows.iter().map(|r| r.entry.reason.as_deref()).collect();
+    assert_eq!(reasons, [Some("unsafe_port"); 3]);
+}

@@ -91,14 +91,9 @@ impl HealthBackend for AppState {
             .await
             .map_err(|e| internal("counting sessions", e))?;
         status.pending_grants = store
-            .grant_request_list(
-                op.tenants.as_deref(),
-                crate::store::grants::RequestsWhich::Pending,
-                1000,
-            )
+            .grant_requests_waiting(op.tenants.as_deref())
             .await
-            .map_err(|e| internal("listing grant requests", e))?
-            .len() as i64;
+            .map_err(|e| internal("counting grant requests", e))?;
         let soon = now_ms() + WEEK_MS;
         status.expiring = store
             .vault_list(None)

@@ -310,29 +310,22 @@ fn refuse(session: &Session, ts: i64, host: &str, port: u16, reason: &str) {
         .take(std::time::Instant::now());
     let Some(unlogged) = budget else {
         // Past the listener's rate: counted, not logged (the journal of
-        // recent refusals keeps its newest few anyway).
+        // recent refusals keeps its newest few anyway; the browser's own
+        // service lookups are never the agent's doing).
         metrics::counter!("cordon_egress_log_dropped_total", "why" => "rate").increment(1);
-        session.refusals.record(super::Refusal {
-            host: host.to_owned(),
-            port,
-            reason: reason.to_owned(),
-        });
+        if reason != super::services::REASON {
+            session.refusals.record(super::Refusal {
+                host: host.to_owned(),
+                port,
+                reason: reason.to_owned(),
+            });
+        }
         return;
     };
     if unlogged > 0 {
-        session.log.push(NewEgressEntry {
-            sandbox_id: session.sandbox_id.to_string(),
-            ts,
-            host: "*".to_owned(),
-            port: 0,
-            decision: Decision::Denied,
-            reason: Some(format!(
-                "{unlogged} more refusals not logged (over {} a second)",
-                super::io::REFUSED_ROWS_PER_S
-            )),
-            bytes_up: 0,
-            bytes_down: 0,
-        });
+        session
+            .log
+            .push(super::io::unlogged_row(&session.sandbox_id, ts, unlogged));
     }
     if reason == super::services::REASON {
         // Every fresh browser asks for these at start: not news, and not

@@ -113,6 +113,27 @@ impl RefusalBudget {
         self.tokens -= 1.0;
         Some(std::mem::take(&mut self.unlogged))
     }
+
+    /// The refusals not logged so far (none after this).
+    pub(super) fn take_unlogged(&mut self) -> u64 {
+        std::mem::take(&mut self.unlogged)
+    }
+}
+
+/// The row that counts `n` refusals of sandbox `sandbox_id` not logged.
+pub(super) fn unlogged_row(sandbox_id: &str, ts: i64, n: u64) -> NewEgressEntry {
+    NewEgressEntry {
+        sandbox_id: sandbox_id.to_owned(),
+        ts,
+        host: "*".to_owned(),
+        port: 0,
+        decision: crate::store::egress::Decision::Denied,
+        reason: Some(format!(
+            "{n} more refusals not logged (over {REFUSED_ROWS_PER_S} a second)"
+        )),
+        bytes_up: 0,
+        bytes_down: 0,
+    }
 }
 
 /// The sending end of one listener's log queue (bounded: [`LOG_QUEUE`]).

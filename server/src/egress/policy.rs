@@ -46,6 +46,9 @@ pub enum Denied {
     Ipv6SiteLocal,
     /// An address of this host's own interfaces (in any range).
     HostAddress,
+    /// A port browsers refuse for the web (SMTP, SSH, IRC…), to an
+    /// address not allowlisted on it.
+    UnsafePort,
 }
 
 impl Denied {
@@ -67,6 +70,7 @@ impl Denied {
             Self::Ipv6LinkLocal => "ipv6_link_local",
             Self::Ipv6SiteLocal => "ipv6_site_local",
             Self::HostAddress => "host_address",
+            Self::UnsafePort => "unsafe_port",
         }
     }
 }
@@ -89,6 +93,7 @@ impl fmt::Display for Denied {
             Self::Ipv6LinkLocal => "IPv6 link-local address",
             Self::Ipv6SiteLocal => "IPv6 site-local address",
             Self::HostAddress => "an address of this host",
+            Self::UnsafePort => "a port browsers never use for the web",
         };
         f.write_str(text)
     }
@@ -363,6 +368,10 @@ impl AddressPolicy {
         if listed {
             return Ok(());
         }
+        // An allowlisted port opens only the destinations listed on it.
+        if unsafe_port(port) {
+            return Err(Denied::UnsafePort);
+        }
         // The ranges name the reason first (loopback, private…); what
         // passes them and is still the host's is refused as such.
         classify(ip)?;
@@ -376,7 +385,8 @@ impl AddressPolicy {
     /// May anything be reached on `port`? Not the ports browsers refuse
     /// for the web themselves ([`unsafe_port`]: SMTP, SSH, IRC…), so only
     /// a compromised browser would ask for them, unless an allowlist entry
-    /// names that port.
+    /// names that port; then only its destinations pass
+    /// ([`check`](Self::check) refuses the others, after the lookup).
     pub fn allows_port(&self, port: u16) -> bool {
         !unsafe_port(port)
             || self.allow.iter().any(|e| match e {

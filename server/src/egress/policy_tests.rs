@@ -303,4 +303,16 @@ fn ports_browsers_refuse_are_refused_unless_allowlisted() {
         AddressPolicy::with_allowlist(["mail.internal:25", "[::1]:22", "10.0.0.0/8:6667"]).unwrap();
     assert!(listed.allows_port(25) && listed.allows_port(22) && listed.allows_port(6667));
     assert!(!listed.allows_port(587));
+    // Only the destinations listed on the port pass it.
+    assert_eq!(listed.check("::1".parse().unwrap(), 22), Ok(()));
+    assert_eq!(listed.check("10.1.2.3".parse().unwrap(), 6667), Ok(()));
+    assert_eq!(
+        listed.check("8.8.8.8".parse().unwrap(), 25),
+        Err(UnsafePort)
+    );
+    assert_eq!(
+        listed.check("8.8.8.8".parse().unwrap(), 22),
+        Err(UnsafePort)
+    );
+    assert!(listed.allows_host("mail.internal", 25));
 }

@@ -78,3 +78,23 @@ pub(super) struct Session {
     /// How many refusals may still be logged (`io.rs`).
     pub(super) refused_rows: std::sync::Mutex<super::io::RefusalBudget>,
 }
+
+impl Drop for Session {
+    /// The refusals a flood left unlogged are counted in a row of their
+    /// own at the end too (the last of the listener's tasks lets go of it
+    /// before its log writer stops).
+    fn drop(&mut self) {
+        let unlogged = self
+            .refused_rows
+            .get_mut()
+            .map(|b| b.take_unlogged())
+            .unwrap_or(0);
+        if unlogged > 0 {
+            self.log.push(super::io::unlogged_row(
+                &self.sandbox_id,
+                crate::time::now_ms(),
+                unlogged,
+            ));
+        }
+    }
+}

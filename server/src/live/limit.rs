@@ -1,22 +1,20 @@
-//! How much a live view may send: two token buckets per view. Every
-//! input message takes from the first (pointer moves and wheel turns come
-//! at the screen's rate: 240 a second, bursts as many, which the input
-//! queue holds); what acts
-//! and is audited one row each (presses, keys, text, a dialog's answer,
-//! navigation, tabs, control) takes from the second too (50 a second,
-//! bursts of 100: a fast typist's down and up for 20 characters a second
-//! is 40). What is over is dropped, and the view is told at most once a
-//! second. A button or key whose press passed always has its release
-//! passed, so nothing is left held down in the browser.
+//! How much a live view may send: two token buckets per view. Pointer
+//! moves and wheel turns (they come at the screen's rate) take from one:
+//! 240 a second, bursts as many; what acts and is audited one row each
+//! (presses, keys, text, a dialog's answer, navigation, tabs, control)
+//! from the other: 50 a second, bursts of 100 (a fast typist's down and
+//! up for 20 characters a second is 40). Moves never starve a press.
+//! What is over is dropped, and the view is told at most once a second.
+//! A button or key whose press passed always has its release passed (and
+//! queued, `socket.rs`), so nothing is left held down in the browser.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use app::api::live::{ClientMsg, KeyAction, MouseAction, MouseButton};
 
-/// Every input message, a second: also the largest burst (the input
-/// queue, 256, holds it).
-pub const ALL_PER_S: f64 = 240.0;
+/// Pointer moves and wheel turns a second: also their largest burst.
+pub const MOVES_PER_S: f64 = 240.0;
 /// What acts and is audited one row each.
 pub const ACTS_PER_S: f64 = 50.0;
 /// How often a view is told that it sends too much.
@@ -63,7 +61,7 @@ pub enum Admit {
 
 /// One view's input limit.
 pub struct InputLimit {
-    all: Bucket,
+    moves: Bucket,
     acts: Bucket,
     at: Instant,
     held: HashSet<Held>,
@@ -73,7 +71,7 @@ pub struct InputLimit {
 impl InputLimit {
     pub fn new(now: Instant) -> Self {
         Self {
-            all: Bucket::new(ALL_PER_S, ALL_PER_S),
+            moves: Bucket::new(MOVES_PER_S, MOVES_PER_S),
             acts: Bucket::new(ACTS_PER_S, ACTS_PER_S * 2.0),
             at: now,
             held: HashSet::new(),
@@ -85,7 +83,7 @@ impl InputLimit {
     pub fn admit(&mut self, msg: &ClientMsg, now: Instant) -> Admit {
         let elapsed = now.saturating_duration_since(self.at);
         self.at = now;
-        self.all.refill(elapsed);
+        self.moves.refill(elapsed);
         self.acts.refill(elapsed);
         // A release of what was let down passes whatever the buckets hold.
         let release = match msg {
@@ -105,18 +103,21 @@ impl InputLimit {
         if let Some(r) = release
             && self.held.remove(&r)
         {
-            self.all.tokens -= 1.0;
-            self.acts.tokens -= 1.0;
             return Admit::Pass;
         }
-        let acts = !matches!(
+        let moves = matches!(
             msg,
             ClientMsg::Mouse {
                 action: MouseAction::Move,
                 ..
             } | ClientMsg::Wheel { .. }
         );
-        if self.all.tokens < 1.0 || (acts && self.acts.tokens < 1.0) {
+        let bucket = if moves {
+            &mut self.moves
+        } else {
+            &mut self.acts
+        };
+        if bucket.tokens < 1.0 {
             let tell = self
                 .told
                 .is_none_or(|t| now.saturating_duration_since(t) >= TELL_EVERY);
@@ -125,10 +126,7 @@ impl InputLimit {
             }
             return Admit::Drop { tell };
         }
-        self.all.tokens -= 1.0;
-        if acts {
-            self.acts.tokens -= 1.0;
-        }
+        bucket.tokens -= 1.0;
         let press = match msg {
             ClientMsg::Mouse {
                 action: MouseAction::Down,
@@ -230,19 +228,19 @@ mod tests {
     }
 
     #[test]
-    fn moves_and_wheel_turns_take_only_from_the_larger_bucket() {
+    fn moves_and_wheel_turns_have_their_own_bucket_and_never_starve_a_press() {
         let t0 = Instant::now();
         let mut l = InputLimit::new(t0);
         assert_eq!(passed(&mut l, &wheel(), t0, 2000), 240);
-        // The acting bucket is untouched, but nothing passes while the
-        // first is empty.
-        assert_eq!(
-            l.admit(&key(KeyAction::Down, "KeyA"), t0),
-            Admit::Drop { tell: false }
-        );
+        assert_eq!(passed(&mut l, &mouse(MouseAction::Move), t0, 10), 0);
+        // The acting bucket is untouched: a key still goes down.
+        assert_eq!(l.admit(&key(KeyAction::Down, "KeyA"), t0), Admit::Pass);
         let mut l = InputLimit::new(t0);
+        assert_eq!(
+            passed(&mut l, &ClientMsg::Text { text: "x".into() }, t0, 500),
+            100
+        );
         assert_eq!(passed(&mut l, &mouse(MouseAction::Move), t0, 200), 200);
-        assert_eq!(passed(&mut l, &key(KeyAction::Down, "KeyA"), t0, 1), 1);
     }
 
     #[test]

@@ -53,7 +53,9 @@ const AUTH_CHECK: Duration = Duration::from_secs(5);
 /// How long control stays with an operator whose last view closed.
 const RELEASE_AFTER: Duration = Duration::from_secs(30);
 /// Input messages waiting for the browser; more are refused.
-const INPUT_QUEUE: usize = 256;
+const INPUT_QUEUE: usize = 512;
+/// How long a release waits for room in a full input queue.
+const RELEASE_WAIT: Duration = Duration::from_secs(2);
 /// What a live link's user is told when an operator has taken over.
 const OPERATOR_HAS_CONTROL: &str =
     "an operator has taken control; input waits until they hand it back";
@@ -895,6 +897,16 @@ impl Connection {
         match calls(msg) {
             Ok(calls) => {
                 for call in calls {
+                    // A release goes in whatever the queue holds (bounded):
+                    // its press has gone down in the browser.
+                    if is_release(&call) {
+                        let queued =
+                            tokio::time::timeout(RELEASE_WAIT, self.input.send(call)).await;
+                        if !matches!(queued, Ok(Ok(()))) {
+                            tracing::debug!("live view: a release could not be queued");
+                        }
+                        continue;
+                    }
                     if self.input.try_send(call).is_err() {
                         // Said once a second at most: saying it for every
                         // message dropped would fill the viewer's queue.
@@ -924,8 +936,8 @@ impl Connection {
         self.error(
             "rate_limited",
             format!(
-                "too much input: at most {} events a second ({} that act); what is over is dropped",
-                super::limit::ALL_PER_S,
+                "too much input: at most {} pointer moves and wheel turns a second, and {} other events; what is over is dropped",
+                super::limit::MOVES_PER_S,
                 super::limit::ACTS_PER_S
             ),
         )
@@ -963,6 +975,17 @@ impl Connection {
             }
         }
     }
+}
+
+/// Whether `call` lets a button or a key up.
+fn is_release(call: &ToolCall) -> bool {
+    matches!(
+        call.tool,
+        Tool::Input(LiveInput::Mouse {
+            kind: MouseKind::Up,
+            ..
+        }) | Tool::Input(LiveInput::Key { down: false, .. })
+    )
 }
 
 /// A server message as a text frame.

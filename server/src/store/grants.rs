@@ -156,6 +156,25 @@ impl Store {
         )
     }
 
+    /// How many requests of `tenants` (all when `None`) wait.
+    pub async fn grant_requests_waiting(&self, tenants: Option<&[String]>) -> anyhow::Result<i64> {
+        let mut binds = Vec::new();
+        let scope = match tenants {
+            Some(ts) => format!("AND {}", super::tenant_in(ts, 0, &mut binds)),
+            None => String::new(),
+        };
+        let sql = format!("SELECT COUNT(*) FROM grant_requests WHERE state = 'pending' {scope}");
+        let mut q = sqlx::query_as::<_, (i64,)>(&sql);
+        for b in binds {
+            q = q.bind(b);
+        }
+        let (n,) = q
+            .fetch_one(self.pool())
+            .await
+            .context("failed to count waiting grant requests")?;
+        Ok(n)
+    }
+
     /// Pending requests of a tenant, and of one of its keys.
     pub async fn grant_requests_pending(
         &self,

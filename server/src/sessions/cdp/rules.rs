@@ -578,11 +578,17 @@ fn input(name: &str, params: &Value) -> Act {
         }
         ("dispatchKeyEvent", "keyDown" | "rawKeyDown" | "char") => {
             let text = str_of(params, "text").unwrap_or("");
-            if let Some(key) = activation(params) {
+            if pastes(params) {
+                // What the clipboard holds, typed at the focus (and Enter
+                // or Space too when the event is also one: judged as
+                // typing that submits).
+                Act::Text(match activation(params) {
+                    Some("Enter") => "\n".to_owned(),
+                    Some(key) => key.to_owned(),
+                    None => String::new(),
+                })
+            } else if let Some(key) = activation(params) {
                 Act::Key(key.to_owned())
-            } else if pastes(params) {
-                // What the clipboard holds, typed at the focus.
-                Act::Text(String::new())
             } else if !text.is_empty() && !text.chars().all(char::is_control) {
                 Act::Text(text.to_owned())
             } else {
@@ -869,6 +875,17 @@ mod tests {
             assert_eq!(
                 act("Input.dispatchKeyEvent", params.clone()),
                 Act::Text(String::new()),
+                "{params}"
+            );
+        }
+        // A paste that is also Enter is typing that submits.
+        for params in [
+            json!({"type": "rawKeyDown", "key": "Enter", "commands": ["paste"]}),
+            json!({"type": "rawKeyDown", "key": "v", "windowsVirtualKeyCode": 86, "modifiers": 2, "text": "\r"}),
+        ] {
+            assert_eq!(
+                act("Input.dispatchKeyEvent", params.clone()),
+                Act::Text("\n".into()),
                 "{params}"
             );
         }

@@ -117,6 +117,9 @@ pub struct Downloads {
     full_audited: std::sync::atomic::AtomicBool,
     /// Malformed ids audited so far.
     bad_ids_audited: std::sync::atomic::AtomicU32,
+    /// Ids refused past [`MAX_DOWNLOADS`] (the newest 1,024): one that
+    /// goes on arriving is cancelled and removed again.
+    refused_ids: Mutex<std::collections::VecDeque<DownloadGuid>>,
 }
 
 impl Downloads {
@@ -151,6 +154,7 @@ impl Downloads {
             taken: capture::Seen::default(),
             full_audited: std::sync::atomic::AtomicBool::new(false),
             bad_ids_audited: std::sync::atomic::AtomicU32::new(0),
+            refused_ids: Mutex::default(),
         }))
     }
 
@@ -274,12 +278,14 @@ impl Downloads {
                 match self.begin(guid.clone(), &name) {
                     Begun::New | Begun::Known => {}
                     Begun::Full => {
-                        if let Some(live) = session.upgrade()
-                            && let Err(e) = live.conn.cancel_download(guid.as_str()).await
                         {
-                            tracing::warn!(error = %e, "failed to cancel a download past the session's number");
+                            let mut refused = self.refused_ids.lock().expect("downloads lock");
+                            if refused.len() >= 1024 {
+                                refused.pop_front();
+                            }
+                            refused.push_back(guid.clone());
                         }
-                        self.remove_incoming(&guid).await;
+                        self.cancel_unlisted(session, &guid).await;
                         self.refuse_too_many(store, &name).await;
                     }
                 }
@@ -296,6 +302,16 @@ impl Downloads {
                     return;
                 };
                 let Some(current) = self.state_of(&guid) else {
+                    // Refused past the session's number and still
+                    // arriving: cancelled and removed again.
+                    let refused = self
+                        .refused_ids
+                        .lock()
+                        .expect("downloads lock")
+                        .contains(&guid);
+                    if refused {
+                        self.cancel_unlisted(session, &guid).await;
+                    }
                     return;
                 };
                 if current != DownloadStatus::InProgress {
@@ -332,6 +348,16 @@ impl Downloads {
                 }
             }
         }
+    }
+
+    /// Cancels a download that has no entry, and removes what arrived.
+    async fn cancel_unlisted(&self, session: &Weak<RunningSession>, guid: &DownloadGuid) {
+        if let Some(live) = session.upgrade()
+            && let Err(e) = live.conn.cancel_download(guid.as_str()).await
+        {
+            tracing::warn!(error = %e, "failed to cancel a download past the session's number");
+        }
+        self.remove_incoming(guid).await;
     }
 
     /// A new entry, in progress, unless `guid` has one already or the
@@ -949,6 +975,30 @@ mod tests {
             "{refusals:?}"
         );
         assert_eq!(refusals.len(), 1 + MAX_BAD_IDS_AUDITED as usize);
+        // One refused past the number that goes on arriving: what arrived
+        // is removed, and it stays unlisted.
+        let late = DownloadGuid::generate();
+        c.downloads
+            .on_event(&gone, &c.store, began(late.as_str().into()))
+            .await;
+        std::fs::write(c.incoming.join(late.as_str()), b"more").unwrap();
+        c.downloads
+            .on_event(
+                &gone,
+                &c.store,
+                DownloadEvent::Progress {
+                    guid: late.as_str().into(),
+                    received: 4,
+                    total: 4,
+                    state: DownloadState::InProgress,
+                },
+            )
+            .await;
+        assert!(
+            !c.incoming.join(late.as_str()).exists(),
+            "a refused download's bytes stayed"
+        );
+        assert_eq!(c.downloads.list().len(), MAX_DOWNLOADS);
         // The listed ones still finish: the first id's file is kept.
         std::fs::write(c.incoming.join(GUID), b"hello").unwrap();
         c.downloads

@@ -196,6 +196,15 @@ pub(super) async fn isolated_context(
     if let Some(ctx) = known {
         return Ok(ctx);
     }
+    made_isolated_context(page, frame).await
+}
+
+/// An isolated world made now in `frame`'s document (the main frame's if
+/// `None`).
+async fn made_isolated_context(
+    page: &Page,
+    frame: Option<FrameId>,
+) -> Result<ExecutionContextId, CdpError> {
     let frame = match frame {
         Some(f) => f,
         None => page
@@ -215,25 +224,63 @@ pub(super) async fn isolated_context(
     Ok(made.result.execution_context_id)
 }
 
+/// Whether `e` says the execution context used is gone: the frame's
+/// document changed between finding the context and using it (a
+/// navigation committed, or failed into an error page, meanwhile).
+fn context_gone(e: &CdpError) -> bool {
+    let m = e.to_string();
+    m.contains("Cannot find context with specified id")
+        || m.contains("Execution context was destroyed")
+}
+
+/// How many times a read in the isolated world is tried again in a world
+/// made anew when the document changed under it.
+const CONTEXT_RETRIES: usize = 3;
+
+/// `read` run in the main frame's isolated world; when the document
+/// changed under it (chromiumoxide may still know the old document's
+/// world), run again in a world made now in the document shown, a few
+/// times: a read answers for what the tab shows, never with a lost context.
+pub(super) async fn in_isolated_world<T, F, Fut>(page: &Page, read: F) -> Result<T, CdpError>
+where
+    F: Fn(ExecutionContextId) -> Fut,
+    Fut: std::future::Future<Output = Result<T, CdpError>>,
+{
+    let mut ctx = isolated_context(page, None).await?;
+    let mut tries = 0;
+    loop {
+        match read(ctx).await {
+            Err(e) if context_gone(&e) && tries < CONTEXT_RETRIES => {
+                tries += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(25 * tries as u64)).await;
+                ctx = made_isolated_context(page, None).await?;
+            }
+            other => return other,
+        }
+    }
+}
+
 /// `expression` evaluated in the main frame's isolated world, as an object.
 pub(super) async fn evaluate_isolated(
     page: &Page,
     expression: &str,
 ) -> Result<(Option<RemoteObjectId>, bool), CdpError> {
-    let ctx = isolated_context(page, None).await?;
-    let res = page
-        .execute(
-            EvaluateParams::builder()
-                .expression(expression)
-                .context_id(ctx)
-                .build()
-                .map_err(CdpError::Protocol)?,
-        )
-        .await?;
-    Ok((
-        res.result.result.object_id.clone(),
-        res.result.exception_details.is_some(),
-    ))
+    in_isolated_world(page, |ctx| async move {
+        let res = page
+            .execute(
+                EvaluateParams::builder()
+                    .expression(expression)
+                    .context_id(ctx)
+                    .build()
+                    .map_err(CdpError::Protocol)?,
+            )
+            .await?;
+        Ok((
+            res.result.result.object_id.clone(),
+            res.result.exception_details.is_some(),
+        ))
+    })
+    .await
 }
 
 async fn call_facts(page: &Page, object: RemoteObjectId) -> Result<Value, CdpError> {

@@ -361,8 +361,7 @@ pub(super) async fn evaluate_isolated_value(
     page: &Page,
     expression: &str,
 ) -> Result<serde_json::Value, CdpError> {
-    let ctx = super::facts::isolated_context(page, None).await?;
-    evaluate_in(page, expression, Some(ctx)).await
+    super::facts::in_isolated_world(page, |ctx| evaluate_in(page, expression, Some(ctx))).await
 }
 
 /// What an element-directed tool acts on.

@@ -874,10 +874,10 @@ async fn script_navigation_and_open_redirects_cannot_take_an_operator_session_of
     assert_eq!(status, StatusCode::OK, "{v}");
     refusals(1).await;
     // A page that leaves by itself, on a timer.
-    let (status, _) = agent
+    let (status, v) = agent
         .tool(&sid, "navigate", json!({ "url": format!("{page}?timer") }))
         .await;
-    assert_eq!(status, StatusCode::OK);
+    assert_eq!(status, StatusCode::OK, "{v}");
     refusals(2).await;
     // An open redirect on an allowed host: the hop off the list fails.
     let other = format!("http://localhost:{}/hostile/landing.html", site.addr.port());

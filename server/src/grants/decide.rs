@@ -68,7 +68,23 @@ pub async fn request(
             .outcome("requested"),
     )
     .await?;
-    store.grant_request_insert(&row).await?;
+    // Counted again with the insert: requests racing past the check above
+    // cannot pass the caps together. One that loses is refused, and its
+    // audited ask is answered.
+    if !store
+        .grant_request_insert_within(&row, MAX_PENDING_PER_KEY, MAX_PENDING_PER_TENANT)
+        .await?
+    {
+        audit(
+            store,
+            NewEvent::new(Actor::Agent(owner.key_id.clone()), "grant.request")
+                .tenant(&owner.tenant)
+                .params(json!({ "request": row.id }))
+                .outcome("refused: too_many_requests"),
+        )
+        .await?;
+        return Err(GrantError::TooManyPending);
+    }
     Ok(GrantStatus {
         request_id: row.id,
         state: row.state,

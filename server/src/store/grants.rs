@@ -101,6 +101,64 @@ impl Store {
         Ok(())
     }
 
+    /// Inserts a pending request unless its key already has `per_key`
+    /// pending or its tenant `per_tenant`: false then, and nothing
+    /// written. The counts and the insert are one statement in a
+    /// transaction serialised per tenant (PostgreSQL: an advisory lock on
+    /// the tenant until commit; SQLite: the database's write lock, taken by
+    /// the statement before it counts), so racing requests cannot pass
+    /// the caps.
+    pub async fn grant_request_insert_within(
+        &self,
+        r: &GrantRequestRow,
+        per_key: i64,
+        per_tenant: i64,
+    ) -> anyhow::Result<bool> {
+        let mut tx = self
+            .pool()
+            .begin()
+            .await
+            .context("failed to insert grant request")?;
+        if self.kind == super::DatabaseKind::Postgres {
+            sqlx::query("SELECT 1 FROM (SELECT pg_advisory_xact_lock(hashtext($1))) AS locked")
+                .bind(format!("grant_requests:{}", r.tenant_id))
+                .execute(&mut *tx)
+                .await
+                .context("failed to lock a tenant's grant requests")?;
+        }
+        let done = sqlx::query(&format!(
+            "INSERT INTO grant_requests ({REQ_COLUMNS}) \
+             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11 \
+             WHERE (SELECT COUNT(*) FROM grant_requests WHERE tenant_id = $2 AND state = 'pending') < $12 \
+             AND (SELECT COUNT(*) FROM grant_requests WHERE tenant_id = $2 AND api_key_id = $3 \
+             AND state = 'pending') < $13"
+        ))
+        .bind(r.id.clone())
+        .bind(r.tenant_id.clone())
+        .bind(r.api_key_id.clone())
+        .bind(r.domains.clone())
+        .bind(r.reason.clone())
+        .bind(r.state.as_str())
+        .bind(r.created_at)
+        .bind(r.decided_at)
+        .bind(r.decided_by.clone())
+        .bind(i64::from(r.cdp))
+        .bind(i64::from(r.totp))
+        .bind(per_tenant)
+        .bind(per_key)
+        .execute(&mut *tx)
+        .await
+        .context("failed to insert grant request")?;
+        tx.commit()
+            .await
+            .context("failed to insert grant request")?;
+        let inserted = done.rows_affected() == 1;
+        if inserted {
+            self.changes.publish(crate::events::Topic::Grants);
+        }
+        Ok(inserted)
+    }
+
     /// One request.
     pub async fn grant_request_get(
         &self,

@@ -145,24 +145,10 @@ impl Runner {
         };
         let space = ImageSpace::new(s.width, s.height, 1.0, self.tasks.0.settings.coordinates)
             .map_err(|e| StepError::internal(e.into()))?;
-        // The recorder names the file by its number (`000003.jpg`).
-        let id = s.persisted_path.as_deref().and_then(|p| {
-            let seq: u64 = std::path::Path::new(p)
-                .file_stem()?
-                .to_str()?
-                .parse()
-                .ok()?;
-            let id = crate::recording::ScreenshotId::new(
-                self.live.tenant.clone(),
-                self.live.id.clone(),
-                seq,
-            );
-            Some(id.to_string())
-        });
         Ok(Shot {
             jpeg: s.bytes,
             space,
-            id,
+            id: s.screenshot_id,
         })
     }
 }

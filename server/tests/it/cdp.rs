@@ -917,6 +917,63 @@ async fn the_risk_gate_holds_a_cdp_press_and_keys_and_control_refuses_cdp_input(
         "hunter2",
         "the paste did not type into a plain field"
     );
+    // Nor dropped: a drop of text goes into a plain field where it lands,
+    // and is refused at the password field (as typing there is).
+    let drop = |(x, y): (f64, f64), kind: &str| {
+        json!({ "type": kind, "x": x, "y": y, "data": { "items": [
+            { "mimeType": "text/plain", "data": "hunter2" }
+        ], "dragOperationsMask": 1 } })
+    };
+    cdp.eval(&tab, "document.querySelector('#other').value = ''")
+        .await;
+    let at = centre(&mut cdp, &tab, "#other").await;
+    for kind in ["dragEnter", "dragOver", "drop"] {
+        cdp.ok("Input.dispatchDragEvent", drop(at, kind), Some(&tab))
+            .await;
+    }
+    assert_eq!(
+        cdp.eval(&tab, "document.querySelector('#other').value")
+            .await,
+        "hunter2",
+        "the drop did not type into a plain field"
+    );
+    let at = centre(&mut cdp, &tab, "#pw").await;
+    for kind in ["dragEnter", "dragOver"] {
+        cdp.ok("Input.dispatchDragEvent", drop(at, kind), Some(&tab))
+            .await;
+    }
+    let message = cdp
+        .err("Input.dispatchDragEvent", drop(at, "drop"), Some(&tab))
+        .await;
+    assert!(message.contains("denied_by_policy"), "drop: {message}");
+    assert_eq!(
+        cdp.eval(&tab, "document.querySelector('#pw').value").await,
+        "",
+        "the drop typed into the password field"
+    );
+    cdp.ok(
+        "Input.dispatchDragEvent",
+        drop(at, "dragCancel"),
+        Some(&tab),
+    )
+    .await;
+    // A drop of text on "Delete account" is judged as a press there too:
+    // it waits, and denied, it is never sent.
+    let at = centre(&mut cdp, &tab, "#delete").await;
+    let id = cdp.next;
+    cdp.next += 1;
+    cdp.send_raw(
+        json!({ "id": id, "sessionId": tab, "method": "Input.dispatchDragEvent",
+                "params": drop(at, "drop") })
+        .to_string(),
+    )
+    .await;
+    let approval = deny_pending(&mut cdp, &app, &cookie, &sid, id).await;
+    assert!(
+        approval["reasons"].to_string().contains("Delete account"),
+        "{approval}"
+    );
+    assert_eq!(title(&mut cdp, &tab).await, "next", "never pressed");
 
     // Enter under other names (a `char` of a carriage return, a key named
     // otherwise whose text is one) on the focused "Delete account" waits

@@ -790,7 +790,81 @@ async fn another_tenants_flood_of_grant_requests_hides_nothing_and_is_capped(bac
     app.stop().await;
 }
 
+/// Requests racing at a key's cap cannot pass it together: with 19
+/// waiting, twelve asked at once store one more and are refused past it
+/// (429), and every ask audited but not stored is audited as refused.
+async fn grant_requests_racing_at_the_cap_cannot_pass_it_together(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let key = app.agent("acme").await;
+    let ask = |agent: crate::helpers::AgentClient| async move {
+        agent
+            .post(
+                "/api/grants/requests",
+                json!({ "domains": ["a.test"], "reason": "race" }),
+            )
+            .await
+    };
+    for i in 0..19 {
+        let (status, v) = ask(key.clone()).await;
+        assert_eq!(status, StatusCode::CREATED, "request {i}: {v}");
+    }
+    let answers = futures::future::join_all((0..12).map(|_| tokio::spawn(ask(key.clone())))).await;
+    let mut created = 0;
+    for answer in answers {
+        let (status, v) = answer.unwrap();
+        match status {
+            StatusCode::CREATED => created += 1,
+            _ => crate::helpers::assert_error(
+                &(status, v),
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_requests",
+            ),
+        }
+    }
+    assert_eq!(created, 1, "racing requests passed the cap together");
+    let store = &app.state.store;
+    let stored: std::collections::HashSet<String> = store
+        .grant_request_list(
+            Some(&["acme".to_owned()]),
+            cordon::store::grants::RequestsWhich::Pending,
+            1000,
+        )
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(stored.len(), 20, "{stored:?}");
+    let rows: Vec<_> = store
+        .audit_recent(None, 1000)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.action == "grant.request")
+        .collect();
+    let request_of = |e: &cordon::audit::Event| -> String {
+        let p: serde_json::Value = serde_json::from_str(&e.params).unwrap();
+        p["request"].as_str().unwrap_or_default().to_owned()
+    };
+    let refused: std::collections::HashSet<String> = rows
+        .iter()
+        .filter(|e| e.outcome == "refused: too_many_requests")
+        .map(request_of)
+        .collect();
+    for e in rows.iter().filter(|e| e.outcome == "requested") {
+        let id = request_of(e);
+        assert!(
+            stored.contains(&id) != refused.contains(&id),
+            "{id} is stored: {}, audited as refused: {}",
+            stored.contains(&id),
+            refused.contains(&id)
+        );
+    }
+    app.stop().await;
+}
+
 both_backends!(
+    grant_requests_racing_at_the_cap_cannot_pass_it_together,
     another_tenants_flood_of_grant_requests_hides_nothing_and_is_capped,
     a_live_view_ends_when_its_tenant_leaves_the_operators_scope,
     a_scoped_operator_sees_only_their_tenant_on_every_list_and_others_see_both,

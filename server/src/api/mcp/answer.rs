@@ -38,6 +38,7 @@ pub fn output(out: ToolOutput) -> CallToolResult {
                 "height": shot.height,
                 "captured_at": shot.captured_at,
                 "persisted_path": shot.persisted_path,
+                "screenshot_id": shot.screenshot_id,
             });
             let mut result = CallToolResult::success(vec![
                 ContentBlock::image(data, mime),

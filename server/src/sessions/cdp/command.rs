@@ -248,6 +248,13 @@ impl SessionManager {
                 modifiers: 0,
             })),
             Act::Key(key) => Some(Tool::Press { key: key.clone() }),
+            // Typing where it lands (a dropped newline submits nothing);
+            // judged as a press there too, below.
+            Act::Drop { x, y, text } => Some(Tool::Type {
+                text: text.replace(['\r', '\n'], " "),
+                target: Some(crate::sessions::tool::ElementTarget::Point(*x, *y)),
+                submit: false,
+            }),
             Act::Text(t) => Some(Tool::Type {
                 text: t.clone(),
                 target: None,
@@ -326,6 +333,24 @@ impl SessionManager {
                     .await
                     .map(|()| false),
             };
+            // A drop of text is a press where it lands as well.
+            let gated = match (gated, &act) {
+                (Ok(sent), Act::Drop { x, y, .. }) => {
+                    let press = Tool::Input(LiveInput::Mouse {
+                        kind: crate::cdp::MouseKind::Down,
+                        x: *x,
+                        y: *y,
+                        button: crate::cdp::Button::Left,
+                        buttons: 1,
+                        click_count: 1,
+                        modifiers: 0,
+                    });
+                    self.gate_in_tab(&session, &conn.actor, &press, &event, tab.as_ref())
+                        .await
+                        .map(|()| sent)
+                }
+                (gated, _) => gated,
+            };
             match gated {
                 Ok(sent) => sent_here = sent,
                 Err(e) => {
@@ -394,6 +419,7 @@ fn audit_params(method: &str, act: &Act) -> Value {
         }
         Act::Key(key) => json!({ "key": key }),
         Act::Text(t) => json!({ "text_len": t.chars().count() }),
+        Act::Drop { x, y, text } => json!({ "x": x, "y": y, "text_len": text.chars().count() }),
         Act::Navigate(url) => json!({ "host": host(url) }),
         Act::OpenTab(url) => json!({ "host": url.as_deref().and_then(host) }),
         Act::Script(src) => json!({ "script_sha256": sha256(src), "script_len": src.len() }),

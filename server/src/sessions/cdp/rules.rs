@@ -79,6 +79,18 @@ pub enum Act {
         /// `touchStart`: judged as a finger going down whatever is down.
         start: bool,
     },
+    /// A drop that carries text (`Input.dispatchDragEvent`'s `drop` with
+    /// items): the text goes into what it lands on, as typing does.
+    /// Judged as typing there (a password field refuses it) and as a
+    /// press there.
+    Drop {
+        /// CSS pixels.
+        x: f64,
+        /// CSS pixels.
+        y: f64,
+        /// The items' text (audited as its length only).
+        text: String,
+    },
     /// A key that activates the focused element (Enter, Space).
     Key(String),
     /// Text typed at the focus (audited as its length only).
@@ -552,6 +564,27 @@ fn access_key(params: &Value) -> bool {
 fn input(name: &str, params: &Value) -> Act {
     let kind = str_of(params, "type").unwrap_or("");
     match (name, kind) {
+        ("dispatchDragEvent", "drop")
+            if params
+                .pointer("/data/items")
+                .and_then(Value::as_array)
+                .is_some_and(|i| !i.is_empty()) =>
+        {
+            let items = params
+                .pointer("/data/items")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            Act::Drop {
+                x: num_of(params, "x"),
+                y: num_of(params, "y"),
+                text: items
+                    .iter()
+                    .filter_map(|i| str_of(i, "data"))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            }
+        }
         ("dispatchMouseEvent" | "emulateTouchFromMouseEvent", "mousePressed")
         | ("dispatchDragEvent", "drop") => Act::Press {
             x: num_of(params, "x"),
@@ -921,6 +954,31 @@ mod tests {
                 json!({"type": "drop", "x": 5, "y": 6, "data": {"items": [], "dragOperationsMask": 1}})
             ),
             Act::Press { x: 5.0, y: 6.0 }
+        );
+        // A drop that carries text types it where it lands.
+        assert_eq!(
+            act(
+                "Input.dispatchDragEvent",
+                json!({"type": "drop", "x": 5, "y": 6, "data": {"items": [
+                    {"mimeType": "text/plain", "data": "hunter2"},
+                    {"mimeType": "text/html", "data": "<b>hunter2</b>"}
+                ], "dragOperationsMask": 1}})
+            ),
+            Act::Drop {
+                x: 5.0,
+                y: 6.0,
+                text: "hunter2 <b>hunter2</b>".into()
+            }
+        );
+        // Entering and moving over acts on nothing.
+        assert_eq!(
+            act(
+                "Input.dispatchDragEvent",
+                json!({"type": "dragOver", "x": 5, "y": 6, "data": {"items": [
+                    {"mimeType": "text/plain", "data": "hunter2"}
+                ], "dragOperationsMask": 1}})
+            ),
+            Act::Motion
         );
         assert_eq!(
             act("Input.synthesizeTapGesture", json!({"x": 7, "y": 8})),

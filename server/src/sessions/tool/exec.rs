@@ -389,6 +389,7 @@ pub(super) async fn run(
                     height,
                     captured_at: crate::time::rfc3339_ms(crate::time::now_ms()),
                     persisted_path: None,
+                    screenshot_id: None,
                 })
             }
             Tool::Click(_) => {

@@ -232,8 +232,14 @@ pub struct Screenshot {
     pub height: u32,
     /// RFC 3339.
     pub captured_at: String,
-    /// Where the recorder kept it (absent when recording is off).
+    /// Where the recorder kept it, relative to Cordon's data (or shared)
+    /// folder: `sessions/<tenant>/<session>/<seq>.<ext>` (absent when
+    /// recording is off). Never the host's own path.
     pub persisted_path: Option<String>,
+    /// The kept screenshot's id in the archive (`<tenant>:<session>:<seq>`):
+    /// an operator opens it at `/ui/screenshots/<id>`. Absent when
+    /// recording is off.
+    pub screenshot_id: Option<String>,
 }
 
 fn base64_bytes<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {

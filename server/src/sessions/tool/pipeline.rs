@@ -205,8 +205,24 @@ impl SessionManager {
                         &shot.bytes,
                     )
                     .await;
-                shot.persisted_path = match saved {
-                    Ok(path) => path.map(|p| p.display().to_string()),
+                let kept = match saved {
+                    // Named relative to the data folder, and by its archive
+                    // id: the host's own paths are not the agent's business.
+                    Ok(path) => path.map(|p| {
+                        let file = p
+                            .file_name()
+                            .map(|f| f.to_string_lossy().into_owned())
+                            .unwrap_or_default();
+                        let id = crate::recording::ScreenshotId::new(
+                            session.tenant.clone(),
+                            session.id.clone(),
+                            seq,
+                        );
+                        (
+                            format!("sessions/{}/{}/{file}", session.tenant, session.id),
+                            id.to_string(),
+                        )
+                    }),
                     Err(RecordError::QuotaFull { used_mb, quota_mb }) => {
                         self.0
                             .store
@@ -227,6 +243,7 @@ impl SessionManager {
                     }
                     Err(RecordError::Io(e)) => return Err(ToolError::Internal(e)),
                 };
+                (shot.persisted_path, shot.screenshot_id) = kept.unzip();
                 ToolOutput::Screenshot(shot)
             }
             // Typed: the row says how many digits, never which.

@@ -29,12 +29,27 @@ async fn a_session_opens_navigates_screenshots_and_closes(backend: Backend) {
         (shot["width"].as_u64(), shot["height"].as_u64()),
         (Some(1280), Some(720))
     );
-    let path = shot["persisted_path"]
+    // Kept, and named without the host's own paths: relative to the data
+    // folder, and by its id in the archive.
+    let kept = shot["persisted_path"]
         .as_str()
         .expect("transient recording keeps it")
         .to_owned();
-    assert!(std::path::Path::new(&path).is_file());
-    assert!(path.contains(&format!("/sessions/acme/{sid}/")), "{path}");
+    let file = kept
+        .strip_prefix(&format!("sessions/acme/{sid}/"))
+        .unwrap_or_else(|| panic!("{shot}"));
+    let seq: u64 = file
+        .strip_suffix(".png")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{shot}"));
+    assert_eq!(shot["screenshot_id"], format!("acme:{sid}:{seq}"), "{shot}");
+    let path = app
+        .state
+        .sessions
+        .recorder()
+        .session_dir("acme", &sid)
+        .join(file);
+    assert!(path.is_file(), "{}", path.display());
 
     let (status, info) = agent.get(&format!("/api/sessions/{sid}")).await;
     assert_eq!(
@@ -46,10 +61,7 @@ async fn a_session_opens_navigates_screenshots_and_closes(backend: Backend) {
     assert_eq!(status, StatusCode::OK, "{closed}");
     assert_eq!(closed["state"], "closed");
     assert_eq!(closed["close_reason"], "client");
-    assert!(
-        !std::path::Path::new(&path).exists(),
-        "transient screenshots are removed at close"
-    );
+    assert!(!path.exists(), "transient screenshots are removed at close");
 
     // Audit before action: each call left a `requested` row, in order.
     let actions: Vec<String> = audit_actions(&app, &sid)
@@ -223,13 +235,20 @@ async fn element_tools_fill_and_submit_a_form_without_leaking_the_typed_text() {
             json!({ "format": "jpeg", "quality": 50 }),
         )
         .await;
-    let path = shot["persisted_path"].as_str().unwrap().to_owned();
-    assert!(path.ends_with(".jpg"));
-    agent.close(&sid).await;
+    let kept = shot["persisted_path"].as_str().unwrap().to_owned();
     assert!(
-        std::path::Path::new(&path).is_file(),
-        "audit screenshots outlive the session"
+        kept.starts_with(&format!("sessions/acme/{sid}/")) && kept.ends_with(".jpg"),
+        "{kept}"
     );
+    let file = std::path::Path::new(&kept).file_name().unwrap().to_owned();
+    let path = app
+        .state
+        .sessions
+        .recorder()
+        .session_dir("acme", &sid)
+        .join(file);
+    agent.close(&sid).await;
+    assert!(path.is_file(), "audit screenshots outlive the session");
     app.stop().await;
 }
 

@@ -957,6 +957,31 @@ async fn the_risk_gate_holds_a_cdp_press_and_keys_and_control_refuses_cdp_input(
         Some(&tab),
     )
     .await;
+    // Nor by a middle click (the paste of the selection on Linux
+    // desktops): headless Chromium has no selection clipboard, so the
+    // click is judged as a click and nothing reaches the field. Should a
+    // Chromium paste there, this fails and the gate must judge it as
+    // typing.
+    cdp.eval(
+        &tab,
+        "window.aux = 0; document.querySelector('#pw').addEventListener('auxclick', () => window.aux++); document.querySelector('#plain').select()",
+    )
+    .await;
+    let at = centre(&mut cdp, &tab, "#pw").await;
+    for kind in ["mousePressed", "mouseReleased"] {
+        cdp.ok(
+            "Input.dispatchMouseEvent",
+            json!({ "type": kind, "x": at.0, "y": at.1, "button": "middle", "clickCount": 1 }),
+            Some(&tab),
+        )
+        .await;
+    }
+    assert_eq!(
+        cdp.eval(&tab, "document.querySelector('#pw').value").await,
+        "",
+        "a middle click pasted into the password field"
+    );
+    assert_eq!(cdp.eval(&tab, "window.aux").await, 1, "the middle click");
     // A drop of text on "Delete account" is judged as a press there too:
     // it waits, and denied, it is never sent.
     let at = centre(&mut cdp, &tab, "#delete").await;

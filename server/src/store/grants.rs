@@ -77,13 +77,13 @@ pub enum RequestsWhich {
     All,
 }
 
-impl Store {
-    /// Inserts a pending request.
-    pub async fn grant_request_insert(&self, r: &GrantRequestRow) -> anyhow::Result<()> {
-        sqlx::query(&format!(
-            "INSERT INTO grant_requests ({REQ_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
-        ))
-        .bind(r.id.clone())
+/// `q` with a request's columns bound as `$1` to `$11`, in
+/// [`REQ_COLUMNS`]' order.
+fn bind_request<'q>(
+    q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+    r: &GrantRequestRow,
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+    q.bind(r.id.clone())
         .bind(r.tenant_id.clone())
         .bind(r.api_key_id.clone())
         .bind(r.domains.clone())
@@ -94,9 +94,20 @@ impl Store {
         .bind(r.decided_by.clone())
         .bind(i64::from(r.cdp))
         .bind(i64::from(r.totp))
-        .execute(self.pool())
-        .await
-        .context("failed to insert grant request")?;
+}
+
+impl Store {
+    /// Inserts a pending request.
+    pub async fn grant_request_insert(&self, r: &GrantRequestRow) -> anyhow::Result<()> {
+        static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+            format!(
+                "INSERT INTO grant_requests ({REQ_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+            )
+        });
+        bind_request(sqlx::query(SQL.as_str()), r)
+            .execute(self.pool())
+            .await
+            .context("failed to insert grant request")?;
         self.changes.publish(crate::events::Topic::Grants);
         Ok(())
     }
@@ -126,29 +137,21 @@ impl Store {
                 .await
                 .context("failed to lock a tenant's grant requests")?;
         }
-        let done = sqlx::query(&format!(
-            "INSERT INTO grant_requests ({REQ_COLUMNS}) \
-             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11 \
-             WHERE (SELECT COUNT(*) FROM grant_requests WHERE tenant_id = $2 AND state = 'pending') < $12 \
-             AND (SELECT COUNT(*) FROM grant_requests WHERE tenant_id = $2 AND api_key_id = $3 \
-             AND state = 'pending') < $13"
-        ))
-        .bind(r.id.clone())
-        .bind(r.tenant_id.clone())
-        .bind(r.api_key_id.clone())
-        .bind(r.domains.clone())
-        .bind(r.reason.clone())
-        .bind(r.state.as_str())
-        .bind(r.created_at)
-        .bind(r.decided_at)
-        .bind(r.decided_by.clone())
-        .bind(i64::from(r.cdp))
-        .bind(i64::from(r.totp))
-        .bind(per_tenant)
-        .bind(per_key)
-        .execute(&mut *tx)
-        .await
-        .context("failed to insert grant request")?;
+        static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+            format!(
+                "INSERT INTO grant_requests ({REQ_COLUMNS}) \
+                 SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11 \
+                 WHERE (SELECT COUNT(*) FROM grant_requests WHERE tenant_id = $2 AND state = 'pending') < $12 \
+                 AND (SELECT COUNT(*) FROM grant_requests WHERE tenant_id = $2 AND api_key_id = $3 \
+                 AND state = 'pending') < $13"
+            )
+        });
+        let done = bind_request(sqlx::query(SQL.as_str()), r)
+            .bind(per_tenant)
+            .bind(per_key)
+            .execute(&mut *tx)
+            .await
+            .context("failed to insert grant request")?;
         tx.commit()
             .await
             .context("failed to insert grant request")?;

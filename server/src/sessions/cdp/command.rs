@@ -218,15 +218,7 @@ impl SessionManager {
             Act::Press { x, y } if there => Some(Tool::Click(
                 crate::sessions::tool::ElementTarget::Point(*x, *y),
             )),
-            Act::Press { x, y } => Some(Tool::Input(LiveInput::Mouse {
-                kind: crate::cdp::MouseKind::Down,
-                x: *x,
-                y: *y,
-                button: crate::cdp::Button::Left,
-                buttons: 1,
-                click_count: 1,
-                modifiers: 0,
-            })),
+            Act::Press { x, y } => Some(press_at(*x, *y)),
             // A finger lifting away from where it went down: judged where
             // it is, without a mouse moved there.
             Act::Release { x, y } if method == "Input.dispatchTouchEvent" => Some(Tool::Click(
@@ -335,20 +327,16 @@ impl SessionManager {
             };
             // A drop of text is a press where it lands as well.
             let gated = match (gated, &act) {
-                (Ok(sent), Act::Drop { x, y, .. }) => {
-                    let press = Tool::Input(LiveInput::Mouse {
-                        kind: crate::cdp::MouseKind::Down,
-                        x: *x,
-                        y: *y,
-                        button: crate::cdp::Button::Left,
-                        buttons: 1,
-                        click_count: 1,
-                        modifiers: 0,
-                    });
-                    self.gate_in_tab(&session, &conn.actor, &press, &event, tab.as_ref())
-                        .await
-                        .map(|()| sent)
-                }
+                (Ok(sent), Act::Drop { x, y, .. }) => self
+                    .gate_in_tab(
+                        &session,
+                        &conn.actor,
+                        &press_at(*x, *y),
+                        &event,
+                        tab.as_ref(),
+                    )
+                    .await
+                    .map(|()| sent),
                 (gated, _) => gated,
             };
             match gated {
@@ -403,6 +391,20 @@ impl SessionManager {
             tracing::error!(error = %format!("{e:#}"), "failed to audit a CDP command");
         }
     }
+}
+
+/// A left button going down at a point, as the gate judges it (the
+/// pointer moved there first).
+fn press_at(x: f64, y: f64) -> Tool {
+    Tool::Input(LiveInput::Mouse {
+        kind: crate::cdp::MouseKind::Down,
+        x,
+        y,
+        button: crate::cdp::Button::Left,
+        buttons: 1,
+        click_count: 1,
+        modifiers: 0,
+    })
 }
 
 /// The audit row's parameters of an act: never typed text, a script or a

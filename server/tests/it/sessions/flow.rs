@@ -9,6 +9,32 @@ use crate::site::{self};
 
 both_backends!(a_session_opens_navigates_screenshots_and_closes);
 
+/// The file a `screenshot` answer says was kept, named without the host's
+/// own paths (relative to the data folder, and by its id in the archive).
+fn kept_file(
+    app: &crate::helpers::TestApp,
+    sid: &str,
+    shot: &Value,
+    ext: &str,
+) -> std::path::PathBuf {
+    let kept = shot["persisted_path"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not kept: {shot}"));
+    let file = kept
+        .strip_prefix(&format!("sessions/acme/{sid}/"))
+        .unwrap_or_else(|| panic!("{shot}"));
+    let seq: u64 = file
+        .strip_suffix(&format!(".{ext}"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{shot}"));
+    assert_eq!(shot["screenshot_id"], format!("acme:{sid}:{seq}"), "{shot}");
+    app.state
+        .sessions
+        .recorder()
+        .session_dir("acme", sid)
+        .join(file)
+}
+
 async fn a_session_opens_navigates_screenshots_and_closes(backend: Backend) {
     let site = site::start().await;
     let app = session_app(backend, &site.allow(), &[]).await;
@@ -29,26 +55,7 @@ async fn a_session_opens_navigates_screenshots_and_closes(backend: Backend) {
         (shot["width"].as_u64(), shot["height"].as_u64()),
         (Some(1280), Some(720))
     );
-    // Kept, and named without the host's own paths: relative to the data
-    // folder, and by its id in the archive.
-    let kept = shot["persisted_path"]
-        .as_str()
-        .expect("transient recording keeps it")
-        .to_owned();
-    let file = kept
-        .strip_prefix(&format!("sessions/acme/{sid}/"))
-        .unwrap_or_else(|| panic!("{shot}"));
-    let seq: u64 = file
-        .strip_suffix(".png")
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("{shot}"));
-    assert_eq!(shot["screenshot_id"], format!("acme:{sid}:{seq}"), "{shot}");
-    let path = app
-        .state
-        .sessions
-        .recorder()
-        .session_dir("acme", &sid)
-        .join(file);
+    let path = kept_file(&app, &sid, &shot, "png");
     assert!(path.is_file(), "{}", path.display());
 
     let (status, info) = agent.get(&format!("/api/sessions/{sid}")).await;
@@ -235,18 +242,7 @@ async fn element_tools_fill_and_submit_a_form_without_leaking_the_typed_text() {
             json!({ "format": "jpeg", "quality": 50 }),
         )
         .await;
-    let kept = shot["persisted_path"].as_str().unwrap().to_owned();
-    assert!(
-        kept.starts_with(&format!("sessions/acme/{sid}/")) && kept.ends_with(".jpg"),
-        "{kept}"
-    );
-    let file = std::path::Path::new(&kept).file_name().unwrap().to_owned();
-    let path = app
-        .state
-        .sessions
-        .recorder()
-        .session_dir("acme", &sid)
-        .join(file);
+    let path = kept_file(&app, &sid, &shot, "jpg");
     agent.close(&sid).await;
     assert!(path.is_file(), "audit screenshots outlive the session");
     app.stop().await;

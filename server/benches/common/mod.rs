@@ -260,7 +260,8 @@ pub async fn raw_chromium_flags(
 }
 
 /// [`raw_chromium`] connected as Cordon connects to a session's browser:
-/// every tab's dialogs followed, a new tab held until it is set up.
+/// every tab's dialogs followed, a new tab held until it is set up, through
+/// a meter in front (`cdp::meter::front`).
 pub async fn raw_chromium_followed(
     profile: &std::path::Path,
 ) -> (BrowserConn, std::process::Child) {
@@ -269,7 +270,12 @@ pub async fn raw_chromium_followed(
         .map(|s| s.to_string())
         .collect();
     let (ws, child) = raw_chromium_ws(profile, 1280, 720, flags).await;
-    (BrowserConn::connect(&ws).await.unwrap(), child)
+    (
+        BrowserConn::connect(&ws, cordon::cdp::meter::Reach::Tcp)
+            .await
+            .unwrap(),
+        child,
+    )
 }
 
 /// A raw Chromium started as [`raw_chromium_flags`] starts it: its

@@ -9,6 +9,7 @@ mod error;
 mod facts;
 mod frames;
 mod input;
+pub mod meter;
 mod navguard;
 mod raw;
 pub mod snapshot;
@@ -65,6 +66,9 @@ pub struct BrowserConn {
     dialogs: Dialogs,
     /// Whether `dialogs` follows the browser ([`connect`](Self::connect)).
     follow: bool,
+    /// The [`meter::front`] chromiumoxide's connection crosses, if it has
+    /// one of its own.
+    front: Option<tokio::task::JoinHandle<()>>,
     download_feed: downloads::DownloadFeed,
     watcher: tokio::task::JoinHandle<()>,
     /// Tabs already told to let their workers start ([`release_new_targets`]),
@@ -79,19 +83,35 @@ type Released = Arc<std::sync::Mutex<std::collections::HashSet<String>>>;
 
 impl BrowserConn {
     /// Connects to a browser-level CDP WebSocket URL, every tab's dialogs
-    /// followed ([`Dialogs::follow`]).
-    pub async fn connect(ws_url: &str) -> anyhow::Result<Self> {
-        Self::connect_with(ws_url, true).await
+    /// followed ([`Dialogs::follow`]), through a [`meter::front`] that
+    /// reaches the browser as `reach` says: no message over
+    /// [`MAX_BROWSER_MESSAGE`], and none of the events Cordon never
+    /// listens to, reaches chromiumoxide.
+    pub async fn connect(ws_url: &str, reach: meter::Reach) -> anyhow::Result<Self> {
+        Self::connect_with(ws_url, true, Some(reach)).await
     }
 
     /// [`connect`](Self::connect) without the dialog follower: chromiumoxide
     /// alone, as any CDP client connects (the benches' raw baseline). No
     /// dialog is known: a call on a tab a dialog stops waits out its bound.
     pub async fn connect_unfollowed(ws_url: &str) -> anyhow::Result<Self> {
-        Self::connect_with(ws_url, false).await
+        Self::connect_with(ws_url, false, None).await
     }
 
-    async fn connect_with(ws_url: &str, follow: bool) -> anyhow::Result<Self> {
+    async fn connect_with(
+        ws_url: &str,
+        follow: bool,
+        reach: Option<meter::Reach>,
+    ) -> anyhow::Result<Self> {
+        let (client_url, front) = match reach {
+            Some(reach) => {
+                let (url, task) = meter::front(ws_url, reach)
+                    .await
+                    .context("cannot meter the browser's CDP endpoint")?;
+                (url, Some(task))
+            }
+            None => (ws_url.to_owned(), None),
+        };
         let config = HandlerConfig {
             // Certificate errors stay errors: an agent's browser must not be
             // silently man-in-the-middled.
@@ -100,9 +120,18 @@ impl BrowserConn {
             viewport: None,
             ..HandlerConfig::default()
         };
-        let (browser, mut handler) = Browser::connect_with_config(ws_url, config)
-            .await
-            .context("cannot connect to the browser's CDP endpoint")?;
+        let connected = Browser::connect_with_config(client_url, config).await;
+        let (browser, mut handler) = match connected {
+            Ok(c) => c,
+            Err(e) => {
+                if let Some(f) = &front {
+                    f.abort();
+                }
+                return Err(
+                    anyhow::Error::new(e).context("cannot connect to the browser's CDP endpoint")
+                );
+            }
+        };
         let browser = Arc::new(browser);
         let closed = Arc::new(AtomicBool::new(false));
         let flag = closed.clone();
@@ -153,6 +182,9 @@ impl BrowserConn {
             Ok(l) => l,
             Err(e) => {
                 handler.abort();
+                if let Some(f) = &front {
+                    f.abort();
+                }
                 return Err(e);
             }
         };
@@ -198,6 +230,7 @@ impl BrowserConn {
             downloads,
             dialogs,
             follow,
+            front,
             download_feed,
             watcher,
             released,
@@ -211,6 +244,7 @@ impl BrowserConn {
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)
             || self.handler.is_finished()
+            || self.front.as_ref().is_some_and(|f| f.is_finished())
             || (self.follow && !self.dialogs.following())
     }
 
@@ -368,5 +402,8 @@ impl Drop for BrowserConn {
     fn drop(&mut self) {
         self.handler.abort();
         self.watcher.abort();
+        if let Some(f) = &self.front {
+            f.abort();
+        }
     }
 }

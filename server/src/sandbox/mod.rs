@@ -122,6 +122,20 @@ impl Sandbox {
         self.shared("downloads", INSIDE_DOWNLOADS)
     }
 
+    /// How Cordon's own CDP connection reaches the browser: a `bwrap`
+    /// sandbox's DevTools socket is handed over its `cdp.sock` (so the
+    /// connection crosses one join in this process, not two).
+    pub fn cdp_reach(&self) -> crate::cdp::meter::Reach {
+        match self.driver {
+            DriverKind::Bwrap => {
+                crate::cdp::meter::Reach::Handed(self.runtime_dir.join("cdp.sock"))
+            }
+            DriverKind::Process | DriverKind::Exec | DriverKind::Kube => {
+                crate::cdp::meter::Reach::Tcp
+            }
+        }
+    }
+
     fn shared(&self, name: &str, bwrap_inside: &str) -> SharedDir {
         let host = self.runtime_dir.join(name);
         let inside = match self.driver {

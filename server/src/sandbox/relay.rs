@@ -28,7 +28,6 @@ use std::process::{ExitCode, Stdio};
 use std::time::Duration;
 
 use anyhow::Context;
-use tokio::io::copy_bidirectional;
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::task::JoinSet;
 
@@ -164,13 +163,14 @@ pub async fn hand_over_connected(listener: UnixListener, to: SocketAddr) {
 /// only ([`crate::loopback::opened_by_this_process`]: another local process
 /// that found the port could otherwise drive the browser and read its
 /// cookies) and joins each to the socket the relay hands over a new
-/// connection to the unix socket `to`. Runs until aborted; aborting it also
+/// connection to the unix socket `to`, the browser's side through a
+/// [`crate::cdp::meter::join`] (no message over the bound passes). Runs until aborted; aborting it also
 /// ends every connection it carries.
 pub async fn tcp_to_handed(listener: TcpListener, to: PathBuf) {
     let local = listener.local_addr().ok();
     each_connection(
         || listener.accept(),
-        move |(mut inbound, peer): (TcpStream, SocketAddr)| {
+        move |(inbound, peer): (TcpStream, SocketAddr)| {
             let to = to.clone();
             async move {
                 if !local.is_some_and(|l| crate::loopback::opened_by_this_process(l, peer)) {
@@ -185,9 +185,11 @@ pub async fn tcp_to_handed(listener: TcpListener, to: PathBuf) {
                     return;
                 };
                 match handover::receive(&unix, handover::RECEIVE_TIMEOUT).await {
-                    Ok(mut out) => {
+                    Ok(out) => {
                         drop(unix);
-                        let _ = copy_bidirectional(&mut inbound, &mut out).await;
+                        // The browser's messages bounded on the way.
+                        let meter = crate::cdp::meter::Meter::new(crate::cdp::MAX_BROWSER_MESSAGE);
+                        crate::cdp::meter::join(inbound, out, meter).await;
                     }
                     Err(e) => tracing::debug!(error = %e, "relay: no socket handed over"),
                 }
@@ -312,6 +314,56 @@ mod tests {
             .expect("the connection ends with the host's side")
             .unwrap_or(0);
         assert_eq!(n, 0);
+    }
+
+    /// A compromised browser's DevTools socket that answers the handshake
+    /// and then sends a frame claiming 16 GiB: the host's join ends both
+    /// connections at the frame's header (the raw CDP clients behind it
+    /// have their own bound too; chromiumoxide's has this one).
+    #[tokio::test]
+    async fn the_cdp_path_ends_a_connection_at_a_message_over_the_bound() {
+        let browser = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let browser_addr = browser.local_addr().unwrap();
+        let sent = tokio::spawn(async move {
+            let (mut s, _) = browser.accept().await.unwrap();
+            let mut req = [0u8; 1024];
+            let _ = s.read(&mut req).await;
+            s.write_all(b"HTTP/1.1 101 Switching Protocols\r\n\r\n")
+                .await
+                .unwrap();
+            s.write_all(&[0x81, 127, 0, 0, 0, 4, 0, 0, 0, 0])
+                .await
+                .unwrap();
+            let chunk = vec![b'z'; 1 << 20];
+            let mut sent = 0u64;
+            while sent < 1 << 34 && s.write_all(&chunk).await.is_ok() {
+                sent += chunk.len() as u64;
+            }
+            sent
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("cdp.sock");
+        let _inner = tokio::spawn(hand_over_connected(
+            UnixListener::bind(&sock).unwrap(),
+            browser_addr,
+        ));
+        let front = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let front_addr = front.local_addr().unwrap();
+        let _outer = tokio::spawn(tcp_to_handed(front, sock));
+        let mut c = TcpStream::connect(front_addr).await.unwrap();
+        c.write_all(b"GET /devtools/browser/x HTTP/1.1\r\n\r\n")
+            .await
+            .unwrap();
+        let mut got = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(60), c.read_to_end(&mut got))
+            .await
+            .expect("the client's connection was not ended");
+        assert!(got.len() < 64, "the client got {} bytes", got.len());
+        let sent = tokio::time::timeout(Duration::from_secs(60), sent)
+            .await
+            .expect("the browser's connection was not ended")
+            .unwrap();
+        assert!(sent < 1 << 33, "the browser sent {sent} bytes");
     }
 
     #[tokio::test]

@@ -187,7 +187,7 @@ async fn start_inner(inner: &Inner, sandbox_id: SandboxId, state: &str) -> anyho
     let viewport = Viewport::default();
     let connected = async {
         inner.store.sandbox_insert(&row, &sandbox.cdp_url).await?;
-        let conn = BrowserConn::connect(&sandbox.cdp_url).await?;
+        let conn = BrowserConn::connect(&sandbox.cdp_url, sandbox.cdp_reach()).await?;
         // Downloads are refused unless a later policy allows them.
         let (denied, page) = tokio::join!(conn.deny_downloads(), conn.first_page());
         denied?;

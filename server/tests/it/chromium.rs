@@ -175,3 +175,75 @@ async fn a_new_tab_is_released_once_as_it_attaches_and_forgotten_once_closed() {
         "the first tab is still open"
     );
 }
+
+/// A page can make its browser send Cordon's own connection events as
+/// large and as many as it likes: a string it logs or throws comes back
+/// whole (chromiumoxide enables `Runtime` on every tab). Cordon never
+/// listens to them, and its connection's meter (`cdp::meter`) drops them
+/// unread: a plain connection to the same browser hears the page's log,
+/// Cordon's hears neither it nor a 250 MiB one, and goes on answering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_page_logs_or_throws_never_reaches_cordons_own_connection() {
+    use chromiumoxide::cdp::js_protocol::runtime::{EventConsoleApiCalled, EventExceptionThrown};
+    use futures::StreamExt;
+    let browser = Chromium::start();
+    let ws = browser.version().await["webSocketDebuggerUrl"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let plain = cordon::cdp::BrowserConn::connect_unfollowed(&ws)
+        .await
+        .unwrap();
+    let cordons = browser.connect().await;
+    let (plain_page, page) = (
+        plain.first_page().await.unwrap(),
+        cordons.first_page().await.unwrap(),
+    );
+    let mut plain_logged = plain_page
+        .event_listener::<EventConsoleApiCalled>()
+        .await
+        .unwrap();
+    let mut logged = page
+        .event_listener::<EventConsoleApiCalled>()
+        .await
+        .unwrap();
+    let mut thrown = page.event_listener::<EventExceptionThrown>().await.unwrap();
+    // Chromium sends a log before the answer to the evaluation that made
+    // it: once the answer is in, a log that passed is in the listener.
+    let answer = page
+        .evaluate("console.log('x'.repeat(8 << 20)); setTimeout(() => { throw new Error('y'.repeat(8 << 20)) }, 0); 2")
+        .await
+        .unwrap();
+    assert_eq!(answer.into_value::<i64>().unwrap(), 2);
+    let heard = tokio::time::timeout(Duration::from_secs(60), plain_logged.next())
+        .await
+        .expect("a plain connection hears the page's log")
+        .unwrap();
+    let len = heard.args[0]
+        .value
+        .as_ref()
+        .and_then(|v| v.as_str())
+        .map(str::len);
+    assert_eq!(
+        len,
+        Some(8 << 20),
+        "the log's length, as a plain connection heard it"
+    );
+    let big = page
+        .evaluate("console.log('z'.repeat(250 << 20)); 3")
+        .await
+        .unwrap();
+    assert_eq!(big.into_value::<i64>().unwrap(), 3);
+    let after = page.evaluate("document.readyState").await.unwrap();
+    assert_eq!(after.into_value::<String>().unwrap(), "complete");
+    assert!(!cordons.is_closed(), "Cordon's connection ended");
+    let log = tokio::time::timeout(Duration::from_secs(2), logged.next()).await;
+    // Only the size, if one came: the log is 8 or 250 MiB.
+    let size = log.ok().flatten().map(|e| format!("{:?}", e.args).len());
+    assert!(
+        size.is_none(),
+        "Cordon's connection heard a log of ~{size:?} bytes"
+    );
+    let throw = tokio::time::timeout(Duration::from_secs(2), thrown.next()).await;
+    assert!(throw.is_err(), "Cordon's connection heard an exception");
+}

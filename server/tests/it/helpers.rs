@@ -393,12 +393,16 @@ impl Chromium {
             .unwrap()
     }
 
-    /// A CDP connection to the browser.
+    /// A CDP connection to the browser, as Cordon connects to a session's
+    /// (through a meter of its own).
     pub async fn connect(&self) -> cordon::cdp::BrowserConn {
         let version = self.version().await;
-        cordon::cdp::BrowserConn::connect(version["webSocketDebuggerUrl"].as_str().unwrap())
-            .await
-            .unwrap()
+        cordon::cdp::BrowserConn::connect(
+            version["webSocketDebuggerUrl"].as_str().unwrap(),
+            cordon::cdp::meter::Reach::Tcp,
+        )
+        .await
+        .unwrap()
     }
 }
 

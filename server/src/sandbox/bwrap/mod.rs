@@ -36,8 +36,12 @@
 //!
 //! ```text
 //! Chromium ─► 127.0.0.1:3128 (accepted by the relay) ═ handed over /run/cordon/egress.sock ═► (driver) egress guard
-//! chromiumoxide ─► host 127.0.0.1:<port> (driver) ─► 127.0.0.1:9222 (Chromium; connected by the relay, handed over runtime_dir/cdp.sock)
+//! raw CDP clients ─► host 127.0.0.1:<port> (driver's join) ─► 127.0.0.1:9222 (Chromium; connected by the relay, handed over runtime_dir/cdp.sock)
+//! chromiumoxide ─► host 127.0.0.1:<port'> (`cdp::meter::front`'s join) ─► 127.0.0.1:9222 (the same way)
 //! ```
+//!
+//! Both joins read the browser's frame headers as they pass
+//! (`cdp::meter`): no message over the bound reaches the control plane.
 
 use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;

@@ -153,7 +153,7 @@ async fn a_sessions_browser_runs_no_hidden_browser_ui_pages() {
     let agent = app.agent("acme").await;
     let sid = agent.open(json!({})).await;
     let live = app.live("acme", &sid).await;
-    let conn = cordon::cdp::BrowserConn::connect(&live.sandbox.cdp_url)
+    let conn = cordon::cdp::BrowserConn::connect(&live.sandbox.cdp_url, live.sandbox.cdp_reach())
         .await
         .unwrap();
     // Watched for twice as long as the control needed to show it.

@@ -565,16 +565,11 @@ fn input(name: &str, params: &Value) -> Act {
     let kind = str_of(params, "type").unwrap_or("");
     match (name, kind) {
         ("dispatchDragEvent", "drop")
-            if params
+            if let Some(items) = params
                 .pointer("/data/items")
                 .and_then(Value::as_array)
-                .is_some_and(|i| !i.is_empty()) =>
+                .filter(|i| !i.is_empty()) =>
         {
-            let items = params
-                .pointer("/data/items")
-                .and_then(Value::as_array)
-                .map(Vec::as_slice)
-                .unwrap_or_default();
             Act::Drop {
                 x: num_of(params, "x"),
                 y: num_of(params, "y"),

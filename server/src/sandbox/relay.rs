@@ -164,8 +164,8 @@ pub async fn hand_over_connected(listener: UnixListener, to: SocketAddr) {
 /// that found the port could otherwise drive the browser and read its
 /// cookies) and joins each to the socket the relay hands over a new
 /// connection to the unix socket `to`, the browser's side through a
-/// [`crate::cdp::meter::join`] (no message over the bound passes). Runs until aborted; aborting it also
-/// ends every connection it carries.
+/// [`crate::cdp::meter::join`] (no message over the bound passes). Runs
+/// until aborted; aborting it also ends every connection it carries.
 pub async fn tcp_to_handed(listener: TcpListener, to: PathBuf) {
     let local = listener.local_addr().ok();
     each_connection(
@@ -318,8 +318,8 @@ mod tests {
 
     /// A compromised browser's DevTools socket that answers the handshake
     /// and then sends a frame claiming 16 GiB: the host's join ends both
-    /// connections at the frame's header (the raw CDP clients behind it
-    /// have their own bound too; chromiumoxide's has this one).
+    /// connections at the frame's header, so no raw CDP client behind it
+    /// (the dialog follower, the CDP endpoint's) is sent the message.
     #[tokio::test]
     async fn the_cdp_path_ends_a_connection_at_a_message_over_the_bound() {
         let browser = TcpListener::bind("127.0.0.1:0").await.unwrap();

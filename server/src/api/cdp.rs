@@ -360,19 +360,15 @@ async fn protocol(
     Agent(owner): Agent,
 ) -> Result<Response, ApiError> {
     let session = discovered(&state, &owner, &id).await?;
-    let base = crate::cdp::http_base(&session.sandbox.cdp_url)
+    crate::cdp::http_base(&session.sandbox.cdp_url)
         .ok_or_else(|| ApiError::Unavailable("the browser has no HTTP endpoint".into()))?;
-    let res = reqwest::Client::new()
-        .get(format!("{base}/json/protocol"))
-        .timeout(std::time::Duration::from_secs(10))
-        .send()
+    // At most `MAX_PROTOCOL_DESCRIPTION` bytes: what comes from the browser
+    // is not trusted.
+    let body = crate::cdp::protocol_description(&session.sandbox.cdp_url)
         .await
-        .and_then(reqwest::Response::error_for_status)
-        .map_err(|_| ApiError::BrowserFailed("the browser did not describe its protocol".into()))?;
-    let body = res
-        .bytes()
-        .await
-        .map_err(|_| ApiError::BrowserFailed("the browser did not describe its protocol".into()))?;
+        .ok_or_else(|| {
+            ApiError::BrowserFailed("the browser did not describe its protocol".into())
+        })?;
     Ok((
         [(axum::http::header::CONTENT_TYPE, "application/json")],
         body,

@@ -45,7 +45,10 @@ pub use input::{
     mouse_event, unknown_key, wheel_with,
 };
 pub use navguard::{Paused, hold_documents, release, tab_ids};
-pub use raw::{MAX_BROWSER_MESSAGE, RawReceiver, RawSender, connect_raw, http_base};
+pub use raw::{
+    MAX_BROWSER_MESSAGE, MAX_PROTOCOL_DESCRIPTION, RawReceiver, RawSender, connect_raw, http_base,
+    protocol_description,
+};
 pub use storage::{frame_origins, local_storage};
 pub use tab_events::TabEvents;
 pub use tools::*;

@@ -185,9 +185,96 @@ pub fn http_base(ws_url: &str) -> Option<String> {
     Some(format!("{scheme}://{host}:{port}"))
 }
 
+/// The most of a browser's `/json/protocol` Cordon reads (Chromium 156's
+/// is about 1 MiB): a compromised browser's endless answer is cut there.
+pub const MAX_PROTOCOL_DESCRIPTION: usize = 16 << 20;
+
+/// The browser's own protocol description (`/json/protocol` at its
+/// WebSocket URL's host and port), read to at most
+/// [`MAX_PROTOCOL_DESCRIPTION`] bytes within 10 s. `None` when it has no
+/// HTTP endpoint, does not answer `200`, or answers more.
+pub async fn protocol_description(ws_url: &str) -> Option<Vec<u8>> {
+    let base = http_base(ws_url)?;
+    let read = async {
+        let mut res = reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .ok()?
+            .get(format!("{base}/json/protocol"))
+            .send()
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .ok()?;
+        let mut body = Vec::new();
+        while let Some(chunk) = res.chunk().await.ok()? {
+            if body.len() + chunk.len() > MAX_PROTOCOL_DESCRIPTION {
+                tracing::warn!("a browser's protocol description is over its bound: not read");
+                return None;
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Some(body)
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), read)
+        .await
+        .ok()
+        .flatten()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A "browser" whose `/json/protocol` answer is `len` bytes long
+    /// (chunked, never a length told up front); returns its port and how
+    /// many bytes it sent before the reader went away.
+    async fn describing_browser(len: u64) -> (u16, tokio::task::JoinHandle<u64>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        let task = tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            let mut req = [0u8; 2048];
+            let _ = s.read(&mut req).await;
+            let head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+            if s.write_all(head).await.is_err() {
+                return 0;
+            }
+            let chunk = vec![b' '; 1 << 20];
+            let mut sent = 0u64;
+            while sent < len {
+                let n = chunk
+                    .len()
+                    .min(usize::try_from(len - sent).unwrap_or(usize::MAX));
+                let framed = [format!("{n:x}\r\n").as_bytes(), &chunk[..n], b"\r\n"].concat();
+                if s.write_all(&framed).await.is_err() {
+                    return sent;
+                }
+                sent += n as u64;
+            }
+            let _ = s.write_all(b"0\r\n\r\n").await;
+            sent
+        });
+        (port, task)
+    }
+
+    #[tokio::test]
+    async fn a_protocol_description_is_read_within_its_bound() {
+        let (port, _) = describing_browser(3 << 20).await;
+        let got = protocol_description(&format!("ws://127.0.0.1:{port}/devtools/browser/x")).await;
+        assert_eq!(got.map(|b| b.len()), Some(3 << 20));
+        // An endless answer: cut at the bound, the rest never sent.
+        let (port, sent) = describing_browser(1 << 34).await;
+        let got = protocol_description(&format!("ws://127.0.0.1:{port}/devtools/browser/x")).await;
+        assert!(got.is_none(), "read {:?} bytes", got.map(|b| b.len()));
+        let sent = tokio::time::timeout(std::time::Duration::from_secs(30), sent)
+            .await
+            .expect("the answer was not cut")
+            .unwrap();
+        assert!(sent < 1 << 30, "the browser sent {sent} bytes");
+        // No HTTP endpoint.
+        assert!(protocol_description("file:///etc/passwd").await.is_none());
+    }
 
     #[test]
     fn the_discovery_base_is_the_websockets_host_and_port() {

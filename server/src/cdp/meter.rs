@@ -457,7 +457,10 @@ pub async fn front(
         drop(listener);
         let browser = match reach {
             Reach::Tcp => TcpStream::connect(to).await.ok(),
-            Reach::Handed(path) => handed(path).await,
+            Reach::Handed(path) => crate::sandbox::handover::take(&path)
+                .await
+                .map_err(|e| tracing::debug!(error = %e, "no DevTools socket handed over"))
+                .ok(),
         };
         let Some(browser) = browser else {
             return;
@@ -466,19 +469,6 @@ pub async fn front(
         join(client, browser, Meter::quiet(MAX_BROWSER_MESSAGE)).await;
     });
     Ok((front.to_string(), task))
-}
-
-/// A connection to a `bwrap` sandbox's DevTools, handed over `path`.
-async fn handed(path: PathBuf) -> Option<TcpStream> {
-    use crate::sandbox::handover;
-    let unix = tokio::net::UnixStream::connect(&path).await.ok()?;
-    match handover::receive(&unix, handover::RECEIVE_TIMEOUT).await {
-        Ok(s) => Some(s),
-        Err(e) => {
-            tracing::debug!(error = %e, "no DevTools socket handed over");
-            None
-        }
-    }
 }
 
 /// The first connection to `listener` that this process opened, within

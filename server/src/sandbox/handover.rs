@@ -55,6 +55,14 @@ pub enum HandoverError {
     NotTcp(&'static str),
 }
 
+/// Asks for a socket over a new connection to the unix socket `path` (a
+/// bwrap sandbox's `cdp.sock`, whose relay connects to Chromium's DevTools
+/// and hands that socket back) and takes it, within [`RECEIVE_TIMEOUT`].
+pub async fn take(path: &std::path::Path) -> Result<TcpStream, HandoverError> {
+    let unix = UnixStream::connect(path).await?;
+    receive(&unix, RECEIVE_TIMEOUT).await
+}
+
 /// Sends `socket` over `unix` (one mark byte with the descriptor). The
 /// caller may close its own copy once this returns.
 pub async fn send(unix: &UnixStream, socket: &impl AsFd) -> io::Result<()> {

@@ -181,12 +181,8 @@ pub async fn tcp_to_handed(listener: TcpListener, to: PathBuf) {
                     return;
                 }
                 let _ = inbound.set_nodelay(true);
-                let Ok(unix) = UnixStream::connect(&to).await else {
-                    return;
-                };
-                match handover::receive(&unix, handover::RECEIVE_TIMEOUT).await {
+                match handover::take(&to).await {
                     Ok(out) => {
-                        drop(unix);
                         // The browser's messages bounded on the way.
                         let meter = crate::cdp::meter::Meter::new(crate::cdp::MAX_BROWSER_MESSAGE);
                         crate::cdp::meter::join(inbound, out, meter).await;
